@@ -1,0 +1,44 @@
+# lane_pg developer tasks. `make test` is what CI runs (through .ci/run).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export LANE_PG_TEST_DSN ?= postgresql://postgres@127.0.0.1:5432/test
+export LANE_PG_TEST_REDIS ?= redis://127.0.0.1:6379/0
+
+.PHONY: venv test lint typecheck pytest demo bench clean
+
+# Re-installs only when the project metadata changed since the last install.
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev,redis,embedded]'
+	touch $(STAMP)
+
+lint: venv
+	$(BIN)/ruff check .
+
+typecheck: venv
+	$(BIN)/mypy lane_pg
+
+pytest: venv
+	$(BIN)/python -m pytest
+
+test: venv
+	$(BIN)/ruff check .
+	$(BIN)/mypy lane_pg
+	$(BIN)/python -m pytest
+
+demo: venv
+	$(BIN)/python examples/demo.py
+
+bench: venv
+	@if [ -f benchmarks/run.py ]; then $(BIN)/python benchmarks/run.py; \
+	else echo "benchmarks/run.py not written yet"; fi
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -1,0 +1,117 @@
+"""lane_pg in one file: enqueue three jobs and process them with a tiny claim loop.
+
+    make demo            # or: python examples/demo.py
+
+With ``LANE_PG_DSN`` unset this starts an embedded PostgreSQL whose data lives in
+``./.lane_pg`` (``pip install 'lane_pg[embedded]'``). The loop below is what
+``lane_pg.Worker`` does for you, minus concurrency, lease renewal and shutdown handling.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+
+from lane_pg import Backoff, Job, JobOptions, QueueDemand
+from lane_pg.postgres.backend import PostgresBackend
+from lane_pg.postgres.embedded import resolve_dsn
+from lane_pg.postgres.schema import migrate
+
+QUEUE = "demo"
+DEADLINE_SECONDS = 15.0
+
+
+# --------------------------------------------------------------------------- handlers
+async def send_email(job: Job) -> dict[str, str]:
+    return {"sent_to": job.data["to"]}
+
+
+async def send_reminder(job: Job) -> str:
+    return f"reminded {job.data['user']}"
+
+
+async def flaky_report(job: Job) -> dict[str, int]:
+    if job.attempts_made == 0:  # fails on its first attempt, succeeds on the retry
+        raise RuntimeError("report service busy")
+    return {"rows": 42}
+
+
+HANDLERS: dict[str, Callable[[Job], Awaitable[object]]] = {
+    "send_email": send_email,
+    "send_reminder": send_reminder,
+    "flaky_report": flaky_report,
+}
+
+
+def show(what: str, job: Job, detail: str = "") -> None:
+    label = f"{job.name}#{job.id}"
+    print(f"{what:<10} {label:<22} -> {job.state:<9} {detail}".rstrip())
+
+
+# --------------------------------------------------------------------------- main
+async def main() -> int:
+    dsn = resolve_dsn(None)  # $LANE_PG_DSN, else the embedded server
+    await migrate(dsn)  # idempotent: installs or upgrades schema "lane"
+    backend = await PostgresBackend.connect(dsn, schema="lane")
+    try:
+        jobs = [
+            await backend.add(QUEUE, "send_email", {"to": "ada@example.com"}),
+            await backend.add(QUEUE, "send_reminder", {"user": "ada"}, JobOptions(delay=1.0)),
+            await backend.add(
+                QUEUE,
+                "flaky_report",
+                {"month": "2025-11"},
+                JobOptions(attempts=2, backoff=Backoff.fixed(0.5)),
+            ),
+        ]
+        for job in jobs:
+            show("added", job)
+        ours = {job.id for job in jobs}
+        return 0 if await process(backend, ours) else 1
+    finally:
+        await backend.close()
+
+
+async def process(backend: PostgresBackend, ours: set[str]) -> bool:
+    """Claim and run jobs until every job in ``ours`` is completed or the deadline passes."""
+    worker_id = f"demo-{os.getpid()}"
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + DEADLINE_SECONDS
+    while loop.time() < deadline:
+        claimed = await backend.claim(worker_id, [QueueDemand(QUEUE, limit=10)], lease=30)
+        for job in claimed:
+            show("claimed", job)
+            assert job.lock_token is not None
+            handler = HANDLERS.get(job.name)
+            try:
+                if handler is None:
+                    raise LookupError(f"no handler for job name {job.name!r}")
+                result = await handler(job)
+            except Exception as exc:
+                failed = await backend.fail(QUEUE, job.id, job.lock_token, str(exc))
+                show("failed", failed, f"({exc}; attempt {failed.attempts_made})")
+            else:
+                done = await backend.complete(QUEUE, job.id, job.lock_token, result)
+                show("completed", done, f"result={result!r}")
+
+        states = {job_id: await backend.get_job(QUEUE, job_id) for job_id in ours}
+        if all(job is not None and job.state == "completed" for job in states.values()):
+            print("all three jobs completed")
+            return True
+        if any(job is None or job.state == "failed" for job in states.values()):
+            print("a demo job failed for good", file=sys.stderr)
+            return False
+        if not claimed:
+            # Nothing ready: sleep until the next delayed job is due (at most 1 s).
+            due = [j.available_at for j in states.values() if j and j.state == "delayed"]
+            wait = min((d - datetime.now(UTC)).total_seconds() for d in due) if due else 0.1
+            await asyncio.sleep(min(max(wait, 0.02), 1.0, max(deadline - loop.time(), 0)))
+    print(f"gave up after {DEADLINE_SECONDS:.0f}s", file=sys.stderr)
+    return False
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))

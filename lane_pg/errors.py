@@ -1,0 +1,149 @@
+"""The LaneError hierarchy and the SQLSTATE codes the stored functions raise.
+
+Every rule violation detected in SQL is raised with a SQLSTATE of class ``LN`` so a
+psql user and a Python user see the same reason. ``SQLSTATE_ERRORS`` maps each code to
+the exception class the Python backends raise; the memory backend raises the same
+classes directly.
+"""
+
+from __future__ import annotations
+
+
+class LaneError(Exception):
+    """Base class of every error lane_pg raises on purpose."""
+
+    sqlstate: str = "LN000"
+
+
+class ValidationError(LaneError, ValueError):
+    """Bad input: nothing was written."""
+
+    sqlstate = "LN000"
+
+
+class InvalidJobId(ValidationError):
+    """A custom job id that is empty, ``0``, starts with ``0:`` or is a pure integer."""
+
+    sqlstate = "LN001"
+
+
+class InvalidPriority(ValidationError):
+    """A priority outside 0..2**21."""
+
+    sqlstate = "LN002"
+
+
+class InvalidOptions(ValidationError):
+    """Job options that cannot be honoured (unknown key, wrong type, out of range)."""
+
+    sqlstate = "LN003"
+
+
+class InvalidQueueName(ValidationError):
+    """A queue name that is empty, too long, or contains whitespace or control characters."""
+
+    sqlstate = "LN013"
+
+
+class InvalidPayload(ValidationError):
+    """Job data, a result or progress that is not JSON-serialisable."""
+
+    sqlstate = "LN014"
+
+
+class JobNotFound(LaneError, LookupError):
+    """The job does not exist (never added, removed, or cleaned by retention)."""
+
+    sqlstate = "LN004"
+
+
+class LockMismatch(LaneError):
+    """The lock token is not the job's current one: the caller lost its lease.
+
+    Raised by every token-checked call; the job was not changed.
+    """
+
+    sqlstate = "LN005"
+
+
+class JobStateConflict(LaneError):
+    """The job is not in a state that allows the requested transition."""
+
+    sqlstate = "LN006"
+
+
+class JobLocked(LaneError):
+    """The job is active under a lease that has not expired."""
+
+    sqlstate = "LN007"
+
+
+class PendingDependencies(LaneError):
+    sqlstate = "LN008"
+
+
+class DeduplicationConflict(LaneError):
+    sqlstate = "LN009"
+
+
+class RepeatConflict(LaneError):
+    sqlstate = "LN010"
+
+
+class ParentConflict(LaneError):
+    sqlstate = "LN011"
+
+
+class FailedChildren(LaneError):
+    sqlstate = "LN012"
+
+
+class ConfigurationError(LaneError):
+    """Bad configuration detected before any SQL was issued (schema name, DSN, ...)."""
+
+    sqlstate = "LN015"
+
+
+class SchemaVersionMismatch(LaneError):
+    """The installed schema is older than this library, or newer and breaking."""
+
+    sqlstate = "LN016"
+
+    def __init__(self, installed: int | None, required: int, message: str) -> None:
+        super().__init__(message)
+        self.installed = installed
+        self.required = required
+
+
+class UnrecoverableJobError(Exception):
+    """Raised by a processor to fail its job terminally, skipping the remaining retries."""
+
+
+SQLSTATE_ERRORS: dict[str, type[LaneError]] = {
+    cls.sqlstate: cls
+    for cls in (
+        ValidationError,
+        InvalidJobId,
+        InvalidPriority,
+        InvalidOptions,
+        InvalidQueueName,
+        InvalidPayload,
+        JobNotFound,
+        LockMismatch,
+        JobStateConflict,
+        JobLocked,
+        PendingDependencies,
+        DeduplicationConflict,
+        RepeatConflict,
+        ParentConflict,
+        FailedChildren,
+    )
+}
+
+
+def error_for_sqlstate(sqlstate: str | None, message: str) -> LaneError | None:
+    """The LaneError for a SQLSTATE raised by a lane function, or None for other codes."""
+    if sqlstate is None:
+        return None
+    cls = SQLSTATE_ERRORS.get(sqlstate)
+    return cls(message) if cls is not None else None

@@ -1,0 +1,991 @@
+"""``MemoryBackend``: the in-process reference model of ``JobQueueBackend``.
+
+It re-implements the rules of the ``lane.*`` stored functions in plain Python. A Hypothesis
+stateful test drives it side by side with the PostgreSQL backend and compares everything
+observable, so it is deterministic: time comes from the injected clock (or ``now=``) and
+randomness (backoff jitter only) from the injected ``random.Random``.
+
+Every public method runs without awaiting anything, so on one event loop each call is
+atomic, like one stored-function transaction. Each validates all of its input before it
+changes anything.
+"""
+
+from __future__ import annotations
+
+import copy
+import heapq
+import json
+import random
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from typing import Literal, cast
+
+from lane_pg.errors import (
+    InvalidOptions,
+    JobLocked,
+    JobNotFound,
+    JobStateConflict,
+    LockMismatch,
+)
+from lane_pg.types import (
+    ALL_STATES,
+    JSON,
+    Backoff,
+    Completion,
+    Duration,
+    Failure,
+    FinalizeOutcome,
+    Job,
+    JobOptions,
+    JobPage,
+    JobRetention,
+    JobSpec,
+    JobState,
+    LeaseRef,
+    LogEntry,
+    LogPage,
+    QueueDemand,
+    QueueEvent,
+    StalledOutcome,
+    check_json,
+    options_document,
+    to_millis,
+    validate_custom_job_id,
+    validate_job_name,
+    validate_priority,
+    validate_queue_name,
+)
+
+PRIORITY_BUCKET = 2**41
+"""Width of one priority's range of order keys (ORD-2)."""
+BUCKET_MIDDLE = 2**40
+"""LIFO keys count down below the middle of a bucket, FIFO keys count up above it."""
+STALLED_REASON = "job stalled more than allowable limit"
+LEASE_EXPIRED = "lease expired"
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MILLISECOND = timedelta(milliseconds=1)
+_RETENTION_KEYS = frozenset({"age_ms", "count", "limit"})
+_MAX_EVENT_ID = 2**63 - 1
+
+# True = delete the finished job itself; JobRetention = age/count cleanup; None = keep.
+_Policy = JobRetention | Literal[True] | None
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _utc(moment: datetime) -> datetime:
+    # Naive datetimes are read as UTC, as asyncpg does for timestamptz parameters.
+    if moment.tzinfo is None:
+        return moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC)
+
+
+def _epoch_ms(moment: datetime) -> int:
+    """Epoch milliseconds, floored (SQL: ``floor(extract(epoch from t) * 1000)``)."""
+    return (moment - _EPOCH) // _MILLISECOND
+
+
+def _json_copy(value: JSON) -> JSON:
+    # A JSON round trip stores what jsonb would: tuples become lists, keys strings.
+    return json.loads(json.dumps(value))
+
+
+def _same_token(current: str | None, token: str) -> bool:
+    # Tokens are uuid columns in PostgreSQL: compare as UUIDs, reject non-UUID text.
+    if current is None:
+        return False
+    try:
+        return uuid.UUID(str(token)) == uuid.UUID(current)
+    except ValueError:
+        return False
+
+
+def _non_negative_int(value: JSON, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidOptions(f"{what} must be a non-negative integer, got {value!r}")
+    return value
+
+
+def _check_state(state: str) -> JobState:
+    if state not in ALL_STATES:
+        raise InvalidOptions(f"unknown job state {state!r}; use one of {list(ALL_STATES)}")
+    return state
+
+
+def _lrange(items: list[LogEntry], start: int, end: int) -> list[LogEntry]:
+    """Redis LRANGE: inclusive bounds, negative indices count from the end."""
+    size = len(items)
+    first = size + start if start < 0 else start
+    last = size + end if end < 0 else end
+    first, last = max(first, 0), min(last, size - 1)
+    return items[first : last + 1] if first <= last else []
+
+
+# --------------------------------------------------------------------------- options
+
+
+@dataclass(frozen=True, slots=True)
+class _Options:
+    """A validated options document."""
+
+    document: dict[str, JSON]
+    job_id: str | None
+    priority: int
+    lifo: bool
+    delay_ms: int
+    attempts: int
+    backoff: Backoff | None
+    timeout_ms: int | None
+    remove_on_complete: _Policy
+    remove_on_fail: _Policy
+
+
+def _parse_backoff(doc: JSON) -> Backoff | None:
+    backoff = Backoff.from_json(doc)
+    if backoff is None:
+        return None
+    delays = (backoff.delay_ms, backoff.base_ms, backoff.cap_ms or 0, *backoff.delays_ms)
+    if min(delays) < 0 or not 0.0 <= backoff.jitter <= 1.0:
+        raise InvalidOptions(f"backoff delays must be >= 0 and jitter within 0..1: {doc!r}")
+    return backoff
+
+
+def _parse_retention(value: JSON, what: str) -> _Policy:
+    if value is None or value is False:
+        return None
+    if value is True:
+        return True
+    if isinstance(value, int):
+        return JobRetention(count=_non_negative_int(value, what))
+    if not isinstance(value, dict) or set(value) - _RETENTION_KEYS:
+        raise InvalidOptions(
+            f"{what} must be a bool, a count or an object with age_ms/count/limit: {value!r}"
+        )
+    parts = {
+        key: None if value.get(key) is None else _non_negative_int(value[key], f"{what}.{key}")
+        for key in sorted(_RETENTION_KEYS)
+    }
+    return JobRetention(age_ms=parts["age_ms"], count=parts["count"], limit=parts["limit"])
+
+
+def _parse_options(options: JobOptions | dict[str, JSON] | None) -> _Options:
+    """Validate the options document; a JSON null counts as the key being absent."""
+    doc = cast(dict[str, JSON], _json_copy(options_document(options)))
+    job_id = doc.get("job_id")
+    attempts = doc.get("attempts")
+    if attempts is not None and (
+        isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1
+    ):
+        raise InvalidOptions(f"attempts must be an integer >= 1, got {attempts!r}")
+    lifo = doc.get("lifo")
+    if lifo is not None and not isinstance(lifo, bool):
+        raise InvalidOptions(f"lifo must be a boolean, got {lifo!r}")
+    timeout = doc.get("timeout_ms")
+    delay = doc.get("delay_ms")
+    return _Options(
+        document=doc,
+        job_id=None if job_id is None else validate_custom_job_id(job_id),
+        priority=0 if doc.get("priority") is None else validate_priority(doc["priority"]),
+        lifo=bool(lifo),
+        delay_ms=0 if delay is None else _non_negative_int(delay, "delay_ms"),
+        attempts=1 if attempts is None else attempts,
+        backoff=_parse_backoff(doc.get("backoff")),
+        timeout_ms=None if timeout is None else _non_negative_int(timeout, "timeout_ms"),
+        remove_on_complete=_parse_retention(doc.get("remove_on_complete"), "remove_on_complete"),
+        remove_on_fail=_parse_retention(doc.get("remove_on_fail"), "remove_on_fail"),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _NewJob:
+    """One validated add request."""
+
+    name: str
+    data: JSON
+    options: _Options
+
+
+def _parse_spec(name: str, data: JSON, options: JobOptions | dict[str, JSON] | None) -> _NewJob:
+    validate_job_name(name)
+    return _NewJob(name, _json_copy(check_json(data, "data")), _parse_options(options))
+
+
+# --------------------------------------------------------------------------- storage
+
+
+@dataclass(slots=True)
+class _Record:
+    """One job row; ``key`` is the global insertion counter (``lane.jobs.key``)."""
+
+    queue: str
+    id: str
+    key: int
+    name: str
+    data: JSON
+    state: JobState
+    priority: int
+    lifo: bool
+    order_key: int
+    created_at: datetime
+    available_at: datetime
+    max_attempts: int
+    backoff: Backoff | None
+    timeout_ms: int | None
+    options: dict[str, JSON]
+    remove_on_complete: _Policy
+    remove_on_fail: _Policy
+    enqueued_seq: int | None = None
+    processed_at: datetime | None = None
+    finished_at: datetime | None = None
+    attempts_started: int = 0
+    attempts_made: int = 0
+    lock_token: str | None = None
+    worker_id: str | None = None
+    lease_expires_at: datetime | None = None
+    stalled_count: int = 0
+    progress: JSON = None
+    return_value: JSON = None
+    failed_reason: str | None = None
+    stacktrace: list[str] = field(default_factory=list)
+    logs: list[LogEntry] = field(default_factory=list)
+
+    def snapshot(self) -> Job:
+        # Deep copies: a snapshot must not change when the stored job does.
+        return Job(
+            queue=self.queue,
+            id=self.id,
+            name=self.name,
+            data=copy.deepcopy(self.data),
+            state=self.state,
+            priority=self.priority,
+            lifo=self.lifo,
+            order_key=self.order_key,
+            enqueued_seq=self.enqueued_seq,
+            created_at=self.created_at,
+            available_at=self.available_at,
+            processed_at=self.processed_at,
+            finished_at=self.finished_at,
+            attempts_started=self.attempts_started,
+            attempts_made=self.attempts_made,
+            max_attempts=self.max_attempts,
+            backoff=self.backoff,
+            timeout_ms=self.timeout_ms,
+            lock_token=self.lock_token,
+            worker_id=self.worker_id,
+            lease_expires_at=self.lease_expires_at,
+            stalled_count=self.stalled_count,
+            progress=copy.deepcopy(self.progress),
+            return_value=copy.deepcopy(self.return_value),
+            failed_reason=self.failed_reason,
+            stacktrace=list(self.stacktrace),
+            options=copy.deepcopy(self.options),
+        )
+
+    def finish_order(self) -> tuple[datetime, int]:
+        """Oldest-first order of finished jobs for retention."""
+        assert self.finished_at is not None
+        return (self.finished_at, self.key)
+
+
+def _state_index() -> dict[JobState, dict[str, _Record]]:
+    return {state: {} for state in ALL_STATES}
+
+
+@dataclass(slots=True)
+class _Queue:
+    name: str
+    paused: bool = False
+    jobs: dict[str, _Record] = field(default_factory=dict)
+    by_state: dict[JobState, dict[str, _Record]] = field(default_factory=_state_index)
+    # Heaps with lazy deletion: an entry counts only while it matches the job's fields.
+    waiting: list[tuple[int, int, str]] = field(default_factory=list)
+    delayed: list[tuple[datetime, int, str]] = field(default_factory=list)
+    events: list[QueueEvent] = field(default_factory=list)
+
+    def drained(self) -> bool:
+        return not self.by_state["waiting"] and not self.by_state["active"]
+
+
+# --------------------------------------------------------------------------- backend
+
+
+class MemoryBackend:
+    """Reference implementation of ``JobQueueBackend`` kept entirely in memory."""
+
+    def __init__(
+        self,
+        clock: Callable[[], datetime] | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._clock = clock or (lambda: datetime.now(UTC))
+        self._rng = rng or random.Random()
+        self._queues: dict[str, _Queue] = {}
+        self._last_id = 0
+        self._last_key = 0
+        self._last_seq = 0
+        self._last_event_id = 0
+
+    # ------------------------------------------------------------- internals: basics
+
+    def _now(self, now: datetime | None) -> datetime:
+        return _utc(self._clock() if now is None else now)
+
+    def _queue(self, name: str) -> _Queue:
+        """The queue, created on first use."""
+        queue = self._queues.get(name)
+        if queue is None:
+            queue = self._queues[name] = _Queue(name)
+        return queue
+
+    def _find(self, queue: str, job_id: str) -> tuple[_Queue, _Record] | None:
+        q = self._queues.get(queue)
+        job = None if q is None else q.jobs.get(job_id)
+        return None if q is None or job is None else (q, job)
+
+    def _require(self, queue: str, job_id: str) -> tuple[_Queue, _Record]:
+        found = self._find(queue, job_id)
+        if found is None:
+            raise JobNotFound(f"job {job_id!r} not found in queue {queue!r}")
+        return found
+
+    def _owned(self, queue: str, job_id: str, token: str) -> tuple[_Queue, _Record]:
+        q, job = self._require(queue, job_id)
+        if job.state != "active" or not _same_token(job.lock_token, token):
+            raise LockMismatch(f"job {job_id!r} in queue {queue!r} is not active under token")
+        return q, job
+
+    def _outcome_of(self, queue: str, job_id: str, token: str) -> FinalizeOutcome | None:
+        """The batch outcome for an item that cannot be finalised, else None."""
+        found = self._find(queue, job_id)
+        if found is None:
+            return FinalizeOutcome(queue, job_id, "not_found", None)
+        job = found[1]
+        if job.state != "active" or not _same_token(job.lock_token, token):
+            return FinalizeOutcome(queue, job_id, "lock_mismatch", None)
+        return None
+
+    def _selected(self, queues: Sequence[str] | None) -> list[_Queue]:
+        """Existing queues: all in name order when None, else in the given order."""
+        names = sorted(self._queues) if queues is None else dict.fromkeys(queues)
+        return [self._queues[name] for name in names if name in self._queues]
+
+    def _emit(
+        self, q: _Queue, event: str, job_id: str | None, data: dict[str, JSON], now: datetime
+    ) -> None:
+        self._last_event_id += 1
+        q.events.append(QueueEvent(self._last_event_id, q.name, event, job_id, data, now))
+
+    # ------------------------------------------------------------- internals: moves
+
+    def _set_state(self, q: _Queue, job: _Record, state: JobState) -> None:
+        """The one place a stored job changes state (keeps the per-state index right)."""
+        del q.by_state[job.state][job.id]
+        job.state = state
+        q.by_state[state][job.id] = job
+
+    def _store(self, q: _Queue, job: _Record) -> None:
+        q.jobs[job.id] = job
+        q.by_state[job.state][job.id] = job
+
+    def _delete(self, q: _Queue, job: _Record) -> None:
+        # Heap entries go stale and are skipped; the logs live on the record.
+        del q.jobs[job.id]
+        del q.by_state[job.state][job.id]
+
+    def _enqueue(self, q: _Queue, job: _Record, *, front: bool = False) -> None:
+        """Give a waiting job a fresh sequence and its order key (ORD-1..3)."""
+        self._last_seq += 1
+        seq = self._last_seq
+        bucket = job.priority * PRIORITY_BUCKET
+        if front:
+            job.order_key = bucket
+        elif job.lifo:
+            job.order_key = bucket + BUCKET_MIDDLE - seq
+        else:
+            job.order_key = bucket + BUCKET_MIDDLE + seq
+        job.enqueued_seq = seq
+        heapq.heappush(q.waiting, (job.order_key, job.key, job.id))
+
+    def _move_to_waiting(self, q: _Queue, job: _Record, *, front: bool = False) -> None:
+        self._set_state(q, job, "waiting")
+        self._enqueue(q, job, front=front)
+
+    def _move_to_delayed(self, q: _Queue, job: _Record, available_at: datetime) -> None:
+        # order_key / enqueued_seq keep their last values until the next move into waiting.
+        job.available_at = available_at
+        self._set_state(q, job, "delayed")
+        heapq.heappush(q.delayed, (available_at, job.key, job.id))
+
+    @staticmethod
+    def _end_lease(job: _Record) -> None:
+        job.lock_token = None
+        job.lease_expires_at = None
+
+    def _pop_waiting(self, q: _Queue) -> _Record | None:
+        while q.waiting:
+            order_key, key, job_id = heapq.heappop(q.waiting)
+            job = q.jobs.get(job_id)
+            if job is not None and (job.state, job.order_key, job.key) == (
+                "waiting",
+                order_key,
+                key,
+            ):
+                return job
+        return None
+
+    def _promote_due(self, q: _Queue, now: datetime) -> int:
+        """Move every due delayed job to waiting, by ``(available_at, key)``."""
+        promoted = 0
+        while q.delayed and q.delayed[0][0] <= now:
+            due, key, job_id = heapq.heappop(q.delayed)
+            job = q.jobs.get(job_id)
+            if job is None or (job.state, job.available_at, job.key) != ("delayed", due, key):
+                continue  # stale entry: the job left delayed or was rescheduled
+            self._move_to_waiting(q, job)
+            self._emit(q, "waiting", job.id, {"prev": "delayed"}, now)
+            promoted += 1
+        return promoted
+
+    def _activate(
+        self, q: _Queue, job: _Record, worker_id: str, lease_ms: int, now: datetime
+    ) -> None:
+        self._set_state(q, job, "active")
+        job.lock_token = str(uuid.uuid4())
+        job.worker_id = worker_id
+        job.processed_at = now
+        job.lease_expires_at = now + lease_ms * _MILLISECOND
+        job.attempts_started += 1
+        self._emit(q, "active", job.id, {"prev": "waiting"}, now)
+
+    # ------------------------------------------------------------- internals: finishing
+
+    def _complete(self, q: _Queue, job: _Record, result: JSON, now: datetime) -> Job:
+        self._end_lease(job)
+        self._set_state(q, job, "completed")
+        job.finished_at = now
+        job.return_value = result
+        self._emit(
+            q, "completed", job.id, {"prev": "active", "returnvalue": copy.deepcopy(result)}, now
+        )
+        snapshot = job.snapshot()
+        self._after_finish(q, job, job.remove_on_complete, now)
+        return snapshot
+
+    def _fail(
+        self,
+        q: _Queue,
+        job: _Record,
+        reason: str,
+        stacktrace: str | None,
+        discard_retry: bool,
+        now: datetime,
+    ) -> Job:
+        job.attempts_made += 1
+        job.failed_reason = reason
+        if stacktrace is not None:
+            job.stacktrace.append(stacktrace)
+        if discard_retry or job.attempts_made >= job.max_attempts:
+            return self._finalize_terminal(q, job, reason, now)
+        self._end_lease(job)
+        delay_ms = self._backoff_ms(job)
+        if delay_ms > 0:
+            self._move_to_delayed(q, job, now + delay_ms * _MILLISECOND)
+            data = {"delay": _epoch_ms(job.available_at), "prev": "active", "failedReason": reason}
+            self._emit(q, "delayed", job.id, data, now)
+        else:
+            self._move_to_waiting(q, job)
+            self._emit(q, "waiting", job.id, {"prev": "active"}, now)
+        return job.snapshot()
+
+    def _backoff_ms(self, job: _Record) -> int:
+        if job.backoff is None:
+            return 0
+        # Draw only when jitter is on, so runs without jitter consume no randomness.
+        uniform = self._rng.random() if job.backoff.jitter > 0 else 0.5
+        return job.backoff.delay_for(job.attempts_made, uniform)
+
+    def _finalize_terminal(self, q: _Queue, job: _Record, reason: str, now: datetime) -> Job:
+        """``active -> failed`` for fail_job and stalled recovery alike (FIN-4, STALL-4)."""
+        self._end_lease(job)
+        self._set_state(q, job, "failed")
+        job.failed_reason = reason
+        job.finished_at = now
+        self._emit(q, "failed", job.id, {"prev": "active", "failedReason": reason}, now)
+        if job.attempts_made >= job.max_attempts:
+            self._emit(q, "retries-exhausted", job.id, {"attemptsMade": job.attempts_made}, now)
+        snapshot = job.snapshot()
+        self._after_finish(q, job, job.remove_on_fail, now)
+        return snapshot
+
+    def _after_finish(self, q: _Queue, job: _Record, policy: _Policy, now: datetime) -> None:
+        """Retention, then ``drained`` (FIN-2 steps 5 and 7)."""
+        self._apply_retention(q, job, policy, now)
+        if q.drained():
+            self._emit(q, "drained", None, {}, now)
+
+    def _apply_retention(self, q: _Queue, job: _Record, policy: _Policy, now: datetime) -> None:
+        """RET-2/3: age cleanup (oldest first, capped by limit), then keep the newest count."""
+        if policy is None:
+            return
+        if policy is True:
+            self._delete(q, job)
+            return
+        finished = sorted(q.by_state[job.state].values(), key=_Record.finish_order)
+        if policy.age_ms is not None:
+            cutoff = now - policy.age_ms * _MILLISECOND
+            expired = [j for j in finished if j.finish_order()[0] < cutoff]
+            if policy.limit is not None:
+                expired = expired[: policy.limit]
+            self._delete_all(q, expired)
+            finished = [j for j in finished if q.jobs.get(j.id) is j]
+        if policy.count is not None:
+            self._delete_all(q, finished[: max(len(finished) - policy.count, 0)])
+
+    def _delete_all(self, q: _Queue, jobs: Iterable[_Record]) -> None:
+        for job in jobs:
+            self._delete(q, job)
+
+    # ------------------------------------------------------------- adding
+
+    def _insert(self, queue: str, new: _NewJob, now: datetime) -> _Record:
+        q = self._queue(queue)
+        opts = new.options
+        if opts.job_id is not None and opts.job_id in q.jobs:
+            return q.jobs[opts.job_id]  # ADD-3: idempotent, no write and no event
+        if opts.job_id is None:
+            self._last_id += 1
+        self._last_key += 1
+        delayed = opts.delay_ms > 0
+        job = _Record(
+            queue=queue,
+            id=opts.job_id if opts.job_id is not None else str(self._last_id),
+            key=self._last_key,
+            name=new.name,
+            data=new.data,
+            state="delayed" if delayed else "waiting",
+            priority=opts.priority,
+            lifo=opts.lifo,
+            order_key=opts.priority * PRIORITY_BUCKET + BUCKET_MIDDLE,
+            created_at=now,
+            available_at=now + opts.delay_ms * _MILLISECOND,
+            max_attempts=opts.attempts,
+            backoff=opts.backoff,
+            timeout_ms=opts.timeout_ms,
+            options=opts.document,
+            remove_on_complete=opts.remove_on_complete,
+            remove_on_fail=opts.remove_on_fail,
+        )
+        self._store(q, job)
+        self._emit(q, "added", job.id, {"name": job.name}, now)
+        if delayed:
+            heapq.heappush(q.delayed, (job.available_at, job.key, job.id))
+            self._emit(q, "delayed", job.id, {"delay": _epoch_ms(job.available_at)}, now)
+        else:
+            self._enqueue(q, job)
+            self._emit(q, "waiting", job.id, {}, now)
+        return job
+
+    async def add(
+        self,
+        queue: str,
+        name: str,
+        data: JSON = None,
+        options: JobOptions | dict[str, JSON] | None = None,
+        *,
+        now: datetime | None = None,
+    ) -> Job:
+        validate_queue_name(queue)
+        new = _parse_spec(name, data, options)
+        return self._insert(queue, new, self._now(now)).snapshot()
+
+    async def add_bulk(
+        self, queue: str, specs: Sequence[JobSpec], *, now: datetime | None = None
+    ) -> list[Job]:
+        validate_queue_name(queue)
+        parsed = [_parse_spec(spec.name, spec.data, spec.options) for spec in specs]
+        moment = self._now(now)
+        return [self._insert(queue, new, moment).snapshot() for new in parsed]
+
+    # ------------------------------------------------------------- claiming
+
+    async def claim(
+        self,
+        worker_id: str,
+        demands: Sequence[QueueDemand],
+        lease: Duration,
+        *,
+        total: int | None = None,
+        now: datetime | None = None,
+    ) -> list[Job]:
+        lease_ms = to_millis(lease, "lease")
+        moment = self._now(now)
+        claimed: list[Job] = []
+        for demand in demands:
+            if demand.limit <= 0:
+                continue
+            room = demand.limit if total is None else min(demand.limit, total - len(claimed))
+            if room <= 0:
+                break  # total reached: later queues are not even promoted
+            q = self._queues.get(demand.queue)
+            if q is None:
+                continue
+            self._promote_due(q, moment)
+            if q.paused:
+                continue
+            for _ in range(room):
+                job = self._pop_waiting(q)
+                if job is None:
+                    break
+                self._activate(q, job, worker_id, lease_ms, moment)
+                claimed.append(job.snapshot())
+        return claimed
+
+    async def renew_leases(
+        self, leases: Sequence[LeaseRef], lease: Duration, *, now: datetime | None = None
+    ) -> list[LeaseRef]:
+        expires_at = self._now(now) + to_millis(lease, "lease") * _MILLISECOND
+        failed: list[LeaseRef] = []
+        for ref in leases:
+            found = self._find(ref.queue, ref.id)
+            job = None if found is None else found[1]
+            if job is None or job.state != "active" or not _same_token(job.lock_token, ref.token):
+                failed.append(ref)
+            else:
+                job.lease_expires_at = expires_at
+        return failed
+
+    # ------------------------------------------------------------- finishing
+
+    async def complete(
+        self,
+        queue: str,
+        job_id: str,
+        token: str,
+        result: JSON = None,
+        *,
+        now: datetime | None = None,
+    ) -> Job:
+        result = _json_copy(check_json(result, "result"))
+        moment = self._now(now)
+        q, job = self._owned(queue, job_id, token)
+        return self._complete(q, job, result, moment)
+
+    async def complete_many(
+        self, items: Sequence[Completion], *, now: datetime | None = None
+    ) -> list[FinalizeOutcome]:
+        results = [_json_copy(check_json(item.result, "result")) for item in items]
+        moment = self._now(now)
+        outcomes: list[FinalizeOutcome] = []
+        for item, result in zip(items, results, strict=True):
+            refused = self._outcome_of(item.queue, item.id, item.token)
+            if refused is None:
+                q, job = self._require(item.queue, item.id)
+                self._complete(q, job, result, moment)
+                refused = FinalizeOutcome(item.queue, item.id, "ok", "completed")
+            outcomes.append(refused)
+        return outcomes
+
+    async def fail(
+        self,
+        queue: str,
+        job_id: str,
+        token: str,
+        reason: str,
+        *,
+        stacktrace: str | None = None,
+        discard_retry: bool = False,
+        now: datetime | None = None,
+    ) -> Job:
+        moment = self._now(now)
+        q, job = self._owned(queue, job_id, token)
+        return self._fail(q, job, reason, stacktrace, discard_retry, moment)
+
+    async def fail_many(
+        self, items: Sequence[Failure], *, now: datetime | None = None
+    ) -> list[FinalizeOutcome]:
+        moment = self._now(now)
+        outcomes: list[FinalizeOutcome] = []
+        for item in items:
+            refused = self._outcome_of(item.queue, item.id, item.token)
+            if refused is None:
+                q, job = self._require(item.queue, item.id)
+                failed = self._fail(
+                    q, job, item.reason, item.stacktrace, item.discard_retry, moment
+                )
+                refused = FinalizeOutcome(item.queue, item.id, "ok", failed.state)
+            outcomes.append(refused)
+        return outcomes
+
+    async def release_active(
+        self, queue: str, job_id: str, token: str, *, now: datetime | None = None
+    ) -> Job:
+        moment = self._now(now)
+        q, job = self._owned(queue, job_id, token)
+        self._end_lease(job)
+        job.processed_at = None
+        self._move_to_waiting(q, job, front=True)
+        self._emit(q, "waiting", job.id, {"prev": "active"}, moment)
+        return job.snapshot()
+
+    async def delay_active(
+        self,
+        queue: str,
+        job_id: str,
+        token: str,
+        delay: Duration,
+        *,
+        now: datetime | None = None,
+    ) -> Job:
+        delay_ms = to_millis(delay, "delay")
+        moment = self._now(now)
+        q, job = self._owned(queue, job_id, token)
+        self._end_lease(job)
+        self._move_to_delayed(q, job, moment + delay_ms * _MILLISECOND)
+        data = {"delay": _epoch_ms(job.available_at), "prev": "active"}
+        self._emit(q, "delayed", job.id, data, moment)
+        return job.snapshot()
+
+    # ------------------------------------------------------------- maintenance
+
+    async def recover_stalled(
+        self,
+        queues: Sequence[str] | None = None,
+        *,
+        max_stalled_count: int = 1,
+        now: datetime | None = None,
+    ) -> list[StalledOutcome]:
+        moment = self._now(now)
+        expired = sorted(
+            (
+                (job, q)
+                for q in self._selected(queues)
+                for job in q.by_state["active"].values()
+                if job.lease_expires_at is not None and job.lease_expires_at < moment
+            ),
+            key=lambda pair: pair[0].key,
+        )
+        outcomes: list[StalledOutcome] = []
+        for job, q in expired:
+            job.stalled_count += 1
+            self._emit(q, "stalled", job.id, {"reason": LEASE_EXPIRED}, moment)
+            if job.stalled_count <= max_stalled_count:
+                self._end_lease(job)
+                self._move_to_waiting(q, job)
+                self._emit(q, "waiting", job.id, {"prev": "active"}, moment)
+            else:
+                self._finalize_terminal(q, job, STALLED_REASON, moment)
+            outcomes.append(StalledOutcome(q.name, job.id, job.state))
+        return outcomes
+
+    async def promote_due(
+        self, queues: Sequence[str] | None = None, *, now: datetime | None = None
+    ) -> int:
+        moment = self._now(now)
+        return sum(self._promote_due(q, moment) for q in self._selected(queues))
+
+    # ------------------------------------------------------------- management
+
+    def _require_state(self, job: _Record, states: tuple[JobState, ...], action: str) -> None:
+        if job.state not in states:
+            raise JobStateConflict(
+                f"cannot {action} job {job.id!r}: it is {job.state}, not {' or '.join(states)}"
+            )
+
+    async def promote(self, queue: str, job_id: str, *, now: datetime | None = None) -> Job:
+        moment = self._now(now)
+        q, job = self._require(queue, job_id)
+        self._require_state(job, ("delayed",), "promote")
+        self._move_to_waiting(q, job)
+        self._emit(q, "waiting", job.id, {"prev": "delayed"}, moment)
+        return job.snapshot()
+
+    async def reschedule(
+        self, queue: str, job_id: str, delay: Duration, *, now: datetime | None = None
+    ) -> Job:
+        delay_ms = to_millis(delay, "delay")
+        moment = self._now(now)
+        q, job = self._require(queue, job_id)
+        self._require_state(job, ("delayed",), "reschedule")
+        self._move_to_delayed(q, job, moment + delay_ms * _MILLISECOND)
+        self._emit(q, "delayed", job.id, {"delay": _epoch_ms(job.available_at)}, moment)
+        return job.snapshot()
+
+    async def retry(self, queue: str, job_id: str, *, now: datetime | None = None) -> Job:
+        moment = self._now(now)
+        q, job = self._require(queue, job_id)
+        self._require_state(job, ("completed", "failed"), "retry")
+        previous = job.state
+        job.return_value = None
+        job.failed_reason = None
+        job.processed_at = None
+        job.finished_at = None
+        job.stacktrace = []
+        job.attempts_made = 0
+        job.attempts_started = 0
+        job.stalled_count = 0
+        self._move_to_waiting(q, job)
+        self._emit(q, "waiting", job.id, {"prev": previous}, moment)
+        return job.snapshot()
+
+    async def remove(self, queue: str, job_id: str, *, now: datetime | None = None) -> bool:
+        moment = self._now(now)
+        found = self._find(queue, job_id)
+        if found is None:
+            return False
+        q, job = found
+        if job.state == "active" and job.lease_expires_at and job.lease_expires_at >= moment:
+            raise JobLocked(f"job {job_id!r} is active under a lease that has not expired")
+        self._delete(q, job)
+        self._emit(q, "removed", job.id, {"prev": job.state}, moment)
+        return True
+
+    async def update_data(self, queue: str, job_id: str, data: JSON) -> Job:
+        data = _json_copy(check_json(data, "data"))
+        _, job = self._require(queue, job_id)
+        job.data = data
+        return job.snapshot()
+
+    async def update_progress(
+        self, queue: str, job_id: str, progress: JSON, *, now: datetime | None = None
+    ) -> Job:
+        progress = _json_copy(check_json(progress, "progress"))
+        moment = self._now(now)
+        q, job = self._require(queue, job_id)
+        job.progress = progress
+        self._emit(q, "progress", job.id, {"data": copy.deepcopy(progress)}, moment)
+        return job.snapshot()
+
+    async def update_priority(
+        self,
+        queue: str,
+        job_id: str,
+        priority: int,
+        *,
+        lifo: bool | None = None,
+        now: datetime | None = None,
+    ) -> Job:
+        validate_priority(priority)
+        if lifo is not None and not isinstance(lifo, bool):
+            raise InvalidOptions(f"lifo must be a boolean or None, got {lifo!r}")
+        q, job = self._require(queue, job_id)
+        job.priority = priority
+        if lifo is not None:
+            job.lifo = lifo
+            job.options = {**job.options, "lifo": lifo}  # MGMT-9: stored on the options
+        if job.state == "waiting":
+            self._enqueue(q, job)  # the old heap entry goes stale
+        return job.snapshot()
+
+    async def add_log(
+        self,
+        queue: str,
+        job_id: str,
+        message: str,
+        *,
+        keep: int | None = None,
+        now: datetime | None = None,
+    ) -> int:
+        if keep is not None:
+            _non_negative_int(keep, "keep")
+        moment = self._now(now)
+        _, job = self._require(queue, job_id)
+        job.logs.append(LogEntry(moment, message))
+        if keep is not None:
+            job.logs = job.logs[-keep:] if keep else []
+        return len(job.logs)
+
+    async def get_logs(
+        self, queue: str, job_id: str, start: int = 0, end: int = -1, *, asc: bool = True
+    ) -> LogPage:
+        found = self._find(queue, job_id)
+        if found is None:
+            return LogPage([], 0)
+        logs = found[1].logs
+        ordered = logs if asc else logs[::-1]
+        return LogPage(_lrange(ordered, start, end), len(logs))
+
+    async def clear_logs(self, queue: str, job_id: str, keep: int = 0) -> None:
+        _non_negative_int(keep, "keep")
+        _, job = self._require(queue, job_id)
+        job.logs = job.logs[-keep:] if keep else []
+
+    async def pause(self, queue: str) -> None:
+        validate_queue_name(queue)
+        q = self._queue(queue)
+        q.paused = True
+        self._emit(q, "paused", None, {}, self._now(None))
+
+    async def resume(self, queue: str) -> None:
+        validate_queue_name(queue)
+        q = self._queue(queue)
+        q.paused = False
+        self._emit(q, "resumed", None, {}, self._now(None))
+
+    async def is_paused(self, queue: str) -> bool:
+        q = self._queues.get(queue)
+        return q is not None and q.paused
+
+    # ------------------------------------------------------------- reading
+
+    async def get_job(self, queue: str, job_id: str) -> Job | None:
+        found = self._find(queue, job_id)
+        return None if found is None else found[1].snapshot()
+
+    async def get_state(self, queue: str, job_id: str) -> JobState | None:
+        found = self._find(queue, job_id)
+        return None if found is None else found[1].state
+
+    async def get_counts(
+        self, queue: str, states: Sequence[JobState] | None = None
+    ) -> dict[JobState, int]:
+        wanted = [_check_state(state) for state in (states or ALL_STATES)]
+        q = self._queues.get(queue)
+        return {state: 0 if q is None else len(q.by_state[state]) for state in wanted}
+
+    async def list_jobs(
+        self,
+        queue: str,
+        states: Sequence[JobState],
+        *,
+        descending: bool = False,
+        offset: int = 0,
+        limit: int = 20,
+    ) -> JobPage:
+        wanted = {_check_state(state) for state in (states or ALL_STATES)}
+        _non_negative_int(offset, "offset")
+        _non_negative_int(limit, "limit")
+        q = self._queues.get(queue)
+        matches = [] if q is None else [j for j in q.jobs.values() if j.state in wanted]
+        matches.sort(key=lambda j: (ALL_STATES.index(j.state), j.key), reverse=descending)
+        items = [job.snapshot() for job in matches[offset : offset + limit]]
+        return JobPage(items, len(matches), offset, limit)
+
+    async def read_events(
+        self, queue: str, start: str | int = "-", end: str | int = "+", limit: int = 100
+    ) -> list[QueueEvent]:
+        low, high = _event_bound(start), _event_bound(end)
+        q = self._queues.get(queue)
+        if q is None or limit <= 0:
+            return []
+        selected = [event for event in q.events if low <= event.id <= high][:limit]
+        return [replace(event, data=copy.deepcopy(event.data)) for event in selected]
+
+    async def close(self) -> None:
+        return None
+
+
+def _event_bound(value: str | int) -> int:
+    """An inclusive event-id bound: ``"-"`` is below every id and ``"+"`` above."""
+    if value == "-":
+        return 0
+    if value == "+":
+        return _MAX_EVENT_ID
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.isascii() and value.isdigit():
+        return int(value)
+    raise InvalidOptions(f"event id bound must be '-', '+' or an integer id, got {value!r}")

@@ -1,0 +1,1 @@
+"""PostgreSQL side of lane_pg: the backend, drivers, schema and migration helpers."""

@@ -1,0 +1,511 @@
+"""PostgresBackend: the JobQueueBackend on an asyncpg pool.
+
+Every method is one ``SELECT`` of a ``lane.*`` stored function (one transaction), so the
+rules live in SQL once and a psql user gets the same semantics. This module only converts
+values: Python options to the jsonb document, durations to milliseconds, rows to ``Job``,
+and SQLSTATE class ``LN`` errors to the ``lane_pg.errors`` classes.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from datetime import datetime
+from typing import Any, cast
+
+import asyncpg
+
+from lane_pg.errors import SQLSTATE_ERRORS, InvalidOptions, JobNotFound
+from lane_pg.postgres import schema as schema_mod
+from lane_pg.postgres.rows import EVENT_COLUMNS, JOB_COLUMNS, event_from_row, job_from_row
+from lane_pg.types import (
+    ALL_STATES,
+    JSON,
+    Completion,
+    Duration,
+    Failure,
+    FinalizeOutcome,
+    FinalizeStatus,
+    Job,
+    JobOptions,
+    JobPage,
+    JobSpec,
+    JobState,
+    LeaseRef,
+    LogEntry,
+    LogPage,
+    QueueDemand,
+    QueueEvent,
+    StalledOutcome,
+    check_json,
+    options_document,
+    to_millis,
+    validate_job_name,
+    validate_queue_name,
+)
+
+
+def _dumps(value: JSON, what: str) -> str:
+    return json.dumps(check_json(value, what), allow_nan=False, separators=(",", ":"))
+
+
+def _event_bound(value: str | int, open_end: str) -> int | None:
+    if value == open_end:
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    raise InvalidOptions(f"event id bound must be an integer or {open_end!r}, got {value!r}")
+
+
+class PostgresBackend:
+    """Job queue backend over PostgreSQL (schema ``lane`` unless configured)."""
+
+    def __init__(self, pool: asyncpg.Pool, schema: str = "lane") -> None:
+        self._pool = pool
+        self.schema = schema_mod.validate_schema_name(schema)
+
+    @classmethod
+    async def connect(
+        cls,
+        dsn: str,
+        *,
+        schema: str = "lane",
+        min_size: int = 1,
+        max_size: int = 10,
+        check_schema: bool = True,
+    ) -> PostgresBackend:
+        """Open a pool and refuse to start against an old or newer-breaking schema."""
+        schema_mod.validate_schema_name(schema)
+        pool = await asyncpg.create_pool(dsn, min_size=min_size, max_size=max_size)
+        try:
+            if check_schema:
+                async with pool.acquire() as conn:
+                    await schema_mod.check_version(conn, schema)
+        except BaseException:
+            await pool.close()
+            raise
+        return cls(pool, schema)
+
+    @property
+    def pool(self) -> asyncpg.Pool:
+        return self._pool
+
+    async def close(self) -> None:
+        await self._pool.close()
+
+    # ----------------------------------------------------------------- plumbing
+    def _sql(self, text: str) -> str:
+        """The statement with the schema substituted (the name is validated)."""
+        return text if self.schema == "lane" else schema_mod.render_sql(text, self.schema)
+
+    @asynccontextmanager
+    async def _errors(self) -> AsyncIterator[None]:
+        try:
+            yield
+        except asyncpg.PostgresError as exc:
+            cls = SQLSTATE_ERRORS.get(getattr(exc, "sqlstate", "") or "")
+            if cls is None:
+                raise
+            raise cls(str(getattr(exc, "message", exc))) from exc
+
+    async def _fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:
+        async with self._errors():
+            return cast(list[asyncpg.Record], await self._pool.fetch(self._sql(sql), *args))
+
+    async def _fetchval(self, sql: str, *args: Any) -> Any:
+        async with self._errors():
+            return await self._pool.fetchval(self._sql(sql), *args)
+
+    async def _job(self, function_call: str, *args: Any) -> Job:
+        rows = await self._fetch(f"SELECT {JOB_COLUMNS} FROM {function_call} AS j", *args)
+        if not rows or rows[0]["id"] is None:
+            raise JobNotFound("job not found")
+        return job_from_row(rows[0])
+
+    # ----------------------------------------------------------------- adding
+    async def add(
+        self,
+        queue: str,
+        name: str,
+        data: JSON = None,
+        options: JobOptions | dict[str, JSON] | None = None,
+        *,
+        now: datetime | None = None,
+    ) -> Job:
+        validate_queue_name(queue)
+        validate_job_name(name)
+        return await self._job(
+            "lane.add_job($1, $2, $3::jsonb, $4::jsonb, $5)",
+            queue,
+            name,
+            _dumps(data, "job data"),
+            _dumps(options_document(options), "options"),
+            now,
+        )
+
+    async def add_bulk(
+        self, queue: str, specs: Sequence[JobSpec], *, now: datetime | None = None
+    ) -> list[Job]:
+        validate_queue_name(queue)
+        names = [validate_job_name(spec.name) for spec in specs]
+        datas = [_dumps(spec.data, "job data") for spec in specs]
+        options = [_dumps(options_document(spec.options), "options") for spec in specs]
+        rows = await self._fetch(
+            f"SELECT {JOB_COLUMNS} FROM lane.add_jobs($1, $2::text[], $3::text[]::jsonb[],"
+            " $4::text[]::jsonb[], $5) AS j",
+            queue,
+            names,
+            datas,
+            options,
+            now,
+        )
+        return [job_from_row(row) for row in rows]
+
+    # ----------------------------------------------------------------- claiming
+    async def claim(
+        self,
+        worker_id: str,
+        demands: Sequence[QueueDemand],
+        lease: Duration,
+        *,
+        total: int | None = None,
+        now: datetime | None = None,
+    ) -> list[Job]:
+        rows = await self._fetch(
+            f"SELECT {JOB_COLUMNS} FROM lane.claim_jobs($1, $2::text[], $3::int[], $4, $5, $6)"
+            " AS j",
+            worker_id,
+            [demand.queue for demand in demands],
+            [demand.limit for demand in demands],
+            to_millis(lease, "lease"),
+            total,
+            now,
+        )
+        return [job_from_row(row) for row in rows]
+
+    async def renew_leases(
+        self, leases: Sequence[LeaseRef], lease: Duration, *, now: datetime | None = None
+    ) -> list[LeaseRef]:
+        if not leases:
+            return []
+        rows = await self._fetch(
+            "SELECT ord FROM lane.renew_leases($1::text[], $2::text[], $3::uuid[], $4, $5)",
+            [ref.queue for ref in leases],
+            [ref.id for ref in leases],
+            [ref.token for ref in leases],
+            to_millis(lease, "lease"),
+            now,
+        )
+        return [leases[row["ord"] - 1] for row in rows]
+
+    # ----------------------------------------------------------------- finishing
+    async def complete(
+        self,
+        queue: str,
+        job_id: str,
+        token: str,
+        result: JSON = None,
+        *,
+        now: datetime | None = None,
+    ) -> Job:
+        return await self._job(
+            "lane.complete_job($1, $2, $3::uuid, $4::jsonb, $5)",
+            queue,
+            job_id,
+            _token(token),
+            _dumps(result, "job result"),
+            now,
+        )
+
+    async def complete_many(
+        self, items: Sequence[Completion], *, now: datetime | None = None
+    ) -> list[FinalizeOutcome]:
+        if not items:
+            return []
+        results = [_dumps(item.result, "job result") for item in items]
+        rows = await self._fetch(
+            "SELECT queue, id, status, state FROM lane.complete_jobs($1::text[], $2::text[],"
+            " $3::uuid[], $4::text[]::jsonb[], $5)",
+            [item.queue for item in items],
+            [item.id for item in items],
+            [_token(item.token) for item in items],
+            results,
+            now,
+        )
+        return [_outcome(row) for row in rows]
+
+    async def fail(
+        self,
+        queue: str,
+        job_id: str,
+        token: str,
+        reason: str,
+        *,
+        stacktrace: str | None = None,
+        discard_retry: bool = False,
+        now: datetime | None = None,
+    ) -> Job:
+        return await self._job(
+            "lane.fail_job($1, $2, $3::uuid, $4, $5, $6, $7)",
+            queue,
+            job_id,
+            _token(token),
+            reason,
+            stacktrace,
+            discard_retry,
+            now,
+        )
+
+    async def fail_many(
+        self, items: Sequence[Failure], *, now: datetime | None = None
+    ) -> list[FinalizeOutcome]:
+        if not items:
+            return []
+        rows = await self._fetch(
+            "SELECT queue, id, status, state FROM lane.fail_jobs($1::text[], $2::text[],"
+            " $3::uuid[], $4::text[], $5::text[], $6::bool[], $7)",
+            [item.queue for item in items],
+            [item.id for item in items],
+            [_token(item.token) for item in items],
+            [item.reason for item in items],
+            [item.stacktrace for item in items],
+            [item.discard_retry for item in items],
+            now,
+        )
+        return [_outcome(row) for row in rows]
+
+    async def release_active(
+        self, queue: str, job_id: str, token: str, *, now: datetime | None = None
+    ) -> Job:
+        return await self._job(
+            "lane.release_job($1, $2, $3::uuid, $4)", queue, job_id, _token(token), now
+        )
+
+    async def delay_active(
+        self,
+        queue: str,
+        job_id: str,
+        token: str,
+        delay: Duration,
+        *,
+        now: datetime | None = None,
+    ) -> Job:
+        return await self._job(
+            "lane.delay_job($1, $2, $3::uuid, $4, $5)",
+            queue,
+            job_id,
+            _token(token),
+            to_millis(delay, "delay"),
+            now,
+        )
+
+    # ----------------------------------------------------------------- maintenance
+    async def recover_stalled(
+        self,
+        queues: Sequence[str] | None = None,
+        *,
+        max_stalled_count: int = 1,
+        now: datetime | None = None,
+    ) -> list[StalledOutcome]:
+        rows = await self._fetch(
+            "SELECT queue, id, state FROM lane.recover_stalled($1::text[], $2, $3)",
+            None if queues is None else list(queues),
+            max_stalled_count,
+            now,
+        )
+        return [StalledOutcome(row["queue"], row["id"], row["state"]) for row in rows]
+
+    async def promote_due(
+        self, queues: Sequence[str] | None = None, *, now: datetime | None = None
+    ) -> int:
+        return cast(
+            int,
+            await self._fetchval(
+                "SELECT lane.promote_due_jobs($1::text[], $2)",
+                None if queues is None else list(queues),
+                now,
+            ),
+        )
+
+    # ----------------------------------------------------------------- management
+    async def promote(self, queue: str, job_id: str, *, now: datetime | None = None) -> Job:
+        return await self._job("lane.promote_job($1, $2, $3)", queue, job_id, now)
+
+    async def reschedule(
+        self, queue: str, job_id: str, delay: Duration, *, now: datetime | None = None
+    ) -> Job:
+        return await self._job(
+            "lane.reschedule_job($1, $2, $3, $4)", queue, job_id, to_millis(delay, "delay"), now
+        )
+
+    async def retry(self, queue: str, job_id: str, *, now: datetime | None = None) -> Job:
+        return await self._job("lane.retry_job($1, $2, $3)", queue, job_id, now)
+
+    async def remove(self, queue: str, job_id: str, *, now: datetime | None = None) -> bool:
+        return cast(
+            bool, await self._fetchval("SELECT lane.remove_job($1, $2, $3)", queue, job_id, now)
+        )
+
+    async def update_data(self, queue: str, job_id: str, data: JSON) -> Job:
+        return await self._job(
+            "lane.update_job_data($1, $2, $3::jsonb)", queue, job_id, _dumps(data, "job data")
+        )
+
+    async def update_progress(
+        self, queue: str, job_id: str, progress: JSON, *, now: datetime | None = None
+    ) -> Job:
+        return await self._job(
+            "lane.update_job_progress($1, $2, $3::jsonb, $4)",
+            queue,
+            job_id,
+            _dumps(progress, "progress"),
+            now,
+        )
+
+    async def update_priority(
+        self,
+        queue: str,
+        job_id: str,
+        priority: int,
+        *,
+        lifo: bool | None = None,
+        now: datetime | None = None,
+    ) -> Job:
+        return await self._job(
+            "lane.update_job_priority($1, $2, $3, $4, $5)", queue, job_id, priority, lifo, now
+        )
+
+    async def add_log(
+        self,
+        queue: str,
+        job_id: str,
+        message: str,
+        *,
+        keep: int | None = None,
+        now: datetime | None = None,
+    ) -> int:
+        return cast(
+            int,
+            await self._fetchval(
+                "SELECT lane.add_job_log($1, $2, $3, $4, $5)", queue, job_id, message, keep, now
+            ),
+        )
+
+    async def get_logs(
+        self, queue: str, job_id: str, start: int = 0, end: int = -1, *, asc: bool = True
+    ) -> LogPage:
+        rows = await self._fetch(
+            "SELECT count, ts, messages FROM lane.get_job_logs($1, $2, $3, $4, $5)",
+            queue,
+            job_id,
+            start,
+            end,
+            asc,
+        )
+        row = rows[0]
+        entries = [
+            LogEntry(ts, message) for ts, message in zip(row["ts"], row["messages"], strict=True)
+        ]
+        return LogPage(entries, row["count"])
+
+    async def clear_logs(self, queue: str, job_id: str, keep: int = 0) -> None:
+        await self._fetch("SELECT lane.clear_job_logs($1, $2, $3)", queue, job_id, keep)
+
+    async def pause(self, queue: str) -> None:
+        validate_queue_name(queue)
+        await self._fetch("SELECT lane.pause_queue($1)", queue)
+
+    async def resume(self, queue: str) -> None:
+        validate_queue_name(queue)
+        await self._fetch("SELECT lane.resume_queue($1)", queue)
+
+    async def is_paused(self, queue: str) -> bool:
+        return cast(bool, await self._fetchval("SELECT lane.is_queue_paused($1)", queue))
+
+    # ----------------------------------------------------------------- reading
+    async def get_job(self, queue: str, job_id: str) -> Job | None:
+        rows = await self._fetch(
+            f"SELECT {JOB_COLUMNS} FROM lane.get_job($1, $2) AS j", queue, job_id
+        )
+        return job_from_row(rows[0]) if rows else None
+
+    async def get_state(self, queue: str, job_id: str) -> JobState | None:
+        return cast(
+            JobState | None,
+            await self._fetchval("SELECT lane.get_job_state($1, $2)", queue, job_id),
+        )
+
+    async def get_counts(
+        self, queue: str, states: Sequence[JobState] | None = None
+    ) -> dict[JobState, int]:
+        rows = await self._fetch(
+            "SELECT state, count FROM lane.get_job_counts($1, $2::text[])",
+            queue,
+            None if states is None else list(states),
+        )
+        return {cast(JobState, row["state"]): row["count"] for row in rows}
+
+    async def list_jobs(
+        self,
+        queue: str,
+        states: Sequence[JobState],
+        *,
+        descending: bool = False,
+        offset: int = 0,
+        limit: int = 20,
+    ) -> JobPage:
+        wanted = list(states) or list(ALL_STATES)
+        async with (
+            self._errors(),
+            self._pool.acquire() as conn,
+            conn.transaction(isolation="repeatable_read", readonly=True),
+        ):
+            # One snapshot, so the page and its total agree.
+            rows = await conn.fetch(
+                self._sql(
+                    f"SELECT {JOB_COLUMNS} FROM lane.list_jobs($1, $2::text[], $3, $4, $5) AS j"
+                ),
+                queue,
+                wanted,
+                descending,
+                offset,
+                limit,
+            )
+            total = await conn.fetchval(
+                self._sql("SELECT lane.count_jobs($1, $2::text[])"), queue, wanted
+            )
+        return JobPage([job_from_row(row) for row in rows], total, offset, limit)
+
+    async def read_events(
+        self, queue: str, start: str | int = "-", end: str | int = "+", limit: int = 100
+    ) -> list[QueueEvent]:
+        rows = await self._fetch(
+            f"SELECT {EVENT_COLUMNS} FROM lane.read_events($1, $2, $3, $4) AS e",
+            queue,
+            _event_bound(start, "-"),
+            _event_bound(end, "+"),
+            limit,
+        )
+        return [event_from_row(row) for row in rows]
+
+
+def _token(token: str) -> str:
+    """A lock token as uuid text. Text that is no uuid becomes the nil uuid, which no claim
+    ever issues, so the function reports the lock mismatch like any stale token."""
+    try:
+        return str(uuid.UUID(token))
+    except (ValueError, TypeError, AttributeError):
+        return str(uuid.UUID(int=0))
+
+
+def _outcome(row: asyncpg.Record) -> FinalizeOutcome:
+    return FinalizeOutcome(
+        queue=row["queue"],
+        id=row["id"],
+        status=cast(FinalizeStatus, row["status"]),
+        state=cast(JobState | None, row["state"]),
+    )

@@ -1,0 +1,100 @@
+"""Mapping of ``lane.jobs`` rows to ``Job`` snapshots, the same for every driver.
+
+The select-list casts jsonb and uuid columns to text so asyncpg, psycopg and SQLAlchemy
+all hand back plain strings, decoded here once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any, cast
+
+from lane_pg.types import JSON, Backoff, Job, JobState, QueueEvent
+
+JOB_COLUMNS = ", ".join(
+    [
+        "j.queue",
+        "j.id",
+        "j.name",
+        "j.data::text AS data",
+        "j.state",
+        "j.priority",
+        "j.lifo",
+        "j.order_key",
+        "j.enqueued_seq",
+        "j.created_at",
+        "j.available_at",
+        "j.processed_at",
+        "j.finished_at",
+        "j.attempts_started",
+        "j.attempts_made",
+        "j.max_attempts",
+        "j.backoff::text AS backoff",
+        "j.timeout_ms",
+        "j.lock_token::text AS lock_token",
+        "j.worker_id",
+        "j.lease_expires_at",
+        "j.stalled_count",
+        "j.progress::text AS progress",
+        "j.return_value::text AS return_value",
+        "j.failed_reason",
+        "j.stacktrace",
+        "j.options::text AS options",
+    ]
+)
+"""Select-list over a ``lane.jobs`` row aliased ``j``."""
+
+EVENT_COLUMNS = "e.id, e.queue, e.event, e.job_id, e.data::text AS data, e.created_at"
+"""Select-list over a ``lane.events`` row aliased ``e``."""
+
+
+def _json(text: str | None) -> JSON:
+    return None if text is None else json.loads(text)
+
+
+def job_from_row(row: Mapping[str, Any]) -> Job:
+    """A ``Job`` from a row selected with ``JOB_COLUMNS``."""
+    options = _json(row["options"])
+    return Job(
+        queue=row["queue"],
+        id=row["id"],
+        name=row["name"],
+        data=_json(row["data"]),
+        state=cast(JobState, row["state"]),
+        priority=row["priority"],
+        lifo=row["lifo"],
+        order_key=row["order_key"],
+        enqueued_seq=row["enqueued_seq"],
+        created_at=cast(datetime, row["created_at"]),
+        available_at=cast(datetime, row["available_at"]),
+        processed_at=row["processed_at"],
+        finished_at=row["finished_at"],
+        attempts_started=row["attempts_started"],
+        attempts_made=row["attempts_made"],
+        max_attempts=row["max_attempts"],
+        backoff=Backoff.from_json(_json(row["backoff"])),
+        timeout_ms=row["timeout_ms"],
+        lock_token=row["lock_token"],
+        worker_id=row["worker_id"],
+        lease_expires_at=row["lease_expires_at"],
+        stalled_count=row["stalled_count"],
+        progress=_json(row["progress"]),
+        return_value=_json(row["return_value"]),
+        failed_reason=row["failed_reason"],
+        stacktrace=list(row["stacktrace"] or []),
+        options=options if isinstance(options, dict) else {},
+    )
+
+
+def event_from_row(row: Mapping[str, Any]) -> QueueEvent:
+    data = _json(row["data"])
+    return QueueEvent(
+        id=row["id"],
+        queue=row["queue"],
+        event=row["event"],
+        job_id=row["job_id"],
+        data=data if isinstance(data, dict) else {},
+        created_at=row["created_at"],
+    )

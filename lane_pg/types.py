@@ -1,0 +1,456 @@
+"""Value types shared by every layer: job snapshots, options, backoff, pages, events.
+
+Options travel to PostgreSQL as one ``jsonb`` document whose keys are the same ones a
+psql user writes by hand (``job_id``, ``priority``, ``lifo``, ``delay_ms``, ``attempts``,
+``backoff``, ``timeout_ms``, ``remove_on_complete``, ``remove_on_fail``).
+``JobOptions.to_json`` produces it; the stored functions validate it again, so the SQL
+stays the single authority on what is accepted.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Literal, TypeAlias, cast
+
+from lane_pg.errors import (
+    InvalidJobId,
+    InvalidOptions,
+    InvalidPayload,
+    InvalidPriority,
+    InvalidQueueName,
+)
+
+JobState: TypeAlias = Literal[
+    "waiting", "delayed", "active", "waiting-children", "completed", "failed"
+]
+ALL_STATES: tuple[JobState, ...] = (
+    "waiting",
+    "delayed",
+    "active",
+    "waiting-children",
+    "completed",
+    "failed",
+)
+JSON: TypeAlias = Any
+"""Any value ``json.dumps`` accepts: dict, list, str, int, float, bool or None."""
+
+Duration: TypeAlias = timedelta | float | int
+"""A duration: a ``timedelta`` or a number of seconds."""
+
+MAX_PRIORITY = 2**21
+MAX_JOB_ID_LENGTH = 255
+MAX_NAME_LENGTH = 255
+DEFAULT_MAX_STALLED_COUNT = 1
+
+_QUEUE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}")
+
+
+def to_millis(value: Duration, what: str) -> int:
+    """A duration in whole milliseconds; negative durations are refused."""
+    if isinstance(value, timedelta):
+        millis = value // timedelta(milliseconds=1)
+    elif isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidOptions(f"{what} must be a timedelta or a number of seconds, got {value!r}")
+    else:
+        millis = round(value * 1000)
+    if millis < 0:
+        raise InvalidOptions(f"{what} must not be negative, got {value!r}")
+    return int(millis)
+
+
+def validate_queue_name(queue: str) -> str:
+    if not isinstance(queue, str) or not _QUEUE_NAME.fullmatch(queue):
+        raise InvalidQueueName(
+            f"invalid queue name {queue!r}: use 1-128 characters from A-Z a-z 0-9 _ . : -,"
+            " starting with a letter or digit"
+        )
+    return queue
+
+
+def validate_job_name(name: str) -> str:
+    if not isinstance(name, str) or not name or len(name) > MAX_NAME_LENGTH:
+        raise InvalidOptions(f"invalid job name {name!r}: use 1-{MAX_NAME_LENGTH} characters")
+    return name
+
+
+def validate_custom_job_id(job_id: str) -> str:
+    """ADD-4: custom ids must not collide with generated (decimal) ids or marker ids."""
+    if not isinstance(job_id, str) or not job_id or len(job_id) > MAX_JOB_ID_LENGTH:
+        raise InvalidJobId(f"invalid job id {job_id!r}: use 1-{MAX_JOB_ID_LENGTH} characters")
+    if job_id == "0" or job_id.startswith("0:") or (job_id.isascii() and job_id.isdigit()):
+        raise InvalidJobId(
+            f"invalid job id {job_id!r}: custom ids may not be 0, start with '0:' or be a pure"
+            " integer (those are reserved for generated ids)"
+        )
+    return job_id
+
+
+def validate_priority(priority: int) -> int:
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise InvalidPriority(f"priority must be an integer, got {priority!r}")
+    if not 0 <= priority <= MAX_PRIORITY:
+        raise InvalidPriority(f"priority must be between 0 and {MAX_PRIORITY}, got {priority}")
+    return priority
+
+
+# An escaped NUL that is not itself an escaped backslash followed by "u0000".
+_ESCAPED_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
+
+
+def check_json(value: JSON, what: str) -> JSON:
+    """Refuse anything that is not plain JSON before any write (SCH-10).
+
+    NUL characters are refused too: PostgreSQL's jsonb cannot store them.
+    """
+    try:
+        text = json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidPayload(f"{what} must be JSON-serialisable: {exc}") from exc
+    if "\\u0000" in text and _ESCAPED_NUL.search(text):
+        raise InvalidPayload(f"{what} must not contain NUL characters (jsonb cannot store them)")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """How long a failed job waits before its next attempt (RETRY-1).
+
+    ``fixed``: the same delay every time. ``exponential``: ``min(base * 2**(n-1), cap)``
+    scaled by a uniform factor in ``[1 - jitter, 1 + jitter]`` for failed attempt n.
+    ``sequence``: one delay per attempt, the last one repeating.
+    """
+
+    kind: Literal["fixed", "exponential", "sequence"]
+    delay_ms: int = 0
+    base_ms: int = 0
+    cap_ms: int | None = None
+    jitter: float = 0.0
+    delays_ms: tuple[int, ...] = ()
+
+    @classmethod
+    def fixed(cls, delay: Duration) -> Backoff:
+        return cls("fixed", delay_ms=to_millis(delay, "backoff delay"))
+
+    @classmethod
+    def exponential(
+        cls, base: Duration, cap: Duration | None = None, jitter: float = 0.0
+    ) -> Backoff:
+        if not 0.0 <= jitter <= 1.0:
+            raise InvalidOptions(f"backoff jitter must be within 0..1, got {jitter}")
+        return cls(
+            "exponential",
+            base_ms=to_millis(base, "backoff base"),
+            cap_ms=None if cap is None else to_millis(cap, "backoff cap"),
+            jitter=float(jitter),
+        )
+
+    @classmethod
+    def sequence(cls, delays: list[Duration] | tuple[Duration, ...]) -> Backoff:
+        if not delays:
+            raise InvalidOptions("a backoff sequence needs at least one delay")
+        return cls("sequence", delays_ms=tuple(to_millis(d, "backoff delay") for d in delays))
+
+    def delay_for(self, failed_attempt: int, uniform: float = 0.5) -> int:
+        """Milliseconds to wait after failed attempt ``failed_attempt`` (1-based).
+
+        ``uniform`` is a random draw in [0, 1); 0.5 means no jitter. The SQL function
+        ``lane._backoff_ms`` computes the same thing.
+        """
+        n = max(failed_attempt, 1)
+        if self.kind == "fixed":
+            return self.delay_ms
+        if self.kind == "sequence":
+            return self.delays_ms[min(n, len(self.delays_ms)) - 1]
+        raw = self.base_ms * 2 ** min(n - 1, 62)
+        if self.cap_ms is not None:
+            raw = min(raw, self.cap_ms)
+        factor = 1.0 - self.jitter + 2.0 * self.jitter * uniform
+        return int(raw * factor)
+
+    def to_json(self) -> dict[str, JSON]:
+        if self.kind == "fixed":
+            return {"type": "fixed", "delay_ms": self.delay_ms}
+        if self.kind == "sequence":
+            return {"type": "sequence", "delays_ms": list(self.delays_ms)}
+        return {
+            "type": "exponential",
+            "base_ms": self.base_ms,
+            "cap_ms": self.cap_ms,
+            "jitter": self.jitter,
+        }
+
+    @classmethod
+    def from_json(cls, doc: JSON) -> Backoff | None:
+        if doc is None:
+            return None
+        if not isinstance(doc, dict):
+            raise InvalidOptions(f"backoff must be an object, got {doc!r}")
+        kind = doc.get("type")
+        try:
+            if kind == "fixed":
+                return cls("fixed", delay_ms=int(doc["delay_ms"]))
+            if kind == "exponential":
+                cap = doc.get("cap_ms")
+                return cls(
+                    "exponential",
+                    base_ms=int(doc["base_ms"]),
+                    cap_ms=None if cap is None else int(cap),
+                    jitter=float(doc.get("jitter", 0.0)),
+                )
+            if kind == "sequence":
+                return cls("sequence", delays_ms=tuple(int(d) for d in doc["delays_ms"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InvalidOptions(f"invalid backoff {doc!r}: {exc}") from exc
+        raise InvalidOptions(f"backoff type must be fixed, exponential or sequence: {doc!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class JobRetention:
+    """Which finished jobs to keep (RET-2): the newest ``count`` and/or those younger than
+    ``age``; ``limit`` caps how many one finalisation removes by age."""
+
+    age_ms: int | None = None
+    count: int | None = None
+    limit: int | None = None
+
+    def to_json(self) -> dict[str, JSON]:
+        return {
+            key: value
+            for key, value in (
+                ("age_ms", self.age_ms),
+                ("count", self.count),
+                ("limit", self.limit),
+            )
+            if value is not None
+        }
+
+
+Retention: TypeAlias = bool | int | JobRetention
+
+
+def _retention_json(value: Retention | None) -> JSON:
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        if value < 0:
+            raise InvalidOptions(f"retention count must not be negative, got {value}")
+        return value
+    return value.to_json()
+
+
+@dataclass(frozen=True, slots=True)
+class JobOptions:
+    """Per-job options (ADD-8). Every field is optional; defaults are BullMQ's."""
+
+    job_id: str | None = None
+    priority: int = 0
+    lifo: bool = False
+    delay: Duration = 0
+    attempts: int = 1
+    backoff: Backoff | None = None
+    timeout: Duration | None = None
+    remove_on_complete: Retention | None = None
+    remove_on_fail: Retention | None = None
+
+    def to_json(self) -> dict[str, JSON]:
+        """The ``options jsonb`` document ``lane.add_job`` takes (only non-default keys)."""
+        if self.job_id is not None:
+            validate_custom_job_id(self.job_id)
+        validate_priority(self.priority)
+        if isinstance(self.attempts, bool) or not isinstance(self.attempts, int):
+            raise InvalidOptions(f"attempts must be an integer, got {self.attempts!r}")
+        if self.attempts < 1:
+            raise InvalidOptions(f"attempts must be at least 1, got {self.attempts}")
+        doc: dict[str, JSON] = {}
+        if self.job_id is not None:
+            doc["job_id"] = self.job_id
+        if self.priority:
+            doc["priority"] = self.priority
+        if self.lifo:
+            doc["lifo"] = True
+        delay_ms = to_millis(self.delay, "delay")
+        if delay_ms:
+            doc["delay_ms"] = delay_ms
+        if self.attempts != 1:
+            doc["attempts"] = self.attempts
+        if self.backoff is not None:
+            doc["backoff"] = self.backoff.to_json()
+        if self.timeout is not None:
+            doc["timeout_ms"] = to_millis(self.timeout, "timeout")
+        if self.remove_on_complete is not None:
+            doc["remove_on_complete"] = _retention_json(self.remove_on_complete)
+        if self.remove_on_fail is not None:
+            doc["remove_on_fail"] = _retention_json(self.remove_on_fail)
+        return doc
+
+
+OPTION_KEYS = frozenset(
+    {
+        "job_id",
+        "priority",
+        "lifo",
+        "delay_ms",
+        "attempts",
+        "backoff",
+        "timeout_ms",
+        "remove_on_complete",
+        "remove_on_fail",
+    }
+)
+
+
+def options_document(options: JobOptions | dict[str, JSON] | None) -> dict[str, JSON]:
+    """Options as the jsonb document, from a JobOptions or an already-built dict."""
+    if options is None:
+        return {}
+    if isinstance(options, JobOptions):
+        return options.to_json()
+    if not isinstance(options, dict):
+        raise InvalidOptions(f"options must be JobOptions or a dict, got {type(options).__name__}")
+    unknown = set(options) - OPTION_KEYS
+    if unknown:
+        raise InvalidOptions(f"unknown option keys: {sorted(unknown)}")
+    return cast(dict[str, JSON], check_json(options, "options"))
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """One job of a bulk add."""
+
+    name: str
+    data: JSON = None
+    options: JobOptions | dict[str, JSON] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A snapshot of one job row (MGMT-1). ``lock_token`` is set only while active."""
+
+    queue: str
+    id: str
+    name: str
+    data: JSON
+    state: JobState
+    priority: int
+    lifo: bool
+    order_key: int
+    enqueued_seq: int | None
+    created_at: datetime
+    available_at: datetime
+    processed_at: datetime | None
+    finished_at: datetime | None
+    attempts_started: int
+    attempts_made: int
+    max_attempts: int
+    backoff: Backoff | None
+    timeout_ms: int | None
+    lock_token: str | None
+    worker_id: str | None
+    lease_expires_at: datetime | None
+    stalled_count: int
+    progress: JSON
+    return_value: JSON
+    failed_reason: str | None
+    stacktrace: list[str]
+    options: dict[str, JSON] = field(default_factory=dict)
+
+    @property
+    def payload(self) -> JSON:
+        """The job's data (the name processors use)."""
+        return self.data
+
+    @property
+    def timeout(self) -> timedelta | None:
+        return None if self.timeout_ms is None else timedelta(milliseconds=self.timeout_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueDemand:
+    """How many jobs a claimer wants from one queue; lists of these are in priority order."""
+
+    queue: str
+    limit: int
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseRef:
+    """A claimed job as its holder knows it: queue, id and the token of its claim."""
+
+    queue: str
+    id: str
+    token: str
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    queue: str
+    id: str
+    token: str
+    result: JSON = None
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    queue: str
+    id: str
+    token: str
+    reason: str
+    stacktrace: str | None = None
+    discard_retry: bool = False
+
+
+FinalizeStatus: TypeAlias = Literal["ok", "lock_mismatch", "not_found"]
+
+
+@dataclass(frozen=True, slots=True)
+class FinalizeOutcome:
+    """Result of one item of a batched complete/fail; ``state`` is the state it moved to."""
+
+    queue: str
+    id: str
+    status: FinalizeStatus
+    state: JobState | None
+
+
+@dataclass(frozen=True, slots=True)
+class StalledOutcome:
+    """One job recovered by ``recover_stalled``: back to ``waiting`` or ``failed``."""
+
+    queue: str
+    id: str
+    state: JobState
+
+
+@dataclass(frozen=True, slots=True)
+class JobPage:
+    items: list[Job]
+    total: int
+    offset: int
+    limit: int
+
+
+@dataclass(frozen=True, slots=True)
+class LogEntry:
+    ts: datetime
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class LogPage:
+    logs: list[LogEntry]
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueueEvent:
+    """One retained event (EVS-4): ``id`` increases per database; ``job_id`` may be None."""
+
+    id: int
+    queue: str
+    event: str
+    job_id: str | None
+    data: dict[str, JSON]
+    created_at: datetime

@@ -1,0 +1,179 @@
+"""STALL: lease-based recovery of stalled jobs (STALL-1..3, STALL-6, STALL-10)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from lane_pg.backend import JobQueueBackend
+from lane_pg.types import Job, QueueDemand, StalledOutcome
+from tests.helpers import Clock, job_event_list, queue_level_events
+
+STALLED_REASON = "job stalled more than allowable limit"
+
+
+async def claim_one(backend: JobQueueBackend, queue: str, now_s: float, clock: Clock) -> Job:
+    claimed = await backend.claim("w", [QueueDemand(queue, 1)], 10, now=clock.at(now_s))
+    assert len(claimed) == 1
+    return claimed[0]
+
+
+async def test_unexpired_lease_is_never_recovered_STALL_1(
+    backend: JobQueueBackend, queue_name: str, clock: Clock
+) -> None:
+    await backend.add(queue_name, "n", now=clock.at(0))
+    job = await claim_one(backend, queue_name, 0, clock)  # lease until +10
+
+    assert await backend.recover_stalled([queue_name], now=clock.at(5)) == []
+    # "expired before now": a lease ending exactly now is still valid
+    assert await backend.recover_stalled([queue_name], now=clock.at(10)) == []
+    after = await backend.get_job(queue_name, job.id)
+    assert after == job
+
+
+async def test_expired_lease_stays_active_until_recovery_STALL_10(
+    backend: JobQueueBackend, queue_name: str, clock: Clock
+) -> None:
+    await backend.add(queue_name, "n", now=clock.at(0))
+    job = await claim_one(backend, queue_name, 0, clock)
+
+    # time passes (later calls use later `now`), nothing recovers: still active
+    assert await backend.claim("w2", [QueueDemand(queue_name, 1)], 10, now=clock.at(60)) == []
+    assert await backend.get_state(queue_name, job.id) == "active"
+    snapshot = await backend.get_job(queue_name, job.id)
+    assert snapshot is not None
+    assert snapshot.lock_token == job.lock_token
+    assert (await backend.get_counts(queue_name, ["active"]))["active"] == 1
+
+
+async def test_expired_lease_requeued_STALL_1_STALL_3(
+    backend: JobQueueBackend, queue_name: str, clock: Clock
+) -> None:
+    await backend.add(queue_name, "n", now=clock.at(0))
+    job = await claim_one(backend, queue_name, 0, clock)
+
+    outcomes = await backend.recover_stalled([queue_name], now=clock.at(10.001))
+
+    assert outcomes == [StalledOutcome(queue_name, job.id, "waiting")]
+    recovered = await backend.get_job(queue_name, job.id)
+    assert recovered is not None
+    assert recovered.state == "waiting"
+    assert recovered.stalled_count == 1
+    assert recovered.lock_token is None
+    assert recovered.attempts_started == 1  # STALL-6: the lost run stays counted
+    assert recovered.attempts_made == 0
+    job_events = await job_event_list(backend, queue_name, job.id)
+    assert [name for name, _ in job_events[-2:]] == ["stalled", "waiting"]
+    assert isinstance(job_events[-2][1].get("reason"), str)
+    assert job_events[-1][1] == {"prev": "active"}
+    # a second pass finds nothing more
+    assert await backend.recover_stalled([queue_name], now=clock.at(11)) == []
+
+
+async def test_second_stall_fails_terminally_STALL_3_STALL_6(
+    backend: JobQueueBackend, queue_name: str, clock: Clock
+) -> None:
+    added = await backend.add(queue_name, "n", None, {"attempts": 2}, now=clock.at(0))
+    await claim_one(backend, queue_name, 0, clock)
+    first = await backend.recover_stalled([queue_name], max_stalled_count=1, now=clock.at(11))
+    assert first == [StalledOutcome(queue_name, added.id, "waiting")]
+
+    reclaimed = await claim_one(backend, queue_name, 12, clock)
+    assert reclaimed.attempts_started == 2  # STALL-6
+    second = await backend.recover_stalled([queue_name], max_stalled_count=1, now=clock.at(30))
+
+    assert second == [StalledOutcome(queue_name, added.id, "failed")]
+    failed = await backend.get_job(queue_name, added.id)
+    assert failed is not None
+    assert failed.state == "failed"
+    assert failed.stalled_count == 2
+    assert failed.failed_reason == STALLED_REASON
+    assert failed.finished_at == clock.at(30)
+    assert failed.lock_token is None
+    assert failed.attempts_started == 2
+    job_events = await job_event_list(backend, queue_name, added.id)
+    assert [name for name, _ in job_events] == [
+        "added",
+        "waiting",
+        "active",
+        "stalled",
+        "waiting",
+        "active",
+        "stalled",
+        "failed",
+    ]
+    assert job_events[-1][1] == {"prev": "active", "failedReason": STALLED_REASON}
+    assert [e.event for e in await queue_level_events(backend, queue_name)] == ["drained"]
+
+
+async def test_max_stalled_count_zero_fails_on_first_stall_STALL_3(
+    backend: JobQueueBackend, queue_name: str, clock: Clock
+) -> None:
+    added = await backend.add(queue_name, "n", now=clock.at(0))
+    await claim_one(backend, queue_name, 0, clock)
+    outcomes = await backend.recover_stalled([queue_name], max_stalled_count=0, now=clock.at(11))
+    assert outcomes == [StalledOutcome(queue_name, added.id, "failed")]
+    assert await backend.get_state(queue_name, added.id) == "failed"
+
+
+async def test_higher_max_stalled_count_requeues_again_STALL_3(
+    backend: JobQueueBackend, queue_name: str, clock: Clock
+) -> None:
+    added = await backend.add(queue_name, "n", now=clock.at(0))
+    for round_ in range(3):
+        start = round_ * 100
+        await claim_one(backend, queue_name, start, clock)
+        outcomes = await backend.recover_stalled(
+            [queue_name], max_stalled_count=3, now=clock.at(start + 50)
+        )
+        assert outcomes == [StalledOutcome(queue_name, added.id, "waiting")]
+    job = await backend.get_job(queue_name, added.id)
+    assert job is not None
+    assert job.stalled_count == 3
+    assert job.attempts_started == 3
+
+
+async def test_recovery_only_touches_named_queues_STALL_1(
+    backend: JobQueueBackend, queue_name: str, queue_b: str, clock: Clock
+) -> None:
+    await backend.add(queue_name, "a", now=clock.at(0))
+    other = await backend.add(queue_b, "b", now=clock.at(0))
+    await claim_one(backend, queue_name, 0, clock)
+    await claim_one(backend, queue_b, 0, clock)
+
+    outcomes = await backend.recover_stalled([queue_name], now=clock.at(20))
+
+    assert [o.queue for o in outcomes] == [queue_name]
+    assert await backend.get_state(queue_b, other.id) == "active"
+
+
+async def test_recovery_of_all_queues_STALL_1(
+    backend: JobQueueBackend, queue_name: str, queue_b: str, clock: Clock
+) -> None:
+    """``queues=None`` covers every queue. Leases of 1 ms at the real current time keep
+    this from recovering live work of concurrent test runs on a shared database."""
+    a = await backend.add(queue_name, "a", now=clock.at(0))
+    b = await backend.add(queue_b, "b", now=clock.at(0))
+    lease = timedelta(milliseconds=1)
+    await backend.claim(
+        "w", [QueueDemand(queue_name, 1), QueueDemand(queue_b, 1)], lease, now=clock.at(0)
+    )
+
+    outcomes = await backend.recover_stalled(None, now=clock.at(0.002))
+
+    ours = {(o.queue, o.id, o.state) for o in outcomes if o.queue in (queue_name, queue_b)}
+    assert ours == {(queue_name, a.id, "waiting"), (queue_b, b.id, "waiting")}
+
+
+async def test_stall_preserves_delivery_count_across_reclaims_STALL_6(
+    backend: JobQueueBackend, queue_name: str, clock: Clock
+) -> None:
+    added = await backend.add(queue_name, "n", None, {"attempts": 2}, now=clock.at(0))
+    await claim_one(backend, queue_name, 0, clock)
+    await backend.recover_stalled([queue_name], max_stalled_count=5, now=clock.at(11))
+    await claim_one(backend, queue_name, 12, clock)
+    await backend.recover_stalled([queue_name], max_stalled_count=5, now=clock.at(23))
+    third = await claim_one(backend, queue_name, 24, clock)
+    assert third.id == added.id
+    assert third.attempts_started == 3
+    assert third.attempts_made == 0
+    assert third.stalled_count == 2

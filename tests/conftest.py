@@ -1,0 +1,48 @@
+"""Session-wide test infrastructure: the migrated PostgreSQL DSN and per-test queue names.
+
+Tests isolate by queue name, so one migrated schema on the test database serves every
+test and every concurrent run (``migrate`` is idempotent and serialised by an advisory
+lock).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+DEFAULT_TEST_DSN = "postgresql://postgres@127.0.0.1:5432/test"
+DEFAULT_TEST_REDIS = "redis://127.0.0.1:6379/0"
+
+
+def _migrate(dsn: str) -> int:
+    from lane_pg.postgres.schema import migrate
+
+    return asyncio.run(migrate(dsn, schema="lane"))
+
+
+@pytest.fixture(scope="session")
+def pg_dsn() -> str:
+    """The test database DSN with the ``lane`` schema migrated (once per session).
+
+    The migration runs in a worker thread with its own event loop, so the fixture can be
+    requested from sync and async fixtures alike.
+    """
+    dsn = os.environ.get("LANE_PG_TEST_DSN", DEFAULT_TEST_DSN)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pool.submit(_migrate, dsn).result()
+    return dsn
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    return os.environ.get("LANE_PG_TEST_REDIS", DEFAULT_TEST_REDIS)
+
+
+@pytest.fixture
+def queue_name() -> str:
+    """A fresh queue name, unique per test (and per concurrent run)."""
+    return f"t_{uuid.uuid4().hex[:12]}"

@@ -1,0 +1,266 @@
+"""The stored functions called as plain SQL, the way a psql user or another language does.
+
+Each test runs inside a transaction that is rolled back at the end (STYLE.md: the cheapest
+honest isolation), so nothing it writes survives.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+import pytest_asyncio
+
+
+@pytest_asyncio.fixture
+async def conn(pg_dsn: str) -> AsyncIterator[asyncpg.Connection]:
+    connection = await asyncpg.connect(pg_dsn)
+    transaction = connection.transaction()
+    await transaction.start()
+    try:
+        yield connection
+    finally:
+        await transaction.rollback()
+        await connection.close()
+
+
+async def _nothing_written(conn: asyncpg.Connection, queue: str) -> None:
+    assert await conn.fetchval("SELECT count(*) FROM lane.jobs WHERE queue = $1", queue) == 0
+    assert await conn.fetchval("SELECT count(*) FROM lane.events WHERE queue = $1", queue) == 0
+
+
+async def _refused(conn: asyncpg.Connection, sqlstate: str, sql: str, *args: object) -> str:
+    """Run ``sql`` in a savepoint, expect ``sqlstate``, and return the error message."""
+    with pytest.raises(asyncpg.PostgresError) as caught:
+        async with conn.transaction():
+            await conn.execute(sql, *args)
+    assert caught.value.sqlstate == sqlstate, caught.value
+    return str(caught.value)
+
+
+async def test_plain_sql_add_job_is_visible_in_job_counts_SQLR_7(
+    conn: asyncpg.Connection, queue_name: str
+) -> None:
+    job_id = await conn.fetchval(
+        "SELECT (lane.add_job($1, 'send', '{\"to\": \"a@example.com\"}'::jsonb)).id", queue_name
+    )
+    assert job_id.isdigit()
+    rows = await conn.fetch("SELECT state, count FROM lane.job_counts WHERE queue = $1", queue_name)
+    assert [(row["state"], row["count"]) for row in rows] == [("waiting", 1)]
+    data = await conn.fetchval("SELECT data FROM lane.jobs WHERE queue = $1", queue_name)
+    assert json.loads(data) == {"to": "a@example.com"}
+
+
+@pytest.mark.parametrize(
+    ("options", "sqlstate", "fragment"),
+    [
+        ({"job_id": "0"}, "LN001", "invalid job id"),
+        ({"job_id": "0:x"}, "LN001", "invalid job id"),
+        ({"job_id": "42"}, "LN001", "pure integer"),
+        ({"job_id": ""}, "LN001", "invalid job id"),
+        ({"priority": 2**21 + 1}, "LN002", "priority"),
+        ({"priority": -1}, "LN002", "priority"),
+        ({"priority": 1.5}, "LN002", "priority"),
+        ({"attempts": 0}, "LN003", "attempts"),
+        ({"delay_ms": -5}, "LN003", "delay_ms"),
+        ({"backoff": {"type": "linear"}}, "LN003", "backoff"),
+        ({"remove_on_complete": "yes"}, "LN003", "remove_on_complete"),
+        ({"colour": "red"}, "LN003", "unknown option"),
+    ],
+)
+async def test_bad_options_raise_their_sqlstate_and_write_nothing_ADD_4_ADD_5(
+    conn: asyncpg.Connection,
+    queue_name: str,
+    options: dict[str, object],
+    sqlstate: str,
+    fragment: str,
+) -> None:
+    message = await _refused(
+        conn,
+        sqlstate,
+        "SELECT lane.add_job($1, 'send', '{}'::jsonb, $2::jsonb)",
+        queue_name,
+        json.dumps(options),
+    )
+    assert fragment in message
+    await _nothing_written(conn, queue_name)
+
+
+async def test_bad_queue_name_is_refused(conn: asyncpg.Connection) -> None:
+    message = await _refused(conn, "LN013", "SELECT lane.add_job('has space', 'send')")
+    assert "invalid queue name" in message
+    assert await conn.fetchval("SELECT count(*) FROM lane.queues WHERE name = 'has space'") == 0
+
+
+async def test_bulk_add_with_one_bad_spec_writes_nothing_ADD_11(
+    conn: asyncpg.Connection, queue_name: str
+) -> None:
+    await _refused(
+        conn,
+        "LN001",
+        "SELECT lane.add_jobs($1, ARRAY['a', 'b'], ARRAY['1', '2']::jsonb[],"
+        " ARRAY['{}', '{\"job_id\": \"7\"}']::jsonb[])",
+        queue_name,
+    )
+    await _nothing_written(conn, queue_name)
+
+
+async def test_failure_injected_mid_function_leaves_no_partial_write_SCH_4(
+    conn: asyncpg.Connection, queue_name: str
+) -> None:
+    """A trigger that raises on the `waiting` event aborts add_job after its job insert."""
+    await conn.execute(
+        f"""
+        CREATE FUNCTION pg_temp.explode() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF NEW.queue = '{queue_name}' AND NEW.event = 'waiting' THEN
+                RAISE EXCEPTION 'injected failure';
+            END IF;
+            RETURN NEW;
+        END $$;
+        CREATE TRIGGER explode BEFORE INSERT ON lane.events
+            FOR EACH ROW EXECUTE FUNCTION pg_temp.explode();
+        """
+    )
+    await _refused(conn, "P0001", "SELECT lane.add_job($1, 'send')", queue_name)
+    await _nothing_written(conn, queue_name)
+    # The same trigger aborts a completion that would requeue nothing but still writes
+    # events: the job must stay active under its token.
+    await conn.execute("DROP TRIGGER explode ON lane.events")
+    await conn.execute("SELECT lane.add_job($1, 'send')", queue_name)
+    claimed = await conn.fetchrow(
+        "SELECT id, lock_token FROM lane.claim_jobs('w', ARRAY[$1], ARRAY[1], 30000)", queue_name
+    )
+    await conn.execute(
+        f"""
+        CREATE OR REPLACE FUNCTION pg_temp.explode() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF NEW.queue = '{queue_name}' AND NEW.event = 'completed' THEN
+                RAISE EXCEPTION 'injected failure';
+            END IF;
+            RETURN NEW;
+        END $$;
+        CREATE TRIGGER explode BEFORE INSERT ON lane.events
+            FOR EACH ROW EXECUTE FUNCTION pg_temp.explode();
+        """
+    )
+    await _refused(
+        conn,
+        "P0001",
+        "SELECT lane.complete_job($1, $2, $3, '1'::jsonb)",
+        queue_name,
+        claimed["id"],
+        claimed["lock_token"],
+    )
+    row = await conn.fetchrow(
+        "SELECT state, lock_token, return_value FROM lane.jobs WHERE queue = $1", queue_name
+    )
+    assert (row["state"], row["lock_token"], row["return_value"]) == (
+        "active",
+        claimed["lock_token"],
+        None,
+    )
+
+
+async def test_stale_token_is_refused_with_lock_mismatch_CLAIM_4(
+    conn: asyncpg.Connection, queue_name: str
+) -> None:
+    await conn.execute("SELECT lane.add_job($1, 'send')", queue_name)
+    claimed = await conn.fetchrow(
+        "SELECT id, lock_token FROM lane.claim_jobs('w', ARRAY[$1], ARRAY[1], 30000)", queue_name
+    )
+    for sql in (
+        "SELECT lane.complete_job($1, $2, gen_random_uuid())",
+        "SELECT lane.fail_job($1, $2, gen_random_uuid(), 'x')",
+        "SELECT lane.release_job($1, $2, gen_random_uuid())",
+        "SELECT lane.delay_job($1, $2, gen_random_uuid(), 1000)",
+    ):
+        message = await _refused(conn, "LN005", sql, queue_name, claimed["id"])
+        assert "lock mismatch" in message
+    row = await conn.fetchrow(
+        "SELECT state, lock_token FROM lane.jobs WHERE queue = $1", queue_name
+    )
+    assert (row["state"], row["lock_token"]) == ("active", claimed["lock_token"])
+
+
+async def test_leases_use_the_database_clock_SCH_7(
+    conn: asyncpg.Connection, queue_name: str
+) -> None:
+    await conn.execute("SELECT lane.add_job($1, 'send')", queue_name)
+    row = await conn.fetchrow(
+        "SELECT processed_at, lease_expires_at, clock_timestamp() AS after"
+        " FROM lane.claim_jobs('w', ARRAY[$1], ARRAY[1], 30000)",
+        queue_name,
+    )
+    assert (row["lease_expires_at"] - row["processed_at"]).total_seconds() == 30
+    assert row["processed_at"] <= row["after"]
+
+
+async def test_delayed_job_due_time_with_injected_now_SCH_7(
+    conn: asyncpg.Connection, queue_name: str
+) -> None:
+    row = await conn.fetchrow(
+        "SELECT state, available_at, available_at - created_at AS delay FROM lane.add_job("
+        "$1, 'send', 'null', '{\"delay_ms\": 5000}', '2030-01-01T00:00:00Z')",
+        queue_name,
+    )
+    assert row["state"] == "delayed"
+    assert row["delay"].total_seconds() == 5
+    assert row["available_at"].isoformat() == "2030-01-01T00:00:05+00:00"
+
+
+async def test_claim_reads_the_waiting_index(conn: asyncpg.Connection, queue_name: str) -> None:
+    """The claim's candidate query is an index range over the partial waiting index."""
+    await conn.execute("SET LOCAL enable_seqscan = off")
+    plan = await conn.fetchval(
+        "EXPLAIN (FORMAT JSON) SELECT key FROM lane.jobs WHERE queue = $1 AND state = 'waiting'"
+        " ORDER BY order_key, key LIMIT 10 FOR UPDATE SKIP LOCKED",
+        queue_name,
+    )
+    assert "jobs_waiting_idx" in plan
+    plan = await conn.fetchval(
+        "EXPLAIN (FORMAT JSON) SELECT key FROM lane.jobs WHERE queue = $1 AND state = 'delayed'"
+        " AND available_at <= now() ORDER BY available_at, key",
+        queue_name,
+    )
+    assert "jobs_delayed_idx" in plan
+
+
+async def test_reporting_views_match_the_counts_SQLR_1(
+    conn: asyncpg.Connection, queue_name: str
+) -> None:
+    await conn.execute(
+        "SELECT lane.add_jobs($1, ARRAY['a', 'b', 'c'], ARRAY['1', '2', '3']::jsonb[],"
+        " ARRAY['{}', '{}', '{\"delay_ms\": 60000}']::jsonb[])",
+        queue_name,
+    )
+    claimed = await conn.fetchrow(
+        "SELECT id, lock_token FROM lane.claim_jobs('w', ARRAY[$1], ARRAY[1], 30000)", queue_name
+    )
+    await conn.execute(
+        "SELECT lane.fail_job($1, $2, $3, 'boom')", queue_name, claimed["id"], claimed["lock_token"]
+    )
+    counts = {
+        row["state"]: row["count"]
+        for row in await conn.fetch("SELECT * FROM lane.get_job_counts($1)", queue_name)
+    }
+    view = {
+        row["state"]: row["count"]
+        for row in await conn.fetch(
+            "SELECT state, count FROM lane.job_counts WHERE queue = $1", queue_name
+        )
+    }
+    assert view == {state: count for state, count in counts.items() if count}
+    stats = await conn.fetchrow("SELECT * FROM lane.queue_stats WHERE queue = $1", queue_name)
+    assert (stats["waiting"], stats["delayed"], stats["failed"], stats["paused"]) == (
+        1,
+        1,
+        1,
+        False,
+    )
+    failure = await conn.fetchrow("SELECT * FROM lane.job_failures WHERE queue = $1", queue_name)
+    assert (failure["id"], failure["failed_reason"]) == (claimed["id"], "boom")
+    age = await conn.fetchrow("SELECT * FROM lane.waiting_age WHERE queue = $1", queue_name)
+    assert age["waiting"] == 1

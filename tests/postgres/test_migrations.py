@@ -1,0 +1,590 @@
+"""Schema installation: migrate(), the Alembic path, the printed SQL and the version guard.
+
+Every test that installs something gets its own database (``lane_mig_<random>``, dropped
+at the end), so these tests never touch the shared ``lane`` schema of the test database.
+Comparisons use a snapshot of pg_catalog for one schema: tables and their options,
+columns with types and defaults, constraints, indexes, sequences, functions (identity
+arguments, result, md5 of the source), views and triggers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import os
+import re
+import shutil
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+
+from lane_pg.errors import ConfigurationError, SchemaVersionMismatch
+from lane_pg.postgres import schema as lane_schema
+from lane_pg.postgres.schema import (
+    SCHEMA_VERSION,
+    check_version,
+    install_sql,
+    migrate,
+    migration_files,
+    render_sql,
+    repeatable_sql,
+    sql_dir,
+    validate_schema_name,
+)
+
+ADMIN_DSN = os.environ.get("LANE_PG_TEST_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+REPO = Path(__file__).resolve().parents[2]
+BAD_NAMES = ["jobs; drop table x", "", "Lane", "1lane", "a" * 64, 'lane"x', "lane.x", "la ne"]
+
+Snapshot = dict[str, list[tuple[Any, ...]]]
+NewDb = Callable[[], Awaitable[str]]
+
+
+# --------------------------------------------------------------------------- fixtures
+def _with_database(dsn: str, database: str) -> str:
+    """``dsn`` pointing at another database (keeps host, user and query options)."""
+    head, sep, query = dsn.partition("?")
+    base = head.rsplit("/", 1)[0] if head.count("/") > 2 else head
+    return f"{base}/{database}{sep}{query}"
+
+
+async def _create_db(created: list[str]) -> str:
+    name = f"lane_mig_{uuid.uuid4().hex[:12]}"
+    admin = await asyncpg.connect(ADMIN_DSN)
+    try:
+        await admin.execute(f"CREATE DATABASE {name}")
+    finally:
+        await admin.close()
+    created.append(name)
+    return _with_database(ADMIN_DSN, name)
+
+
+async def _drop_dbs(created: list[str]) -> None:
+    admin = await asyncpg.connect(ADMIN_DSN)
+    try:
+        for name in created:
+            await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    finally:
+        await admin.close()
+
+
+@pytest.fixture
+async def new_db() -> AsyncIterator[NewDb]:
+    """Factory of fresh empty databases, all dropped when the test ends."""
+    created: list[str] = []
+    yield lambda: _create_db(created)
+    await _drop_dbs(created)
+
+
+async def _snapshot(dsn: str, schema: str = "lane") -> Snapshot:
+    """The catalog of ``schema``, with the schema name written as ``lane`` everywhere."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        queries = {
+            "relations": """
+                SELECT c.relname, c.relkind, c.reloptions
+                FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                WHERE n.nspname = $1 AND c.relkind IN ('r', 'p', 'v', 'm', 'S', 'f')
+                  AND c.relname <> 'alembic_version'
+                ORDER BY 1""",
+            "columns": """
+                SELECT c.relname, a.attnum, a.attname, format_type(a.atttypid, a.atttypmod),
+                       a.attnotnull, pg_get_expr(d.adbin, d.adrelid), a.attidentity,
+                       a.attgenerated
+                FROM pg_attribute a
+                JOIN pg_class c ON c.oid = a.attrelid
+                JOIN pg_namespace n ON n.oid = c.relnamespace
+                LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+                WHERE n.nspname = $1 AND a.attnum > 0 AND NOT a.attisdropped
+                  AND c.relkind IN ('r', 'p', 'v', 'm', 'f')
+                  AND c.relname <> 'alembic_version'
+                ORDER BY 1, 2""",
+            "constraints": """
+                SELECT c.relname, k.conname, k.contype, pg_get_constraintdef(k.oid)
+                FROM pg_constraint k
+                JOIN pg_class c ON c.oid = k.conrelid
+                JOIN pg_namespace n ON n.oid = k.connamespace
+                WHERE n.nspname = $1 AND c.relname <> 'alembic_version'
+                ORDER BY 1, 2""",
+            "indexes": """
+                SELECT tablename, indexname, indexdef FROM pg_indexes
+                WHERE schemaname = $1 AND tablename <> 'alembic_version'
+                ORDER BY 1, 2""",
+            "sequences": """
+                SELECT sequencename, data_type::text, start_value, increment_by, cycle
+                FROM pg_sequences WHERE schemaname = $1 ORDER BY 1""",
+            "functions": """
+                SELECT p.proname, pg_get_function_identity_arguments(p.oid),
+                       pg_get_function_result(p.oid), p.prokind, p.provolatile, p.proconfig,
+                       l.lanname, p.prosrc
+                FROM pg_proc p
+                JOIN pg_namespace n ON n.oid = p.pronamespace
+                JOIN pg_language l ON l.oid = p.prolang
+                WHERE n.nspname = $1
+                ORDER BY 1, 2""",
+            "views": """
+                SELECT viewname, pg_get_viewdef(format('%I.%I', schemaname, viewname)::regclass)
+                FROM pg_views WHERE schemaname = $1 ORDER BY 1""",
+            "triggers": """
+                SELECT c.relname, t.tgname, pg_get_triggerdef(t.oid)
+                FROM pg_trigger t
+                JOIN pg_class c ON c.oid = t.tgrelid
+                JOIN pg_namespace n ON n.oid = c.relnamespace
+                WHERE n.nspname = $1 AND NOT t.tgisinternal
+                ORDER BY 1, 2""",
+        }
+        snap: Snapshot = {}
+        for key, query in queries.items():
+            rows = await conn.fetch(query, schema)
+            snap[key] = [tuple(_normalize(v, schema) for v in row) for row in rows]
+        snap["functions"] = [
+            (*row[:-1], hashlib.md5(str(row[-1]).encode()).hexdigest()) for row in snap["functions"]
+        ]
+        return snap
+    finally:
+        await conn.close()
+
+
+def _normalize(value: Any, schema: str) -> Any:
+    if schema == "lane":
+        return value
+    if isinstance(value, str):
+        return re.sub(rf"\b{schema}\b", "lane", value)
+    if isinstance(value, list):
+        return [_normalize(v, schema) for v in value]
+    return value
+
+
+async def _version_rows(dsn: str, schema: str = "lane") -> list[tuple[Any, ...]]:
+    conn = await asyncpg.connect(dsn)
+    try:
+        rows = await conn.fetch(
+            f"SELECT version, breaking, description, applied_at FROM {schema}.schema_version "
+            "ORDER BY version"
+        )
+        return [tuple(r) for r in rows]
+    finally:
+        await conn.close()
+
+
+async def _schemas(dsn: str) -> set[str]:
+    conn = await asyncpg.connect(dsn)
+    try:
+        rows = await conn.fetch(
+            "SELECT nspname FROM pg_namespace WHERE nspname NOT LIKE 'pg\\_%' "
+            "AND nspname NOT IN ('information_schema', 'public')"
+        )
+        return {r["nspname"] for r in rows}
+    finally:
+        await conn.close()
+
+
+def _alembic_upgrade(dsn: str, schema: str = "lane") -> tuple[int | None, int | None]:
+    from lane_pg.cli.migrate import upgrade
+
+    return upgrade(dsn, schema)
+
+
+def _alembic(dsn: str, schema: str, action: str, target: str, sql: bool = False) -> str:
+    """Run an Alembic command the way a user's ``alembic`` CLI would (own engine)."""
+    import io
+
+    from alembic import command
+
+    from lane_pg.cli.common import sqlalchemy_url
+    from lane_pg.cli.migrate import alembic_config
+
+    buffer = io.StringIO()
+    config = alembic_config(schema, sqlalchemy_url(dsn))
+    config.output_buffer = buffer
+    getattr(command, action)(config, target, sql=sql)
+    return buffer.getvalue()
+
+
+def _psql(dsn: str, script: str) -> None:
+    psql = shutil.which("psql")
+    if psql is None:
+        pytest.skip("psql is not installed")
+    subprocess.run(
+        [psql, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", dsn, "-f", "-"],
+        input=script,
+        text=True,
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+
+
+async def _run_in_thread(fn: Callable[..., Any], *args: Any) -> Any:
+    return await asyncio.to_thread(fn, *args)
+
+
+# --------------------------------------------------------------------------- files and text
+def test_schema_version_is_highest_migration_number() -> None:
+    files = migration_files()
+    assert files, "sql/migrations holds no NNNN_<name>.sql file"
+    assert SCHEMA_VERSION == files[-1].version == max(m.version for m in files)
+    assert [m.version for m in files] == sorted(m.version for m in files)
+    assert files[0].version == 1
+
+
+def test_every_migration_has_an_alembic_revision() -> None:
+    from alembic.script import ScriptDirectory
+
+    from lane_pg.cli.migrate import alembic_config
+
+    script = ScriptDirectory.from_config(alembic_config("lane"))
+    revisions = {r.revision: r for r in script.walk_revisions()}
+    assert set(revisions) == {f"{m.version:04d}" for m in migration_files()}
+    assert script.get_heads() == [f"{SCHEMA_VERSION:04d}"]
+    for migration in migration_files():
+        revision = revisions[f"{migration.version:04d}"]
+        expected_down = None if migration.version == 1 else f"{migration.version - 1:04d}"
+        assert revision.down_revision == expected_down
+
+
+def test_breaking_marker_is_read_from_the_first_line(tmp_path: Path) -> None:
+    breaking = tmp_path / "0002_reshape.sql"
+    breaking.write_text("-- lane:breaking\nALTER TABLE lane.jobs ADD COLUMN x int;\n")
+    plain = tmp_path / "0003_more.sql"
+    plain.write_text("-- note\n-- lane:breaking\nSELECT 1;\n")
+    assert lane_schema.Migration(2, "reshape", breaking).breaking
+    assert not lane_schema.Migration(3, "more", plain).breaking
+    assert "VALUES (2, true, 'reshape'" in lane_schema.migration_sql(
+        lane_schema.Migration(2, "reshape", breaking), "lane"
+    )
+
+
+def test_render_sql_substitutes_only_the_schema() -> None:
+    text = (
+        "CREATE SCHEMA IF NOT EXISTS lane;\nCREATE SCHEMA lane;\nDROP SCHEMA lane CASCADE;\n"
+        "SELECT * FROM lane.jobs j JOIN lane.queues q ON true;\n"
+        "PERFORM pg_notify('lane.jobs', p_queue);\n"
+        'SELECT "lane".x, planelane.y, lane_x.z, lanes.w, j.lane;\n'
+    )
+    out = render_sql(text, "jobs_q")
+    assert out == (
+        "CREATE SCHEMA IF NOT EXISTS jobs_q;\nCREATE SCHEMA jobs_q;\n"
+        "DROP SCHEMA jobs_q CASCADE;\n"
+        "SELECT * FROM jobs_q.jobs j JOIN jobs_q.queues q ON true;\n"
+        "PERFORM pg_notify('jobs_q.jobs', p_queue);\n"
+        'SELECT "lane".x, planelane.y, lane_x.z, lanes.w, j.lane;\n'
+    )
+    assert render_sql(text, "lane") == text
+
+
+@pytest.mark.parametrize("name", BAD_NAMES)
+def test_invalid_schema_names_are_refused(name: str) -> None:
+    with pytest.raises(ConfigurationError):
+        validate_schema_name(name)
+    with pytest.raises(ConfigurationError):
+        render_sql("SELECT 1 FROM lane.jobs", name)
+    with pytest.raises(ConfigurationError):
+        install_sql(name)
+
+
+async def test_invalid_schema_name_raises_before_connecting() -> None:
+    class NoSql:
+        def __getattr__(self, name: str) -> Any:
+            raise AssertionError(f"SQL issued through {name}")
+
+    # Port 1 refuses connections: getting ConfigurationError proves nothing was tried.
+    with pytest.raises(ConfigurationError, match="invalid schema name"):
+        await migrate("postgresql://postgres@127.0.0.1:1/none", "jobs; drop table x")
+    with pytest.raises(ConfigurationError):
+        await check_version(NoSql(), "jobs; drop table x")
+
+
+def test_install_sql_is_one_transaction_for_every_file() -> None:
+    text = install_sql("lane")
+    assert text.count("BEGIN;") == 1
+    assert text.rstrip().endswith("COMMIT;")
+    assert "pg_advisory_xact_lock" in text
+    for migration in migration_files():
+        assert f"VALUES ({migration.version}, " in text
+
+
+# --------------------------------------------------------------------------- migrate()
+async def test_migrate_installs_every_object_and_version_row(new_db: NewDb) -> None:
+    dsn = await new_db()
+    assert await migrate(dsn) == SCHEMA_VERSION
+    rows = await _version_rows(dsn)
+    assert [(r[0], r[1], r[2]) for r in rows] == [
+        (m.version, m.breaking, m.description) for m in migration_files()
+    ]
+    snap = await _snapshot(dsn)
+    relations = {r[0] for r in snap["relations"]}
+    assert {"jobs", "queues", "events", "schema_version"} <= relations
+    functions = {r[0] for r in snap["functions"]}
+    assert {"add_job", "claim_jobs", "complete_job", "fail_job"} <= functions
+    views = {r[0] for r in snap["views"]}
+    declared = set(re.findall(r"CREATE OR REPLACE VIEW lane\.(\w+)", repeatable_sql()))
+    assert declared and declared <= views
+    conn = await asyncpg.connect(dsn)
+    try:
+        assert await check_version(conn, "lane") == SCHEMA_VERSION
+    finally:
+        await conn.close()
+
+
+async def test_migrate_twice_changes_nothing(new_db: NewDb) -> None:
+    dsn = await new_db()
+    await migrate(dsn)
+    before, rows_before = await _snapshot(dsn), await _version_rows(dsn)
+    assert await migrate(dsn) == SCHEMA_VERSION
+    assert await _snapshot(dsn) == before
+    assert await _version_rows(dsn) == rows_before
+
+
+async def test_concurrent_migrations_serialise(new_db: NewDb) -> None:
+    dsn = await new_db()
+    results = await asyncio.gather(*(migrate(dsn) for _ in range(4)))
+    assert results == [SCHEMA_VERSION] * 4
+    assert len(await _version_rows(dsn)) == len(migration_files())
+
+
+async def test_custom_schema_name(new_db: NewDb) -> None:
+    dsn = await new_db()
+    reference = await new_db()
+    assert await migrate(dsn, "lane_custom") == SCHEMA_VERSION
+    await migrate(reference)
+    assert await _schemas(dsn) == {"lane_custom"}
+    assert await _snapshot(dsn, "lane_custom") == await _snapshot(reference)
+    conn = await asyncpg.connect(dsn)
+    try:
+        assert await check_version(conn, "lane_custom") == SCHEMA_VERSION
+        # Every function body was rendered: nothing still points at schema "lane".
+        sources = await conn.fetch(
+            "SELECT p.proname, p.prosrc FROM pg_proc p "
+            "JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'lane_custom'"
+        )
+        stale = [r["proname"] for r in sources if re.search(r"(?<![\w\"])lane\.", r["prosrc"])]
+        assert stale == []
+        job_id = await conn.fetchval("SELECT (lane_custom.add_job('q1', 'hello')).id")
+        assert await conn.fetchval("SELECT count(*) FROM lane_custom.jobs WHERE id = $1", job_id)
+    finally:
+        await conn.close()
+
+
+# --------------------------------------------------------------------------- Alembic / CLI
+async def test_alembic_path_and_migrate_give_the_same_catalog(new_db: NewDb) -> None:
+    by_alembic, by_asyncpg = await new_db(), await new_db()
+    assert await _run_in_thread(_alembic_upgrade, by_alembic) == (None, SCHEMA_VERSION)
+    await migrate(by_asyncpg)
+    snap = await _snapshot(by_asyncpg)
+    assert await _snapshot(by_alembic) == snap
+
+    def versions(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        return [r[:3] for r in rows]
+
+    assert versions(await _version_rows(by_alembic)) == versions(await _version_rows(by_asyncpg))
+
+    # Each path accepts a database the other one migrated, and changes nothing.
+    rows = await _version_rows(by_alembic)
+    assert await migrate(by_alembic) == SCHEMA_VERSION
+    assert await _version_rows(by_alembic) == rows
+    rows = await _version_rows(by_asyncpg)
+    before = SCHEMA_VERSION
+    assert await _run_in_thread(_alembic_upgrade, by_asyncpg) == (before, SCHEMA_VERSION)
+    assert await _version_rows(by_asyncpg) == rows
+    assert await _snapshot(by_asyncpg) == snap
+    conn = await asyncpg.connect(by_asyncpg)
+    try:
+        assert await conn.fetchval("SELECT version_num FROM lane.alembic_version") == (
+            f"{SCHEMA_VERSION:04d}"
+        )
+    finally:
+        await conn.close()
+    # Upgrading an up-to-date database again is a no-op too.
+    assert await _run_in_thread(_alembic_upgrade, by_alembic) == (before, SCHEMA_VERSION)
+    assert await _snapshot(by_alembic) == snap
+
+
+async def test_printed_sql_through_psql_gives_the_same_catalog(new_db: NewDb) -> None:
+    by_psql, reference = await new_db(), await new_db()
+    printed = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "lane_pg", "migrate", "--sql"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=REPO,
+        timeout=60,
+    )
+    await _run_in_thread(_psql, by_psql, printed.stdout)
+    await migrate(reference)
+    assert await _snapshot(by_psql) == await _snapshot(reference)
+    assert [r[:3] for r in await _version_rows(by_psql)] == [
+        r[:3] for r in await _version_rows(reference)
+    ]
+    assert await migrate(by_psql) == SCHEMA_VERSION  # and it is upgradable afterwards
+
+
+async def test_alembic_offline_sql_installs_the_schema(new_db: NewDb) -> None:
+    dsn, reference = await new_db(), await new_db()
+    script = await _run_in_thread(_alembic, dsn, "lane", "upgrade", "head", True)
+    assert "CREATE TABLE lane.jobs" in script
+    await _run_in_thread(_psql, dsn, script)
+    await migrate(reference)
+    assert await _snapshot(dsn) == await _snapshot(reference)
+    # Alembic then knows the database is at head.
+    assert await _run_in_thread(_alembic_upgrade, dsn) == (SCHEMA_VERSION, SCHEMA_VERSION)
+
+
+async def test_alembic_downgrade_base_removes_everything(new_db: NewDb) -> None:
+    dsn = await new_db()
+    await _run_in_thread(_alembic, dsn, "lane_custom", "upgrade", "head")
+    assert await _schemas(dsn) == {"lane_custom"}
+    # SCH-6: one revision down (here: to base) and the version guard refuses the schema.
+    await _run_in_thread(_alembic, dsn, "lane_custom", "downgrade", "-1")
+    assert await _schemas(dsn) == set()
+    conn = await asyncpg.connect(dsn)
+    try:
+        with pytest.raises(SchemaVersionMismatch) as info:
+            await check_version(conn, "lane_custom")
+        assert info.value.installed is None
+        assert info.value.required == SCHEMA_VERSION
+        leftovers = await conn.fetchval(
+            "SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
+            "WHERE n.nspname LIKE 'lane%'"
+        )
+        assert leftovers == 0
+    finally:
+        await conn.close()
+    # Downgrading an empty database leaves nothing behind; upgrading again works.
+    await _run_in_thread(_alembic, dsn, "lane_custom", "downgrade", "base")
+    assert await _schemas(dsn) == set()
+    await _run_in_thread(_alembic, dsn, "lane_custom", "upgrade", "head")
+    assert await _schemas(dsn) == {"lane_custom"}
+
+
+async def test_downgrade_base_after_migrate(new_db: NewDb) -> None:
+    """A database installed by migrate() and then stamped by Alembic downgrades too."""
+    dsn = await new_db()
+    await migrate(dsn)
+    await _run_in_thread(_alembic_upgrade, dsn)
+    await _run_in_thread(_alembic, dsn, "lane", "downgrade", "base")
+    assert await _schemas(dsn) == set()
+
+
+# --------------------------------------------------------------------------- version guard
+@pytest.fixture(scope="module")
+async def guard_dsn() -> AsyncIterator[str]:
+    """One migrated database for the version-guard tests of this module."""
+    created: list[str] = []
+    dsn = await _create_db(created)
+    await migrate(dsn)
+    yield dsn
+    await _drop_dbs(created)
+
+
+@pytest.fixture
+async def migrated(guard_dsn: str) -> AsyncIterator[asyncpg.Connection]:
+    """A connection inside a transaction rolled back at the end: each test fakes a
+    different installed state without touching the others."""
+    conn = await asyncpg.connect(guard_dsn)
+    tx = conn.transaction()
+    await tx.start()
+    try:
+        yield conn
+    finally:
+        await tx.rollback()
+        await conn.close()
+
+
+async def test_check_version_accepts_the_current_schema(migrated: asyncpg.Connection) -> None:
+    assert await check_version(migrated, "lane") == SCHEMA_VERSION
+
+
+async def test_check_version_refuses_a_missing_schema(migrated: asyncpg.Connection) -> None:
+    with pytest.raises(SchemaVersionMismatch) as info:
+        await check_version(migrated, "lane_elsewhere")
+    assert info.value.installed is None
+    assert f"version {SCHEMA_VERSION}" in str(info.value)
+    assert "python -m lane_pg migrate" in str(info.value)
+
+
+async def test_check_version_refuses_an_older_schema(migrated: asyncpg.Connection) -> None:
+    await migrated.execute("DELETE FROM lane.schema_version WHERE version = $1", SCHEMA_VERSION)
+    older = SCHEMA_VERSION - 1
+    if older < 1:  # only one migration so far: fake an older installed state
+        older = 0
+        await migrated.execute(
+            "INSERT INTO lane.schema_version (version, description) VALUES (0, 'older')"
+        )
+    with pytest.raises(SchemaVersionMismatch) as info:
+        await check_version(migrated, "lane")
+    assert (info.value.installed, info.value.required) == (older, SCHEMA_VERSION)
+    message = str(info.value)
+    assert f"version {older}" in message
+    assert f"version {SCHEMA_VERSION}" in message
+    assert "python -m lane_pg migrate" in message
+
+
+async def test_check_version_refuses_when_library_needs_newer(
+    migrated: asyncpg.Connection,
+) -> None:
+    required = SCHEMA_VERSION + 1
+    with pytest.raises(SchemaVersionMismatch) as info:
+        await check_version(migrated, "lane", required=required)
+    assert (info.value.installed, info.value.required) == (SCHEMA_VERSION, required)
+    assert f"version {SCHEMA_VERSION}" in str(info.value)
+    assert f"version {required}" in str(info.value)
+
+
+async def test_check_version_refuses_a_newer_breaking_schema(
+    migrated: asyncpg.Connection,
+) -> None:
+    newer = SCHEMA_VERSION + 2
+    await migrated.execute(
+        "INSERT INTO lane.schema_version (version, breaking, description) "
+        "VALUES ($1, false, 'compatible'), ($2, true, 'breaking')",
+        SCHEMA_VERSION + 1,
+        newer,
+    )
+    with pytest.raises(SchemaVersionMismatch) as info:
+        await check_version(migrated, "lane")
+    assert (info.value.installed, info.value.required) == (newer, SCHEMA_VERSION)
+    assert f"version {newer}" in str(info.value)
+    assert f"version {SCHEMA_VERSION}" in str(info.value)
+    assert "breaking" in str(info.value)
+
+
+async def test_check_version_accepts_a_newer_compatible_schema(
+    migrated: asyncpg.Connection, caplog: pytest.LogCaptureFixture
+) -> None:
+    newer = SCHEMA_VERSION + 1
+    await migrated.execute(
+        "INSERT INTO lane.schema_version (version, breaking, description) "
+        "VALUES ($1, false, 'compatible')",
+        newer,
+    )
+    with caplog.at_level(logging.WARNING, logger="lane_pg.postgres.schema"):
+        assert await check_version(migrated, "lane") == newer
+    assert any("newer" in r.getMessage() for r in caplog.records)
+
+
+# --------------------------------------------------------------------------- files agree
+async def test_current_files_equal_all_migrations_in_order(new_db: NewDb) -> None:
+    from_files, from_migrations = await new_db(), await new_db()
+    conn = await asyncpg.connect(from_files)
+    try:
+        await conn.execute((sql_dir() / "schema.sql").read_text(encoding="utf-8"))
+        await conn.execute(repeatable_sql("lane"))
+    finally:
+        await conn.close()
+    conn = await asyncpg.connect(from_migrations)
+    try:
+        for migration in migration_files():
+            await conn.execute(render_sql(migration.text, "lane"))
+        await conn.execute(repeatable_sql("lane"))
+    finally:
+        await conn.close()
+    assert await _snapshot(from_files) == await _snapshot(from_migrations)
