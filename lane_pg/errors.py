@@ -147,3 +147,39 @@ def error_for_sqlstate(sqlstate: str | None, message: str) -> LaneError | None:
         return None
     cls = SQLSTATE_ERRORS.get(sqlstate)
     return cls(message) if cls is not None else None
+
+
+def _driver_message(exc: BaseException) -> str:
+    diag = getattr(exc, "diag", None)
+    primary = getattr(diag, "message_primary", None)
+    if isinstance(primary, str) and primary:
+        return primary
+    message = getattr(exc, "message", None)
+    if isinstance(message, str) and message:
+        return message
+    return str(exc)
+
+
+def translate_error(exc: BaseException) -> LaneError | None:
+    """The LaneError for a driver error raised by a ``lane`` function, else None.
+
+    Works for asyncpg, psycopg and SQLAlchemy alike: follows SQLAlchemy's ``.orig`` and the
+    ``__cause__`` chain (SQLAlchemy's asyncpg adapter wraps twice) and takes the message from
+    the innermost error carrying the SQLSTATE. A LaneError is returned as it is.
+    """
+    if isinstance(exc, LaneError):
+        return exc
+    found: BaseException | None = None
+    code: str | None = None
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        state = getattr(current, "sqlstate", None) or getattr(current, "pgcode", None)
+        if isinstance(state, str) and state in SQLSTATE_ERRORS:
+            found, code = current, state
+        orig = getattr(current, "orig", None)
+        current = orig if isinstance(orig, BaseException) else current.__cause__
+    if found is None:
+        return None
+    return error_for_sqlstate(code, _driver_message(found))

@@ -114,6 +114,11 @@ def check_json(value: JSON, what: str) -> JSON:
     return value
 
 
+def dumps_json(value: JSON, what: str) -> str:
+    """``value`` checked (``check_json``) and encoded as compact JSON text for a jsonb cast."""
+    return json.dumps(check_json(value, what), allow_nan=False, separators=(",", ":"))
+
+
 @dataclass(frozen=True, slots=True)
 class Backoff:
     """How long a failed job waits before its next attempt (RETRY-1).

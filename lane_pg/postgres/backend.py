@@ -8,7 +8,6 @@ and SQLSTATE class ``LN`` errors to the ``lane_pg.errors`` classes.
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -17,7 +16,7 @@ from typing import Any, cast
 
 import asyncpg
 
-from lane_pg.errors import SQLSTATE_ERRORS, InvalidOptions, JobNotFound
+from lane_pg.errors import InvalidOptions, JobNotFound, translate_error
 from lane_pg.postgres import schema as schema_mod
 from lane_pg.postgres.rows import EVENT_COLUMNS, JOB_COLUMNS, event_from_row, job_from_row
 from lane_pg.types import (
@@ -39,16 +38,12 @@ from lane_pg.types import (
     QueueDemand,
     QueueEvent,
     StalledOutcome,
-    check_json,
+    dumps_json,
     options_document,
     to_millis,
     validate_job_name,
     validate_queue_name,
 )
-
-
-def _dumps(value: JSON, what: str) -> str:
-    return json.dumps(check_json(value, what), allow_nan=False, separators=(",", ":"))
 
 
 def _event_bound(value: str | int, open_end: str) -> int | None:
@@ -107,10 +102,10 @@ class PostgresBackend:
         try:
             yield
         except asyncpg.PostgresError as exc:
-            cls = SQLSTATE_ERRORS.get(getattr(exc, "sqlstate", "") or "")
-            if cls is None:
+            lane_error = translate_error(exc)
+            if lane_error is None:
                 raise
-            raise cls(str(getattr(exc, "message", exc))) from exc
+            raise lane_error from exc
 
     async def _fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:
         async with self._errors():
@@ -142,8 +137,8 @@ class PostgresBackend:
             "lane.add_job($1, $2, $3::jsonb, $4::jsonb, $5)",
             queue,
             name,
-            _dumps(data, "job data"),
-            _dumps(options_document(options), "options"),
+            dumps_json(data, "job data"),
+            dumps_json(options_document(options), "options"),
             now,
         )
 
@@ -152,8 +147,8 @@ class PostgresBackend:
     ) -> list[Job]:
         validate_queue_name(queue)
         names = [validate_job_name(spec.name) for spec in specs]
-        datas = [_dumps(spec.data, "job data") for spec in specs]
-        options = [_dumps(options_document(spec.options), "options") for spec in specs]
+        datas = [dumps_json(spec.data, "job data") for spec in specs]
+        options = [dumps_json(options_document(spec.options), "options") for spec in specs]
         rows = await self._fetch(
             f"SELECT {JOB_COLUMNS} FROM lane.add_jobs($1, $2::text[], $3::text[]::jsonb[],"
             " $4::text[]::jsonb[], $5) AS j",
@@ -217,7 +212,7 @@ class PostgresBackend:
             queue,
             job_id,
             _token(token),
-            _dumps(result, "job result"),
+            dumps_json(result, "job result"),
             now,
         )
 
@@ -226,7 +221,7 @@ class PostgresBackend:
     ) -> list[FinalizeOutcome]:
         if not items:
             return []
-        results = [_dumps(item.result, "job result") for item in items]
+        results = [dumps_json(item.result, "job result") for item in items]
         rows = await self._fetch(
             "SELECT queue, id, status, state FROM lane.complete_jobs($1::text[], $2::text[],"
             " $3::uuid[], $4::text[]::jsonb[], $5)",
@@ -352,7 +347,7 @@ class PostgresBackend:
 
     async def update_data(self, queue: str, job_id: str, data: JSON) -> Job:
         return await self._job(
-            "lane.update_job_data($1, $2, $3::jsonb)", queue, job_id, _dumps(data, "job data")
+            "lane.update_job_data($1, $2, $3::jsonb)", queue, job_id, dumps_json(data, "job data")
         )
 
     async def update_progress(
@@ -362,7 +357,7 @@ class PostgresBackend:
             "lane.update_job_progress($1, $2, $3::jsonb, $4)",
             queue,
             job_id,
-            _dumps(progress, "progress"),
+            dumps_json(progress, "progress"),
             now,
         )
 

@@ -24,7 +24,6 @@ that driver is already imported, so the dispatch looks at ``sys.modules``.
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
@@ -33,7 +32,7 @@ from datetime import datetime
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
-from lane_pg.errors import SQLSTATE_ERRORS, InvalidPayload, LaneError, error_for_sqlstate
+from lane_pg.errors import LaneError, translate_error
 from lane_pg.postgres.rows import JOB_COLUMNS, job_from_row
 from lane_pg.postgres.schema import validate_schema_name
 from lane_pg.types import (
@@ -41,7 +40,7 @@ from lane_pg.types import (
     Job,
     JobOptions,
     JobSpec,
-    check_json,
+    dumps_json,
     options_document,
     validate_job_name,
     validate_queue_name,
@@ -99,8 +98,6 @@ _ADD_JOBS = (
 )
 
 _PLACEHOLDER = re.compile(r"\$(\d+)")
-# jsonb refuses the NUL character; json.dumps writes it as \u0000 (an odd run of backslashes).
-_JSON_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 
 
 @lru_cache(maxsize=256)
@@ -121,13 +118,6 @@ def render_sql(template: str, schema: str, style: _Style) -> str:
     return body.format(schema=name, cols=JOB_COLUMNS)
 
 
-def _dumps(value: JSON, what: str) -> str:
-    text = json.dumps(check_json(value, what), allow_nan=False, separators=(",", ":"))
-    if _JSON_NUL.search(text):
-        raise InvalidPayload(f"{what} must not contain the NUL character (\\u0000)")
-    return text
-
-
 def _job_params(
     queue: str, name: str, data: JSON, options: Options, now: datetime | None
 ) -> list[Any]:
@@ -136,8 +126,8 @@ def _job_params(
     return [
         queue,
         name,
-        _dumps(data, "job data"),
-        _dumps(options_document(options), "job options"),
+        dumps_json(data, "job data"),
+        dumps_json(options_document(options), "job options"),
         now,
     ]
 
@@ -151,48 +141,12 @@ def _bulk_params(queue: str, specs: Sequence[JobSpec], now: datetime | None) -> 
         if not isinstance(spec, JobSpec):
             raise TypeError(f"add_jobs takes JobSpec items, got {type(spec).__name__}")
         names.append(validate_job_name(spec.name))
-        datas.append(_dumps(spec.data, "job data"))
-        opts.append(_dumps(options_document(spec.options), "job options"))
+        datas.append(dumps_json(spec.data, "job data"))
+        opts.append(dumps_json(options_document(spec.options), "job options"))
     return [queue, names, datas, opts, now]
 
 
 # ---------------------------------------------------------------- error translation
-
-
-def _message(exc: BaseException) -> str:
-    diag = getattr(exc, "diag", None)
-    primary = getattr(diag, "message_primary", None)
-    if isinstance(primary, str) and primary:
-        return primary
-    message = getattr(exc, "message", None)
-    if isinstance(message, str) and message:
-        return message
-    return str(exc)
-
-
-def translate_error(exc: BaseException) -> LaneError | None:
-    """The LaneError for a driver error raised by a ``lane`` function, else None.
-
-    Follows SQLAlchemy's ``.orig`` and the ``__cause__`` chain (SQLAlchemy's asyncpg adapter
-    wraps twice) and takes the message from the innermost error carrying the SQLSTATE.
-    A LaneError is returned as it is.
-    """
-    if isinstance(exc, LaneError):
-        return exc
-    found: BaseException | None = None
-    code: str | None = None
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        state = getattr(current, "sqlstate", None) or getattr(current, "pgcode", None)
-        if isinstance(state, str) and state in SQLSTATE_ERRORS:
-            found, code = current, state
-        orig = getattr(current, "orig", None)
-        current = orig if isinstance(orig, BaseException) else current.__cause__
-    if found is None:
-        return None
-    return error_for_sqlstate(code, _message(found))
 
 
 @contextmanager
