@@ -1,5 +1,6 @@
 """lane_pg: a job queue for Python whose truth lives in PostgreSQL."""
 
+from lane_pg.app import App
 from lane_pg.backend import JobQueueBackend
 from lane_pg.errors import (
     ConfigurationError,
@@ -12,6 +13,7 @@ from lane_pg.errors import (
     JobNotFound,
     JobStateConflict,
     LaneError,
+    LeaseLost,
     LockMismatch,
     SchemaVersionMismatch,
     UnrecoverableJobError,
@@ -36,9 +38,12 @@ from lane_pg.types import (
     QueueEvent,
     StalledOutcome,
 )
+from lane_pg.worker import DEFAULT_LANES, JobContext, Lane, Worker, WorkerConfig
 
 __all__ = [
     "ALL_STATES",
+    "DEFAULT_LANES",
+    "App",
     "Backoff",
     "Completion",
     "ConfigurationError",
@@ -50,6 +55,7 @@ __all__ = [
     "InvalidPriority",
     "InvalidQueueName",
     "Job",
+    "JobContext",
     "JobLocked",
     "JobNotFound",
     "JobOptions",
@@ -59,7 +65,9 @@ __all__ = [
     "JobSpec",
     "JobState",
     "JobStateConflict",
+    "Lane",
     "LaneError",
+    "LeaseLost",
     "LeaseRef",
     "LockMismatch",
     "LogEntry",
@@ -70,4 +78,6 @@ __all__ = [
     "StalledOutcome",
     "UnrecoverableJobError",
     "ValidationError",
+    "Worker",
+    "WorkerConfig",
 ]

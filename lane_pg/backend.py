@@ -28,7 +28,7 @@ Common rules
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Protocol, runtime_checkable
 
 from lane_pg.types import (
@@ -212,6 +212,20 @@ class JobQueueBackend(Protocol):
         self, queues: Sequence[str] | None = None, *, now: datetime | None = None
     ) -> int:
         """Promote every delayed job with ``available_at <= now``; return how many."""
+        ...
+
+    async def next_due_in(self, queues: Sequence[str] | None = None) -> timedelta | None:
+        """Time until the earliest delayed job of these queues (all when None) is due, on
+        the backend's clock: zero when one is due already, None when none is delayed."""
+        ...
+
+    async def trim_events(self, queues: Sequence[str] | None = None) -> int:
+        """Trim each queue's retained events to its ``max_events`` (default 10,000),
+        keeping the newest (EVS-3); returns how many were deleted."""
+        ...
+
+    async def list_queues(self) -> list[str]:
+        """Every queue that exists (created by an add or a pause), by name."""
         ...
 
     # ----------------------------------------------------------------- management

@@ -115,6 +115,25 @@ class SchemaVersionMismatch(LaneError):
         self.required = required
 
 
+class LeaseLost(LockMismatch):
+    """The worker no longer holds this job's lease: another worker may be running it.
+
+    Raised by ``JobContext.ensure_lease()`` and by context writes after the loss.
+    """
+
+
+class UnknownJobName(LaneError):
+    """No processor is registered for the job's name (A14): the job fails terminally."""
+
+
+class MaxAttemptsExceeded(LaneError):
+    """The job was delivered more times than its attempts allow (STALL-7)."""
+
+
+class JobTimedOut(LaneError):
+    """The processor ran longer than the job's timeout."""
+
+
 class UnrecoverableJobError(Exception):
     """Raised by a processor to fail its job terminally, skipping the remaining retries."""
 

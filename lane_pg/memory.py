@@ -305,6 +305,7 @@ class _Queue:
     waiting: list[tuple[int, int, str]] = field(default_factory=list)
     delayed: list[tuple[datetime, int, str]] = field(default_factory=list)
     events: list[QueueEvent] = field(default_factory=list)
+    max_events: int = 10_000
 
     def drained(self) -> bool:
         return not self.by_state["waiting"] and not self.by_state["active"]
@@ -786,6 +787,28 @@ class MemoryBackend:
     ) -> int:
         moment = self._now(now)
         return sum(self._promote_due(q, moment) for q in self._selected(queues))
+
+    async def next_due_in(self, queues: Sequence[str] | None = None) -> timedelta | None:
+        due = [
+            job.available_at
+            for q in self._selected(queues)
+            for job in q.by_state["delayed"].values()
+        ]
+        if not due:
+            return None
+        return max(min(due) - self._now(None), timedelta(0))
+
+    async def trim_events(self, queues: Sequence[str] | None = None) -> int:
+        trimmed = 0
+        for q in self._selected(queues):
+            excess = len(q.events) - q.max_events
+            if excess > 0:
+                del q.events[:excess]
+                trimmed += excess
+        return trimmed
+
+    async def list_queues(self) -> list[str]:
+        return sorted(self._queues)
 
     # ------------------------------------------------------------- management
 

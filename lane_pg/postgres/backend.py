@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, cast
 
 import asyncpg
@@ -59,9 +59,11 @@ def _event_bound(value: str | int, open_end: str) -> int | None:
 class PostgresBackend:
     """Job queue backend over PostgreSQL (schema ``lane`` unless configured)."""
 
-    def __init__(self, pool: asyncpg.Pool, schema: str = "lane") -> None:
+    def __init__(self, pool: asyncpg.Pool, schema: str = "lane", dsn: str | None = None) -> None:
         self._pool = pool
         self.schema = schema_mod.validate_schema_name(schema)
+        self.dsn = dsn
+        """The DSN the pool was opened with: the worker's LISTEN connection uses it."""
 
     @classmethod
     async def connect(
@@ -83,7 +85,7 @@ class PostgresBackend:
         except BaseException:
             await pool.close()
             raise
-        return cls(pool, schema)
+        return cls(pool, schema, dsn)
 
     @property
     def pool(self) -> asyncpg.Pool:
@@ -325,6 +327,23 @@ class PostgresBackend:
                 now,
             ),
         )
+
+    async def next_due_in(self, queues: Sequence[str] | None = None) -> timedelta | None:
+        millis = await self._fetchval(
+            "SELECT lane.next_due_in_ms($1::text[])", None if queues is None else list(queues)
+        )
+        return None if millis is None else timedelta(milliseconds=millis)
+
+    async def trim_events(self, queues: Sequence[str] | None = None) -> int:
+        return cast(
+            int,
+            await self._fetchval(
+                "SELECT lane.trim_events($1::text[])", None if queues is None else list(queues)
+            ),
+        )
+
+    async def list_queues(self) -> list[str]:
+        return [row[0] for row in await self._fetch("SELECT lane.list_queues()")]
 
     # ----------------------------------------------------------------- management
     async def promote(self, queue: str, job_id: str, *, now: datetime | None = None) -> Job:

@@ -213,6 +213,12 @@ async def test_delayed_job_due_time_with_injected_now_SCH_7(
 
 async def test_claim_reads_the_waiting_index(conn: asyncpg.Connection, queue_name: str) -> None:
     """The claim's candidate query is an index range over the partial waiting index."""
+    await conn.execute(
+        "SELECT lane.add_jobs($1, array_fill('n'::text, ARRAY[300]),"
+        " array_fill('1'::jsonb, ARRAY[300]), array_fill('{}'::jsonb, ARRAY[300]))",
+        queue_name,
+    )
+    await conn.execute("ANALYZE lane.jobs")  # statistics roll back with the test
     await conn.execute("SET LOCAL enable_seqscan = off")
     plan = await conn.fetchval(
         "EXPLAIN (FORMAT JSON) SELECT key FROM lane.jobs WHERE queue = $1 AND state = 'waiting'"
@@ -264,3 +270,22 @@ async def test_reporting_views_match_the_counts_SQLR_1(
     assert (failure["id"], failure["failed_reason"]) == (claimed["id"], "boom")
     age = await conn.fetchrow("SELECT * FROM lane.waiting_age WHERE queue = $1", queue_name)
     assert age["waiting"] == 1
+
+
+async def test_trim_events_keeps_each_queues_newest_max_events_EVS_3(
+    conn: asyncpg.Connection, queue_name: str
+) -> None:
+    await conn.execute(
+        "SELECT lane.add_jobs($1, ARRAY['a', 'b', 'c', 'd'], ARRAY['1', '2', '3', '4']::jsonb[],"
+        " ARRAY['{}', '{}', '{}', '{}']::jsonb[])",
+        queue_name,
+    )
+    newest = await conn.fetch(
+        "SELECT id FROM lane.events WHERE queue = $1 ORDER BY id DESC LIMIT 3", queue_name
+    )
+    await conn.execute("UPDATE lane.queues SET max_events = 3 WHERE name = $1", queue_name)
+    assert await conn.fetchval("SELECT lane.trim_events(ARRAY[$1])", queue_name) == 5
+    kept = await conn.fetch(
+        "SELECT id FROM lane.events WHERE queue = $1 ORDER BY id DESC", queue_name
+    )
+    assert kept == newest

@@ -1,0 +1,148 @@
+"""W1 (enqueue one at a time) and W2 (bulk enqueue)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Awaitable, Callable
+
+import asyncpg
+
+from benchmarks import raw
+from benchmarks.common import QUEUE, Reporter, bench_dsn, progress, reset
+from lane_pg.postgres.backend import PostgresBackend
+from lane_pg.types import JobSpec
+
+
+def _payload(i: int) -> dict[str, int | str]:
+    return {"n": i, "to": f"user{i}@example.com"}
+
+
+async def _timed(label: str, n: int, body: Callable[[], Awaitable[None]]) -> float:
+    started = time.perf_counter()
+    await body()
+    elapsed = time.perf_counter() - started
+    progress(f"  {label}: {n} jobs in {elapsed:.2f}s = {n / elapsed:.0f} jobs/s")
+    return n / elapsed
+
+
+async def w1(rep: Reporter, runs: int, n: int) -> None:
+    """One client, one job per call, each its own transaction (autocommit)."""
+    progress(f"W1 enqueue one at a time: {n} jobs x {runs} runs")
+    admin = await asyncpg.connect(bench_dsn())
+    backend = await PostgresBackend.connect(bench_dsn(), min_size=1, max_size=1)
+    conn = await asyncpg.connect(bench_dsn())
+    results: dict[str, list[float]] = {"backend": [], "sql": [], "raw": []}
+    payloads = [json.dumps(_payload(i)) for i in range(n)]
+
+    async def via_backend() -> None:
+        for i in range(n):
+            await backend.add(QUEUE, "noop", _payload(i))
+
+    async def via_sql() -> None:
+        for p in payloads:
+            await conn.execute("SELECT lane.add_job($1, 'noop', $2::jsonb)", QUEUE, p)
+
+    async def via_raw() -> None:
+        for p in payloads:
+            await raw.insert_one(conn, QUEUE, p, notify=False)
+
+    bodies = {
+        "backend": via_backend,
+        "sql": via_sql,
+        "raw": via_raw,
+    }
+    try:
+        for run in range(runs):
+            for key, body in bodies.items():
+                await reset(admin)
+                results[key].append(await _timed(f"run {run + 1} {key}", n, body))
+    finally:
+        await backend.close()
+        await conn.close()
+        await admin.close()
+    base = results["raw"]
+    common = f"{n} jobs, one client, one autocommit call per job; median of {runs} runs"
+    rep.figure(
+        "W1",
+        "lane_pg PostgresBackend.add",
+        results["backend"],
+        "jobs/s",
+        raw=base,
+        notes=f"{common}; includes Python-side validation and Job decoding",
+    )
+    rep.figure(
+        "W1",
+        "lane_pg SELECT lane.add_job (asyncpg)",
+        results["sql"],
+        "jobs/s",
+        raw=base,
+        notes=f"{common}; plain asyncpg execute of the stored function",
+    )
+    rep.figure(
+        "W1",
+        "raw INSERT",
+        base,
+        "jobs/s",
+        raw=None,
+        notes=f"{common}; baseline: one plain INSERT per job, no NOTIFY",
+    )
+
+
+async def w2(rep: Reporter, runs: int, n: int, chunk: int) -> None:
+    """Bulk enqueue, ``chunk`` jobs per call (each call its own transaction)."""
+    progress(f"W2 bulk enqueue: {n} jobs in calls of {chunk} x {runs} runs")
+    admin = await asyncpg.connect(bench_dsn())
+    backend = await PostgresBackend.connect(bench_dsn(), min_size=1, max_size=1)
+    conn = await asyncpg.connect(bench_dsn())
+    specs = [JobSpec("noop", _payload(i)) for i in range(n)]
+    payloads = [json.dumps(_payload(i)) for i in range(n)]
+    results: dict[str, list[float]] = {"lane": [], "raw": [], "copy": []}
+
+    async def via_lane() -> None:
+        for start in range(0, n, chunk):
+            await backend.add_bulk(QUEUE, specs[start : start + chunk])
+
+    async def via_raw() -> None:
+        for start in range(0, n, chunk):
+            await raw.insert_many(conn, QUEUE, payloads[start : start + chunk])
+
+    async def via_copy() -> None:
+        for start in range(0, n, chunk):
+            await raw.copy_many(conn, QUEUE, payloads[start : start + chunk])
+
+    bodies = {"lane": via_lane, "raw": via_raw, "copy": via_copy}
+    try:
+        for run in range(runs):
+            for key, body in bodies.items():
+                await reset(admin)
+                results[key].append(await _timed(f"run {run + 1} {key}", n, body))
+    finally:
+        await backend.close()
+        await conn.close()
+        await admin.close()
+    common = f"{n} jobs, {chunk} per call, one client; median of {runs} runs"
+    rep.figure(
+        "W2",
+        "lane_pg PostgresBackend.add_bulk",
+        results["lane"],
+        "jobs/s",
+        raw=results["raw"],
+        notes=f"{common}; lane.add_jobs, rows returned and decoded",
+    )
+    rep.figure(
+        "W2",
+        "raw INSERT ... SELECT FROM unnest",
+        results["raw"],
+        "jobs/s",
+        raw=None,
+        notes=f"{common}; baseline",
+    )
+    rep.figure(
+        "W2",
+        "raw COPY",
+        results["copy"],
+        "jobs/s",
+        raw=results["raw"],
+        notes=f"{common}; extra reference (asyncpg copy_records_to_table); ratio is to raw unnest",
+    )

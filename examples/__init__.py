@@ -1,0 +1,1 @@
+"""Runnable lane_pg examples (a package so ``--app examples.quickstart:app`` imports them)."""

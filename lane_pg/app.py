@@ -1,0 +1,123 @@
+"""``App``: connection settings, processors by job name, and the way to run a worker.
+
+app = lane_pg.App()                      # DSN: argument, else $LANE_PG_DSN, else embedded
+
+@app.processor("send_email")
+async def send_email(job, ctx):
+    ...
+    return {"sent": True}
+
+python -m lane_pg worker --app myapp.jobs:app
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from lane_pg.errors import ConfigurationError
+from lane_pg.postgres.backend import PostgresBackend
+from lane_pg.postgres.embedded import resolve_dsn
+from lane_pg.postgres.notifier import Notifier
+from lane_pg.postgres.schema import validate_schema_name
+from lane_pg.types import JSON, Job, JobOptions
+from lane_pg.worker import Lane, Processor, Worker, WorkerConfig
+
+
+class App:
+    """A registry of processors (WORK-3: a router by job name) plus connection settings."""
+
+    def __init__(
+        self,
+        dsn: str | None = None,
+        *,
+        schema: str = "lane",
+        lanes: Sequence[Lane] = (),
+    ) -> None:
+        self._dsn = dsn
+        self.schema = validate_schema_name(schema)
+        self.lanes = tuple(lanes)
+        self._processors: dict[str, Processor] = {}
+        self._backend: PostgresBackend | None = None
+        self._lock = asyncio.Lock()
+
+    @property
+    def processors(self) -> Mapping[str, Processor]:
+        return dict(self._processors)
+
+    def processor(self, name: str) -> Callable[[Processor], Processor]:
+        """Register ``async def handler(job, ctx)`` for jobs named ``name``."""
+        if not name:
+            raise ConfigurationError("a processor needs a job name")
+
+        def register(function: Processor) -> Processor:
+            if name in self._processors:
+                raise ConfigurationError(f"a processor for {name!r} is already registered")
+            self._processors[name] = function
+            return function
+
+        return register
+
+    def resolve_dsn(self) -> str:
+        """The DSN given, else ``$LANE_PG_DSN``, else the embedded server in ./.lane_pg."""
+        if self._dsn is None:
+            self._dsn = resolve_dsn(None)
+        return self._dsn
+
+    async def backend(self) -> PostgresBackend:
+        """The app's backend, connected on first use (the schema version is checked)."""
+        async with self._lock:
+            if self._backend is None:
+                self._backend = await PostgresBackend.connect(
+                    self.resolve_dsn(), schema=self.schema
+                )
+            return self._backend
+
+    async def add(
+        self,
+        queue: str,
+        name: str,
+        data: JSON = None,
+        options: JobOptions | dict[str, JSON] | None = None,
+    ) -> Job:
+        """Enqueue one job (outside any transaction of yours; see
+        ``lane_pg.postgres.enqueue`` to enqueue inside one)."""
+        return await (await self.backend()).add(queue, name, data, options)
+
+    async def create_worker(self, config: WorkerConfig | None = None, **settings: Any) -> Worker:
+        """A worker for this app's processors, with a LISTEN notifier for its queues.
+
+        ``settings`` are ``WorkerConfig`` fields; without lanes the app's lanes are used,
+        and without those the worker serves every queue.
+        """
+        if config is None:
+            settings.setdefault("lanes", self.lanes)
+            config = WorkerConfig(**settings)
+        elif settings:
+            raise ConfigurationError("give either a WorkerConfig or settings, not both")
+        backend = await self.backend()
+        notifier = Notifier(
+            self.resolve_dsn(),
+            schema=self.schema,
+            queues=[lane.name for lane in config.lanes] or None,
+            application_name=f"lane_pg listener {config.worker_id}",
+            health_interval=min(config.poll_interval, 5.0),
+        )
+        await notifier.start()
+        return Worker(backend, self._processors, config, notifier=notifier)
+
+    async def run_worker(self, config: WorkerConfig | None = None, **settings: Any) -> Worker:
+        """Run a worker until it stops (``worker.stop()``, or idle in burst mode)."""
+        worker = await self.create_worker(config, **settings)
+        try:
+            await worker.run()
+        finally:
+            if worker.notifier is not None:
+                await worker.notifier.close()
+        return worker
+
+    async def close(self) -> None:
+        if self._backend is not None:
+            await self._backend.close()
+            self._backend = None

@@ -1,0 +1,111 @@
+"""The in-process lane scheduler: priority lanes of async commands, no database.
+
+>>> manager = LaneManager.builder().with_default_lanes().build()
+>>> await manager.start()
+>>> future = await manager.submit("query", FetchCommand(url))
+>>> result = await future
+
+See ``manager`` for the scheduling rules, ``commands`` for what a command is and how it is
+persisted, ``config`` for lane options and ``events`` for the event stream.
+"""
+
+from __future__ import annotations
+
+from lane_pg.lanes.clock import Clock, ManualClock, SystemClock
+from lane_pg.lanes.commands import (
+    Command,
+    CommandFactory,
+    ExecutableCommand,
+    FunctionCommand,
+    PersistableCommand,
+)
+from lane_pg.lanes.config import LaneConfig, PriorityBoostConfig, RateLimitConfig, RetryPolicy
+from lane_pg.lanes.errors import (
+    CommandFailed,
+    DrainTimeout,
+    EventStreamClosed,
+    InvalidLaneConfig,
+    LaneTimeout,
+    ShutdownInProgress,
+    UnknownCommandType,
+    UnknownLane,
+)
+from lane_pg.lanes.events import (
+    COMMAND_COMPLETED,
+    COMMAND_DEAD_LETTERED,
+    COMMAND_FAILED,
+    COMMAND_RETRY,
+    COMMAND_STARTED,
+    COMMAND_SUBMITTED,
+    COMMAND_TIMEOUT,
+    EVENTS_LAGGED,
+    LANE_IDLE,
+    LANE_PRESSURE,
+    SHUTDOWN_STARTED,
+    EventEmitter,
+    EventFilter,
+    EventStream,
+    LaneEvent,
+)
+from lane_pg.lanes.manager import (
+    CommandFuture,
+    LaneInfo,
+    LaneManager,
+    LaneManagerBuilder,
+    LaneStats,
+)
+from lane_pg.lanes.reliability import (
+    DeadLetter,
+    DeadLetterQueue,
+    LaneStorage,
+    LocalStorage,
+    StoredCommand,
+)
+
+__all__ = [
+    "COMMAND_COMPLETED",
+    "COMMAND_DEAD_LETTERED",
+    "COMMAND_FAILED",
+    "COMMAND_RETRY",
+    "COMMAND_STARTED",
+    "COMMAND_SUBMITTED",
+    "COMMAND_TIMEOUT",
+    "EVENTS_LAGGED",
+    "LANE_IDLE",
+    "LANE_PRESSURE",
+    "SHUTDOWN_STARTED",
+    "Clock",
+    "Command",
+    "CommandFactory",
+    "CommandFailed",
+    "CommandFuture",
+    "DeadLetter",
+    "DeadLetterQueue",
+    "DrainTimeout",
+    "EventEmitter",
+    "EventFilter",
+    "EventStream",
+    "EventStreamClosed",
+    "ExecutableCommand",
+    "FunctionCommand",
+    "InvalidLaneConfig",
+    "LaneConfig",
+    "LaneEvent",
+    "LaneInfo",
+    "LaneManager",
+    "LaneManagerBuilder",
+    "LaneStats",
+    "LaneStorage",
+    "LaneTimeout",
+    "LocalStorage",
+    "ManualClock",
+    "PersistableCommand",
+    "PriorityBoostConfig",
+    "RateLimitConfig",
+    "RetryPolicy",
+    "ShutdownInProgress",
+    "StoredCommand",
+    "SystemClock",
+    "UnknownCommandType",
+    "UnknownLane",
+]

@@ -1,0 +1,164 @@
+"""The worker's dedicated LISTEN connection: wake-ups, reconnects, and the leader lock.
+
+NOTIFY only makes a worker react sooner: the worker also polls at a slow interval, so a
+notification lost while this connection was down costs latency, never a job (CLAIM-12).
+After every reconnect the notifier wakes the worker once, to cover that gap at once.
+
+The same connection holds the maintenance leader lock (a session advisory lock): when the
+leader's process dies, PostgreSQL ends its session and releases the lock, and the next
+worker that asks becomes leader.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Collection
+
+import asyncpg
+
+from lane_pg.postgres.schema import validate_schema_name
+
+log = logging.getLogger("lane_pg.notifier")
+
+_RECONNECT_MIN = 0.05
+_RECONNECT_MAX = 5.0
+# Second key of the leader lock; the first is hashtext(schema) so schemas do not compete.
+_LEADER_KEY = 0x4C4E4D54  # "LNMT"
+
+
+class Notifier:
+    """Wakes a worker when one of its queues may have work."""
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        schema: str = "lane",
+        queues: Collection[str] | None = None,
+        application_name: str = "lane_pg listener",
+        health_interval: float = 5.0,
+    ) -> None:
+        self._dsn = dsn
+        self._schema = validate_schema_name(schema)
+        self._channel = f"{self._schema}.jobs"
+        self._queues = None if queues is None else frozenset(queues)
+        self._application_name = application_name[:63]
+        self._health_interval = health_interval
+        self._wake = asyncio.Event()
+        self._conn: asyncpg.Connection | None = None
+        self._lost = asyncio.Event()
+        self._supervisor: asyncio.Task[None] | None = None
+        self._closing = False
+        self._leader = False
+        self.reconnects = 0
+        """How many times the connection was re-established (for tests and logs)."""
+
+    @property
+    def is_leader(self) -> bool:
+        return self._leader
+
+    async def start(self) -> None:
+        """Connect (raising if the database is unreachable) and start supervising."""
+        await self._connect()
+        self._supervisor = asyncio.create_task(self._supervise(), name="lane_pg-notifier")
+
+    async def close(self) -> None:
+        self._closing = True
+        if self._supervisor is not None:
+            self._supervisor.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._supervisor
+        await self._drop_connection()
+
+    def wake(self) -> None:
+        """Wake the waiting worker from inside the process (a slot freed, a stop)."""
+        self._wake.set()
+
+    async def wait(self, timeout: float | None) -> bool:  # noqa: ASYNC109 (bounded poll)
+        """Wait for a wake-up or ``timeout`` seconds; True when woken."""
+        try:
+            await asyncio.wait_for(self._wake.wait(), timeout)
+        except TimeoutError:
+            return False
+        finally:
+            self._wake.clear()
+        return True
+
+    async def try_lead(self) -> bool:
+        """Hold (or take) the maintenance leader lock; True while this worker leads."""
+        conn = self._conn
+        if conn is None or conn.is_closed():
+            self._leader = False
+            return False
+        if not self._leader:
+            try:
+                self._leader = bool(
+                    await conn.fetchval(
+                        "SELECT pg_try_advisory_lock(hashtext($1), $2)", self._schema, _LEADER_KEY
+                    )
+                )
+            except (asyncpg.PostgresError, OSError, asyncpg.InterfaceError) as exc:
+                log.warning("leader lock check failed: %s", exc)
+                self._leader = False
+        return self._leader
+
+    # ----------------------------------------------------------------- internals
+    def _on_notify(self, _conn: object, _pid: int, _channel: str, payload: object) -> None:
+        if self._queues is None or payload in self._queues:
+            self._wake.set()
+
+    def _on_termination(self, _conn: object) -> None:
+        self._lost.set()
+
+    async def _connect(self) -> None:
+        conn = await asyncpg.connect(
+            self._dsn, server_settings={"application_name": self._application_name}
+        )
+        conn.add_termination_listener(self._on_termination)
+        await conn.add_listener(self._channel, self._on_notify)
+        self._conn = conn
+        self._lost.clear()
+        self._leader = False  # a new session holds no lock
+
+    async def _drop_connection(self) -> None:
+        conn, self._conn = self._conn, None
+        self._leader = False
+        if conn is not None and not conn.is_closed():
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(conn.close(), 2.0)
+
+    async def _healthy(self) -> bool:
+        conn = self._conn
+        if conn is None or conn.is_closed():
+            return False
+        try:
+            await conn.fetchval("SELECT 1", timeout=self._health_interval)
+        except (asyncpg.PostgresError, OSError, asyncpg.InterfaceError, TimeoutError):
+            return False
+        return True
+
+    async def _supervise(self) -> None:
+        """Check the connection; replace it with backoff when it is gone or unhealthy."""
+        while not self._closing:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._lost.wait(), self._health_interval)
+            if await self._healthy():
+                continue
+            log.warning("LISTEN connection lost; reconnecting")
+            await self._drop_connection()
+            delay = _RECONNECT_MIN
+            while not self._closing:
+                try:
+                    await self._connect()
+                except (asyncpg.PostgresError, OSError, asyncpg.InterfaceError) as exc:
+                    log.warning("LISTEN reconnect failed (%s); retrying in %.2fs", exc, delay)
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, _RECONNECT_MAX)
+                    continue
+                self.reconnects += 1
+                log.info("LISTEN connection re-established")
+                # Notifications sent while we were away are gone: look for work now.
+                self._wake.set()
+                break

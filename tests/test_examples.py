@@ -1,0 +1,173 @@
+"""The programs in examples/ run as a user runs them: subprocesses, exit 0, what they print.
+
+Each test gets a database of its own on the test server (the examples use fixed queue
+names and create an ``orders`` table), passed as ``LANE_PG_DSN``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLES = REPO / "examples"
+ADMIN_DSN = os.environ.get("LANE_PG_TEST_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+def run_python(*args: str, dsn: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+    """The interpreter in the repository root, with ``LANE_PG_DSN=dsn`` and no other
+    ``LANE_PG_*`` variable (so nothing falls back to the embedded server)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LANE_PG_")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    env["LANE_PG_DSN"] = dsn
+    return subprocess.run(
+        [sys.executable, *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        timeout=timeout,
+        check=False,
+    )
+
+
+async def run(*args: str, dsn: str) -> subprocess.CompletedProcess[str]:
+    done = await asyncio.to_thread(run_python, *args, dsn=dsn)
+    assert done.returncode == 0, f"{args}: exit {done.returncode}\n{done.stdout}{done.stderr}"
+    return done
+
+
+def _with_database(dsn: str, database: str) -> str:
+    head, sep, query = dsn.partition("?")
+    base = head.rsplit("/", 1)[0] if head.count("/") > 2 else head
+    return f"{base}/{database}{sep}{query}"
+
+
+@pytest.fixture
+async def db() -> AsyncIterator[str]:
+    """A fresh, empty database (the examples migrate it themselves)."""
+    name = f"lane_ex_{uuid.uuid4().hex[:12]}"
+    admin = await asyncpg.connect(ADMIN_DSN)
+    try:
+        await admin.execute(f"CREATE DATABASE {name}")
+    finally:
+        await admin.close()
+    yield _with_database(ADMIN_DSN, name)
+    admin = await asyncpg.connect(ADMIN_DSN)
+    try:
+        await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    finally:
+        await admin.close()
+
+
+async def fetch(dsn: str, sql: str, *args: object) -> list[asyncpg.Record]:
+    conn = await asyncpg.connect(dsn)
+    try:
+        return list(await conn.fetch(sql, *args))
+    finally:
+        await conn.close()
+
+
+def json_value(value: object) -> object:
+    return json.loads(value) if isinstance(value, str) else value
+
+
+# ------------------------------------------------------------------ transactions
+@pytest.mark.parametrize("example", ["tx_psycopg.py", "tx_sqlalchemy.py"])
+async def test_transaction_example_commits_both_and_rolls_back_both(db: str, example: str) -> None:
+    done = await run(str(EXAMPLES / example), dsn=db)
+    assert "committed:   order 1 (1 row) + job receipt:1 on queue 'receipts' (waiting)" in (
+        done.stdout
+    )
+    assert "rolled back: payment of 250000 cents for order 2 declined" in done.stdout
+    assert "order 2: 0 rows, job receipt:2: none" in done.stdout
+
+    orders = await fetch(db, "SELECT id, customer FROM orders ORDER BY id")
+    assert [(r["id"], r["customer"]) for r in orders] == [(1, "ada@example.com")]
+    jobs = await fetch(db, "SELECT queue, id, name, state, data FROM lane.jobs")
+    assert [(j["queue"], j["id"], j["name"], j["state"]) for j in jobs] == [
+        ("receipts", "receipt:1", "send_receipt", "waiting")
+    ]
+    assert json_value(jobs[0]["data"]) == {"order_id": 1, "customer": "ada@example.com"}
+
+
+async def test_transaction_examples_share_the_orders_table(db: str) -> None:
+    """Either example may run first; each reuses the table the other created."""
+    await run(str(EXAMPLES / "tx_sqlalchemy.py"), dsn=db)
+    await run(str(EXAMPLES / "tx_psycopg.py"), dsn=db)
+    await run(str(EXAMPLES / "tx_sqlalchemy.py"), dsn=db)
+    orders = await fetch(db, "SELECT id FROM orders ORDER BY id")
+    assert [r["id"] for r in orders] == [1, 3, 5]
+    jobs = await fetch(db, "SELECT id FROM lane.jobs WHERE queue = 'receipts' ORDER BY id")
+    assert [j["id"] for j in jobs] == ["receipt:1", "receipt:3", "receipt:5"]
+
+
+# ------------------------------------------------------------------ quickstart
+async def test_quickstart_enqueues_and_prints_the_worker_command(db: str) -> None:
+    done = await run(str(EXAMPLES / "quickstart.py"), dsn=db)
+    assert done.stdout.count("added    ") == 3
+    assert "python -m lane_pg worker --app examples.quickstart:app --burst" in done.stdout
+    jobs = await fetch(db, "SELECT name, state FROM lane.jobs WHERE queue = 'quickstart'")
+    assert sorted((j["name"], j["state"]) for j in jobs) == [
+        ("build_report", "waiting"),
+        ("send_welcome", "waiting"),
+        ("send_welcome", "waiting"),
+    ]
+
+
+async def test_quickstart_worker_processes_the_jobs(db: str) -> None:
+    await run(str(EXAMPLES / "quickstart.py"), dsn=db)
+    done = await run(
+        "-m", "lane_pg", "worker", "--app", "examples.quickstart:app", "--burst", dsn=db
+    )
+    assert "welcome mail to ada@example.com" in done.stdout
+    assert "welcome mail to grace@example.com" in done.stdout
+    assert "report with 60 rows" in done.stdout
+    jobs = await fetch(
+        db, "SELECT name, state, return_value, progress FROM lane.jobs WHERE queue = 'quickstart'"
+    )
+    assert {j["state"] for j in jobs} == {"completed"}
+    report = next(j for j in jobs if j["name"] == "build_report")
+    assert json_value(report["return_value"]) == {"rows": 60}
+    assert json_value(report["progress"]) == {"done": 3, "of": 3}
+    stats = await run("-m", "lane_pg", "stats", "--queue", "quickstart", "--json", dsn=db)
+    assert json.loads(stats.stdout)["completed"] == 3
+
+
+# ------------------------------------------------------------------ lanes
+async def test_lanes_enqueues_interleaved_jobs(db: str) -> None:
+    done = await run(str(EXAMPLES / "lanes.py"), dsn=db)
+    added = [line.split()[-1] for line in done.stdout.splitlines() if line.startswith("added")]
+    assert added == ["prompt-1", "control-1", "prompt-2", "control-2", "prompt-3", "control-3"]
+    assert (
+        "python -m lane_pg worker --app examples.lanes:app --concurrency 1 --burst" in done.stdout
+    )
+
+
+async def test_lanes_worker_runs_control_first(db: str) -> None:
+    await run(str(EXAMPLES / "lanes.py"), dsn=db)
+    done = await run(
+        "-m",
+        "lane_pg",
+        "worker",
+        "--app",
+        "examples.lanes:app",
+        "--concurrency",
+        "1",
+        "--burst",
+        dsn=db,
+    )
+    ran = [line.split()[-1] for line in done.stdout.splitlines() if line.startswith("ran ")]
+    assert ran == ["control-1", "control-2", "control-3", "prompt-1", "prompt-2", "prompt-3"]
+    states = await fetch(db, "SELECT DISTINCT state FROM lane.jobs")
+    assert [s["state"] for s in states] == ["completed"]

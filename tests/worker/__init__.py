@@ -1,0 +1,1 @@
+"""Real-process tests of the worker: ``python -m lane_pg worker`` against a real PostgreSQL."""
