@@ -292,12 +292,13 @@ BEGIN
            enqueued_seq = u.seq,
            order_key = lane._order_key(j.priority, j.lifo, u.seq)
       FROM unnest(p_keys, v_seqs) AS u(key, seq)
-     WHERE j.key = u.key;
+     WHERE j.key = ANY (p_keys) AND j.key = u.key;
     IF p_prev IS NOT NULL THEN
         INSERT INTO lane.events (queue, event, job_id, data, created_at)
         SELECT j.queue, 'waiting', j.id, jsonb_build_object('prev', p_prev), p_now
           FROM unnest(p_keys) WITH ORDINALITY AS u(key, ord)
           JOIN lane.jobs j ON j.key = u.key
+         WHERE j.key = ANY (p_keys)
          ORDER BY u.ord;
     END IF;
 END $$;
@@ -427,25 +428,27 @@ DECLARE
     v_seqs bigint[] := array_fill(NULL::bigint, ARRAY[v_n]);
     v_fresh boolean[] := array_fill(false, ARRAY[v_n]);
     v_taken text[];
-    v_inserted text[];
+    v_new lane.jobs[];
     v_custom text;
+    v_custom_ids boolean := false;
     v_i integer;
 BEGIN
     IF v_n = 0 THEN
         RETURN;
     END IF;
-    -- Custom ids already stored in the queue.
-    v_taken := ARRAY(
-        SELECT j.id FROM lane.jobs j
-         WHERE j.queue = p_queue
-           AND j.id = ANY (ARRAY(SELECT o ->> 'job_id' FROM unnest(p_options) o
-                                  WHERE o ->> 'job_id' IS NOT NULL)));
+    -- Custom ids already stored in the queue (the lookup only when a spec names one).
+    v_taken := ARRAY(SELECT o ->> 'job_id' FROM unnest(p_options) o WHERE o ? 'job_id');
+    IF cardinality(v_taken) > 0 THEN
+        v_taken := ARRAY(SELECT j.id FROM lane.jobs j
+                          WHERE j.queue = p_queue AND j.id = ANY (v_taken));
+    END IF;
     FOR v_i IN 1 .. v_n LOOP
         v_custom := p_options[v_i] ->> 'job_id';
         IF v_custom IS NULL THEN
             v_ids[v_i] := nextval('lane.job_id_seq')::text;
             v_fresh[v_i] := true;
         ELSE
+            v_custom_ids := true;
             v_ids[v_i] := v_custom;
             IF NOT v_custom = ANY (v_taken) THEN
                 v_fresh[v_i] := true;
@@ -480,33 +483,36 @@ BEGIN
          ORDER BY u.ord
         -- A concurrent add of the same custom id committed first: it wins, untouched.
         ON CONFLICT (queue, id) DO NOTHING
-        RETURNING id
+        RETURNING *
     )
-    SELECT coalesce(array_agg(id), '{}') INTO v_inserted FROM inserted;
+    -- Keys are assigned in input order, so key order is input order.
+    SELECT array_agg(ins ORDER BY ins.key) INTO v_new FROM inserted ins;
 
-    IF cardinality(v_inserted) > 0 THEN
+    -- Events and the wake-up come from the inserted rows themselves: no join back to
+    -- lane.jobs, whose plan would depend on statistics that lag a fast-growing table.
+    IF v_new IS NOT NULL THEN
         INSERT INTO lane.events (queue, event, job_id, data, created_at)
-        SELECT p_queue, e.event, u.id, e.data, p_now
-          FROM unnest(v_ids, p_names, v_seqs, v_fresh) WITH ORDINALITY AS u(id, name, seq, fresh, ord)
-          JOIN lane.jobs j ON j.queue = p_queue AND j.id = u.id
+        SELECT p_queue, e.event, n.id, e.data, p_now
+          FROM unnest(v_new) AS n
          CROSS JOIN LATERAL (VALUES
-               (1, 'added', jsonb_build_object('name', u.name)),
-               (2, CASE WHEN u.seq IS NULL THEN 'delayed' ELSE 'waiting' END,
-                   CASE WHEN u.seq IS NULL
-                        THEN jsonb_build_object('delay', lane._epoch_ms(j.available_at))
-                        ELSE '{}'::jsonb END)) AS e(n, event, data)
-         WHERE u.fresh AND u.id = ANY (v_inserted)
-         ORDER BY u.ord, e.n;
-        IF EXISTS (SELECT 1 FROM unnest(v_ids, v_seqs) AS w(id, seq)
-                    WHERE w.seq IS NOT NULL AND w.id = ANY (v_inserted)) THEN
+               (1, 'added', jsonb_build_object('name', n.name)),
+               (2, n.state, CASE WHEN n.state = 'delayed'
+                                 THEN jsonb_build_object('delay', lane._epoch_ms(n.available_at))
+                                 ELSE '{}'::jsonb END)) AS e(k, event, data)
+         ORDER BY n.key, e.k;
+        IF EXISTS (SELECT 1 FROM unnest(v_new) AS n WHERE n.state = 'waiting') THEN
             PERFORM lane._wake(p_queue);
         END IF;
     END IF;
 
-    RETURN QUERY
-    SELECT j.* FROM unnest(v_ids) WITH ORDINALITY AS u(id, ord)
-      JOIN lane.jobs j ON j.queue = p_queue AND j.id = u.id
-     ORDER BY u.ord;
+    IF NOT v_custom_ids AND coalesce(cardinality(v_new), 0) = v_n THEN
+        RETURN QUERY SELECT * FROM unnest(v_new);
+    ELSE
+        -- Some specs name custom ids: look every row up by its unique (queue, id).
+        FOR v_i IN 1 .. v_n LOOP
+            RETURN QUERY SELECT * FROM lane.jobs j WHERE j.queue = p_queue AND j.id = v_ids[v_i];
+        END LOOP;
+    END IF;
 END $$;
 
 CREATE OR REPLACE FUNCTION lane.add_job(p_queue text, p_name text,
@@ -592,6 +598,8 @@ BEGIN
                          ORDER BY order_key, key
                          LIMIT v_limit FOR UPDATE SKIP LOCKED);
         CONTINUE WHEN cardinality(v_keys) = 0;
+        -- `j.key = ANY(...)` keeps a primary-key lookup whatever the (possibly stale)
+        -- statistics say; the events come from the updated rows, not a join back.
         RETURN QUERY
         WITH claimed AS (
             UPDATE lane.jobs j
@@ -599,15 +607,14 @@ BEGIN
                    processed_at = v_now, attempts_started = j.attempts_started + 1,
                    lease_expires_at = v_now + p_lease_ms * interval '1 millisecond'
               FROM unnest(v_keys) WITH ORDINALITY AS u(key, ord)
-             WHERE j.key = u.key
+             WHERE j.key = ANY (v_keys) AND j.key = u.key
             RETURNING j AS job, u.ord
+        ), logged AS (
+            INSERT INTO lane.events (queue, event, job_id, data, created_at)
+            SELECT v_queue, 'active', (c.job).id, '{"prev": "waiting"}', v_now
+              FROM claimed c ORDER BY c.ord
         )
         SELECT (c.job).* FROM claimed c ORDER BY c.ord;
-        INSERT INTO lane.events (queue, event, job_id, data, created_at)
-        SELECT v_queue, 'active', j.id, '{"prev": "waiting"}', v_now
-          FROM unnest(v_keys) WITH ORDINALITY AS u(key, ord)
-          JOIN lane.jobs j ON j.key = u.key
-         ORDER BY u.ord;
         -- No re-notify here (CLAIM-8): every LISTENing worker already received the
         -- wake-up that made these jobs ready, and a NOTIFY in each claim would serialise
         -- all claim commits on the notification queue lock.
