@@ -222,7 +222,6 @@ class Worker:
         self._settled = asyncio.Event()
         self._wake = asyncio.Event()
         self._stopping = False
-        self._stopped = asyncio.Event()
         self._all_queue_names: list[str] = []
         self._queues_read_at = 0.0
         self.counts = {"claimed": 0, "completed": 0, "failed": 0, "lost": 0, "released": 0}
@@ -267,7 +266,6 @@ class Worker:
             for task in helpers:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-            self._stopped.set()
 
     # ----------------------------------------------------------------- claiming
     async def _all_queues(self, refresh: bool) -> list[str]:
@@ -348,13 +346,10 @@ class Worker:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout)
 
-    def _lane_of(self, job: Job) -> str:
-        return job.queue
-
     def _start(self, job: Job) -> None:
         self.counts["claimed"] += 1
         context = JobContext(self.backend, job, self.worker_id)
-        running = _Running(job, self._lane_of(job), context)
+        running = _Running(job, job.queue, context)  # a lane is a queue
         self._running[(job.queue, job.id)] = running
         self._per_lane[running.lane] = self._per_lane.get(running.lane, 0) + 1
         log.debug(

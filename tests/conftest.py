@@ -10,8 +10,10 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 
+import asyncpg
 import pytest
 
 DEFAULT_TEST_DSN = "postgresql://postgres@127.0.0.1:5432/test"
@@ -46,3 +48,47 @@ def redis_url() -> str:
 def queue_name() -> str:
     """A fresh queue name, unique per test (and per concurrent run)."""
     return f"t_{uuid.uuid4().hex[:12]}"
+
+
+NewDatabase = Callable[[], Awaitable[str]]
+
+
+def with_database(dsn: str, database: str) -> str:
+    """``dsn`` pointing at another database (keeps host, user and query options)."""
+    head, sep, query = dsn.partition("?")
+    base = head.rsplit("/", 1)[0] if head.count("/") > 2 else head
+    return f"{base}/{database}{sep}{query}"
+
+
+def _admin_dsn() -> str:
+    return os.environ.get("LANE_PG_TEST_DSN", DEFAULT_TEST_DSN)
+
+
+async def create_database(created: list[str]) -> str:
+    """A fresh empty database on the test server; its name is appended to ``created``."""
+    name = f"lane_db_{uuid.uuid4().hex[:12]}"
+    admin = await asyncpg.connect(_admin_dsn())
+    try:
+        await admin.execute(f"CREATE DATABASE {name}")
+    finally:
+        await admin.close()
+    created.append(name)
+    return with_database(_admin_dsn(), name)
+
+
+async def drop_databases(created: list[str]) -> None:
+    admin = await asyncpg.connect(_admin_dsn())
+    try:
+        for name in created:
+            await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    finally:
+        await admin.close()
+
+
+@pytest.fixture
+async def new_db() -> AsyncIterator[NewDatabase]:
+    """Factory of fresh empty databases, all dropped after the test (for tests that need
+    their own schema state: migrations, CLI, examples)."""
+    created: list[str] = []
+    yield lambda: create_database(created)
+    await drop_databases(created)

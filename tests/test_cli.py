@@ -7,14 +7,13 @@ import importlib.util
 import os
 import subprocess
 import sys
-import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import asyncpg
 import pytest
 
 from lane_pg.postgres.schema import SCHEMA_VERSION, check_version
+from tests.conftest import NewDatabase
 
 ADMIN_DSN = os.environ.get("LANE_PG_TEST_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 REPO = Path(__file__).resolve().parents[1]
@@ -44,26 +43,9 @@ def python(
     )
 
 
-def _with_database(dsn: str, database: str) -> str:
-    head, sep, query = dsn.partition("?")
-    base = head.rsplit("/", 1)[0] if head.count("/") > 2 else head
-    return f"{base}/{database}{sep}{query}"
-
-
 @pytest.fixture
-async def empty_db() -> AsyncIterator[str]:
-    name = f"lane_mig_{uuid.uuid4().hex[:12]}"
-    admin = await asyncpg.connect(ADMIN_DSN)
-    try:
-        await admin.execute(f"CREATE DATABASE {name}")
-    finally:
-        await admin.close()
-    yield _with_database(ADMIN_DSN, name)
-    admin = await asyncpg.connect(ADMIN_DSN)
-    try:
-        await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-    finally:
-        await admin.close()
+async def empty_db(new_db: NewDatabase) -> str:
+    return await new_db()
 
 
 async def test_migrate_installs_then_is_idempotent(empty_db: str) -> None:

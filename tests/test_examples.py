@@ -11,12 +11,12 @@ import json
 import os
 import subprocess
 import sys
-import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import asyncpg
 import pytest
+
+from tests.conftest import NewDatabase
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
@@ -47,27 +47,10 @@ async def run(*args: str, dsn: str) -> subprocess.CompletedProcess[str]:
     return done
 
 
-def _with_database(dsn: str, database: str) -> str:
-    head, sep, query = dsn.partition("?")
-    base = head.rsplit("/", 1)[0] if head.count("/") > 2 else head
-    return f"{base}/{database}{sep}{query}"
-
-
 @pytest.fixture
-async def db() -> AsyncIterator[str]:
+async def db(new_db: NewDatabase) -> str:
     """A fresh, empty database (the examples migrate it themselves)."""
-    name = f"lane_ex_{uuid.uuid4().hex[:12]}"
-    admin = await asyncpg.connect(ADMIN_DSN)
-    try:
-        await admin.execute(f"CREATE DATABASE {name}")
-    finally:
-        await admin.close()
-    yield _with_database(ADMIN_DSN, name)
-    admin = await asyncpg.connect(ADMIN_DSN)
-    try:
-        await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-    finally:
-        await admin.close()
+    return await new_db()
 
 
 async def fetch(dsn: str, sql: str, *args: object) -> list[asyncpg.Record]:

@@ -17,8 +17,7 @@ import re
 import shutil
 import subprocess
 import sys
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,49 +37,17 @@ from lane_pg.postgres.schema import (
     sql_dir,
     validate_schema_name,
 )
+from tests.conftest import NewDatabase, create_database, drop_databases
 
 ADMIN_DSN = os.environ.get("LANE_PG_TEST_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 REPO = Path(__file__).resolve().parents[2]
 BAD_NAMES = ["jobs; drop table x", "", "Lane", "1lane", "a" * 64, 'lane"x', "lane.x", "la ne"]
 
 Snapshot = dict[str, list[tuple[Any, ...]]]
-NewDb = Callable[[], Awaitable[str]]
 
 
 # --------------------------------------------------------------------------- fixtures
-def _with_database(dsn: str, database: str) -> str:
-    """``dsn`` pointing at another database (keeps host, user and query options)."""
-    head, sep, query = dsn.partition("?")
-    base = head.rsplit("/", 1)[0] if head.count("/") > 2 else head
-    return f"{base}/{database}{sep}{query}"
-
-
-async def _create_db(created: list[str]) -> str:
-    name = f"lane_mig_{uuid.uuid4().hex[:12]}"
-    admin = await asyncpg.connect(ADMIN_DSN)
-    try:
-        await admin.execute(f"CREATE DATABASE {name}")
-    finally:
-        await admin.close()
-    created.append(name)
-    return _with_database(ADMIN_DSN, name)
-
-
-async def _drop_dbs(created: list[str]) -> None:
-    admin = await asyncpg.connect(ADMIN_DSN)
-    try:
-        for name in created:
-            await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-    finally:
-        await admin.close()
-
-
-@pytest.fixture
-async def new_db() -> AsyncIterator[NewDb]:
-    """Factory of fresh empty databases, all dropped when the test ends."""
-    created: list[str] = []
-    yield lambda: _create_db(created)
-    await _drop_dbs(created)
+# `new_db` (a factory of fresh databases) comes from tests/conftest.py.
 
 
 async def _snapshot(dsn: str, schema: str = "lane") -> Snapshot:
@@ -312,7 +279,7 @@ def test_install_sql_is_one_transaction_for_every_file() -> None:
 
 
 # --------------------------------------------------------------------------- migrate()
-async def test_migrate_installs_every_object_and_version_row(new_db: NewDb) -> None:
+async def test_migrate_installs_every_object_and_version_row(new_db: NewDatabase) -> None:
     dsn = await new_db()
     assert await migrate(dsn) == SCHEMA_VERSION
     rows = await _version_rows(dsn)
@@ -334,7 +301,7 @@ async def test_migrate_installs_every_object_and_version_row(new_db: NewDb) -> N
         await conn.close()
 
 
-async def test_migrate_twice_changes_nothing(new_db: NewDb) -> None:
+async def test_migrate_twice_changes_nothing(new_db: NewDatabase) -> None:
     dsn = await new_db()
     await migrate(dsn)
     before, rows_before = await _snapshot(dsn), await _version_rows(dsn)
@@ -343,14 +310,14 @@ async def test_migrate_twice_changes_nothing(new_db: NewDb) -> None:
     assert await _version_rows(dsn) == rows_before
 
 
-async def test_concurrent_migrations_serialise(new_db: NewDb) -> None:
+async def test_concurrent_migrations_serialise(new_db: NewDatabase) -> None:
     dsn = await new_db()
     results = await asyncio.gather(*(migrate(dsn) for _ in range(4)))
     assert results == [SCHEMA_VERSION] * 4
     assert len(await _version_rows(dsn)) == len(migration_files())
 
 
-async def test_custom_schema_name(new_db: NewDb) -> None:
+async def test_custom_schema_name(new_db: NewDatabase) -> None:
     dsn = await new_db()
     reference = await new_db()
     assert await migrate(dsn, "lane_custom") == SCHEMA_VERSION
@@ -374,7 +341,7 @@ async def test_custom_schema_name(new_db: NewDb) -> None:
 
 
 # --------------------------------------------------------------------------- Alembic / CLI
-async def test_alembic_path_and_migrate_give_the_same_catalog(new_db: NewDb) -> None:
+async def test_alembic_path_and_migrate_give_the_same_catalog(new_db: NewDatabase) -> None:
     by_alembic, by_asyncpg = await new_db(), await new_db()
     assert await _run_in_thread(_alembic_upgrade, by_alembic) == (None, SCHEMA_VERSION)
     await migrate(by_asyncpg)
@@ -407,7 +374,7 @@ async def test_alembic_path_and_migrate_give_the_same_catalog(new_db: NewDb) -> 
     assert await _snapshot(by_alembic) == snap
 
 
-async def test_printed_sql_through_psql_gives_the_same_catalog(new_db: NewDb) -> None:
+async def test_printed_sql_through_psql_gives_the_same_catalog(new_db: NewDatabase) -> None:
     by_psql, reference = await new_db(), await new_db()
     printed = await asyncio.to_thread(
         subprocess.run,
@@ -427,7 +394,7 @@ async def test_printed_sql_through_psql_gives_the_same_catalog(new_db: NewDb) ->
     assert await migrate(by_psql) == SCHEMA_VERSION  # and it is upgradable afterwards
 
 
-async def test_alembic_offline_sql_installs_the_schema(new_db: NewDb) -> None:
+async def test_alembic_offline_sql_installs_the_schema(new_db: NewDatabase) -> None:
     dsn, reference = await new_db(), await new_db()
     script = await _run_in_thread(_alembic, dsn, "lane", "upgrade", "head", True)
     assert "CREATE TABLE lane.jobs" in script
@@ -438,7 +405,7 @@ async def test_alembic_offline_sql_installs_the_schema(new_db: NewDb) -> None:
     assert await _run_in_thread(_alembic_upgrade, dsn) == (SCHEMA_VERSION, SCHEMA_VERSION)
 
 
-async def test_alembic_downgrade_base_removes_everything(new_db: NewDb) -> None:
+async def test_alembic_downgrade_base_removes_everything(new_db: NewDatabase) -> None:
     dsn = await new_db()
     await _run_in_thread(_alembic, dsn, "lane_custom", "upgrade", "head")
     assert await _schemas(dsn) == {"lane_custom"}
@@ -465,7 +432,7 @@ async def test_alembic_downgrade_base_removes_everything(new_db: NewDb) -> None:
     assert await _schemas(dsn) == {"lane_custom"}
 
 
-async def test_downgrade_base_after_migrate(new_db: NewDb) -> None:
+async def test_downgrade_base_after_migrate(new_db: NewDatabase) -> None:
     """A database installed by migrate() and then stamped by Alembic downgrades too."""
     dsn = await new_db()
     await migrate(dsn)
@@ -479,10 +446,10 @@ async def test_downgrade_base_after_migrate(new_db: NewDb) -> None:
 async def guard_dsn() -> AsyncIterator[str]:
     """One migrated database for the version-guard tests of this module."""
     created: list[str] = []
-    dsn = await _create_db(created)
+    dsn = await create_database(created)
     await migrate(dsn)
     yield dsn
-    await _drop_dbs(created)
+    await drop_databases(created)
 
 
 @pytest.fixture
@@ -572,7 +539,7 @@ async def test_check_version_accepts_a_newer_compatible_schema(
 
 
 # --------------------------------------------------------------------------- files agree
-async def test_current_files_equal_all_migrations_in_order(new_db: NewDb) -> None:
+async def test_current_files_equal_all_migrations_in_order(new_db: NewDatabase) -> None:
     from_files, from_migrations = await new_db(), await new_db()
     conn = await asyncpg.connect(from_files)
     try:
