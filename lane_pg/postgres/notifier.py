@@ -52,6 +52,9 @@ class Notifier:
         self._supervisor: asyncio.Task[None] | None = None
         self._closing = False
         self._leader = False
+        # asyncpg runs one query at a time per connection: the health check and the
+        # leader-lock query must take turns, or one fails and forces a reconnect.
+        self._query_lock = asyncio.Lock()
         self.reconnects = 0
         """How many times the connection was re-established (for tests and logs)."""
 
@@ -94,11 +97,14 @@ class Notifier:
             return False
         if not self._leader:
             try:
-                self._leader = bool(
-                    await conn.fetchval(
-                        "SELECT pg_try_advisory_lock(hashtext($1), $2)", self._schema, _LEADER_KEY
+                async with self._query_lock:
+                    self._leader = bool(
+                        await conn.fetchval(
+                            "SELECT pg_try_advisory_lock(hashtext($1), $2)",
+                            self._schema,
+                            _LEADER_KEY,
+                        )
                     )
-                )
             except (asyncpg.PostgresError, OSError, asyncpg.InterfaceError) as exc:
                 log.warning("leader lock check failed: %s", exc)
                 self._leader = False
@@ -134,7 +140,8 @@ class Notifier:
         if conn is None or conn.is_closed():
             return False
         try:
-            await conn.fetchval("SELECT 1", timeout=self._health_interval)
+            async with self._query_lock:
+                await conn.fetchval("SELECT 1", timeout=self._health_interval)
         except (asyncpg.PostgresError, OSError, asyncpg.InterfaceError, TimeoutError):
             return False
         return True
