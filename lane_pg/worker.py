@@ -353,7 +353,12 @@ class Worker:
         self._running[(job.queue, job.id)] = running
         self._per_lane[running.lane] = self._per_lane.get(running.lane, 0) + 1
         log.debug(
-            "job %s/%s %s claimed (attempt %d)", job.queue, job.id, job.name, job.attempts_started
+            "job transition queue=%s id=%s name=%s state=active attempt=%d worker=%s",
+            job.queue,
+            job.id,
+            job.name,
+            job.attempts_started,
+            self.worker_id,
         )
         running.task = asyncio.create_task(self._execute(running), name=f"lane_pg-job-{job.id}")
 
@@ -479,7 +484,14 @@ class Worker:
         for item, outcome in zip(batch, outcomes, strict=False):
             if outcome.status == "ok":
                 self.counts[kind] += 1
-                log.debug("job %s/%s %s -> %s", item.queue, item.id, kind, outcome.state)
+                log.debug(
+                    "job transition queue=%s id=%s outcome=%s state=%s worker=%s",
+                    item.queue,
+                    item.id,
+                    kind,
+                    outcome.state,
+                    self.worker_id,
+                )
             else:
                 self.counts["lost"] += 1
                 log.warning(
