@@ -184,6 +184,21 @@ def _wait_for_takeover(job: Job, deadline: float) -> bool:
     return False
 
 
+async def _record_lease_loss(job: Job, ctx: Context) -> None:
+    """Wait (15 s at most) for the worker to flag the lease as lost, then record what
+    ``has_lost_lease()`` and ``ensure_lease()`` say."""
+    deadline = time.monotonic() + 15.0
+    while not ctx.has_lost_lease() and time.monotonic() < deadline:  # noqa: ASYNC110
+        await asyncio.sleep(0.02)
+    await record(job, "lost" if ctx.has_lost_lease() else "not_lost")
+    try:
+        ctx.ensure_lease()
+    except Exception as exc:
+        await record(job, f"ensure_lease:{type(exc).__name__}")
+    else:
+        await record(job, "ensure_lease:ok")
+
+
 async def stale_owner(job: Job, ctx: Context) -> JSON:
     """Freezes until the job was taken over by another claimer, then waits (with a
     deadline) for the worker to notice the lost lease and tries to settle anyway:
@@ -192,16 +207,7 @@ async def stale_owner(job: Job, ctx: Context) -> JSON:
     taken_over = _wait_for_takeover(job, time.monotonic() + 30.0)
     try:
         await record(job, "taken_over" if taken_over else "not_taken_over")
-        deadline = time.monotonic() + 15.0
-        while not ctx.has_lost_lease() and time.monotonic() < deadline:  # noqa: ASYNC110
-            await asyncio.sleep(0.02)
-        await record(job, "lost" if ctx.has_lost_lease() else "not_lost")
-        try:
-            ctx.ensure_lease()
-        except Exception as exc:
-            await record(job, f"ensure_lease:{type(exc).__name__}")
-        else:
-            await record(job, "ensure_lease:ok")
+        await _record_lease_loss(job, ctx)
     except asyncio.CancelledError:
         await asyncio.shield(record(job, "cancelled"))
         raise
@@ -215,16 +221,7 @@ async def lease_watch(job: Job, ctx: Context) -> JSON:
     context says and whether a context write is refused (WORK-8, WORK-9)."""
     try:
         await record(job, "watching")
-        deadline = time.monotonic() + 15.0
-        while not ctx.has_lost_lease() and time.monotonic() < deadline:  # noqa: ASYNC110
-            await asyncio.sleep(0.02)
-        await record(job, "lost" if ctx.has_lost_lease() else "not_lost")
-        try:
-            ctx.ensure_lease()
-        except Exception as exc:
-            await record(job, f"ensure_lease:{type(exc).__name__}")
-        else:
-            await record(job, "ensure_lease:ok")
+        await _record_lease_loss(job, ctx)
         try:
             await ctx.update_progress({"written": "after the loss"})
         except Exception as exc:
