@@ -36,6 +36,7 @@ from lane_pg.types import (
     LogPage,
     QueueDemand,
     QueueEvent,
+    QueueRetention,
     StalledOutcome,
 )
 from lane_pg.worker import DEFAULT_LANES, JobContext, Lane, Worker, WorkerConfig
@@ -74,6 +75,7 @@ __all__ = [
     "LogPage",
     "QueueDemand",
     "QueueEvent",
+    "QueueRetention",
     "SchemaVersionMismatch",
     "StalledOutcome",
     "UnrecoverableJobError",

@@ -32,6 +32,7 @@ from datetime import datetime, timedelta
 from typing import Protocol, runtime_checkable
 
 from lane_pg.types import (
+    DEFAULT_PRUNE_BATCH,
     JSON,
     Completion,
     Duration,
@@ -46,6 +47,7 @@ from lane_pg.types import (
     LogPage,
     QueueDemand,
     QueueEvent,
+    QueueRetention,
     StalledOutcome,
 )
 
@@ -226,6 +228,37 @@ class JobQueueBackend(Protocol):
 
     async def list_queues(self) -> list[str]:
         """Every queue that exists (created by an add or a pause), by name."""
+        ...
+
+    # ----------------------------------------------------------------- queue retention
+    async def set_queue_retention(
+        self, queue: str, *, keep_completed: int | None, keep_failed: int | None
+    ) -> None:
+        """Bound the queue's finished jobs: keep the newest ``keep_completed`` completed
+        and ``keep_failed`` failed jobs (``None`` keeps all of that state, RET-1). A new
+        queue starts at ``DEFAULT_KEEP_COMPLETED`` / ``DEFAULT_KEEP_FAILED``. The queue is
+        created when missing; a negative count raises ``InvalidOptions`` and changes
+        nothing. Jobs are deleted later, by ``prune_finished``; no event is written."""
+        ...
+
+    async def get_queue_retention(self, queue: str) -> QueueRetention:
+        """The queue's bounds; the defaults for a queue that does not exist yet."""
+        ...
+
+    async def prune_finished(
+        self, queues: Sequence[str] | None = None, *, batch: int = DEFAULT_PRUNE_BATCH
+    ) -> int:
+        """Enforce each queue's bound (all queues when None); return how many jobs were
+        deleted.
+
+        Per queue and state with a bound ``keep``: finished jobs in newest-first order
+        ``(finished_at, key)`` (key = creation order, so the jobs of one completion batch
+        that share ``finished_at`` go oldest-created first) beyond the first ``keep`` are
+        deleted with their logs, oldest first, at most ``batch`` per queue and state, so
+        a caller repeats while a call deleted full batches. Only ``completed`` and
+        ``failed`` jobs are touched; no events are written (as BullMQ's retention). The
+        worker's maintenance leader calls it every ``WorkerConfig.prune_interval``.
+        """
         ...
 
     # ----------------------------------------------------------------- management

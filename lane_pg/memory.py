@@ -31,6 +31,9 @@ from lane_pg.errors import (
 )
 from lane_pg.types import (
     ALL_STATES,
+    DEFAULT_KEEP_COMPLETED,
+    DEFAULT_KEEP_FAILED,
+    DEFAULT_PRUNE_BATCH,
     JSON,
     Backoff,
     Completion,
@@ -48,6 +51,7 @@ from lane_pg.types import (
     LogPage,
     QueueDemand,
     QueueEvent,
+    QueueRetention,
     StalledOutcome,
     check_json,
     options_document,
@@ -55,6 +59,7 @@ from lane_pg.types import (
     validate_custom_job_id,
     validate_job_name,
     validate_priority,
+    validate_prune_batch,
     validate_queue_name,
 )
 
@@ -306,6 +311,8 @@ class _Queue:
     delayed: list[tuple[datetime, int, str]] = field(default_factory=list)
     events: list[QueueEvent] = field(default_factory=list)
     max_events: int = 10_000
+    keep_completed: int | None = DEFAULT_KEEP_COMPLETED
+    keep_failed: int | None = DEFAULT_KEEP_FAILED
 
     def drained(self) -> bool:
         return not self.by_state["waiting"] and not self.by_state["active"]
@@ -809,6 +816,45 @@ class MemoryBackend:
 
     async def list_queues(self) -> list[str]:
         return sorted(self._queues)
+
+    # ------------------------------------------------------------- queue retention
+
+    async def set_queue_retention(
+        self, queue: str, *, keep_completed: int | None, keep_failed: int | None
+    ) -> None:
+        validate_queue_name(queue)
+        retention = QueueRetention(keep_completed, keep_failed)
+        q = self._queue(queue)
+        q.keep_completed = retention.keep_completed
+        q.keep_failed = retention.keep_failed
+
+    async def get_queue_retention(self, queue: str) -> QueueRetention:
+        validate_queue_name(queue)
+        q = self._queues.get(queue)
+        if q is None:
+            return QueueRetention.default()
+        return QueueRetention(q.keep_completed, q.keep_failed)
+
+    async def prune_finished(
+        self, queues: Sequence[str] | None = None, *, batch: int = DEFAULT_PRUNE_BATCH
+    ) -> int:
+        names = None if queues is None else [validate_queue_name(name) for name in queues]
+        validate_prune_batch(batch)
+        deleted = 0
+        for q in self._selected(names):
+            bounds: tuple[tuple[JobState, int | None], ...] = (
+                ("completed", q.keep_completed),
+                ("failed", q.keep_failed),
+            )
+            for state, keep in bounds:
+                finished = q.by_state[state]
+                if keep is None or len(finished) <= keep:
+                    continue
+                oldest_first = sorted(finished.values(), key=_Record.finish_order)
+                doomed = oldest_first[: min(len(finished) - keep, batch)]
+                self._delete_all(q, doomed)  # the logs live on the record
+                deleted += len(doomed)
+        return deleted
 
     # ------------------------------------------------------------- management
 

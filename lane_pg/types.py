@@ -13,7 +13,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Literal, TypeAlias, cast
+from typing import Any, Literal, TypeAlias
 
 from lane_pg.errors import (
     InvalidJobId,
@@ -44,6 +44,14 @@ MAX_PRIORITY = 2**21
 MAX_JOB_ID_LENGTH = 255
 MAX_NAME_LENGTH = 255
 DEFAULT_MAX_STALLED_COUNT = 1
+DEFAULT_KEEP_COMPLETED = 10_000
+"""Completed jobs a queue keeps by default, newest first (``QueueRetention``); the column
+default of ``lane.queues.keep_completed`` is the same number."""
+DEFAULT_KEEP_FAILED = 100_000
+"""Failed jobs a queue keeps by default (``lane.queues.keep_failed``)."""
+DEFAULT_PRUNE_BATCH = 5_000
+"""Most finished jobs one ``prune_finished`` call deletes per queue and state."""
+_MAX_INT4 = 2**31 - 1
 
 _QUEUE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}")
 
@@ -100,23 +108,28 @@ def validate_priority(priority: int) -> int:
 _ESCAPED_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 
 
-def check_json(value: JSON, what: str) -> JSON:
-    """Refuse anything that is not plain JSON before any write (SCH-10).
+# One encoder instance: json.dumps with keyword arguments builds a new encoder per call.
+_ENCODER = json.JSONEncoder(allow_nan=False, separators=(",", ":"))
 
-    NUL characters are refused too: PostgreSQL's jsonb cannot store them.
-    """
+
+def dumps_json(value: JSON, what: str) -> str:
+    """``value`` as compact JSON text for a jsonb cast, refused before any write unless it
+    is plain JSON (SCH-10). NUL characters are refused too: jsonb cannot store them."""
+    if value is None:
+        return "null"
     try:
-        text = json.dumps(value, allow_nan=False)
+        text = _ENCODER.encode(value)
     except (TypeError, ValueError) as exc:
         raise InvalidPayload(f"{what} must be JSON-serialisable: {exc}") from exc
     if "\\u0000" in text and _ESCAPED_NUL.search(text):
         raise InvalidPayload(f"{what} must not contain NUL characters (jsonb cannot store them)")
+    return text
+
+
+def check_json(value: JSON, what: str) -> JSON:
+    """``value`` itself, once ``dumps_json`` accepts it."""
+    dumps_json(value, what)
     return value
-
-
-def dumps_json(value: JSON, what: str) -> str:
-    """``value`` checked (``check_json``) and encoded as compact JSON text for a jsonb cast."""
-    return json.dumps(check_json(value, what), allow_nan=False, separators=(",", ":"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,6 +249,44 @@ class JobRetention:
 Retention: TypeAlias = bool | int | JobRetention
 
 
+def _keep_count(value: int | None, what: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _MAX_INT4:
+        raise InvalidOptions(
+            f"{what} must be None (keep all) or an integer between 0 and {_MAX_INT4}, got {value!r}"
+        )
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class QueueRetention:
+    """The bound on a queue's finished jobs: the newest ``keep_completed`` completed and
+    ``keep_failed`` failed jobs are kept and the workers' maintenance leader deletes the
+    older ones in the background (``prune_finished``). ``None`` keeps every finished job
+    of that state (RET-1). Per-job ``remove_on_complete`` / ``remove_on_fail`` (RET-2..5)
+    still apply when a job finishes; this bound is an extra cap on top of them."""
+
+    keep_completed: int | None
+    keep_failed: int | None
+
+    def __post_init__(self) -> None:
+        _keep_count(self.keep_completed, "keep_completed")
+        _keep_count(self.keep_failed, "keep_failed")
+
+    @classmethod
+    def default(cls) -> QueueRetention:
+        """What a queue gets unless told otherwise: 10,000 completed, 100,000 failed."""
+        return cls(DEFAULT_KEEP_COMPLETED, DEFAULT_KEEP_FAILED)
+
+
+def validate_prune_batch(batch: int) -> int:
+    """``prune_finished``'s batch: at least 1 job per queue and state."""
+    if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= _MAX_INT4:
+        raise InvalidOptions(f"batch must be an integer between 1 and {_MAX_INT4}, got {batch!r}")
+    return batch
+
+
 def _retention_json(value: Retention | None) -> JSON:
     if value is None or isinstance(value, bool):
         return value
@@ -307,8 +358,8 @@ OPTION_KEYS = frozenset(
 )
 
 
-def options_document(options: JobOptions | dict[str, JSON] | None) -> dict[str, JSON]:
-    """Options as the jsonb document, from a JobOptions or an already-built dict."""
+def _options_doc(options: JobOptions | dict[str, JSON] | None) -> dict[str, JSON]:
+    """The options document with its type and keys checked, not yet its JSON."""
     if options is None:
         return {}
     if isinstance(options, JobOptions):
@@ -318,7 +369,20 @@ def options_document(options: JobOptions | dict[str, JSON] | None) -> dict[str, 
     unknown = set(options) - OPTION_KEYS
     if unknown:
         raise InvalidOptions(f"unknown option keys: {sorted(unknown)}")
-    return cast(dict[str, JSON], check_json(options, "options"))
+    return options
+
+
+def options_document(options: JobOptions | dict[str, JSON] | None) -> dict[str, JSON]:
+    """Options as the jsonb document, from a JobOptions or an already-built dict."""
+    doc = _options_doc(options)
+    check_json(doc, "options")
+    return doc
+
+
+def options_json(options: JobOptions | dict[str, JSON] | None, what: str = "options") -> str:
+    """``options_document`` encoded once for a jsonb cast; no options cost nothing."""
+    doc = _options_doc(options)
+    return dumps_json(doc, what) if doc else "{}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,7 @@ from lane_pg.errors import (
     UnrecoverableJobError,
 )
 from lane_pg.types import (
+    DEFAULT_PRUNE_BATCH,
     JSON,
     Completion,
     Failure,
@@ -169,6 +170,10 @@ class WorkerConfig:
     already promote the due jobs of the queues they serve)."""
     trim_interval: float = 60.0
     """Seconds between the leader's event-trimming passes."""
+    prune_interval: float = 1.0
+    """Seconds between the leader's passes deleting finished jobs beyond each queue's
+    retention bound (``prune_finished``); a pass repeats at once, up to 10 calls, while a
+    call deleted a full batch, so a backlog drains without waiting for the next pass."""
     renew_fraction: float = 1 / 3
     cancel_on_lease_loss: bool = False
     """Cancel a handler whose lease was lost. By default it keeps running and is told
@@ -181,6 +186,8 @@ class WorkerConfig:
             raise InvalidOptions(f"concurrency must be >= 1, got {self.concurrency}")
         if self.lease <= 0 or self.poll_interval <= 0 or self.shutdown_timeout < 0:
             raise InvalidOptions("lease and poll interval must be positive")
+        if self.prune_interval <= 0:
+            raise InvalidOptions(f"prune_interval must be positive, got {self.prune_interval}")
         if not 0 < self.renew_fraction < 1:
             raise InvalidOptions("renew_fraction must be within (0, 1)")
         names = [lane.name for lane in self.lanes]
@@ -531,7 +538,8 @@ class Worker:
     async def _maintenance_loop(self) -> None:
         config = self.config
         interval = config.stalled_interval or min(config.lease, 1.0)
-        next_promote = next_trim = 0.0
+        next_promote = next_trim = next_prune = 0.0
+        prune_batch, prune_calls = DEFAULT_PRUNE_BATCH, 10  # at most 10 batches per pass
         while True:
             leader = True if self._notifier is None else await self._notifier.try_lead()
             if leader:
@@ -539,7 +547,7 @@ class Worker:
                     recovered = await self.backend.recover_stalled(
                         None, max_stalled_count=config.max_stalled_count
                     )
-                    promoted = trimmed = 0
+                    promoted = trimmed = pruned = 0
                     now = time.monotonic()
                     if now >= next_promote:
                         promoted = await self.backend.promote_due(None)
@@ -547,12 +555,21 @@ class Worker:
                     if now >= next_trim:
                         trimmed = await self.backend.trim_events(None)
                         next_trim = now + config.trim_interval
-                    if recovered or promoted or trimmed:
+                    if now >= next_prune:
+                        for _ in range(prune_calls):
+                            deleted = await self.backend.prune_finished(None, batch=prune_batch)
+                            pruned += deleted
+                            if deleted < prune_batch:  # no queue can have a full batch left
+                                break
+                        next_prune = now + config.prune_interval
+                    if recovered or promoted or trimmed or pruned:
                         log.info(
-                            "maintenance: %d stalled recovered, %d promoted, %d events trimmed",
+                            "maintenance: %d stalled recovered, %d promoted, %d events trimmed,"
+                            " %d finished jobs pruned",
                             len(recovered),
                             promoted,
                             trimmed,
+                            pruned,
                         )
                 except Exception as exc:
                     log.warning("maintenance pass failed: %s", exc)

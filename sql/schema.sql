@@ -25,7 +25,11 @@ CREATE TABLE lane.queues (
     max_active       integer CHECK (max_active > 0),
     max_events       integer NOT NULL DEFAULT 10000 CHECK (max_events >= 0),
     meta             jsonb NOT NULL DEFAULT '{}',
-    created_at       timestamptz NOT NULL DEFAULT now()
+    created_at       timestamptz NOT NULL DEFAULT now(),
+    -- Finished jobs kept per state, newest first (lane.prune_finished, run by the workers'
+    -- maintenance leader, deletes the rest); NULL keeps all (RET-1).
+    keep_completed   integer DEFAULT 10000 CHECK (keep_completed >= 0),
+    keep_failed      integer DEFAULT 100000 CHECK (keep_failed >= 0)
 );
 
 CREATE TABLE lane.jobs (
@@ -82,8 +86,9 @@ CREATE INDEX jobs_waiting_idx ON lane.jobs (queue, order_key, key) WHERE state =
 CREATE INDEX jobs_delayed_idx ON lane.jobs (queue, available_at, key) WHERE state = 'delayed';
 -- Stalled recovery reads only active rows, by lease expiry.
 CREATE INDEX jobs_lease_idx ON lane.jobs (lease_expires_at) WHERE state = 'active';
--- Retention and reports over finished rows (SQLR-6).
-CREATE INDEX jobs_finished_idx ON lane.jobs (queue, state, finished_at)
+-- Retention and reports over finished rows (SQLR-6); `key` orders the jobs of one
+-- completion batch that share finished_at, so the prune's cut-off is one index position.
+CREATE INDEX jobs_finished_idx ON lane.jobs (queue, state, finished_at, key)
     WHERE state IN ('completed', 'failed');
 -- Counts per queue and state (SQLR-6).
 CREATE INDEX jobs_queue_state_idx ON lane.jobs (queue, state);

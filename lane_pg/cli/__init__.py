@@ -22,7 +22,7 @@ __all__ = ["COMMANDS", "CommandError", "build_parser", "console_main", "main"]
 
 PROG = "python -m lane_pg"
 # Later: "worker", "stats", "pause", "resume", "failed", "retry", "flush", ...
-COMMANDS: tuple[str, ...] = ("migrate", "worker", "stats", "pause", "resume")
+COMMANDS: tuple[str, ...] = ("migrate", "worker", "stats", "pause", "resume", "retention")
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2

@@ -41,7 +41,7 @@ from lane_pg.types import (
     JobOptions,
     JobSpec,
     dumps_json,
-    options_document,
+    options_json,
     validate_job_name,
     validate_queue_name,
 )
@@ -127,7 +127,7 @@ def _job_params(
         queue,
         name,
         dumps_json(data, "job data"),
-        dumps_json(options_document(options), "job options"),
+        options_json(options, "job options"),
         now,
     ]
 
@@ -142,7 +142,7 @@ def _bulk_params(queue: str, specs: Sequence[JobSpec], now: datetime | None) -> 
             raise TypeError(f"add_jobs takes JobSpec items, got {type(spec).__name__}")
         names.append(validate_job_name(spec.name))
         datas.append(dumps_json(spec.data, "job data"))
-        opts.append(dumps_json(options_document(spec.options), "job options"))
+        opts.append(options_json(spec.options, "job options"))
     return [queue, names, datas, opts, now]
 
 

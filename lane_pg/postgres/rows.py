@@ -50,13 +50,23 @@ EVENT_COLUMNS = "e.id, e.queue, e.event, e.job_id, e.data::text AS data, e.creat
 """Select-list over a ``lane.events`` row aliased ``e``."""
 
 
+_loads = json.loads
+
+
 def _json(text: str | None) -> JSON:
-    return None if text is None else json.loads(text)
+    return None if text is None else _loads(text)
 
 
 def job_from_row(row: Mapping[str, Any]) -> Job:
-    """A ``Job`` from a row selected with ``JOB_COLUMNS``."""
-    options = _json(row["options"])
+    """A ``Job`` from a row selected with ``JOB_COLUMNS``.
+
+    Written for speed (W2 decodes 1,000 of these per bulk add): the common empty and
+    NULL documents skip the JSON decoder.
+    """
+    options_text = row["options"]
+    options = {} if options_text == "{}" else _json(options_text)
+    backoff_text = row["backoff"]
+    stacktrace = row["stacktrace"]
     return Job(
         queue=row["queue"],
         id=row["id"],
@@ -74,7 +84,7 @@ def job_from_row(row: Mapping[str, Any]) -> Job:
         attempts_started=row["attempts_started"],
         attempts_made=row["attempts_made"],
         max_attempts=row["max_attempts"],
-        backoff=Backoff.from_json(_json(row["backoff"])),
+        backoff=None if backoff_text is None else Backoff.from_json(_loads(backoff_text)),
         timeout_ms=row["timeout_ms"],
         lock_token=row["lock_token"],
         worker_id=row["worker_id"],
@@ -83,7 +93,7 @@ def job_from_row(row: Mapping[str, Any]) -> Job:
         progress=_json(row["progress"]),
         return_value=_json(row["return_value"]),
         failed_reason=row["failed_reason"],
-        stacktrace=list(row["stacktrace"] or []),
+        stacktrace=list(stacktrace) if stacktrace else [],
         options=options if isinstance(options, dict) else {},
     )
 

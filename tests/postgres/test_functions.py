@@ -7,37 +7,16 @@ honest isolation), so nothing it writes survives.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
-import pytest_asyncio
 
-
-@pytest_asyncio.fixture
-async def conn(pg_dsn: str) -> AsyncIterator[asyncpg.Connection]:
-    connection = await asyncpg.connect(pg_dsn)
-    transaction = connection.transaction()
-    await transaction.start()
-    try:
-        yield connection
-    finally:
-        await transaction.rollback()
-        await connection.close()
+from tests.postgres.conftest import refused
 
 
 async def _nothing_written(conn: asyncpg.Connection, queue: str) -> None:
     assert await conn.fetchval("SELECT count(*) FROM lane.jobs WHERE queue = $1", queue) == 0
     assert await conn.fetchval("SELECT count(*) FROM lane.events WHERE queue = $1", queue) == 0
-
-
-async def _refused(conn: asyncpg.Connection, sqlstate: str, sql: str, *args: object) -> str:
-    """Run ``sql`` in a savepoint, expect ``sqlstate``, and return the error message."""
-    with pytest.raises(asyncpg.PostgresError) as caught:
-        async with conn.transaction():
-            await conn.execute(sql, *args)
-    assert caught.value.sqlstate == sqlstate, caught.value
-    return str(caught.value)
 
 
 async def test_plain_sql_add_job_is_visible_in_job_counts_SQLR_7(
@@ -77,7 +56,7 @@ async def test_bad_options_raise_their_sqlstate_and_write_nothing_ADD_4_ADD_5(
     sqlstate: str,
     fragment: str,
 ) -> None:
-    message = await _refused(
+    message = await refused(
         conn,
         sqlstate,
         "SELECT lane.add_job($1, 'send', '{}'::jsonb, $2::jsonb)",
@@ -88,8 +67,8 @@ async def test_bad_options_raise_their_sqlstate_and_write_nothing_ADD_4_ADD_5(
     await _nothing_written(conn, queue_name)
 
 
-async def test_bad_queue_name_is_refused(conn: asyncpg.Connection) -> None:
-    message = await _refused(conn, "LN013", "SELECT lane.add_job('has space', 'send')")
+async def test_bad_queue_name_isrefused(conn: asyncpg.Connection) -> None:
+    message = await refused(conn, "LN013", "SELECT lane.add_job('has space', 'send')")
     assert "invalid queue name" in message
     assert await conn.fetchval("SELECT count(*) FROM lane.queues WHERE name = 'has space'") == 0
 
@@ -97,7 +76,7 @@ async def test_bad_queue_name_is_refused(conn: asyncpg.Connection) -> None:
 async def test_bulk_add_with_one_bad_spec_writes_nothing_ADD_11(
     conn: asyncpg.Connection, queue_name: str
 ) -> None:
-    await _refused(
+    await refused(
         conn,
         "LN001",
         "SELECT lane.add_jobs($1, ARRAY['a', 'b'], ARRAY['1', '2']::jsonb[],"
@@ -124,7 +103,7 @@ async def test_failure_injected_mid_function_leaves_no_partial_write_SCH_4(
             FOR EACH ROW EXECUTE FUNCTION pg_temp.explode();
         """
     )
-    await _refused(conn, "P0001", "SELECT lane.add_job($1, 'send')", queue_name)
+    await refused(conn, "P0001", "SELECT lane.add_job($1, 'send')", queue_name)
     await _nothing_written(conn, queue_name)
     # The same trigger aborts a completion that would requeue nothing but still writes
     # events: the job must stay active under its token.
@@ -146,7 +125,7 @@ async def test_failure_injected_mid_function_leaves_no_partial_write_SCH_4(
             FOR EACH ROW EXECUTE FUNCTION pg_temp.explode();
         """
     )
-    await _refused(
+    await refused(
         conn,
         "P0001",
         "SELECT lane.complete_job($1, $2, $3, '1'::jsonb)",
@@ -177,7 +156,7 @@ async def test_stale_token_is_refused_with_lock_mismatch_CLAIM_4(
         "SELECT lane.release_job($1, $2, gen_random_uuid())",
         "SELECT lane.delay_job($1, $2, gen_random_uuid(), 1000)",
     ):
-        message = await _refused(conn, "LN005", sql, queue_name, claimed["id"])
+        message = await refused(conn, "LN005", sql, queue_name, claimed["id"])
         assert "lock mismatch" in message
     row = await conn.fetchrow(
         "SELECT state, lock_token FROM lane.jobs WHERE queue = $1", queue_name
@@ -289,3 +268,57 @@ async def test_trim_events_keeps_each_queues_newest_max_events_EVS_3(
         "SELECT id FROM lane.events WHERE queue = $1 ORDER BY id DESC", queue_name
     )
     assert kept == newest
+
+
+# lane.add_job inserts a job without a custom id itself, for speed (W1), repeating the
+# column mapping of lane._insert_jobs: the two must store the same row for the same spec.
+SAME_ROW_OPTIONS = [
+    {},
+    {"priority": 7},
+    {"priority": 3, "lifo": True},
+    {"delay_ms": 60000},
+    {"attempts": 4, "backoff": {"type": "fixed", "delay_ms": 250}},
+    {"timeout_ms": 1500, "remove_on_complete": True, "remove_on_fail": {"count": 3}},
+    {"backoff": None, "priority": None},
+]
+COMPARED = (
+    "name, data, state, priority, lifo, max_attempts, backoff, timeout_ms, options,"
+    " available_at - created_at AS delay, enqueued_seq IS NULL AS unsequenced,"
+    " order_key - coalesce(enqueued_seq, 0) * (CASE WHEN lifo THEN -1 ELSE 1 END) AS bucket"
+)
+
+
+@pytest.mark.parametrize("options", SAME_ROW_OPTIONS, ids=json.dumps)
+async def test_add_job_and_add_jobs_store_the_same_row_ADD_1_ADD_11(
+    conn: asyncpg.Connection, queue_name: str, options: dict[str, object]
+) -> None:
+    doc = json.dumps(options)
+    single = await conn.fetchval(
+        "SELECT (lane.add_job($1, 'mail', '{\"to\": 1}', $2::jsonb)).key", queue_name, doc
+    )
+    bulk = await conn.fetchval(
+        "SELECT key FROM lane.add_jobs($1, ARRAY['mail'], ARRAY['{\"to\": 1}'::jsonb],"
+        " ARRAY[$2::jsonb])",
+        queue_name,
+        doc,
+    )
+    rows = [
+        dict(await conn.fetchrow(f"SELECT {COMPARED} FROM lane.jobs WHERE key = $1", key))
+        for key in (single, bulk)
+    ]
+    assert rows[0] == rows[1]
+    events = [
+        [
+            # a delayed event carries its absolute due time: compare its keys only
+            (r["event"], sorted(json.loads(r["data"])))
+            for r in await conn.fetch(
+                "SELECT event, data::text FROM lane.events WHERE queue = $1 AND job_id ="
+                " (SELECT id FROM lane.jobs WHERE key = $2) ORDER BY id",
+                queue_name,
+                key,
+            )
+        ]
+        for key in (single, bulk)
+    ]
+    assert events[0] == events[1]
+    assert [e for e, _ in events[0]] == ["added", rows[0]["state"]]

@@ -409,8 +409,18 @@ async def test_alembic_downgrade_base_removes_everything(new_db: NewDatabase) ->
     dsn = await new_db()
     await _run_in_thread(_alembic, dsn, "lane_custom", "upgrade", "head")
     assert await _schemas(dsn) == {"lane_custom"}
-    # SCH-6: one revision down (here: to base) and the version guard refuses the schema.
+    # SCH-6: one revision down and the version guard refuses the schema.
     await _run_in_thread(_alembic, dsn, "lane_custom", "downgrade", "-1")
+    conn = await asyncpg.connect(dsn)
+    try:
+        with pytest.raises(SchemaVersionMismatch) as info:
+            await check_version(conn, "lane_custom")
+        assert info.value.installed == (SCHEMA_VERSION - 1 or None)
+        assert info.value.required == SCHEMA_VERSION
+    finally:
+        await conn.close()
+    # Down to base: the schema and everything in it are gone.
+    await _run_in_thread(_alembic, dsn, "lane_custom", "downgrade", "base")
     assert await _schemas(dsn) == set()
     conn = await asyncpg.connect(dsn)
     try:
@@ -430,6 +440,41 @@ async def test_alembic_downgrade_base_removes_everything(new_db: NewDatabase) ->
     assert await _schemas(dsn) == set()
     await _run_in_thread(_alembic, dsn, "lane_custom", "upgrade", "head")
     assert await _schemas(dsn) == {"lane_custom"}
+
+
+async def test_downgrade_of_queue_retention_restores_version_1(new_db: NewDatabase) -> None:
+    """Revision 0002 down (its .down.sql): the tables, constraints and indexes of version 1,
+    no function left reading the dropped columns; upgrading again gives migrate()'s catalog."""
+    dsn, version_1, reference = await new_db(), await new_db(), await new_db()
+    await _run_in_thread(_alembic_upgrade, dsn)
+    await _run_in_thread(_alembic, dsn, "lane", "downgrade", "0001")
+    conn = await asyncpg.connect(version_1)
+    try:
+        await conn.execute(render_sql(migration_files()[0].text, "lane"))
+    finally:
+        await conn.close()
+    down, first = await _snapshot(dsn), await _snapshot(version_1)
+    views = {row[0] for row in down["views"]}  # views.sql stays installed
+    for key in ("relations", "columns", "constraints", "indexes", "sequences"):
+        assert [r for r in down[key] if r[0] not in views] == first[key], key
+    assert [r[0] for r in await _version_rows(dsn)] == [1]
+    conn = await asyncpg.connect(dsn)
+    try:
+        stale = await conn.fetch(
+            "SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
+            " WHERE n.nspname = 'lane' AND p.prosrc ~ 'keep_(completed|failed)'"
+        )
+        assert stale == []
+    finally:
+        await conn.close()
+    await _run_in_thread(_alembic_upgrade, dsn)
+    await migrate(reference)
+    again, fresh = await _snapshot(dsn), await _snapshot(reference)
+    # Re-added columns get new attribute numbers (dropped ones keep theirs): compare the
+    # columns in order, without the numbers.
+    for snap in (again, fresh):
+        snap["columns"] = [(row[0], *row[2:]) for row in snap["columns"]]
+    assert again == fresh
 
 
 async def test_downgrade_base_after_migrate(new_db: NewDatabase) -> None:

@@ -330,6 +330,26 @@ class JobStateMachine(RuleBasedStateMachine):
         )
         assert model_removed == real_removed
 
+    @rule(
+        keep_completed=st.sampled_from([None, 0, 1, 2, 5]),
+        keep_failed=st.sampled_from([None, 0, 1, 3]),
+    )
+    def set_queue_retention(self, keep_completed: int | None, keep_failed: int | None) -> None:
+        self.both(
+            lambda backend, _: backend.set_queue_retention(
+                self.queue, keep_completed=keep_completed, keep_failed=keep_failed
+            )
+        )
+
+    @rule(batch=st.integers(1, 3))
+    def prune_finished(self, batch: int) -> None:
+        # Completions at the same self.now tie on finished_at: the invariants check that
+        # both backends break the tie the same way (creation order).
+        model_count, real_count = self.both(
+            lambda backend, _: backend.prune_finished([self.queue], batch=batch)
+        )
+        assert model_count == real_count
+
     # ----------------------------------------------------------------- invariants
     @invariant()
     def same_jobs_and_counts(self) -> None:

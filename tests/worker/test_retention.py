@@ -1,0 +1,40 @@
+"""A running worker enforces the bounded queue retention (RET-1 bounded by default): its
+maintenance leader prunes finished jobs beyond the queue's ``keep_completed`` /
+``keep_failed`` in the background, with no call from anyone."""
+
+from __future__ import annotations
+
+import asyncpg
+
+from lane_pg.postgres.backend import PostgresBackend
+from lane_pg.types import JobSpec
+from tests.helpers import eventually
+from tests.worker.conftest import Workers, counts, queue_args
+
+
+async def test_worker_prunes_finished_jobs_down_to_the_queue_bound_RET_1(
+    workers: Workers, backend: PostgresBackend, db: asyncpg.Connection, queue_name: str
+) -> None:
+    await backend.set_queue_retention(queue_name, keep_completed=3, keep_failed=1)
+    await backend.add_bulk(queue_name, [JobSpec("noop", {"n": n}) for n in range(10)])
+    await backend.add_bulk(queue_name, [JobSpec("fail", {"n": n}) for n in range(3)])
+
+    # One job at a time: every completion has its own finished_at, so "newest" is the
+    # order of the completed events.
+    worker = await workers.start(*queue_args(queue_name), "--concurrency", "1")
+
+    async def pruned() -> bool:
+        return await counts(db, [queue_name]) == {"completed": 3, "failed": 1}
+
+    await eventually(pruned, timeout=30.0, interval=0.05)
+    assert worker.alive(), worker.describe()
+    completed_events = [
+        event.job_id
+        for event in await backend.read_events(queue_name)
+        if event.event == "completed"
+    ]
+    assert len(completed_events) == 10  # pruning writes no events and removes none
+    kept = await db.fetch(
+        "SELECT id FROM lane.jobs WHERE queue = $1 AND state = 'completed'", queue_name
+    )
+    assert {row["id"] for row in kept} == set(completed_events[-3:])
