@@ -18,7 +18,8 @@ Common rules
 * Ordering inside a queue: lower priority first; within a priority, LIFO entries (newest
   first) before FIFO entries (oldest first); a released job goes to the very front of its
   priority (ORD-1..4). Every move into ``waiting`` takes a fresh enqueue sequence number.
-* Events (EVS-4 names and fields) are written in the same operation as the change:
+* Events (EVS-4 names and fields) are written in the same operation as the change, for
+  every queue that records events (the default; ``set_queue_events``):
   ``added {name}``, ``waiting {prev?}``, ``delayed {delay (epoch ms), prev?, failedReason?}``,
   ``active {prev}``, ``completed {prev, returnvalue}``, ``failed {prev, failedReason}``,
   ``retries-exhausted {attemptsMade}``, ``stalled {reason}``, ``drained {}`` (no job id),
@@ -259,6 +260,20 @@ class JobQueueBackend(Protocol):
         ``failed`` jobs are touched; no events are written (as BullMQ's retention). The
         worker's maintenance leader calls it every ``WorkerConfig.prune_interval``.
         """
+        ...
+
+    # ----------------------------------------------------------------- queue events
+    async def set_queue_events(self, queue: str, *, record: bool) -> None:
+        """Turn the queue's event recording on or off (on for every new queue). While
+        off, no transition of the queue writes an event (the ``added``, ``active``,
+        ``completed`` ... rows of EVS-4 are skipped; the jobs change as usual); events
+        written before stay readable and are trimmed as before. The queue is created when
+        missing; ``record`` must be ``True`` or ``False`` (else ``InvalidOptions``, and
+        nothing changes). Writes no event itself."""
+        ...
+
+    async def get_queue_events(self, queue: str) -> bool:
+        """Whether the queue records events; ``True`` for a queue that does not exist yet."""
         ...
 
     # ----------------------------------------------------------------- management

@@ -61,6 +61,7 @@ from lane_pg.types import (
     validate_priority,
     validate_prune_batch,
     validate_queue_name,
+    validate_record_events,
 )
 
 PRIORITY_BUCKET = 2**41
@@ -313,6 +314,7 @@ class _Queue:
     max_events: int = 10_000
     keep_completed: int | None = DEFAULT_KEEP_COMPLETED
     keep_failed: int | None = DEFAULT_KEEP_FAILED
+    record_events: bool = True
 
     def drained(self) -> bool:
         return not self.by_state["waiting"] and not self.by_state["active"]
@@ -384,6 +386,8 @@ class MemoryBackend:
     def _emit(
         self, q: _Queue, event: str, job_id: str | None, data: dict[str, JSON], now: datetime
     ) -> None:
+        if not q.record_events:  # set_queue_events(q, record=False): no row, no id
+            return
         self._last_event_id += 1
         q.events.append(QueueEvent(self._last_event_id, q.name, event, job_id, data, now))
 
@@ -855,6 +859,18 @@ class MemoryBackend:
                 self._delete_all(q, doomed)  # the logs live on the record
                 deleted += len(doomed)
         return deleted
+
+    # ------------------------------------------------------------- queue events
+
+    async def set_queue_events(self, queue: str, *, record: bool) -> None:
+        validate_queue_name(queue)
+        validate_record_events(record)  # before the queue is created
+        self._queue(queue).record_events = record
+
+    async def get_queue_events(self, queue: str) -> bool:
+        validate_queue_name(queue)
+        q = self._queues.get(queue)
+        return True if q is None else q.record_events
 
     # ------------------------------------------------------------- management
 

@@ -287,6 +287,13 @@ def validate_prune_batch(batch: int) -> int:
     return batch
 
 
+def validate_record_events(record: bool) -> bool:
+    """``set_queue_events``' flag: ``True`` or ``False`` itself (not 1, not "off")."""
+    if not isinstance(record, bool):
+        raise InvalidOptions(f"record must be True or False, got {record!r}")
+    return record
+
+
 def _retention_json(value: Retention | None) -> JSON:
     if value is None or isinstance(value, bool):
         return value

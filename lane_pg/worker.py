@@ -25,7 +25,7 @@ import traceback
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, Protocol, TypeAlias, runtime_checkable
 
 from lane_pg.backend import JobQueueBackend
 from lane_pg.errors import (
@@ -168,12 +168,20 @@ class WorkerConfig:
     promote_interval: float = 5.0
     """Seconds between the leader's passes promoting due delayed jobs of every queue (claims
     already promote the due jobs of the queues they serve)."""
-    trim_interval: float = 60.0
-    """Seconds between the leader's event-trimming passes."""
+    trim_interval: float = 1.0
+    """Seconds between the leader's event-trimming passes (each queue back to its
+    ``max_events``). Every second, so the events table stays near its bound under load
+    (W6 writes ~30,000 event rows a second) instead of growing for a minute between passes."""
     prune_interval: float = 1.0
     """Seconds between the leader's passes deleting finished jobs beyond each queue's
     retention bound (``prune_finished``); a pass repeats at once, up to 10 calls, while a
     call deleted a full batch, so a backlog drains without waiting for the next pass."""
+    vacuum_min_dead: int | None = 20_000
+    """The leader VACUUMs (``SKIP_LOCKED``) a table of the schema once this many dead row
+    versions piled up in it since its last vacuum; ``None`` leaves it all to autovacuum.
+    A queue turns every job into several dead versions (claim, completion, pruning):
+    autovacuum wakes once a minute at most (``autovacuum_naptime``) and may be off, and the
+    table grows with everything that dies in between (W6). PostgreSQL backends only."""
     renew_fraction: float = 1 / 3
     cancel_on_lease_loss: bool = False
     """Cancel a handler whose lease was lost. By default it keeps running and is told
@@ -188,11 +196,32 @@ class WorkerConfig:
             raise InvalidOptions("lease and poll interval must be positive")
         if self.prune_interval <= 0:
             raise InvalidOptions(f"prune_interval must be positive, got {self.prune_interval}")
+        if self.trim_interval <= 0:
+            raise InvalidOptions(f"trim_interval must be positive, got {self.trim_interval}")
+        if self.vacuum_min_dead is not None and (
+            isinstance(self.vacuum_min_dead, bool) or self.vacuum_min_dead < 1
+        ):
+            raise InvalidOptions(
+                f"vacuum_min_dead must be a positive count or None, got {self.vacuum_min_dead}"
+            )
         if not 0 < self.renew_fraction < 1:
             raise InvalidOptions("renew_fraction must be within (0, 1)")
         names = [lane.name for lane in self.lanes]
         if len(names) != len(set(names)):
             raise InvalidOptions(f"a lane is listed twice: {names}")
+
+
+@runtime_checkable
+class ReclaimsSpace(Protocol):
+    """A backend whose tables the leader vacuums (PostgreSQL; the memory backend has none)."""
+
+    async def dead_tuples(self) -> dict[str, int]:
+        """Dead row versions per table of the backend's schema."""
+        ...
+
+    async def vacuum(self, table: str) -> int:
+        """VACUUM one table without waiting for its lock; the dead row versions left."""
+        ...
 
 
 @dataclass(slots=True)
@@ -289,7 +318,13 @@ class Worker:
             return [QueueDemand(name, free) for name in await self._all_queues(refresh)]
         demands = []
         for lane in self._lanes:
-            cap = lane.max_concurrency if lane.max_concurrency is not None else free
+            # Without a max the lane may fill the whole worker (not just what is free now:
+            # its running jobs are subtracted below).
+            cap = (
+                lane.max_concurrency
+                if lane.max_concurrency is not None
+                else self.config.concurrency
+            )
             room = min(cap - self._per_lane.get(lane.name, 0), free)
             if room > 0:
                 demands.append(QueueDemand(lane.name, room))
@@ -301,6 +336,10 @@ class Worker:
         while not self._stopping:
             # Cleared before looking, so a slot freed while we claim is not missed.
             self._wake.clear()
+            # A job running or settling now may be put back to waiting (a retry) while the
+            # claim below is in flight: burst mode may stop only after a claim that began
+            # with nothing in hand.
+            had_work = bool(self._running) or self._has_unsettled()
             free = self.config.concurrency - len(self._running)
             demands = await self._demands(free, not found_work) if free > 0 else []
             jobs: list[Job] = []
@@ -320,6 +359,7 @@ class Worker:
             if (
                 self.config.burst
                 and not claim_failed
+                and not had_work
                 and not self._running
                 and not self._has_unsettled()
             ):
@@ -539,6 +579,7 @@ class Worker:
         config = self.config
         interval = config.stalled_interval or min(config.lease, 1.0)
         next_promote = next_trim = next_prune = 0.0
+        vacuum_floors: dict[str, int] = {}
         prune_batch, prune_calls = DEFAULT_PRUNE_BATCH, 10  # at most 10 batches per pass
         while True:
             leader = True if self._notifier is None else await self._notifier.try_lead()
@@ -562,18 +603,35 @@ class Worker:
                             if deleted < prune_batch:  # no queue can have a full batch left
                                 break
                         next_prune = now + config.prune_interval
-                    if recovered or promoted or trimmed or pruned:
+                    vacuumed = await self._vacuum_pass(vacuum_floors)
+                    if recovered or promoted or trimmed or pruned or vacuumed:
                         log.info(
                             "maintenance: %d stalled recovered, %d promoted, %d events trimmed,"
-                            " %d finished jobs pruned",
+                            " %d finished jobs pruned, vacuumed %s",
                             len(recovered),
                             promoted,
                             trimmed,
                             pruned,
+                            ", ".join(vacuumed) or "nothing",
                         )
                 except Exception as exc:
                     log.warning("maintenance pass failed: %s", exc)
             await asyncio.sleep(interval)
+
+    async def _vacuum_pass(self, floors: dict[str, int]) -> list[str]:
+        """VACUUM each table with ``vacuum_min_dead`` more dead row versions than its last
+        vacuum left (``floors``): a vacuum that could not remove them (an old snapshot
+        still sees them, or we do not own the table) is not repeated every second."""
+        threshold = self.config.vacuum_min_dead
+        backend = self.backend
+        if threshold is None or not isinstance(backend, ReclaimsSpace):
+            return []
+        done = []
+        for table, dead in sorted((await backend.dead_tuples()).items()):
+            if dead >= floors.get(table, 0) + threshold:
+                floors[table] = await backend.vacuum(table)
+                done.append(f"{table} ({dead} -> {floors[table]} dead)")
+        return done
 
     async def _summary_loop(self) -> None:
         while True:

@@ -53,12 +53,15 @@ END $$;
 
 -- plpgsql rather than LANGUAGE sql: called through PERFORM, a sql function is planned
 -- again on every call (measured at ~39 us per event row in add_jobs); plpgsql caches it.
+-- Writes nothing for a queue whose record_events is off (lane.set_queue_events); a queue
+-- without a row records, as lane.queue_records_events says.
 CREATE OR REPLACE FUNCTION lane._emit(p_queue text, p_event text, p_job_id text,
                                       p_data jsonb, p_now timestamptz)
 RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO lane.events (queue, event, job_id, data, created_at)
-    VALUES (p_queue, p_event, p_job_id, p_data, p_now);
+    SELECT p_queue, p_event, p_job_id, p_data, p_now
+     WHERE coalesce((SELECT q.record_events FROM lane.queues q WHERE q.name = p_queue), true);
 END $$;
 
 -- Wake idle claimers. The payload is only the queue name; NOTIFY is delivered at commit
@@ -276,7 +279,8 @@ BEGIN
 END $$;
 
 -- Moves the given jobs (already locked by the caller) into waiting in array order, each
--- with a fresh enqueue sequence (ORD-2), writing `waiting {prev}` when p_prev is given.
+-- with a fresh enqueue sequence (ORD-2), writing `waiting {prev}` when p_prev is given
+-- (for the jobs of queues that record events).
 CREATE OR REPLACE FUNCTION lane._make_waiting(p_keys bigint[], p_prev text, p_now timestamptz)
 RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
@@ -298,7 +302,8 @@ BEGIN
         SELECT j.queue, 'waiting', j.id, jsonb_build_object('prev', p_prev), p_now
           FROM unnest(p_keys) WITH ORDINALITY AS u(key, ord)
           JOIN lane.jobs j ON j.key = u.key
-         WHERE j.key = ANY (p_keys)
+          LEFT JOIN lane.queues q ON q.name = j.queue
+         WHERE j.key = ANY (p_keys) AND coalesce(q.record_events, true)
          ORDER BY u.ord;
     END IF;
 END $$;
@@ -421,7 +426,8 @@ END $$;
 -- RETURNING rows also feed the events INSERT: no per-row plpgsql, no array of rows, no
 -- join back to lane.jobs. Measured on 1,000 specs: 16 ms in the database against 33 ms
 -- for the earlier loop-and-array version; a plain unnest INSERT of the same rows into
--- lane.jobs takes 10 ms and into the raw baseline's two-index table 5 ms.
+-- lane.jobs takes 10 ms and into the raw baseline's two-index table 5 ms. A queue whose
+-- record_events is off gets no event rows (~4 ms of the 16).
 CREATE OR REPLACE FUNCTION lane._insert_jobs(p_queue text, p_names text[], p_datas jsonb[],
                                              p_options jsonb[], p_now timestamptz)
 RETURNS SETOF lane.jobs LANGUAGE plpgsql AS $$
@@ -434,10 +440,12 @@ DECLARE
     v_taken text[];
     v_custom text;
     v_i integer;
+    v_record boolean;
 BEGIN
     IF v_n = 0 THEN
         RETURN;
     END IF;
+    v_record := coalesce((SELECT record_events FROM lane.queues WHERE name = p_queue), true);
     v_custom_ids := EXISTS (SELECT 1 FROM unnest(p_options) o WHERE o ->> 'job_id' IS NOT NULL);
     IF NOT v_custom_ids THEN
         -- Every spec is new: ids and enqueue sequences (for jobs due now) in input order.
@@ -511,6 +519,7 @@ BEGIN
                (2, n.state, CASE WHEN n.state = 'delayed'
                                  THEN jsonb_build_object('delay', lane._epoch_ms(n.available_at))
                                  ELSE '{}'::jsonb END)) AS e(k, event, data)
+         WHERE v_record
          ORDER BY n.key, e.k
     )
     SELECT * FROM inserted WHERE NOT v_custom_ids ORDER BY key;
@@ -533,7 +542,8 @@ END $$;
 -- lane._insert_jobs (arrays, a row set read back into a variable) measured 357 us per
 -- autocommit call against ~280 us, so the column mapping below repeats _insert_jobs'
 -- on purpose; keep the two in step. A known queue skips the queue-name regex (its row
--- exists only because its name passed it); default options skip the option walk.
+-- exists only because its name passed it); default options skip the option walk. The
+-- same read of the queue row gives record_events: off, no event rows (~37 us of ~272).
 CREATE OR REPLACE FUNCTION lane.add_job(p_queue text, p_name text,
                                         p_data jsonb DEFAULT 'null',
                                         p_options jsonb DEFAULT '{}',
@@ -542,11 +552,14 @@ RETURNS lane.jobs LANGUAGE plpgsql AS $$
 DECLARE
     v_options jsonb := coalesce(p_options, '{}'::jsonb);
     v_now timestamptz := coalesce(p_now, clock_timestamp());
-    v_known boolean := EXISTS (SELECT 1 FROM lane.queues WHERE name = p_queue);
+    v_known boolean;
+    v_record boolean;
     v_delay bigint;
     v_seq bigint;
     v_job lane.jobs;
 BEGIN
+    SELECT record_events INTO v_record FROM lane.queues WHERE name = p_queue;
+    v_known := FOUND;
     IF NOT v_known THEN
         PERFORM lane._check_queue(p_queue);
     END IF;
@@ -585,12 +598,14 @@ BEGIN
             (v_options ->> 'timeout_ms')::bigint,
             v_options)
     RETURNING * INTO v_job;
-    INSERT INTO lane.events (queue, event, job_id, data, created_at)
-    VALUES (p_queue, 'added', v_job.id, jsonb_build_object('name', p_name), v_now),
-           (p_queue, v_job.state, v_job.id,
-            CASE WHEN v_seq IS NULL
-                 THEN jsonb_build_object('delay', lane._epoch_ms(v_job.available_at))
-                 ELSE '{}'::jsonb END, v_now);
+    IF v_record IS NOT FALSE THEN  -- a queue created just now records (the column default)
+        INSERT INTO lane.events (queue, event, job_id, data, created_at)
+        VALUES (p_queue, 'added', v_job.id, jsonb_build_object('name', p_name), v_now),
+               (p_queue, v_job.state, v_job.id,
+                CASE WHEN v_seq IS NULL
+                     THEN jsonb_build_object('delay', lane._epoch_ms(v_job.available_at))
+                     ELSE '{}'::jsonb END, v_now);
+    END IF;
     IF v_seq IS NOT NULL THEN
         PERFORM lane._wake(p_queue);
     END IF;
@@ -643,6 +658,7 @@ DECLARE
     v_queue text;
     v_limit integer;
     v_paused boolean;
+    v_record boolean;
     v_keys bigint[];
     v_i integer;
 BEGIN
@@ -657,7 +673,8 @@ BEGIN
         v_queue := p_queues[v_i];
         v_limit := least(p_limits[v_i], v_left);
         CONTINUE WHEN v_limit IS NULL OR v_limit <= 0;
-        SELECT paused INTO v_paused FROM lane.queues WHERE name = v_queue;
+        SELECT paused, record_events INTO v_paused, v_record
+          FROM lane.queues WHERE name = v_queue;
         CONTINUE WHEN NOT FOUND;
         -- CLAIM-3: promoted jobs of a paused queue wake nobody.
         PERFORM lane._promote_due(ARRAY[v_queue], v_now, false);
@@ -681,7 +698,7 @@ BEGIN
         ), logged AS (
             INSERT INTO lane.events (queue, event, job_id, data, created_at)
             SELECT v_queue, 'active', (c.job).id, '{"prev": "waiting"}', v_now
-              FROM claimed c ORDER BY c.ord
+              FROM claimed c WHERE v_record ORDER BY c.ord
         )
         SELECT (c.job).* FROM claimed c ORDER BY c.ord;
         -- No re-notify here (CLAIM-8): every LISTENing worker already received the
@@ -751,11 +768,14 @@ BEGIN
     IF v_done IS NULL THEN
         RETURN;
     END IF;
+    -- Only for the queues that record events.
     INSERT INTO lane.events (queue, event, job_id, data, created_at)
     SELECT d.queue, 'completed', d.id,
            jsonb_build_object('prev', 'active', 'returnvalue', d.return_value), p_now
       FROM unnest(v_done) WITH ORDINALITY AS d
-     ORDER BY ordinality;
+      LEFT JOIN lane.queues q ON q.name = d.queue
+     WHERE coalesce(q.record_events, true)
+     ORDER BY d.ordinality;
     -- Retention: each distinct policy once per queue; age limits scale with the batch.
     FOR v_row IN
         SELECT d.queue, d.options -> 'remove_on_complete' AS policy, count(*)::integer AS n,
@@ -1445,3 +1465,26 @@ BEGIN
     END LOOP;
     RETURN v_total;
 END $$;
+
+-- ------------------------------------------------------------------ queue events
+
+-- Whether the queue's job transitions write lane.events rows (ADD-9, CLAIM-1, FIN-1, ...;
+-- on by default, the lane.queues column default). Off saves an INSERT per transition on
+-- the hot path for queues nobody reads the stream of; the rows already written stay
+-- readable (lane.read_events) and are trimmed as before (lane.trim_events).
+CREATE OR REPLACE FUNCTION lane.set_queue_events(p_queue text, p_record boolean)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM lane._check_queue(p_queue);
+    IF p_record IS NULL THEN
+        PERFORM lane._fail('LN003', 'record_events must be true or false, got NULL');
+    END IF;
+    PERFORM lane._ensure_queue(p_queue);
+    UPDATE lane.queues SET record_events = p_record WHERE name = p_queue;
+END $$;
+
+-- true for a queue that does not exist yet (it will record when created).
+CREATE OR REPLACE FUNCTION lane.queue_records_events(p_queue text)
+RETURNS boolean LANGUAGE sql STABLE AS $$
+    SELECT coalesce((SELECT record_events FROM lane.queues WHERE name = p_queue), true)
+$$;

@@ -29,7 +29,10 @@ CREATE TABLE lane.queues (
     -- Finished jobs kept per state, newest first (lane.prune_finished, run by the workers'
     -- maintenance leader, deletes the rest); NULL keeps all (RET-1).
     keep_completed   integer DEFAULT 10000 CHECK (keep_completed >= 0),
-    keep_failed      integer DEFAULT 100000 CHECK (keep_failed >= 0)
+    keep_failed      integer DEFAULT 100000 CHECK (keep_failed >= 0),
+    -- Whether job transitions write lane.events rows (lane.set_queue_events); events
+    -- already written stay readable when it is turned off.
+    record_events    boolean NOT NULL DEFAULT true
 );
 
 CREATE TABLE lane.jobs (
@@ -150,16 +153,17 @@ CREATE TABLE lane.repeat_schedulers (
     CHECK ((every_ms IS NULL) <> (pattern IS NULL))
 );
 
--- Retained per-queue event stream (EVS-*), trimmed to queues.max_events.
+-- Retained per-queue event stream (EVS-*), trimmed to queues.max_events; written only for
+-- queues whose record_events is on. Every read and trim is per queue, hence the key.
 CREATE TABLE lane.events (
-    id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    id         bigint GENERATED ALWAYS AS IDENTITY,
     queue      text NOT NULL,
     event      text NOT NULL,
     job_id     text,
     data       jsonb NOT NULL DEFAULT '{}',
-    created_at timestamptz NOT NULL
+    created_at timestamptz NOT NULL,
+    PRIMARY KEY (queue, id)
 );
-CREATE INDEX events_queue_idx ON lane.events (queue, id);
 
 -- Per-minute terminal counts (OBS-6).
 CREATE TABLE lane.metrics (

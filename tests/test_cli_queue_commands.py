@@ -220,7 +220,9 @@ async def test_stats_without_filter_lists_every_queue_sorted(
         ("postgresql://postgres:secret@127.0.0.1:1/test", "cannot connect"),
     ],
 )
-@pytest.mark.parametrize("command", [["stats"], ["pause", "q1"], ["resume", "q1"]])
+@pytest.mark.parametrize(
+    "command", [["stats"], ["pause", "q1"], ["resume", "q1"], ["events", "q1"]]
+)
 async def test_bad_dsn_exits_non_zero_with_one_line(
     command: list[str], dsn: str, expected: str
 ) -> None:
@@ -251,6 +253,7 @@ async def test_invalid_queue_name_is_refused(pg_dsn: str) -> None:
         ["pause", "bad name!"],
         ["resume", "bad name!"],
         ["stats", "--queue", "bad name!"],
+        ["events", "bad name!"],
     ):
         result = await cli(*command, dsn=pg_dsn)
         assert result.returncode == 1, command
@@ -261,9 +264,14 @@ async def test_invalid_queue_name_is_refused(pg_dsn: str) -> None:
 def test_help_lists_the_commands() -> None:
     done = run_cli("--help")
     assert done.returncode == 0
-    for name in ("stats", "pause", "resume"):
+    for name in ("stats", "pause", "resume", "events"):
         assert name in done.stdout
-    for name, option in (("stats", "--json"), ("pause", "QUEUE"), ("resume", "QUEUE")):
+    for name, option in (
+        ("stats", "--json"),
+        ("pause", "QUEUE"),
+        ("resume", "QUEUE"),
+        ("events", "--record"),
+    ):
         helped = run_cli(name, "--help")
         assert helped.returncode == 0, helped.stderr
         assert option in helped.stdout and "--dsn" in helped.stdout

@@ -22,7 +22,15 @@ __all__ = ["COMMANDS", "CommandError", "build_parser", "console_main", "main"]
 
 PROG = "python -m lane_pg"
 # Later: "worker", "stats", "pause", "resume", "failed", "retry", "flush", ...
-COMMANDS: tuple[str, ...] = ("migrate", "worker", "stats", "pause", "resume", "retention")
+COMMANDS: tuple[str, ...] = (
+    "migrate",
+    "worker",
+    "stats",
+    "pause",
+    "resume",
+    "retention",
+    "events",
+)
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2

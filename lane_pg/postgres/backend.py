@@ -46,6 +46,7 @@ from lane_pg.types import (
     validate_job_name,
     validate_prune_batch,
     validate_queue_name,
+    validate_record_events,
 )
 
 
@@ -106,6 +107,26 @@ class PostgresBackend:
     @property
     def pool(self) -> asyncpg.Pool:
         return self._pool
+
+    # ----------------------------------------------------------------- upkeep
+    async def dead_tuples(self) -> dict[str, int]:
+        """Dead row versions per table of this schema (``pg_stat_user_tables``)."""
+        rows = await self._fetch(
+            "SELECT relname, n_dead_tup FROM pg_stat_user_tables WHERE schemaname = $1",
+            self.schema,
+        )
+        return {row["relname"]: row["n_dead_tup"] for row in rows}
+
+    async def vacuum(self, table: str) -> int:
+        """``VACUUM (SKIP_LOCKED)`` one table of this schema (a vacuum already running on
+        it, autovacuum's say, is not waited for); returns the dead row versions it left.
+        VACUUM cannot run in a transaction: it goes alone on a pooled connection."""
+        if table not in await self.dead_tuples():
+            raise InvalidOptions(f"no table {table!r} in schema {self.schema!r}")
+        name = '"{}"."{}"'.format(self.schema, table.replace('"', '""'))
+        async with self._errors():
+            await self._pool.execute(f"VACUUM (SKIP_LOCKED) {name}")
+        return (await self.dead_tuples()).get(table, 0)
 
     async def close(self) -> None:
         await self._pool.close()
@@ -391,6 +412,17 @@ class PostgresBackend:
                 "SELECT lane.prune_finished($1::text[], $2)", names, validate_prune_batch(batch)
             ),
         )
+
+    # ----------------------------------------------------------------- queue events
+    async def set_queue_events(self, queue: str, *, record: bool) -> None:
+        validate_queue_name(queue)
+        await self._fetch(
+            "SELECT lane.set_queue_events($1, $2)", queue, validate_record_events(record)
+        )
+
+    async def get_queue_events(self, queue: str) -> bool:
+        validate_queue_name(queue)
+        return cast(bool, await self._fetchval("SELECT lane.queue_records_events($1)", queue))
 
     # ----------------------------------------------------------------- management
     async def promote(self, queue: str, job_id: str, *, now: datetime | None = None) -> Job:

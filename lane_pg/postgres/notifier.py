@@ -81,8 +81,11 @@ class Notifier:
 
     async def wait(self, timeout: float | None) -> bool:  # noqa: ASYNC109 (bounded poll)
         """Wait for a wake-up or ``timeout`` seconds; True when woken."""
+        # asyncio.timeout, not wait_for: wait_for wraps the wait in a task of its own, one
+        # more event-loop turn between the NOTIFY and the claim (W4 latency).
         try:
-            await asyncio.wait_for(self._wake.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await self._wake.wait()
         except TimeoutError:
             return False
         finally:

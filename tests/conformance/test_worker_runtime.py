@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 from lane_pg.backend import JobQueueBackend
 from lane_pg.errors import LeaseLost, UnrecoverableJobError
-from lane_pg.types import JSON, Job, JobOptions, LeaseRef, QueueDemand
+from lane_pg.types import JSON, Job, JobOptions, JobSpec, LeaseRef, QueueDemand
 from lane_pg.worker import JobContext, Lane, Processor, Worker, WorkerConfig
 from tests.helpers import eventually
 
@@ -306,3 +306,81 @@ async def test_lost_lease_can_cancel_the_run_when_configured(
     await asyncio.wait_for(run, 30)
     assert worker.counts["lost"] == 1
     assert (await _state(backend, queue_name, added.id)).worker_id == "thief"
+
+
+async def test_burst_does_not_stop_while_a_retry_is_written_during_a_claim_WORK_15(
+    backend: JobQueueBackend, queue_name: str
+) -> None:
+    """A failure that puts its job back to waiting can be written while the next claim is
+    in flight; that claim's empty answer must not end a burst worker (found by the
+    events-toggle worker test: the retry was left waiting)."""
+    claim_answered = asyncio.Event()
+
+    async def flaky(job: Job, ctx: JobContext) -> JSON:
+        if job.attempts_started == 1:
+            await claim_answered.wait()  # fail only once the next claim found nothing
+            raise RuntimeError("first attempt fails")
+        return "second attempt"
+
+    added = await backend.add(queue_name, "flaky", None, JobOptions(attempts=2))
+
+    class ClaimOutlivesTheRetry:
+        """Holds the claim made while the first attempt runs until that attempt is back
+        in waiting and the worker has let go of it: the claim's answer predates the retry."""
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(backend, name)
+
+        async def claim(self, *args: object, **kwargs: object) -> list[Job]:
+            jobs: list[Job] = await backend.claim(*args, **kwargs)  # type: ignore[arg-type]
+            if not jobs and not claim_answered.is_set():
+                claim_answered.set()
+
+                async def retried() -> bool:
+                    state = await backend.get_state(queue_name, added.id)
+                    return state == "waiting" and not worker._running
+
+                await eventually(retried)
+            return jobs
+
+    worker = _worker(
+        ClaimOutlivesTheRetry(),  # type: ignore[arg-type]
+        {"flaky": flaky},
+        [Lane(queue_name)],
+        burst=True,
+        concurrency=2,
+    )
+    await asyncio.wait_for(worker.run(), 30)
+    job = await _state(backend, queue_name, added.id)
+    assert (job.state, job.attempts_made, job.return_value) == ("completed", 1, "second attempt")
+
+
+async def test_a_lane_without_a_max_may_fill_the_worker_WORK_7(
+    backend: JobQueueBackend, queue_name: str
+) -> None:
+    """``Lane(name)`` (no max) claims up to the worker's concurrency, counting the jobs it
+    already runs once (it used to stop claiming at half the worker)."""
+    peak = 0
+    running = 0
+    release = asyncio.Event()
+
+    async def hold(job: Job, ctx: JobContext) -> JSON:
+        nonlocal peak, running
+        running += 1
+        peak = max(peak, running)
+        await release.wait()
+        running -= 1
+        return None
+
+    await backend.add(queue_name, "hold")
+    worker = _worker(backend, {"hold": hold}, [Lane(queue_name)], concurrency=4)
+    task = asyncio.create_task(worker.run())
+    try:
+        await eventually(lambda: running == 1)
+        await backend.add_bulk(queue_name, [JobSpec("hold") for _ in range(3)])
+        await eventually(lambda: running == 4)
+    finally:
+        release.set()
+        worker.stop()
+        await asyncio.wait_for(task, 30)
+    assert peak == 4

@@ -8,12 +8,12 @@ import asyncpg
 import pytest
 import pytest_asyncio
 
+from lane_pg.postgres.schema import migrate
+from tests.conftest import NewDatabase
 
-@pytest_asyncio.fixture
-async def conn(pg_dsn: str) -> AsyncIterator[asyncpg.Connection]:
-    """A connection inside a transaction rolled back at the end (the cheapest honest
-    isolation: nothing the test writes survives)."""
-    connection = await asyncpg.connect(pg_dsn)
+
+async def _rolled_back(dsn: str) -> AsyncIterator[asyncpg.Connection]:
+    connection = await asyncpg.connect(dsn)
     transaction = connection.transaction()
     await transaction.start()
     try:
@@ -21,6 +21,24 @@ async def conn(pg_dsn: str) -> AsyncIterator[asyncpg.Connection]:
     finally:
         await transaction.rollback()
         await connection.close()
+
+
+@pytest_asyncio.fixture
+async def conn(pg_dsn: str) -> AsyncIterator[asyncpg.Connection]:
+    """A connection inside a transaction rolled back at the end (the cheapest honest
+    isolation: nothing the test writes survives)."""
+    async for connection in _rolled_back(pg_dsn):
+        yield connection
+
+
+@pytest_asyncio.fixture
+async def fresh_conn(new_db: NewDatabase) -> AsyncIterator[asyncpg.Connection]:
+    """Like ``conn``, on a database of its own: for plan checks, whose outcome would
+    otherwise depend on whatever earlier runs left in the shared test database."""
+    dsn = await new_db()
+    await migrate(dsn)
+    async for connection in _rolled_back(dsn):
+        yield connection
 
 
 async def refused(conn: asyncpg.Connection, sqlstate: str, sql: str, *args: object) -> str:

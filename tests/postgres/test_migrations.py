@@ -17,7 +17,7 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -442,29 +442,40 @@ async def test_alembic_downgrade_base_removes_everything(new_db: NewDatabase) ->
     assert await _schemas(dsn) == {"lane_custom"}
 
 
-async def test_downgrade_of_queue_retention_restores_version_1(new_db: NewDatabase) -> None:
-    """Revision 0002 down (its .down.sql): the tables, constraints and indexes of version 1,
-    no function left reading the dropped columns; upgrading again gives migrate()'s catalog."""
-    dsn, version_1, reference = await new_db(), await new_db(), await new_db()
+async def _downgrade_restores(
+    new_db: NewDatabase,
+    version: int,
+    dropped: str,
+    check: Callable[[asyncpg.Connection], Awaitable[None]] | None = None,
+) -> None:
+    """Alembic from head down to ``version`` (the .down.sql of every revision above it):
+    the tables, constraints and indexes of migrations 1..``version`` applied in order, no
+    function whose source matches ``dropped`` (a column the downgrade removed), ``check``
+    passes on the result; upgrading again gives migrate()'s catalog."""
+    dsn, older, reference = await new_db(), await new_db(), await new_db()
     await _run_in_thread(_alembic_upgrade, dsn)
-    await _run_in_thread(_alembic, dsn, "lane", "downgrade", "0001")
-    conn = await asyncpg.connect(version_1)
+    await _run_in_thread(_alembic, dsn, "lane", "downgrade", f"{version:04d}")
+    conn = await asyncpg.connect(older)
     try:
-        await conn.execute(render_sql(migration_files()[0].text, "lane"))
+        for migration in migration_files()[:version]:
+            await conn.execute(render_sql(migration.text, "lane"))
     finally:
         await conn.close()
-    down, first = await _snapshot(dsn), await _snapshot(version_1)
+    down, expected = await _snapshot(dsn), await _snapshot(older)
     views = {row[0] for row in down["views"]}  # views.sql stays installed
     for key in ("relations", "columns", "constraints", "indexes", "sequences"):
-        assert [r for r in down[key] if r[0] not in views] == first[key], key
-    assert [r[0] for r in await _version_rows(dsn)] == [1]
+        assert [r for r in down[key] if r[0] not in views] == expected[key], key
+    assert [r[0] for r in await _version_rows(dsn)] == list(range(1, version + 1))
     conn = await asyncpg.connect(dsn)
     try:
         stale = await conn.fetch(
             "SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
-            " WHERE n.nspname = 'lane' AND p.prosrc ~ 'keep_(completed|failed)'"
+            " WHERE n.nspname = 'lane' AND p.prosrc ~ $1",
+            dropped,
         )
         assert stale == []
+        if check is not None:
+            await check(conn)
     finally:
         await conn.close()
     await _run_in_thread(_alembic_upgrade, dsn)
@@ -475,6 +486,35 @@ async def test_downgrade_of_queue_retention_restores_version_1(new_db: NewDataba
     for snap in (again, fresh):
         snap["columns"] = [(row[0], *row[2:]) for row in snap["columns"]]
     assert again == fresh
+
+
+async def test_downgrade_of_queue_retention_restores_version_1(new_db: NewDatabase) -> None:
+    """Revision 0002 down: no function left reading keep_completed / keep_failed."""
+    await _downgrade_restores(new_db, 1, "keep_(completed|failed)")
+
+
+async def _jobs_run_with_events(conn: asyncpg.Connection) -> None:
+    """The version 2 functions the downgrade restored: an add, a claim and a completion
+    work and write their events (every queue records in version 2)."""
+    job_id = await conn.fetchval("SELECT (lane.add_job('down_q', 'n')).id")
+    token = await conn.fetchval(
+        "SELECT lock_token FROM lane.claim_jobs('w', ARRAY['down_q'], ARRAY[1], 60000)"
+    )
+    await conn.execute("SELECT lane.complete_job('down_q', $1, $2)", job_id, token)
+    events = await conn.fetch("SELECT event FROM lane.events WHERE queue = 'down_q' ORDER BY id")
+    assert [row["event"] for row in events] == [
+        "added",
+        "waiting",
+        "active",
+        "completed",
+        "drained",
+    ]
+
+
+async def test_downgrade_of_queue_events_restores_version_2(new_db: NewDatabase) -> None:
+    """Revision 0003 down: the events key on id plus the (queue, id) index again, and the
+    functions that read record_events back at their version 2 bodies."""
+    await _downgrade_restores(new_db, 2, "record_events", _jobs_run_with_events)
 
 
 async def test_downgrade_base_after_migrate(new_db: NewDatabase) -> None:

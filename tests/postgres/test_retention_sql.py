@@ -126,34 +126,38 @@ async def test_negative_bounds_and_bad_names_are_refused_in_sql_RET_1(
 # ------------------------------------------------------------------ plans
 
 
-async def test_prune_reads_the_finished_index(conn: asyncpg.Connection, queue_name: str) -> None:
+async def test_prune_reads_the_finished_index(
+    fresh_conn: asyncpg.Connection, queue_name: str
+) -> None:
     """The cut-off and the rows before it are ranges of jobs_finished_idx in the generic
     plan plpgsql caches: the literal ``state IN (...)`` proves the partial index when the
     state is a parameter. (Custom plans are left to the planner: on a table this small
     another index can legitimately cost less, as a fresh CI database showed.)"""
     plan_mode = "force_generic_plan"
-    await _finished_rows(conn, queue_name, 3000, "completed")
-    await conn.execute(
+    await _finished_rows(fresh_conn, queue_name, 3000, "completed")
+    await fresh_conn.execute(
         "SELECT lane.add_jobs($1, array_fill('n'::text, ARRAY[500]),"
         " array_fill('1'::jsonb, ARRAY[500]), array_fill('{}'::jsonb, ARRAY[500]))",
         queue_name,
     )
-    await conn.execute("ANALYZE lane.jobs")  # statistics roll back with the test
-    await conn.execute(f"SET LOCAL plan_cache_mode = {plan_mode}")
-    await conn.execute(f"PREPARE cut_off (text, text, integer) AS {CUT_OFF_SQL}")
-    await conn.execute(f"PREPARE doomed (text, text, timestamptz, bigint, integer) AS {DOOMED_SQL}")
+    await fresh_conn.execute("ANALYZE lane.jobs")  # statistics roll back with the test
+    await fresh_conn.execute(f"SET LOCAL plan_cache_mode = {plan_mode}")
+    await fresh_conn.execute(f"PREPARE cut_off (text, text, integer) AS {CUT_OFF_SQL}")
+    await fresh_conn.execute(
+        f"PREPARE doomed (text, text, timestamptz, bigint, integer) AS {DOOMED_SQL}"
+    )
     quoted = queue_name.replace("'", "''")
-    plan = await conn.fetchval(
+    plan = await fresh_conn.fetchval(
         f"EXPLAIN (FORMAT JSON) EXECUTE cut_off('{quoted}', 'completed', 1000)"
     )
     assert "jobs_finished_idx" in plan
-    plan = await conn.fetchval(
+    plan = await fresh_conn.fetchval(
         f"EXPLAIN (FORMAT JSON) EXECUTE doomed('{quoted}', 'completed',"
         " '2026-01-01T00:00:00.040Z', 2000, 500)"
     )
     assert "jobs_finished_idx" in plan
-    await conn.execute("DEALLOCATE cut_off")
-    await conn.execute("DEALLOCATE doomed")
+    await fresh_conn.execute("DEALLOCATE cut_off")
+    await fresh_conn.execute("DEALLOCATE doomed")
 
 
 async def test_prune_in_sql_deletes_oldest_first_in_batches_RET_1(

@@ -341,6 +341,15 @@ class JobStateMachine(RuleBasedStateMachine):
             )
         )
 
+    @rule(record=st.booleans())
+    def set_queue_events(self, record: bool) -> None:
+        # While off, every transition skips its events on both backends (same_events).
+        self.both(lambda backend, _: backend.set_queue_events(self.queue, record=record))
+        model_record, real_record = self.both(
+            lambda backend, _: backend.get_queue_events(self.queue)
+        )
+        assert model_record == real_record == record
+
     @rule(batch=st.integers(1, 3))
     def prune_finished(self, batch: int) -> None:
         # Completions at the same self.now tie on finished_at: the invariants check that
