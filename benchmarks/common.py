@@ -160,6 +160,17 @@ async def reset(conn: asyncpg.Connection) -> None:
     await conn.execute(f"TRUNCATE {names} RESTART IDENTITY CASCADE")
 
 
+QUIET_NOTE = (
+    "lane.set_queue_events(queue, false), which the README recommends for queues whose"
+    " event stream nobody reads"
+)
+
+
+async def record_no_events(conn: asyncpg.Connection) -> None:
+    """The README's throughput setting: the benchmark queue records no events."""
+    await conn.execute("SELECT lane.set_queue_events($1, false)", QUEUE)
+
+
 async def server_settings(conn: asyncpg.Connection) -> str:
     names = ["synchronous_commit", "fsync", "shared_buffers", "wal_level", "max_wal_size"]
     values = [f"{n}={await conn.fetchval(f'SHOW {n}')}" for n in names]

@@ -9,7 +9,15 @@ from collections.abc import Awaitable, Callable
 import asyncpg
 
 from benchmarks import raw
-from benchmarks.common import QUEUE, Reporter, bench_dsn, progress, reset
+from benchmarks.common import (
+    QUEUE,
+    QUIET_NOTE,
+    Reporter,
+    bench_dsn,
+    progress,
+    record_no_events,
+    reset,
+)
 from lane_pg.postgres.backend import PostgresBackend
 from lane_pg.types import JobSpec
 
@@ -32,7 +40,7 @@ async def w1(rep: Reporter, runs: int, n: int) -> None:
     admin = await asyncpg.connect(bench_dsn())
     backend = await PostgresBackend.connect(bench_dsn(), min_size=1, max_size=1)
     conn = await asyncpg.connect(bench_dsn())
-    results: dict[str, list[float]] = {"backend": [], "sql": [], "raw": []}
+    results: dict[str, list[float]] = {"backend": [], "sql": [], "sql_quiet": [], "raw": []}
     payloads = [json.dumps(_payload(i)) for i in range(n)]
 
     async def via_backend() -> None:
@@ -50,12 +58,15 @@ async def w1(rep: Reporter, runs: int, n: int) -> None:
     bodies = {
         "backend": via_backend,
         "sql": via_sql,
+        "sql_quiet": via_sql,
         "raw": via_raw,
     }
     try:
         for run in range(runs):
             for key, body in bodies.items():
                 await reset(admin)
+                if key.endswith("_quiet"):
+                    await record_no_events(admin)
                 results[key].append(await _timed(f"run {run + 1} {key}", n, body))
     finally:
         await backend.close()
@@ -81,6 +92,14 @@ async def w1(rep: Reporter, runs: int, n: int) -> None:
     )
     rep.figure(
         "W1",
+        "lane_pg SELECT lane.add_job (asyncpg), events off",
+        results["sql_quiet"],
+        "jobs/s",
+        raw=base,
+        notes=f"{common}; as above on a queue that records no events ({QUIET_NOTE})",
+    )
+    rep.figure(
+        "W1",
         "raw INSERT",
         base,
         "jobs/s",
@@ -97,7 +116,7 @@ async def w2(rep: Reporter, runs: int, n: int, chunk: int) -> None:
     conn = await asyncpg.connect(bench_dsn())
     specs = [JobSpec("noop", _payload(i)) for i in range(n)]
     payloads = [json.dumps(_payload(i)) for i in range(n)]
-    results: dict[str, list[float]] = {"lane": [], "raw": [], "copy": []}
+    results: dict[str, list[float]] = {"lane": [], "lane_quiet": [], "raw": [], "copy": []}
 
     async def via_lane() -> None:
         for start in range(0, n, chunk):
@@ -111,11 +130,13 @@ async def w2(rep: Reporter, runs: int, n: int, chunk: int) -> None:
         for start in range(0, n, chunk):
             await raw.copy_many(conn, QUEUE, payloads[start : start + chunk])
 
-    bodies = {"lane": via_lane, "raw": via_raw, "copy": via_copy}
+    bodies = {"lane": via_lane, "lane_quiet": via_lane, "raw": via_raw, "copy": via_copy}
     try:
         for run in range(runs):
             for key, body in bodies.items():
                 await reset(admin)
+                if key.endswith("_quiet"):
+                    await record_no_events(admin)
                 results[key].append(await _timed(f"run {run + 1} {key}", n, body))
     finally:
         await backend.close()
@@ -129,6 +150,14 @@ async def w2(rep: Reporter, runs: int, n: int, chunk: int) -> None:
         "jobs/s",
         raw=results["raw"],
         notes=f"{common}; lane.add_jobs, rows returned and decoded",
+    )
+    rep.figure(
+        "W2",
+        "lane_pg PostgresBackend.add_bulk, events off",
+        results["lane_quiet"],
+        "jobs/s",
+        raw=results["raw"],
+        notes=f"{common}; as above on a queue that records no events ({QUIET_NOTE})",
     )
     rep.figure(
         "W2",

@@ -11,12 +11,14 @@ import asyncpg
 from benchmarks import raw
 from benchmarks.common import (
     QUEUE,
+    QUIET_NOTE,
     Reporter,
     bench_dsn,
     lane_worker_args,
     percentile,
     progress,
     raw_worker_args,
+    record_no_events,
     reset,
     spawn,
     stop_all,
@@ -60,8 +62,10 @@ class Snapshot:
 
     TABLES = ("queues", "jobs", "events")
 
-    def __init__(self, n: int) -> None:
+    def __init__(self, n: int, *, record_events: bool = True) -> None:
         self.n = n
+        self.record_events = record_events
+        self.schema = "bench_snap" if record_events else "bench_snap_quiet"
         self.taken = False
 
     async def restore(self, conn: asyncpg.Connection) -> None:
@@ -70,15 +74,19 @@ class Snapshot:
             # Keep every finished row so each job can be checked to have run exactly once:
             # the shipped default prunes completed jobs beyond the newest 10,000 (W6).
             await conn.execute("SELECT lane.set_queue_retention($1, NULL, NULL)", QUEUE)
+            if not self.record_events:
+                await record_no_events(conn)
             await lane_prefill(conn, self.n)
-            await conn.execute("DROP SCHEMA IF EXISTS bench_snap CASCADE; CREATE SCHEMA bench_snap")
+            await conn.execute(
+                f"DROP SCHEMA IF EXISTS {self.schema} CASCADE; CREATE SCHEMA {self.schema}"
+            )
             for t in self.TABLES:
-                await conn.execute(f"CREATE TABLE bench_snap.{t} AS SELECT * FROM lane.{t}")
+                await conn.execute(f"CREATE TABLE {self.schema}.{t} AS SELECT * FROM lane.{t}")
             self.taken = True
         else:
             for t in self.TABLES:
                 await conn.execute(
-                    f"INSERT INTO lane.{t} OVERRIDING SYSTEM VALUE SELECT * FROM bench_snap.{t}"
+                    f"INSERT INTO lane.{t} OVERRIDING SYSTEM VALUE SELECT * FROM {self.schema}.{t}"
                 )
             for t, col in (("jobs", "key"), ("events", "id")):
                 await conn.execute(
@@ -151,11 +159,14 @@ async def w3(rep: Reporter, runs: int, n: int, concurrency: int | None) -> int:
             concurrency = max(sweep, key=lambda c: sweep[c])
         progress(f"W3 processing: {n} jobs x {runs} runs, 1 and 2 processes, c{concurrency}")
         snap = Snapshot(n)
+        quiet_snap = Snapshot(n, record_events=False)
         lane: dict[int, list[float]] = {1: [], 2: []}
+        quiet: dict[int, list[float]] = {1: [], 2: []}
         base: dict[int, list[float]] = {1: [], 2: []}
         for _ in range(runs):
             for p in (1, 2):
                 lane[p].append(await _lane_drain(conn, snap, p, concurrency))
+                quiet[p].append(await _lane_drain(conn, quiet_snap, p, concurrency))
                 base[p].append(await _raw_drain(conn, n, p))
     finally:
         await conn.close()
@@ -182,6 +193,15 @@ async def w3(rep: Reporter, runs: int, n: int, concurrency: int | None) -> int:
             f" {concurrency} ({swept}); pre-enqueued through lane.add_jobs and restored"
             " from a snapshot per run, then ANALYZE; the queue keeps all finished jobs"
             " (lane.set_queue_retention(queue, NULL, NULL)) so every row can be checked",
+            concurrency=concurrency,
+        )
+        rep.figure(
+            "W3",
+            f"lane_pg worker x{p}, events off",
+            quiet[p],
+            "jobs/s",
+            raw=base[p],
+            notes=f"{common}; as above on a queue that records no events ({QUIET_NOTE})",
             concurrency=concurrency,
         )
         rep.figure(

@@ -224,6 +224,15 @@ class ReclaimsSpace(Protocol):
         ...
 
 
+@runtime_checkable
+class HasDedicatedConnection(Protocol):
+    """A backend that can lend a sequential caller a connection of its own (PostgreSQL)."""
+
+    async def dedicated(self) -> JobQueueBackend | None:
+        """A backend over one connection of its own, which the caller closes; or None."""
+        ...
+
+
 @dataclass(slots=True)
 class _Running:
     job: Job
@@ -245,6 +254,7 @@ class Worker:
         notifier: Notifier | None = None,
     ) -> None:
         self.backend = backend
+        self._claimer: JobQueueBackend = backend
         self.processors = dict(processors)
         self.config = config or WorkerConfig()
         self.worker_id = self.config.worker_id
@@ -287,6 +297,13 @@ class Worker:
     async def run(self) -> None:
         """The claim loop, until ``stop()`` (or, in burst mode, until idle); then a clean
         shutdown: running jobs finish or are released, results are written."""
+        # The claim loop calls one thing at a time on a connection of its own: its plans
+        # stay warm and it never waits behind renewals, settlements or maintenance for a
+        # pooled one. Sharing the pool, a claim that ran beside a maintenance pass landed
+        # on a newly opened or cold connection and took 7-14 ms instead of <1 (W4 max).
+        backend = self.backend
+        own = await backend.dedicated() if isinstance(backend, HasDedicatedConnection) else None
+        self._claimer = own or backend
         helpers = [
             asyncio.create_task(self._renew_loop(), name="lane_pg-renew"),
             asyncio.create_task(self._settle_loop(), name="lane_pg-settle"),
@@ -302,6 +319,9 @@ class Worker:
             for task in helpers:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+            if own is not None:
+                await own.close()
+                self._claimer = backend
 
     # ----------------------------------------------------------------- claiming
     async def _all_queues(self, refresh: bool) -> list[str]:
@@ -309,7 +329,7 @@ class Worker:
         the last claim found nothing (a new queue's first job may be what woke us)."""
         now = time.monotonic()
         if refresh or now - self._queues_read_at > 1.0:
-            self._all_queue_names = await self.backend.list_queues()
+            self._all_queue_names = await self._claimer.list_queues()
             self._queues_read_at = now
         return self._all_queue_names
 
@@ -346,7 +366,7 @@ class Worker:
             claim_failed = False
             if demands:
                 try:
-                    jobs = await self.backend.claim(self.worker_id, demands, lease, total=free)
+                    jobs = await self._claimer.claim(self.worker_id, demands, lease, total=free)
                 except Exception as exc:  # a lost connection must not kill the worker
                     claim_failed = True
                     log.warning("claim failed (%s: %s); retrying", type(exc).__name__, exc)
@@ -378,7 +398,7 @@ class Worker:
         if has_room and not self.config.burst:
             queues = [lane.name for lane in self._lanes] or None
             try:
-                due = await self.backend.next_due_in(queues)
+                due = await self._claimer.next_due_in(queues)
             except Exception as exc:
                 log.debug("next_due_in failed: %s", exc)
                 due = None

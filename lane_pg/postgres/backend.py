@@ -108,6 +108,17 @@ class PostgresBackend:
     def pool(self) -> asyncpg.Pool:
         return self._pool
 
+    async def dedicated(self) -> PostgresBackend | None:
+        """This backend over one connection of its own (an asyncpg pool of one, which
+        reconnects by itself), for a caller that makes one call at a time: the worker's
+        claim loop. The caller closes it. None when the DSN is unknown (a backend built
+        on a pool of the caller's)."""
+        if self.dsn is None:
+            return None
+        return await PostgresBackend.connect(
+            self.dsn, schema=self.schema, min_size=1, max_size=1, check_schema=False
+        )
+
     # ----------------------------------------------------------------- upkeep
     async def dead_tuples(self) -> dict[str, int]:
         """Dead row versions per table of this schema (``pg_stat_user_tables``)."""

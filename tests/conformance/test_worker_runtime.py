@@ -331,6 +331,9 @@ async def test_burst_does_not_stop_while_a_retry_is_written_during_a_claim_WORK_
         def __getattr__(self, name: str) -> object:
             return getattr(backend, name)
 
+        async def dedicated(self) -> None:
+            return None  # claims must come through this wrapper
+
         async def claim(self, *args: object, **kwargs: object) -> list[Job]:
             jobs: list[Job] = await backend.claim(*args, **kwargs)  # type: ignore[arg-type]
             if not jobs and not claim_answered.is_set():
