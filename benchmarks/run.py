@@ -49,7 +49,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--w5-rates",
-        default="1000,2000,4000,8000,12000,16000",
+        default="1000,2000,4000,8000,12000,16000,20000,24000",
         help="enqueue rates stepped through in W5, jobs/s",
     )
     parser.add_argument(
