@@ -34,13 +34,27 @@ async def _timed(label: str, n: int, body: Callable[[], Awaitable[None]]) -> flo
     return n / elapsed
 
 
+async def _runs(
+    admin: asyncpg.Connection, runs: int, n: int, bodies: dict[str, Callable[[], Awaitable[None]]]
+) -> dict[str, list[float]]:
+    """Each body ``runs`` times on emptied tables, interleaved; jobs/s per body. A body
+    whose key ends in ``_quiet`` runs on a queue that records no events."""
+    results: dict[str, list[float]] = {key: [] for key in bodies}
+    for run in range(runs):
+        for key, body in bodies.items():
+            await reset(admin)
+            if key.endswith("_quiet"):
+                await record_no_events(admin)
+            results[key].append(await _timed(f"run {run + 1} {key}", n, body))
+    return results
+
+
 async def w1(rep: Reporter, runs: int, n: int) -> None:
     """One client, one job per call, each its own transaction (autocommit)."""
     progress(f"W1 enqueue one at a time: {n} jobs x {runs} runs")
     admin = await asyncpg.connect(bench_dsn())
     backend = await PostgresBackend.connect(bench_dsn(), min_size=1, max_size=1)
     conn = await asyncpg.connect(bench_dsn())
-    results: dict[str, list[float]] = {"backend": [], "sql": [], "sql_quiet": [], "raw": []}
     payloads = [json.dumps(_payload(i)) for i in range(n)]
 
     async def via_backend() -> None:
@@ -62,12 +76,7 @@ async def w1(rep: Reporter, runs: int, n: int) -> None:
         "raw": via_raw,
     }
     try:
-        for run in range(runs):
-            for key, body in bodies.items():
-                await reset(admin)
-                if key.endswith("_quiet"):
-                    await record_no_events(admin)
-                results[key].append(await _timed(f"run {run + 1} {key}", n, body))
+        results = await _runs(admin, runs, n, bodies)
     finally:
         await backend.close()
         await conn.close()
@@ -116,7 +125,6 @@ async def w2(rep: Reporter, runs: int, n: int, chunk: int) -> None:
     conn = await asyncpg.connect(bench_dsn())
     specs = [JobSpec("noop", _payload(i)) for i in range(n)]
     payloads = [json.dumps(_payload(i)) for i in range(n)]
-    results: dict[str, list[float]] = {"lane": [], "lane_quiet": [], "raw": [], "copy": []}
 
     async def via_lane() -> None:
         for start in range(0, n, chunk):
@@ -132,12 +140,7 @@ async def w2(rep: Reporter, runs: int, n: int, chunk: int) -> None:
 
     bodies = {"lane": via_lane, "lane_quiet": via_lane, "raw": via_raw, "copy": via_copy}
     try:
-        for run in range(runs):
-            for key, body in bodies.items():
-                await reset(admin)
-                if key.endswith("_quiet"):
-                    await record_no_events(admin)
-                results[key].append(await _timed(f"run {run + 1} {key}", n, body))
+        results = await _runs(admin, runs, n, bodies)
     finally:
         await backend.close()
         await conn.close()
