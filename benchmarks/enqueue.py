@@ -59,7 +59,7 @@ async def w1(rep: Reporter, runs: int, n: int) -> None:
 
     async def via_backend() -> None:
         for i in range(n):
-            await backend.add(QUEUE, "noop", _payload(i))
+            await backend.add_job(QUEUE, "noop", _payload(i))
 
     async def via_sql() -> None:
         for p in payloads:
@@ -128,7 +128,7 @@ async def w2(rep: Reporter, runs: int, n: int, chunk: int) -> None:
 
     async def via_lane() -> None:
         for start in range(0, n, chunk):
-            await backend.add_bulk(QUEUE, specs[start : start + chunk])
+            await backend.add_jobs(QUEUE, specs[start : start + chunk])
 
     async def via_raw() -> None:
         for start in range(0, n, chunk):
@@ -148,7 +148,7 @@ async def w2(rep: Reporter, runs: int, n: int, chunk: int) -> None:
     common = f"{n} jobs, {chunk} per call, one client; median of {runs} runs"
     rep.figure(
         "W2",
-        "lane_pg PostgresBackend.add_bulk",
+        "lane_pg PostgresBackend.add_jobs",
         results["lane"],
         "jobs/s",
         raw=results["raw"],
@@ -156,7 +156,7 @@ async def w2(rep: Reporter, runs: int, n: int, chunk: int) -> None:
     )
     rep.figure(
         "W2",
-        "lane_pg PostgresBackend.add_bulk, events off",
+        "lane_pg PostgresBackend.add_jobs, events off",
         results["lane_quiet"],
         "jobs/s",
         raw=results["raw"],

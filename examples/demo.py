@@ -58,9 +58,9 @@ async def main() -> int:
     backend = await PostgresBackend.connect(dsn, schema="lane")
     try:
         jobs = [
-            await backend.add(QUEUE, "send_email", {"to": "ada@example.com"}),
-            await backend.add(QUEUE, "send_reminder", {"user": "ada"}, JobOptions(delay=1.0)),
-            await backend.add(
+            await backend.add_job(QUEUE, "send_email", {"to": "ada@example.com"}),
+            await backend.add_job(QUEUE, "send_reminder", {"user": "ada"}, JobOptions(delay=1.0)),
+            await backend.add_job(
                 QUEUE,
                 "flaky_report",
                 {"month": "2025-11"},
@@ -81,7 +81,7 @@ async def process(backend: PostgresBackend, ours: set[str]) -> bool:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + DEADLINE_SECONDS
     while loop.time() < deadline:
-        claimed = await backend.claim(worker_id, [QueueDemand(QUEUE, limit=10)], lease=30)
+        claimed = await backend.claim_jobs(worker_id, [QueueDemand(QUEUE, limit=10)], lease=30)
         for job in claimed:
             show("claimed", job)
             assert job.lock_token is not None
@@ -91,10 +91,10 @@ async def process(backend: PostgresBackend, ours: set[str]) -> bool:
                     raise LookupError(f"no handler for job name {job.name!r}")
                 result = await handler(job)
             except Exception as exc:
-                failed = await backend.fail(QUEUE, job.id, job.lock_token, str(exc))
+                failed = await backend.fail_job(QUEUE, job.id, job.lock_token, str(exc))
                 show("failed", failed, f"({exc}; attempt {failed.attempts_made})")
             else:
-                done = await backend.complete(QUEUE, job.id, job.lock_token, result)
+                done = await backend.complete_job(QUEUE, job.id, job.lock_token, result)
                 show("completed", done, f"result={result!r}")
 
         states = {job_id: await backend.get_job(QUEUE, job_id) for job_id in ours}

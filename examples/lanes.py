@@ -44,7 +44,7 @@ async def enqueue() -> None:
     try:
         for n in range(1, 4):  # interleaved, and each prompt before its control job
             for queue, name in (("prompt", "completion"), ("control", "command")):
-                job = await app.add(queue, name, {"text": f"{queue}-{n}"})
+                job = await app.add_job(queue, name, {"text": f"{queue}-{n}"})
                 print(f"added {job.queue:<7} {job.name}#{job.id} {job.payload['text']}")
     finally:
         await app.close()

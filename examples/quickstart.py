@@ -50,14 +50,14 @@ async def enqueue() -> None:
     await migrate(app.resolve_dsn())  # idempotent: installs or upgrades schema "lane"
     try:
         jobs = [
-            await app.add(QUEUE, "send_welcome", {"to": "ada@example.com"}),
-            await app.add(
+            await app.add_job(QUEUE, "send_welcome", {"to": "ada@example.com"}),
+            await app.add_job(
                 QUEUE,
                 "send_welcome",
                 {"to": "grace@example.com"},
                 JobOptions(attempts=3, backoff=Backoff.exponential(1.0, cap=30)),
             ),
-            await app.add(QUEUE, "build_report", {"months": ["2025-09", "2025-10", "2025-11"]}),
+            await app.add_job(QUEUE, "build_report", {"months": ["2025-09", "2025-10", "2025-11"]}),
         ]
     finally:
         await app.close()

@@ -74,7 +74,7 @@ class App:
                 )
             return self._backend
 
-    async def add(
+    async def add_job(
         self,
         queue: str,
         name: str,
@@ -83,7 +83,7 @@ class App:
     ) -> Job:
         """Enqueue one job (outside any transaction of yours; see
         ``lane_pg.postgres.enqueue`` to enqueue inside one)."""
-        return await (await self.backend()).add(queue, name, data, options)
+        return await (await self.backend()).add_job(queue, name, data, options)
 
     async def create_worker(self, config: WorkerConfig | None = None, **settings: Any) -> Worker:
         """A worker for this app's processors, with a LISTEN notifier for its queues.

@@ -601,7 +601,7 @@ class MemoryBackend:
             self._emit(q, "waiting", job.id, {}, now)
         return job
 
-    async def add(
+    async def add_job(
         self,
         queue: str,
         name: str,
@@ -614,7 +614,7 @@ class MemoryBackend:
         new = _parse_spec(name, data, options)
         return self._insert(queue, new, self._now(now)).snapshot()
 
-    async def add_bulk(
+    async def add_jobs(
         self, queue: str, specs: Sequence[JobSpec], *, now: datetime | None = None
     ) -> list[Job]:
         validate_queue_name(queue)
@@ -624,7 +624,7 @@ class MemoryBackend:
 
     # ------------------------------------------------------------- claiming
 
-    async def claim(
+    async def claim_jobs(
         self,
         worker_id: str,
         demands: Sequence[QueueDemand],
@@ -672,7 +672,7 @@ class MemoryBackend:
 
     # ------------------------------------------------------------- finishing
 
-    async def complete(
+    async def complete_job(
         self,
         queue: str,
         job_id: str,
@@ -686,7 +686,7 @@ class MemoryBackend:
         q, job = self._owned(queue, job_id, token)
         return self._complete(q, job, result, moment)
 
-    async def complete_many(
+    async def complete_jobs(
         self, items: Sequence[Completion], *, now: datetime | None = None
     ) -> list[FinalizeOutcome]:
         results = [_json_copy(check_json(item.result, "result")) for item in items]
@@ -701,7 +701,7 @@ class MemoryBackend:
             outcomes.append(refused)
         return outcomes
 
-    async def fail(
+    async def fail_job(
         self,
         queue: str,
         job_id: str,
@@ -716,7 +716,7 @@ class MemoryBackend:
         q, job = self._owned(queue, job_id, token)
         return self._fail(q, job, reason, stacktrace, discard_retry, moment)
 
-    async def fail_many(
+    async def fail_jobs(
         self, items: Sequence[Failure], *, now: datetime | None = None
     ) -> list[FinalizeOutcome]:
         moment = self._now(now)
@@ -732,7 +732,7 @@ class MemoryBackend:
             outcomes.append(refused)
         return outcomes
 
-    async def release_active(
+    async def release_job(
         self, queue: str, job_id: str, token: str, *, now: datetime | None = None
     ) -> Job:
         moment = self._now(now)
@@ -743,7 +743,7 @@ class MemoryBackend:
         self._emit(q, "waiting", job.id, {"prev": "active"}, moment)
         return job.snapshot()
 
-    async def delay_active(
+    async def delay_job(
         self,
         queue: str,
         job_id: str,
@@ -793,7 +793,7 @@ class MemoryBackend:
             outcomes.append(StalledOutcome(q.name, job.id, job.state))
         return outcomes
 
-    async def promote_due(
+    async def promote_due_jobs(
         self, queues: Sequence[str] | None = None, *, now: datetime | None = None
     ) -> int:
         moment = self._now(now)
@@ -880,7 +880,7 @@ class MemoryBackend:
                 f"cannot {action} job {job.id!r}: it is {job.state}, not {' or '.join(states)}"
             )
 
-    async def promote(self, queue: str, job_id: str, *, now: datetime | None = None) -> Job:
+    async def promote_job(self, queue: str, job_id: str, *, now: datetime | None = None) -> Job:
         moment = self._now(now)
         q, job = self._require(queue, job_id)
         self._require_state(job, ("delayed",), "promote")
@@ -888,7 +888,7 @@ class MemoryBackend:
         self._emit(q, "waiting", job.id, {"prev": "delayed"}, moment)
         return job.snapshot()
 
-    async def reschedule(
+    async def reschedule_job(
         self, queue: str, job_id: str, delay: Duration, *, now: datetime | None = None
     ) -> Job:
         delay_ms = to_millis(delay, "delay")
@@ -899,7 +899,7 @@ class MemoryBackend:
         self._emit(q, "delayed", job.id, {"delay": _epoch_ms(job.available_at)}, moment)
         return job.snapshot()
 
-    async def retry(self, queue: str, job_id: str, *, now: datetime | None = None) -> Job:
+    async def retry_job(self, queue: str, job_id: str, *, now: datetime | None = None) -> Job:
         moment = self._now(now)
         q, job = self._require(queue, job_id)
         self._require_state(job, ("completed", "failed"), "retry")
@@ -916,7 +916,7 @@ class MemoryBackend:
         self._emit(q, "waiting", job.id, {"prev": previous}, moment)
         return job.snapshot()
 
-    async def remove(self, queue: str, job_id: str, *, now: datetime | None = None) -> bool:
+    async def remove_job(self, queue: str, job_id: str, *, now: datetime | None = None) -> bool:
         moment = self._now(now)
         found = self._find(queue, job_id)
         if found is None:
@@ -928,13 +928,13 @@ class MemoryBackend:
         self._emit(q, "removed", job.id, {"prev": job.state}, moment)
         return True
 
-    async def update_data(self, queue: str, job_id: str, data: JSON) -> Job:
+    async def update_job_data(self, queue: str, job_id: str, data: JSON) -> Job:
         data = _json_copy(check_json(data, "data"))
         _, job = self._require(queue, job_id)
         job.data = data
         return job.snapshot()
 
-    async def update_progress(
+    async def update_job_progress(
         self, queue: str, job_id: str, progress: JSON, *, now: datetime | None = None
     ) -> Job:
         progress = _json_copy(check_json(progress, "progress"))
@@ -944,7 +944,7 @@ class MemoryBackend:
         self._emit(q, "progress", job.id, {"data": copy.deepcopy(progress)}, moment)
         return job.snapshot()
 
-    async def update_priority(
+    async def update_job_priority(
         self,
         queue: str,
         job_id: str,
@@ -965,7 +965,7 @@ class MemoryBackend:
             self._enqueue(q, job)  # the old heap entry goes stale
         return job.snapshot()
 
-    async def add_log(
+    async def add_job_log(
         self,
         queue: str,
         job_id: str,
@@ -983,7 +983,7 @@ class MemoryBackend:
             job.logs = job.logs[-keep:] if keep else []
         return len(job.logs)
 
-    async def get_logs(
+    async def get_job_logs(
         self, queue: str, job_id: str, start: int = 0, end: int = -1, *, asc: bool = True
     ) -> LogPage:
         found = self._find(queue, job_id)
@@ -993,24 +993,24 @@ class MemoryBackend:
         ordered = logs if asc else logs[::-1]
         return LogPage(_lrange(ordered, start, end), len(logs))
 
-    async def clear_logs(self, queue: str, job_id: str, keep: int = 0) -> None:
+    async def clear_job_logs(self, queue: str, job_id: str, keep: int = 0) -> None:
         _non_negative_int(keep, "keep")
         _, job = self._require(queue, job_id)
         job.logs = job.logs[-keep:] if keep else []
 
-    async def pause(self, queue: str) -> None:
+    async def pause_queue(self, queue: str) -> None:
         validate_queue_name(queue)
         q = self._queue(queue)
         q.paused = True
         self._emit(q, "paused", None, {}, self._now(None))
 
-    async def resume(self, queue: str) -> None:
+    async def resume_queue(self, queue: str) -> None:
         validate_queue_name(queue)
         q = self._queue(queue)
         q.paused = False
         self._emit(q, "resumed", None, {}, self._now(None))
 
-    async def is_paused(self, queue: str) -> bool:
+    async def is_queue_paused(self, queue: str) -> bool:
         q = self._queues.get(queue)
         return q is not None and q.paused
 
@@ -1020,11 +1020,11 @@ class MemoryBackend:
         found = self._find(queue, job_id)
         return None if found is None else found[1].snapshot()
 
-    async def get_state(self, queue: str, job_id: str) -> JobState | None:
+    async def get_job_state(self, queue: str, job_id: str) -> JobState | None:
         found = self._find(queue, job_id)
         return None if found is None else found[1].state
 
-    async def get_counts(
+    async def get_job_counts(
         self, queue: str, states: Sequence[JobState] | None = None
     ) -> dict[JobState, int]:
         wanted = [_check_state(state) for state in (states or ALL_STATES)]

@@ -5,7 +5,7 @@
     from lane_pg.sync import Queue
 
     with Queue("postgresql://app@db/app", "emails") as q:
-        job = q.add("send", {"to": "a@example.com"}, priority=3)
+        job = q.add_job("send", {"to": "a@example.com"}, priority=3)
         q.get_job(job.id)
 
 Given a DSN, ``Queue`` opens and owns one psycopg connection in autocommit mode (every call
@@ -112,7 +112,7 @@ class Queue:
 
     # ------------------------------------------------------------ producing
 
-    def add(
+    def add_job(
         self,
         name: str,
         data: JSON = None,
@@ -124,7 +124,7 @@ class Queue:
         merged = _merge_options(options, option_kwargs)
         return add_job_sync(self._conn, self.name, name, data, merged, schema=self.schema)
 
-    def add_bulk(self, specs: Sequence[JobSpec]) -> list[Job]:
+    def add_jobs(self, specs: Sequence[JobSpec]) -> list[Job]:
         """Add several jobs in one statement; snapshots in input order."""
         return add_jobs_sync(self._conn, self.name, specs, schema=self.schema)
 
@@ -137,7 +137,7 @@ class Queue:
             return None
         return job_from_row(rows[0])
 
-    def get_counts(self) -> dict[str, int]:
+    def get_job_counts(self) -> dict[str, int]:
         """Number of jobs per state; every state is present (0 when empty)."""
         rows = fetch_rows_sync(self._conn, _GET_COUNTS, [self.name], schema=self.schema)
         counts: dict[str, int] = dict.fromkeys(ALL_STATES, 0)

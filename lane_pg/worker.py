@@ -25,9 +25,9 @@ import traceback
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol, TypeAlias, runtime_checkable
+from typing import TYPE_CHECKING, TypeAlias
 
-from lane_pg.backend import JobQueueBackend
+from lane_pg.backend import HasDedicatedConnection, JobQueueBackend, ReclaimsSpace
 from lane_pg.errors import (
     InvalidOptions,
     JobTimedOut,
@@ -130,15 +130,15 @@ class JobContext:
 
     async def update_progress(self, progress: JSON) -> None:
         self.ensure_lease()
-        await self._backend.update_progress(self.job.queue, self.job.id, progress)
+        await self._backend.update_job_progress(self.job.queue, self.job.id, progress)
 
     async def log(self, message: str) -> None:
         self.ensure_lease()
-        await self._backend.add_log(self.job.queue, self.job.id, message)
+        await self._backend.add_job_log(self.job.queue, self.job.id, message)
 
     async def update_data(self, data: JSON) -> None:
         self.ensure_lease()
-        await self._backend.update_data(self.job.queue, self.job.id, data)
+        await self._backend.update_job_data(self.job.queue, self.job.id, data)
 
 
 Processor: TypeAlias = Callable[[Job, JobContext], Awaitable[JSON]]
@@ -209,28 +209,6 @@ class WorkerConfig:
         names = [lane.name for lane in self.lanes]
         if len(names) != len(set(names)):
             raise InvalidOptions(f"a lane is listed twice: {names}")
-
-
-@runtime_checkable
-class ReclaimsSpace(Protocol):
-    """A backend whose tables the leader vacuums (PostgreSQL; the memory backend has none)."""
-
-    async def dead_tuples(self) -> dict[str, int]:
-        """Dead row versions per table of the backend's schema."""
-        ...
-
-    async def vacuum(self, table: str) -> int:
-        """VACUUM one table without waiting for its lock; the dead row versions left."""
-        ...
-
-
-@runtime_checkable
-class HasDedicatedConnection(Protocol):
-    """A backend that can lend a sequential caller a connection of its own (PostgreSQL)."""
-
-    async def dedicated(self) -> JobQueueBackend | None:
-        """A backend over one connection of its own, which the caller closes; or None."""
-        ...
 
 
 @dataclass(slots=True)
@@ -366,7 +344,9 @@ class Worker:
             claim_failed = False
             if demands:
                 try:
-                    jobs = await self._claimer.claim(self.worker_id, demands, lease, total=free)
+                    jobs = await self._claimer.claim_jobs(
+                        self.worker_id, demands, lease, total=free
+                    )
                 except Exception as exc:  # a lost connection must not kill the worker
                     claim_failed = True
                     log.warning("claim failed (%s: %s); retrying", type(exc).__name__, exc)
@@ -505,7 +485,7 @@ class Worker:
     async def _release(self, running: _Running) -> None:
         job = running.job
         try:
-            await self.backend.release_active(job.queue, job.id, job.lock_token or "")
+            await self.backend.release_job(job.queue, job.id, job.lock_token or "")
             self.counts["released"] += 1
             log.info("job %s/%s released at shutdown", job.queue, job.id)
         except Exception as exc:
@@ -529,9 +509,9 @@ class Worker:
         completions, self._completions = self._completions, []
         failures, self._failures = self._failures, []
         if completions:
-            await self._write("completed", completions, self.backend.complete_many(completions))
+            await self._write("completed", completions, self.backend.complete_jobs(completions))
         if failures:
-            await self._write("failed", failures, self.backend.fail_many(failures))
+            await self._write("failed", failures, self.backend.fail_jobs(failures))
         self._settled.set()
 
     async def _write(
@@ -611,7 +591,7 @@ class Worker:
                     promoted = trimmed = pruned = 0
                     now = time.monotonic()
                     if now >= next_promote:
-                        promoted = await self.backend.promote_due(None)
+                        promoted = await self.backend.promote_due_jobs(None)
                         next_promote = now + config.promote_interval
                     if now >= next_trim:
                         trimmed = await self.backend.trim_events(None)

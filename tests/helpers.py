@@ -87,6 +87,6 @@ async def queue_snapshot(
     backend: JobQueueBackend, queue: str
 ) -> tuple[dict[JobState, int], list[tuple[int, str, str | None]]]:
     """Counts plus the event list: compared before and after a refused call."""
-    counts = await backend.get_counts(queue)
+    counts = await backend.get_job_counts(queue)
     seen = [(event.id, event.event, event.job_id) for event in await events(backend, queue)]
     return counts, seen

@@ -35,7 +35,7 @@ async def test_events_turns_recording_off_and_on(pg_dsn: str, backend: PostgresB
     assert result.stdout == f"lane_pg: set queue '{queue}': record events off\n"
     assert await backend.get_queue_events(queue) is False
     assert queue in await backend.list_queues()
-    await backend.add(queue, "quiet")
+    await backend.add_job(queue, "quiet")
     assert await backend.read_events(queue) == []
 
     shown = await cli("events", queue, dsn=pg_dsn)

@@ -108,11 +108,11 @@ async def test_paused_queue_is_not_claimed_until_resumed(
     pg_dsn: str, backend: PostgresBackend
 ) -> None:
     queue = unique_queue("claim")
-    job = await backend.add(queue, "work", {"n": 1})
+    job = await backend.add_job(queue, "work", {"n": 1})
     assert (await cli("pause", queue, dsn=pg_dsn)).returncode == 0
-    assert await backend.claim("w1", [QueueDemand(queue, limit=5)], lease=30) == []
+    assert await backend.claim_jobs("w1", [QueueDemand(queue, limit=5)], lease=30) == []
     assert (await cli("resume", queue, dsn=pg_dsn)).returncode == 0
-    claimed = await backend.claim("w1", [QueueDemand(queue, limit=5)], lease=30)
+    claimed = await backend.claim_jobs("w1", [QueueDemand(queue, limit=5)], lease=30)
     assert [j.id for j in claimed] == [job.id]
 
 
@@ -128,16 +128,16 @@ async def test_pause_and_resume_write_events(pg_dsn: str, backend: PostgresBacke
 async def test_stats_table_counts_each_state(pg_dsn: str, backend: PostgresBackend) -> None:
     busy, quiet, unknown = unique_queue("a"), unique_queue("b"), unique_queue("c")
     for n in range(3):
-        await backend.add(busy, "w", {"n": n})
-    await backend.add(busy, "later", None, JobOptions(delay=3600))
-    claimed = await backend.claim("w1", [QueueDemand(busy, limit=3)], lease=60)
+        await backend.add_job(busy, "w", {"n": n})
+    await backend.add_job(busy, "later", None, JobOptions(delay=3600))
+    claimed = await backend.claim_jobs("w1", [QueueDemand(busy, limit=3)], lease=60)
     assert len(claimed) == 3
     done, bad, running = claimed
     assert done.lock_token and bad.lock_token
-    await backend.complete(busy, done.id, done.lock_token, {"ok": True})
-    await backend.fail(busy, bad.id, bad.lock_token, "boom")
-    await backend.add(quiet, "w")
-    await backend.pause(quiet)
+    await backend.complete_job(busy, done.id, done.lock_token, {"ok": True})
+    await backend.fail_job(busy, bad.id, bad.lock_token, "boom")
+    await backend.add_job(quiet, "w")
+    await backend.pause_queue(quiet)
 
     result = await cli(
         "stats", "--queue", quiet, "--queue", unknown, "--queue", busy, "--dsn", pg_dsn
@@ -162,10 +162,10 @@ async def test_stats_table_counts_each_state(pg_dsn: str, backend: PostgresBacke
 
 async def test_stats_json_one_object_per_line(pg_dsn: str, backend: PostgresBackend) -> None:
     first, second = unique_queue("j1"), unique_queue("j2")
-    await backend.add(first, "w")
-    await backend.add(first, "w")
-    await backend.add(second, "w", None, JobOptions(delay=600))
-    await backend.pause(second)
+    await backend.add_job(first, "w")
+    await backend.add_job(first, "w")
+    await backend.add_job(second, "w", None, JobOptions(delay=600))
+    await backend.pause_queue(second)
 
     result = await cli("stats", "--json", "--queue", second, "--queue", first, dsn=pg_dsn)
     assert result.returncode == 0, result.stderr
@@ -199,7 +199,7 @@ async def test_stats_without_filter_lists_every_queue_sorted(
 ) -> None:
     ours = sorted([unique_queue("z"), unique_queue("y")])
     for queue in ours:
-        await backend.add(queue, "w")
+        await backend.add_job(queue, "w")
     result = await cli("stats", dsn=pg_dsn)
     assert result.returncode == 0, result.stderr
     _, rows = table(result.stdout)

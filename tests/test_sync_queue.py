@@ -29,11 +29,11 @@ def _no_running_loop() -> bool:
 def test_round_trip_with_own_connection(pg_dsn: str, queue_name: str) -> None:
     assert _no_running_loop()
     with Queue(pg_dsn, queue_name) as q:
-        assert q.get_counts() == dict.fromkeys(
+        assert q.get_job_counts() == dict.fromkeys(
             ["waiting", "delayed", "active", "waiting-children", "completed", "failed"], 0
         )
 
-        job = q.add("send", {"to": "a@example.com"})
+        job = q.add_job("send", {"to": "a@example.com"})
         assert (job.queue, job.name, job.data, job.state) == (
             queue_name,
             "send",
@@ -42,12 +42,12 @@ def test_round_trip_with_own_connection(pg_dsn: str, queue_name: str) -> None:
         )
         assert q.get_job(job.id) == job
 
-        delayed = q.add("later", None, delay=timedelta(minutes=5), priority=7, job_id="later-1")
+        delayed = q.add_job("later", None, delay=timedelta(minutes=5), priority=7, job_id="later-1")
         assert (delayed.id, delayed.state, delayed.priority) == ("later-1", "delayed", 7)
         # ADD-3: an existing custom id returns the stored job unchanged.
-        assert q.add("other", {"x": 1}, job_id="later-1") == delayed
+        assert q.add_job("other", {"x": 1}, job_id="later-1") == delayed
 
-        bulk = q.add_bulk(
+        bulk = q.add_jobs(
             [
                 JobSpec("b0", {"i": 0}),
                 JobSpec("b1", {"i": 1}, JobOptions(priority=2, attempts=3)),
@@ -62,9 +62,9 @@ def test_round_trip_with_own_connection(pg_dsn: str, queue_name: str) -> None:
         assert (bulk[1].priority, bulk[1].max_attempts) == (2, 3)
         assert (bulk[2].id, bulk[2].lifo) == ("bulk-2", True)
         assert [q.get_job(j.id) for j in bulk] == bulk
-        assert q.add_bulk([]) == []
+        assert q.add_jobs([]) == []
 
-        counts = q.get_counts()
+        counts = q.get_job_counts()
         assert counts["waiting"] == 4
         assert counts["delayed"] == 1
         assert sum(counts.values()) == 5
@@ -77,7 +77,7 @@ def test_round_trip_with_own_connection(pg_dsn: str, queue_name: str) -> None:
 
 def test_keyword_options_merge(pg_dsn: str, queue_name: str) -> None:
     with Queue(pg_dsn, queue_name) as q:
-        job = q.add(
+        job = q.add_job(
             "a",
             None,
             JobOptions(priority=5, attempts=2),
@@ -88,26 +88,26 @@ def test_keyword_options_merge(pg_dsn: str, queue_name: str) -> None:
         assert job.backoff == Backoff.fixed(1.5)
 
         # Over a dict: a keyword overrides its key; a default value removes the key.
-        job = q.add("b", None, {"priority": 4, "lifo": True}, priority=0, attempts=4)
+        job = q.add_job("b", None, {"priority": 4, "lifo": True}, priority=0, attempts=4)
         assert (job.priority, job.lifo, job.max_attempts) == (0, True, 4)
 
         with pytest.raises(InvalidOptions, match="unknown job options"):
-            q.add("c", None, colour="red")
+            q.add_job("c", None, colour="red")
         with pytest.raises(InvalidJobId):
-            q.add("c", None, job_id="42")
-        assert sum(q.get_counts().values()) == 2
+            q.add_job("c", None, job_id="42")
+        assert sum(q.get_job_counts().values()) == 2
 
 
 def test_given_connection_joins_the_callers_transaction(pg_dsn: str, queue_name: str) -> None:
     with psycopg.connect(pg_dsn) as conn, Queue(pg_dsn, queue_name) as reader:
         q = Queue(conn, queue_name)
-        job = q.add("send", {"n": 1})
+        job = q.add_job("send", {"n": 1})
         assert q.get_job(job.id) == job  # visible inside the transaction
         assert reader.get_job(job.id) is None  # not outside it
         conn.rollback()
         assert q.get_job(job.id) is None
 
-        job = q.add("send", {"n": 2})
+        job = q.add_job("send", {"n": 2})
         conn.commit()
         assert reader.get_job(job.id) == job
         q.close()  # a given connection is left open
@@ -119,8 +119,8 @@ def test_sqlalchemy_connection(pg_dsn: str, queue_name: str) -> None:
     try:
         with engine.connect() as conn:
             q = Queue(conn, queue_name)
-            job = q.add("send", {"n": 1})
-            assert q.get_counts()["waiting"] == 1
+            job = q.add_job("send", {"n": 1})
+            assert q.get_job_counts()["waiting"] == 1
             conn.commit()
             assert q.get_job(job.id) == job
     finally:

@@ -73,11 +73,11 @@ async def set_paused(queue: str, dsn: str | None, schema: str, paused: bool) -> 
     """Pause or resume ``queue``; returns the confirmation line."""
     validate_queue_name(queue)
     async with open_backend(dsn, schema) as backend:
-        was_paused = await backend.is_paused(queue)
+        was_paused = await backend.is_queue_paused(queue)
         if paused:
-            await backend.pause(queue)
+            await backend.pause_queue(queue)
         else:
-            await backend.resume(queue)
+            await backend.resume_queue(queue)
     verb = "paused" if paused else "resumed"
     note = ""
     if was_paused == paused:

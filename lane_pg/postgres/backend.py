@@ -172,7 +172,7 @@ class PostgresBackend:
         return job_from_row(rows[0])
 
     # ----------------------------------------------------------------- adding
-    async def add(
+    async def add_job(
         self,
         queue: str,
         name: str,
@@ -196,7 +196,7 @@ class PostgresBackend:
             now,
         )
 
-    async def add_bulk(
+    async def add_jobs(
         self, queue: str, specs: Sequence[JobSpec], *, now: datetime | None = None
     ) -> list[Job]:
         validate_queue_name(queue)
@@ -215,7 +215,7 @@ class PostgresBackend:
         return [job_from_row(row) for row in rows]
 
     # ----------------------------------------------------------------- claiming
-    async def claim(
+    async def claim_jobs(
         self,
         worker_id: str,
         demands: Sequence[QueueDemand],
@@ -252,7 +252,7 @@ class PostgresBackend:
         return [leases[row["ord"] - 1] for row in rows]
 
     # ----------------------------------------------------------------- finishing
-    async def complete(
+    async def complete_job(
         self,
         queue: str,
         job_id: str,
@@ -270,7 +270,7 @@ class PostgresBackend:
             now,
         )
 
-    async def complete_many(
+    async def complete_jobs(
         self, items: Sequence[Completion], *, now: datetime | None = None
     ) -> list[FinalizeOutcome]:
         if not items:
@@ -287,7 +287,7 @@ class PostgresBackend:
         )
         return [_outcome(row) for row in rows]
 
-    async def fail(
+    async def fail_job(
         self,
         queue: str,
         job_id: str,
@@ -309,7 +309,7 @@ class PostgresBackend:
             now,
         )
 
-    async def fail_many(
+    async def fail_jobs(
         self, items: Sequence[Failure], *, now: datetime | None = None
     ) -> list[FinalizeOutcome]:
         if not items:
@@ -327,14 +327,14 @@ class PostgresBackend:
         )
         return [_outcome(row) for row in rows]
 
-    async def release_active(
+    async def release_job(
         self, queue: str, job_id: str, token: str, *, now: datetime | None = None
     ) -> Job:
         return await self._job(
             "lane.release_job($1, $2, $3::uuid, $4)", queue, job_id, _token(token), now
         )
 
-    async def delay_active(
+    async def delay_job(
         self,
         queue: str,
         job_id: str,
@@ -368,7 +368,7 @@ class PostgresBackend:
         )
         return [StalledOutcome(row["queue"], row["id"], row["state"]) for row in rows]
 
-    async def promote_due(
+    async def promote_due_jobs(
         self, queues: Sequence[str] | None = None, *, now: datetime | None = None
     ) -> int:
         return cast(
@@ -437,33 +437,33 @@ class PostgresBackend:
 
     async def get_queue_events(self, queue: str) -> bool:
         validate_queue_name(queue)
-        return cast(bool, await self._fetchval("SELECT lane.queue_records_events($1)", queue))
+        return cast(bool, await self._fetchval("SELECT lane.get_queue_events($1)", queue))
 
     # ----------------------------------------------------------------- management
-    async def promote(self, queue: str, job_id: str, *, now: datetime | None = None) -> Job:
+    async def promote_job(self, queue: str, job_id: str, *, now: datetime | None = None) -> Job:
         return await self._job("lane.promote_job($1, $2, $3)", queue, job_id, now)
 
-    async def reschedule(
+    async def reschedule_job(
         self, queue: str, job_id: str, delay: Duration, *, now: datetime | None = None
     ) -> Job:
         return await self._job(
             "lane.reschedule_job($1, $2, $3, $4)", queue, job_id, to_millis(delay, "delay"), now
         )
 
-    async def retry(self, queue: str, job_id: str, *, now: datetime | None = None) -> Job:
+    async def retry_job(self, queue: str, job_id: str, *, now: datetime | None = None) -> Job:
         return await self._job("lane.retry_job($1, $2, $3)", queue, job_id, now)
 
-    async def remove(self, queue: str, job_id: str, *, now: datetime | None = None) -> bool:
+    async def remove_job(self, queue: str, job_id: str, *, now: datetime | None = None) -> bool:
         return cast(
             bool, await self._fetchval("SELECT lane.remove_job($1, $2, $3)", queue, job_id, now)
         )
 
-    async def update_data(self, queue: str, job_id: str, data: JSON) -> Job:
+    async def update_job_data(self, queue: str, job_id: str, data: JSON) -> Job:
         return await self._job(
             "lane.update_job_data($1, $2, $3::jsonb)", queue, job_id, dumps_json(data, "job data")
         )
 
-    async def update_progress(
+    async def update_job_progress(
         self, queue: str, job_id: str, progress: JSON, *, now: datetime | None = None
     ) -> Job:
         return await self._job(
@@ -474,7 +474,7 @@ class PostgresBackend:
             now,
         )
 
-    async def update_priority(
+    async def update_job_priority(
         self,
         queue: str,
         job_id: str,
@@ -487,7 +487,7 @@ class PostgresBackend:
             "lane.update_job_priority($1, $2, $3, $4, $5)", queue, job_id, priority, lifo, now
         )
 
-    async def add_log(
+    async def add_job_log(
         self,
         queue: str,
         job_id: str,
@@ -503,7 +503,7 @@ class PostgresBackend:
             ),
         )
 
-    async def get_logs(
+    async def get_job_logs(
         self, queue: str, job_id: str, start: int = 0, end: int = -1, *, asc: bool = True
     ) -> LogPage:
         rows = await self._fetch(
@@ -520,18 +520,18 @@ class PostgresBackend:
         ]
         return LogPage(entries, row["count"])
 
-    async def clear_logs(self, queue: str, job_id: str, keep: int = 0) -> None:
+    async def clear_job_logs(self, queue: str, job_id: str, keep: int = 0) -> None:
         await self._fetch("SELECT lane.clear_job_logs($1, $2, $3)", queue, job_id, keep)
 
-    async def pause(self, queue: str) -> None:
+    async def pause_queue(self, queue: str) -> None:
         validate_queue_name(queue)
         await self._fetch("SELECT lane.pause_queue($1)", queue)
 
-    async def resume(self, queue: str) -> None:
+    async def resume_queue(self, queue: str) -> None:
         validate_queue_name(queue)
         await self._fetch("SELECT lane.resume_queue($1)", queue)
 
-    async def is_paused(self, queue: str) -> bool:
+    async def is_queue_paused(self, queue: str) -> bool:
         return cast(bool, await self._fetchval("SELECT lane.is_queue_paused($1)", queue))
 
     # ----------------------------------------------------------------- reading
@@ -541,13 +541,13 @@ class PostgresBackend:
         )
         return job_from_row(rows[0]) if rows else None
 
-    async def get_state(self, queue: str, job_id: str) -> JobState | None:
+    async def get_job_state(self, queue: str, job_id: str) -> JobState | None:
         return cast(
             JobState | None,
             await self._fetchval("SELECT lane.get_job_state($1, $2)", queue, job_id),
         )
 
-    async def get_counts(
+    async def get_job_counts(
         self, queue: str, states: Sequence[JobState] | None = None
     ) -> dict[JobState, int]:
         rows = await self._fetch(

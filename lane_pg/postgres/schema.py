@@ -4,8 +4,9 @@
 ``<schema>.schema_version`` (the only record of what is installed: the Alembic revisions in
 ``migrations/`` call the same helpers and skip a version that is already recorded, so a
 database migrated by ``migrate()``, by ``python -m lane_pg migrate`` or by a user's own
-Alembic project is the same database). ``sql/functions.sql`` and ``sql/views.sql`` are
-``CREATE OR REPLACE`` scripts re-applied after the migrations on every upgrade.
+Alembic project is the same database). ``sql/functions/NN_<entity>.sql`` (in file-name
+order) and ``sql/views.sql`` are ``CREATE OR REPLACE`` scripts re-applied after the
+migrations on every upgrade.
 
 Every file spells the schema ``lane``; ``render_sql`` substitutes a validated name.
 """
@@ -38,6 +39,7 @@ __all__ = [
     "migration_sql",
     "migrations_dir",
     "render_sql",
+    "repeatable_files",
     "repeatable_sql",
     "sql_dir",
     "validate_schema_name",
@@ -72,7 +74,7 @@ def _first_existing(name: str) -> Path:
 
 
 def sql_dir() -> Path:
-    """The directory holding ``migrations/``, ``schema.sql``, ``functions.sql``, ``views.sql``."""
+    """The directory holding ``migrations/``, ``functions/``, ``schema.sql`` and ``views.sql``."""
     return _first_existing("sql")
 
 
@@ -187,14 +189,21 @@ def migration_sql(migration: Migration, schema: str = DEFAULT_SCHEMA) -> str:
     return header + body.rstrip() + "\n\n" + _version_row_sql(migration, schema)
 
 
+def repeatable_files() -> list[Path]:
+    """``sql/functions/*.sql`` in file-name order, then ``sql/views.sql``."""
+    directory = sql_dir()
+    functions = sorted((directory / "functions").glob("*.sql"))
+    views = directory / "views.sql"
+    return functions + ([views] if views.is_file() else [])
+
+
 def repeatable_sql(schema: str = DEFAULT_SCHEMA) -> str:
-    """``functions.sql`` then ``views.sql`` rendered for ``schema`` (missing files skipped)."""
+    """Every repeatable file (``repeatable_files()``) rendered for ``schema``, in order."""
     parts = []
-    for name in ("functions.sql", "views.sql"):
-        path = sql_dir() / name
-        if path.is_file():
-            text = render_sql(path.read_text(encoding="utf-8"), schema)
-            parts.append(f"-- lane_pg {name}\n{text.rstrip()}\n")
+    directory = sql_dir()
+    for path in repeatable_files():
+        text = render_sql(path.read_text(encoding="utf-8"), schema)
+        parts.append(f"-- lane_pg {path.relative_to(directory)}\n{text.rstrip()}\n")
     return "\n".join(parts)
 
 
@@ -232,7 +241,7 @@ async def migrate(dsn: str, schema: str = DEFAULT_SCHEMA) -> int:
 
     One transaction under an advisory lock, so concurrent callers serialise and the second
     finds nothing to do. Applies each missing migration in order with its
-    ``schema_version`` row, then re-applies ``functions.sql`` and ``views.sql``. Running it
+    ``schema_version`` row, then re-applies ``sql/functions/`` and ``views.sql``. Running it
     again changes nothing.
     """
     validate_schema_name(schema)

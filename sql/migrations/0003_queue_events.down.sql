@@ -4,6 +4,7 @@
 -- is only re-applied by an upgrade, and a version 2 library would otherwise call bodies
 -- that read a column that no longer exists.
 
+DROP FUNCTION IF EXISTS lane.get_queue_events(text);
 DROP FUNCTION IF EXISTS lane.queue_records_events(text);
 DROP FUNCTION IF EXISTS lane.set_queue_events(text, boolean);
 

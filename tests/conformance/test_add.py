@@ -30,7 +30,7 @@ NOTHING: dict[str, int] = {
 
 
 async def assert_queue_empty(backend: JobQueueBackend, queue: str) -> None:
-    assert await backend.get_counts(queue) == NOTHING
+    assert await backend.get_job_counts(queue) == NOTHING
     assert await events(backend, queue) == []
 
 
@@ -40,7 +40,7 @@ async def assert_queue_empty(backend: JobQueueBackend, queue: str) -> None:
 async def test_add_returns_waiting_snapshot_ADD_1(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    job = await backend.add(queue_name, "send", {"to": "a"}, now=clock.at())
+    job = await backend.add_job(queue_name, "send", {"to": "a"}, now=clock.at())
 
     assert job.queue == queue_name
     assert job.name == "send"
@@ -67,13 +67,13 @@ async def test_add_returns_waiting_snapshot_ADD_1(
     assert job.stacktrace == []
     assert job.enqueued_seq is not None
     assert await backend.get_job(queue_name, job.id) == job
-    assert await backend.get_state(queue_name, job.id) == "waiting"
+    assert await backend.get_job_state(queue_name, job.id) == "waiting"
 
 
 async def test_add_without_data_stores_null_ADD_1(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    job = await backend.add(queue_name, "ping", now=clock.at())
+    job = await backend.add_job(queue_name, "ping", now=clock.at())
     assert job.data is None
     fetched = await backend.get_job(queue_name, job.id)
     assert fetched is not None
@@ -83,9 +83,9 @@ async def test_add_without_data_stores_null_ADD_1(
 async def test_generated_ids_are_increasing_decimal_strings_ADD_2(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    first = await backend.add(queue_name, "a", now=clock.at())
-    second = await backend.add(queue_name, "b", now=clock.at())
-    third = await backend.add(f"{queue_name}_other", "c", now=clock.at())
+    first = await backend.add_job(queue_name, "a", now=clock.at())
+    second = await backend.add_job(queue_name, "b", now=clock.at())
+    third = await backend.add_job(f"{queue_name}_other", "c", now=clock.at())
 
     for job in (first, second, third):
         assert job.id.isascii(), job.id
@@ -98,12 +98,12 @@ async def test_generated_ids_are_increasing_decimal_strings_ADD_2(
 async def test_add_idempotent_custom_id_ADD_3(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    first = await backend.add(
+    first = await backend.add_job(
         queue_name, "welcome", {"v": 1}, {"job_id": "email:ops:welcome"}, now=clock.at()
     )
     before = await queue_snapshot(backend, queue_name)
 
-    again = await backend.add(
+    again = await backend.add_job(
         queue_name,
         "other-name",
         {"v": 2},
@@ -123,19 +123,19 @@ async def test_add_duplicate_custom_id_keeps_waiting_position_ADD_3(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
     """The duplicate takes no new enqueue sequence: x stays ahead of y."""
-    x = await backend.add(queue_name, "x", options={"job_id": "x"}, now=clock.at())
-    y = await backend.add(queue_name, "y", options={"job_id": "y"}, now=clock.at(1))
-    await backend.add(queue_name, "x", options={"job_id": "x"}, now=clock.at(2))
+    x = await backend.add_job(queue_name, "x", options={"job_id": "x"}, now=clock.at())
+    y = await backend.add_job(queue_name, "y", options={"job_id": "y"}, now=clock.at(1))
+    await backend.add_job(queue_name, "x", options={"job_id": "x"}, now=clock.at(2))
 
-    claimed = await backend.claim("w", [QueueDemand(queue_name, 2)], 30, now=clock.at(3))
+    claimed = await backend.claim_jobs("w", [QueueDemand(queue_name, 2)], 30, now=clock.at(3))
     assert [job.id for job in claimed] == [x.id, y.id]
 
 
 async def test_same_custom_id_in_two_queues_is_two_jobs_ADD_3(
     backend: JobQueueBackend, queue_name: str, queue_b: str, clock: Clock
 ) -> None:
-    a = await backend.add(queue_name, "n", {"q": "a"}, {"job_id": "shared"}, now=clock.at())
-    b = await backend.add(queue_b, "n", {"q": "b"}, {"job_id": "shared"}, now=clock.at())
+    a = await backend.add_job(queue_name, "n", {"q": "a"}, {"job_id": "shared"}, now=clock.at())
+    b = await backend.add_job(queue_b, "n", {"q": "b"}, {"job_id": "shared"}, now=clock.at())
     assert (a.queue, a.id, a.data) == (queue_name, "shared", {"q": "a"})
     assert (b.queue, b.id, b.data) == (queue_b, "shared", {"q": "b"})
 
@@ -147,7 +147,7 @@ async def test_custom_id_rejected_ADD_4(
 ) -> None:
     options: Any = {"job_id": bad_id} if form == "dict" else JobOptions(job_id=bad_id)
     with pytest.raises(InvalidJobId):
-        await backend.add(queue_name, "n", {"a": 1}, options, now=clock.at())
+        await backend.add_job(queue_name, "n", {"a": 1}, options, now=clock.at())
     await assert_queue_empty(backend, queue_name)
 
 
@@ -155,7 +155,7 @@ async def test_empty_custom_id_rejected_ADD_4(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
     with pytest.raises(InvalidJobId):
-        await backend.add(queue_name, "n", None, {"job_id": ""}, now=clock.at())
+        await backend.add_job(queue_name, "n", None, {"job_id": ""}, now=clock.at())
     await assert_queue_empty(backend, queue_name)
 
 
@@ -163,17 +163,17 @@ async def test_empty_custom_id_rejected_ADD_4(
 async def test_custom_id_accepted_ADD_4(
     backend: JobQueueBackend, queue_name: str, clock: Clock, good_id: str
 ) -> None:
-    job = await backend.add(queue_name, "n", None, {"job_id": good_id}, now=clock.at())
+    job = await backend.add_job(queue_name, "n", None, {"job_id": good_id}, now=clock.at())
     assert job.id == good_id
-    assert await backend.get_state(queue_name, good_id) == "waiting"
+    assert await backend.get_job_state(queue_name, good_id) == "waiting"
 
 
 async def test_priority_upper_bound_accepted_ADD_5(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    job = await backend.add(queue_name, "n", None, {"priority": MAX_PRIORITY}, now=clock.at())
+    job = await backend.add_job(queue_name, "n", None, {"priority": MAX_PRIORITY}, now=clock.at())
     assert job.priority == 2**21
-    zero = await backend.add(queue_name, "n", None, {"priority": 0}, now=clock.at())
+    zero = await backend.add_job(queue_name, "n", None, {"priority": 0}, now=clock.at())
     assert zero.priority == 0
 
 
@@ -184,24 +184,24 @@ async def test_priority_out_of_range_rejected_ADD_5(
 ) -> None:
     options: Any = {"priority": priority} if form == "dict" else JobOptions(priority=priority)
     with pytest.raises(InvalidPriority):
-        await backend.add(queue_name, "n", None, options, now=clock.at())
+        await backend.add_job(queue_name, "n", None, options, now=clock.at())
     await assert_queue_empty(backend, queue_name)
 
 
 async def test_lower_priority_value_claimed_first_ADD_5(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    ten = await backend.add(queue_name, "n", None, {"priority": 10}, now=clock.at())
-    one = await backend.add(queue_name, "n", None, {"priority": 1}, now=clock.at())
-    claimed = await backend.claim("w", [QueueDemand(queue_name, 1)], 30, now=clock.at(1))
+    ten = await backend.add_job(queue_name, "n", None, {"priority": 10}, now=clock.at())
+    one = await backend.add_job(queue_name, "n", None, {"priority": 1}, now=clock.at())
+    claimed = await backend.claim_jobs("w", [QueueDemand(queue_name, 1)], 30, now=clock.at(1))
     assert [job.id for job in claimed] == [one.id]
-    assert await backend.get_state(queue_name, ten.id) == "waiting"
+    assert await backend.get_job_state(queue_name, ten.id) == "waiting"
 
 
 async def test_add_with_delay_is_delayed_until_due_ADD_7(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    job = await backend.add(queue_name, "later", None, JobOptions(delay=5), now=clock.at())
+    job = await backend.add_job(queue_name, "later", None, JobOptions(delay=5), now=clock.at())
 
     assert job.state == "delayed"
     assert job.available_at == clock.at(5)
@@ -210,17 +210,17 @@ async def test_add_with_delay_is_delayed_until_due_ADD_7(
         ("delayed", {"delay": epoch_ms(clock.at(5))}),
     ]
     demand = [QueueDemand(queue_name, 1)]
-    assert await backend.claim("w", demand, 30, now=clock.at()) == []
-    assert await backend.claim("w", demand, 30, now=clock.at(4.999)) == []
-    claimed = await backend.claim("w", demand, 30, now=clock.at(5))
+    assert await backend.claim_jobs("w", demand, 30, now=clock.at()) == []
+    assert await backend.claim_jobs("w", demand, 30, now=clock.at(4.999)) == []
+    claimed = await backend.claim_jobs("w", demand, 30, now=clock.at(5))
     assert [c.id for c in claimed] == [job.id]
 
 
 async def test_add_with_delay_ms_dict_and_timedelta_ADD_7(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    a = await backend.add(queue_name, "a", None, {"delay_ms": 1500}, now=clock.at())
-    b = await backend.add(
+    a = await backend.add_job(queue_name, "a", None, {"delay_ms": 1500}, now=clock.at())
+    b = await backend.add_job(
         queue_name, "b", None, JobOptions(delay=timedelta(minutes=2)), now=clock.at()
     )
     assert (a.state, a.available_at) == ("delayed", clock.at(1.5))
@@ -230,7 +230,7 @@ async def test_add_with_delay_ms_dict_and_timedelta_ADD_7(
 async def test_zero_delay_is_waiting_ADD_7(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    job = await backend.add(queue_name, "now", None, {"delay_ms": 0}, now=clock.at())
+    job = await backend.add_job(queue_name, "now", None, {"delay_ms": 0}, now=clock.at())
     assert job.state == "waiting"
     assert job.available_at == clock.at()
 
@@ -248,7 +248,7 @@ async def test_options_round_trip_ADD_8(
         remove_on_complete=5,
         remove_on_fail=JobRetention(age_ms=60_000, count=10),
     )
-    job = await backend.add(queue_name, "opts", {"k": "v"}, options, now=clock.at())
+    job = await backend.add_job(queue_name, "opts", {"k": "v"}, options, now=clock.at())
 
     assert job.id == "opts-1"
     assert job.priority == 3
@@ -274,7 +274,7 @@ async def test_options_round_trip_dict_with_sequence_backoff_ADD_8(
         "remove_on_complete": True,
         "remove_on_fail": False,
     }
-    job = await backend.add(queue_name, "seq", None, doc, now=clock.at())
+    job = await backend.add_job(queue_name, "seq", None, doc, now=clock.at())
     assert job.max_attempts == 3
     assert job.backoff == Backoff.sequence([5, 15])
     assert job.timeout_ms == 1000
@@ -285,7 +285,7 @@ async def test_options_round_trip_dict_with_sequence_backoff_ADD_8(
 async def test_fixed_backoff_round_trip_ADD_8(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    job = await backend.add(
+    job = await backend.add_job(
         queue_name, "n", None, JobOptions(attempts=2, backoff=Backoff.fixed(1.5)), now=clock.at()
     )
     assert job.backoff == Backoff("fixed", delay_ms=1500)
@@ -296,7 +296,7 @@ async def test_non_json_data_rejected_SCH_10(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
     with pytest.raises(InvalidPayload):
-        await backend.add(queue_name, "n", {"x": object()}, now=clock.at())
+        await backend.add_job(queue_name, "n", {"x": object()}, now=clock.at())
     await assert_queue_empty(backend, queue_name)
 
 
@@ -305,14 +305,14 @@ async def test_bad_queue_name_rejected_ADD_1(
     backend: JobQueueBackend, clock: Clock, bad_queue: str
 ) -> None:
     with pytest.raises(InvalidQueueName):
-        await backend.add(bad_queue, "n", None, now=clock.at())
+        await backend.add_job(bad_queue, "n", None, now=clock.at())
 
 
 async def test_unknown_option_key_rejected_ADD_8(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
     with pytest.raises(InvalidOptions):
-        await backend.add(queue_name, "n", None, {"bogus": 1}, now=clock.at())
+        await backend.add_job(queue_name, "n", None, {"bogus": 1}, now=clock.at())
     await assert_queue_empty(backend, queue_name)
 
 
@@ -331,7 +331,7 @@ async def test_invalid_option_values_rejected_ADD_8(
     backend: JobQueueBackend, queue_name: str, clock: Clock, options: dict[str, Any]
 ) -> None:
     with pytest.raises(ValidationError):
-        await backend.add(queue_name, "n", None, options, now=clock.at())
+        await backend.add_job(queue_name, "n", None, options, now=clock.at())
     await assert_queue_empty(backend, queue_name)
 
 
@@ -339,14 +339,14 @@ async def test_empty_job_name_rejected_ADD_1(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
     with pytest.raises(ValidationError):
-        await backend.add(queue_name, "", None, now=clock.at())
+        await backend.add_job(queue_name, "", None, now=clock.at())
     await assert_queue_empty(backend, queue_name)
 
 
 async def test_add_writes_added_then_waiting_ADD_9(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    job = await backend.add(queue_name, "send", {"to": "a"}, now=clock.at())
+    job = await backend.add_job(queue_name, "send", {"to": "a"}, now=clock.at())
     found = await backend.read_events(queue_name, "-", "+", 10)
     assert [event.event for event in found] == ["added", "waiting"]
     assert [event.job_id for event in found] == [job.id, job.id]
@@ -361,9 +361,11 @@ async def test_add_writes_added_then_waiting_ADD_9(
 async def test_add_bulk_input_order_with_existing_id_ADD_11(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    existing = await backend.add(queue_name, "old", {"v": "old"}, {"job_id": "k"}, now=clock.at())
+    existing = await backend.add_job(
+        queue_name, "old", {"v": "old"}, {"job_id": "k"}, now=clock.at()
+    )
 
-    jobs = await backend.add_bulk(
+    jobs = await backend.add_jobs(
         queue_name,
         [
             JobSpec("first", {"i": 1}),
@@ -382,7 +384,7 @@ async def test_add_bulk_input_order_with_existing_id_ADD_11(
     assert int(jobs[0].id) < int(jobs[2].id)
     assert all(job.state == "waiting" for job in jobs)
     assert all(job.created_at == clock.at(1) for job in (jobs[0], jobs[2]))
-    assert (await backend.get_counts(queue_name, ["waiting"]))["waiting"] == 3
+    assert (await backend.get_job_counts(queue_name, ["waiting"]))["waiting"] == 3
     added = [e.job_id for e in await events(backend, queue_name) if e.event == "added"]
     assert added == [existing.id, jobs[0].id, jobs[2].id]
 
@@ -390,7 +392,7 @@ async def test_add_bulk_input_order_with_existing_id_ADD_11(
 async def test_add_bulk_delayed_and_waiting_events_ADD_11(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    jobs = await backend.add_bulk(
+    jobs = await backend.add_jobs(
         queue_name,
         [JobSpec("a"), JobSpec("b", None, {"delay_ms": 2000})],
         now=clock.at(),
@@ -420,11 +422,11 @@ async def test_add_bulk_delayed_and_waiting_events_ADD_11(
 async def test_add_bulk_bad_spec_rejects_whole_call_ADD_11(
     backend: JobQueueBackend, queue_name: str, clock: Clock, bad_spec: JobSpec
 ) -> None:
-    await backend.add(queue_name, "before", now=clock.at())
+    await backend.add_job(queue_name, "before", now=clock.at())
     before = await queue_snapshot(backend, queue_name)
 
     with pytest.raises(ValidationError):
-        await backend.add_bulk(
+        await backend.add_jobs(
             queue_name, [JobSpec("good", {"a": 1}), bad_spec, JobSpec("good2")], now=clock.at(1)
         )
 
@@ -434,7 +436,7 @@ async def test_add_bulk_bad_spec_rejects_whole_call_ADD_11(
 async def test_add_bulk_repeated_custom_id_in_call_ADD_11(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    jobs = await backend.add_bulk(
+    jobs = await backend.add_jobs(
         queue_name,
         [JobSpec("a", 1, {"job_id": "dup"}), JobSpec("mid"), JobSpec("b", 2, {"job_id": "dup"})],
         now=clock.at(),
@@ -442,7 +444,7 @@ async def test_add_bulk_repeated_custom_id_in_call_ADD_11(
     assert [job.id for job in jobs][0::2] == ["dup", "dup"]
     assert jobs[0] == jobs[2]
     assert (jobs[2].name, jobs[2].data) == ("a", 1)
-    assert (await backend.get_counts(queue_name, ["waiting"]))["waiting"] == 2
+    assert (await backend.get_job_counts(queue_name, ["waiting"]))["waiting"] == 2
     names = [name for name, _ in await job_event_list(backend, queue_name, "dup")]
     assert names == ["added", "waiting"]
 
@@ -450,14 +452,14 @@ async def test_add_bulk_repeated_custom_id_in_call_ADD_11(
 async def test_add_bulk_empty_returns_empty_ADD_11(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    assert await backend.add_bulk(queue_name, [], now=clock.at()) == []
+    assert await backend.add_jobs(queue_name, [], now=clock.at()) == []
 
 
 async def test_list_after_add_counts_total_ADD_14(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    await backend.add(queue_name, "d", None, {"delay_ms": 10_000}, now=clock.at())
-    await backend.add_bulk(queue_name, [JobSpec("a"), JobSpec("b")], now=clock.at())
+    await backend.add_job(queue_name, "d", None, {"delay_ms": 10_000}, now=clock.at())
+    await backend.add_jobs(queue_name, [JobSpec("a"), JobSpec("b")], now=clock.at())
     page = await backend.list_jobs(queue_name, ["waiting", "delayed"], descending=True, limit=20)
     assert page.total == 3
     assert len(page.items) == 3
@@ -466,13 +468,13 @@ async def test_list_after_add_counts_total_ADD_14(
 async def test_duplicate_custom_id_of_finished_job_returns_it_unchanged_ADD_3(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    await backend.add(queue_name, "n", {"v": 1}, {"job_id": "once"}, now=clock.at(0))
-    [active] = await backend.claim("w", [QueueDemand(queue_name, 1)], 30, now=clock.at(1))
+    await backend.add_job(queue_name, "n", {"v": 1}, {"job_id": "once"}, now=clock.at(0))
+    [active] = await backend.claim_jobs("w", [QueueDemand(queue_name, 1)], 30, now=clock.at(1))
     assert active.lock_token is not None
-    done = await backend.complete(queue_name, "once", active.lock_token, "r", now=clock.at(2))
+    done = await backend.complete_job(queue_name, "once", active.lock_token, "r", now=clock.at(2))
     before = await queue_snapshot(backend, queue_name)
 
-    again = await backend.add(queue_name, "n", {"v": 2}, {"job_id": "once"}, now=clock.at(3))
+    again = await backend.add_job(queue_name, "n", {"v": 2}, {"job_id": "once"}, now=clock.at(3))
 
     assert again == done
     assert again.state == "completed"
@@ -483,18 +485,18 @@ async def test_custom_id_length_limit_ADD_4(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
     longest = "k" * 255
-    job = await backend.add(queue_name, "n", None, {"job_id": longest}, now=clock.at(0))
+    job = await backend.add_job(queue_name, "n", None, {"job_id": longest}, now=clock.at(0))
     assert job.id == longest
     before = await queue_snapshot(backend, queue_name)
     with pytest.raises(InvalidJobId):
-        await backend.add(queue_name, "n", None, {"job_id": "k" * 256}, now=clock.at(0))
+        await backend.add_job(queue_name, "n", None, {"job_id": "k" * 256}, now=clock.at(0))
     assert await queue_snapshot(backend, queue_name) == before
 
 
 async def test_longest_queue_name_accepted_ADD_1(backend: JobQueueBackend, clock: Clock) -> None:
     name = "Q" + "a_.:-9" * 21 + "z"  # 128 characters
     assert len(name) == 128
-    job = await backend.add(name, "n", now=clock.at(0))
+    job = await backend.add_job(name, "n", now=clock.at(0))
     assert job.queue == name
 
 
@@ -513,7 +515,7 @@ async def test_longest_queue_name_accepted_ADD_1(backend: JobQueueBackend, clock
 async def test_data_round_trips_exactly_ADD_1_SCH_10(
     backend: JobQueueBackend, queue_name: str, clock: Clock, data: Any
 ) -> None:
-    job = await backend.add(queue_name, "n", data, now=clock.at(0))
+    job = await backend.add_job(queue_name, "n", data, now=clock.at(0))
     assert job.data == data
     fetched = await backend.get_job(queue_name, job.id)
     assert fetched is not None
@@ -530,5 +532,5 @@ async def test_non_json_data_variants_rejected_SCH_10(
     backend: JobQueueBackend, queue_name: str, clock: Clock, data: Any
 ) -> None:
     with pytest.raises(InvalidPayload):
-        await backend.add(queue_name, "n", data, now=clock.at())
+        await backend.add_job(queue_name, "n", data, now=clock.at())
     await assert_queue_empty(backend, queue_name)

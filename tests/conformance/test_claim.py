@@ -12,9 +12,9 @@ from tests.helpers import Clock, job_event_list, queue_snapshot
 async def test_claim_sets_lease_fields_CLAIM_1(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    job = await backend.add(queue_name, "n", {"a": 1}, now=clock.at(0))
+    job = await backend.add_job(queue_name, "n", {"a": 1}, now=clock.at(0))
 
-    claimed = await backend.claim(
+    claimed = await backend.claim_jobs(
         "worker-1", [QueueDemand(queue_name, 1)], timedelta(seconds=30), now=clock.at(2)
     )
 
@@ -38,33 +38,33 @@ async def test_claim_sets_lease_fields_CLAIM_1(
 async def test_active_snapshot_exposes_lease_STATE_3(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    await backend.add(queue_name, "n", now=clock.at(0))
-    [claimed] = await backend.claim("w7", [QueueDemand(queue_name, 1)], 30, now=clock.at(1))
+    await backend.add_job(queue_name, "n", now=clock.at(0))
+    [claimed] = await backend.claim_jobs("w7", [QueueDemand(queue_name, 1)], 30, now=clock.at(1))
 
     fetched = await backend.get_job(queue_name, claimed.id)
     assert fetched == claimed
     assert fetched.lock_token == claimed.lock_token
     assert fetched.worker_id == "w7"
     assert fetched.lease_expires_at == clock.at(31)
-    assert await backend.get_state(queue_name, claimed.id) == "active"
+    assert await backend.get_job_state(queue_name, claimed.id) == "active"
 
 
 async def test_lease_in_float_seconds_CLAIM_1(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    await backend.add(queue_name, "n", now=clock.at(0))
-    [claimed] = await backend.claim("w", [QueueDemand(queue_name, 1)], 2.5, now=clock.at(1))
+    await backend.add_job(queue_name, "n", now=clock.at(0))
+    [claimed] = await backend.claim_jobs("w", [QueueDemand(queue_name, 1)], 2.5, now=clock.at(1))
     assert claimed.lease_expires_at == clock.at(3.5)
 
 
 async def test_each_claim_mints_a_fresh_token_CLAIM_1(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    await backend.add(queue_name, "n", now=clock.at(0))
-    [first] = await backend.claim("w", [QueueDemand(queue_name, 1)], 30, now=clock.at(1))
+    await backend.add_job(queue_name, "n", now=clock.at(0))
+    [first] = await backend.claim_jobs("w", [QueueDemand(queue_name, 1)], 30, now=clock.at(1))
     assert first.lock_token is not None
-    await backend.release_active(queue_name, first.id, first.lock_token, now=clock.at(2))
-    [second] = await backend.claim("w", [QueueDemand(queue_name, 1)], 30, now=clock.at(3))
+    await backend.release_job(queue_name, first.id, first.lock_token, now=clock.at(2))
+    [second] = await backend.claim_jobs("w", [QueueDemand(queue_name, 1)], 30, now=clock.at(3))
 
     assert second.id == first.id
     assert second.lock_token
@@ -75,17 +75,17 @@ async def test_each_claim_mints_a_fresh_token_CLAIM_1(
 async def test_claim_from_empty_or_unknown_queue_returns_nothing_CLAIM_1(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    assert await backend.claim("w", [QueueDemand(queue_name, 5)], 30, now=clock.at()) == []
-    assert await backend.claim("w", [], 30, now=clock.at()) == []
+    assert await backend.claim_jobs("w", [QueueDemand(queue_name, 5)], 30, now=clock.at()) == []
+    assert await backend.claim_jobs("w", [], 30, now=clock.at()) == []
 
 
 async def test_claim_limit_caps_per_queue_CLAIM_1(
     backend: JobQueueBackend, queue_name: str, queue_b: str, clock: Clock
 ) -> None:
-    a = [await backend.add(queue_name, f"a{i}", now=clock.at(i)) for i in range(3)]
-    b = [await backend.add(queue_b, f"b{i}", now=clock.at(i)) for i in range(3)]
+    a = [await backend.add_job(queue_name, f"a{i}", now=clock.at(i)) for i in range(3)]
+    b = [await backend.add_job(queue_b, f"b{i}", now=clock.at(i)) for i in range(3)]
 
-    claimed = await backend.claim(
+    claimed = await backend.claim_jobs(
         "w", [QueueDemand(queue_name, 1), QueueDemand(queue_b, 2)], 30, now=clock.at(10)
     )
 
@@ -94,11 +94,11 @@ async def test_claim_limit_caps_per_queue_CLAIM_1(
         (queue_b, b[0].id),
         (queue_b, b[1].id),
     ]
-    assert (await backend.get_counts(queue_name, ["waiting", "active"])) == {
+    assert (await backend.get_job_counts(queue_name, ["waiting", "active"])) == {
         "waiting": 2,
         "active": 1,
     }
-    assert (await backend.get_counts(queue_b, ["waiting", "active"])) == {
+    assert (await backend.get_job_counts(queue_b, ["waiting", "active"])) == {
         "waiting": 1,
         "active": 2,
     }
@@ -107,13 +107,13 @@ async def test_claim_limit_caps_per_queue_CLAIM_1(
 async def test_zero_limit_takes_nothing_from_that_queue_CLAIM_1(
     backend: JobQueueBackend, queue_name: str, queue_b: str, clock: Clock
 ) -> None:
-    skipped = await backend.add(queue_name, "a", now=clock.at(0))
-    served = await backend.add(queue_b, "b", now=clock.at(0))
-    claimed = await backend.claim(
+    skipped = await backend.add_job(queue_name, "a", now=clock.at(0))
+    served = await backend.add_job(queue_b, "b", now=clock.at(0))
+    claimed = await backend.claim_jobs(
         "w", [QueueDemand(queue_name, 0), QueueDemand(queue_b, 1)], 30, now=clock.at(1)
     )
     assert [job.id for job in claimed] == [served.id]
-    assert await backend.get_state(queue_name, skipped.id) == "waiting"
+    assert await backend.get_job_state(queue_name, skipped.id) == "waiting"
 
 
 async def test_total_serves_earlier_queue_first_CLAIM_1(
@@ -121,45 +121,45 @@ async def test_total_serves_earlier_queue_first_CLAIM_1(
 ) -> None:
     """Demands [control, prompt] with total 1: control goes first."""
     control, prompt = queue_name, queue_b
-    prompt_job = await backend.add(prompt, "p", now=clock.at(0))
-    control_job = await backend.add(control, "c", now=clock.at(1))
+    prompt_job = await backend.add_job(prompt, "p", now=clock.at(0))
+    control_job = await backend.add_job(control, "c", now=clock.at(1))
     demands = [QueueDemand(control, 1), QueueDemand(prompt, 1)]
 
-    first = await backend.claim("w", demands, 30, total=1, now=clock.at(2))
+    first = await backend.claim_jobs("w", demands, 30, total=1, now=clock.at(2))
     assert [(job.queue, job.id) for job in first] == [(control, control_job.id)]
-    assert await backend.get_state(prompt, prompt_job.id) == "waiting"
+    assert await backend.get_job_state(prompt, prompt_job.id) == "waiting"
 
-    second = await backend.claim("w", demands, 30, total=1, now=clock.at(3))
+    second = await backend.claim_jobs("w", demands, 30, total=1, now=clock.at(3))
     assert [(job.queue, job.id) for job in second] == [(prompt, prompt_job.id)]
 
 
 async def test_total_spills_over_to_later_queues_CLAIM_1(
     backend: JobQueueBackend, queue_name: str, queue_b: str, clock: Clock
 ) -> None:
-    a = [await backend.add(queue_name, f"a{i}", now=clock.at(i)) for i in range(2)]
-    b = [await backend.add(queue_b, f"b{i}", now=clock.at(i)) for i in range(2)]
+    a = [await backend.add_job(queue_name, f"a{i}", now=clock.at(i)) for i in range(2)]
+    b = [await backend.add_job(queue_b, f"b{i}", now=clock.at(i)) for i in range(2)]
     demands = [QueueDemand(queue_name, 5), QueueDemand(queue_b, 5)]
 
-    claimed = await backend.claim("w", demands, 30, total=3, now=clock.at(5))
+    claimed = await backend.claim_jobs("w", demands, 30, total=3, now=clock.at(5))
 
     assert [job.id for job in claimed] == [a[0].id, a[1].id, b[0].id]
-    assert await backend.get_state(queue_b, b[1].id) == "waiting"
+    assert await backend.get_job_state(queue_b, b[1].id) == "waiting"
 
 
 async def test_claim_only_named_queues_CLAIM_15(
     backend: JobQueueBackend, queue_name: str, queue_b: str, clock: Clock
 ) -> None:
-    other = await backend.add(queue_b, "exports", now=clock.at(0))
-    claimed = await backend.claim("w", [QueueDemand(queue_name, 5)], 30, now=clock.at(1))
+    other = await backend.add_job(queue_b, "exports", now=clock.at(0))
+    claimed = await backend.claim_jobs("w", [QueueDemand(queue_name, 5)], 30, now=clock.at(1))
     assert claimed == []
-    assert await backend.get_state(queue_b, other.id) == "waiting"
+    assert await backend.get_job_state(queue_b, other.id) == "waiting"
 
 
 async def test_claim_promotes_due_delayed_jobs_CLAIM_2(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    job = await backend.add(queue_name, "d", None, {"delay_ms": 5000}, now=clock.at(0))
-    [claimed] = await backend.claim("w", [QueueDemand(queue_name, 1)], 30, now=clock.at(6))
+    job = await backend.add_job(queue_name, "d", None, {"delay_ms": 5000}, now=clock.at(0))
+    [claimed] = await backend.claim_jobs("w", [QueueDemand(queue_name, 1)], 30, now=clock.at(6))
     assert claimed.id == job.id
     names = await job_event_list(backend, queue_name, job.id)
     assert [name for name, _ in names] == ["added", "delayed", "waiting", "active"]
@@ -170,28 +170,28 @@ async def test_claim_promotes_due_delayed_jobs_CLAIM_2(
 async def test_claim_promotes_while_paused_but_claims_nothing_CLAIM_2_PAUSE_12(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    job = await backend.add(queue_name, "d", None, {"delay_ms": 5000}, now=clock.at(0))
-    await backend.pause(queue_name)
+    job = await backend.add_job(queue_name, "d", None, {"delay_ms": 5000}, now=clock.at(0))
+    await backend.pause_queue(queue_name)
 
-    assert await backend.claim("w", [QueueDemand(queue_name, 1)], 30, now=clock.at(5)) == []
+    assert await backend.claim_jobs("w", [QueueDemand(queue_name, 1)], 30, now=clock.at(5)) == []
 
-    assert await backend.get_state(queue_name, job.id) == "waiting"
+    assert await backend.get_job_state(queue_name, job.id) == "waiting"
     events = await job_event_list(backend, queue_name, job.id)
     assert events[-1] == ("waiting", {"prev": "delayed"})
-    await backend.resume(queue_name)
-    claimed = await backend.claim("w", [QueueDemand(queue_name, 1)], 30, now=clock.at(6))
+    await backend.resume_queue(queue_name)
+    claimed = await backend.claim_jobs("w", [QueueDemand(queue_name, 1)], 30, now=clock.at(6))
     assert [c.id for c in claimed] == [job.id]
 
 
 async def test_paused_queue_gives_nothing_and_changes_nothing_PAUSE_1(
     backend: JobQueueBackend, queue_name: str, queue_b: str, clock: Clock
 ) -> None:
-    await backend.add(queue_name, "n", now=clock.at(0))
-    other = await backend.add(queue_b, "m", now=clock.at(0))
-    await backend.pause(queue_name)
+    await backend.add_job(queue_name, "n", now=clock.at(0))
+    other = await backend.add_job(queue_b, "m", now=clock.at(0))
+    await backend.pause_queue(queue_name)
     before = await queue_snapshot(backend, queue_name)
 
-    claimed = await backend.claim(
+    claimed = await backend.claim_jobs(
         "w", [QueueDemand(queue_name, 1), QueueDemand(queue_b, 1)], 30, total=1, now=clock.at(1)
     )
 
@@ -202,9 +202,9 @@ async def test_paused_queue_gives_nothing_and_changes_nothing_PAUSE_1(
 async def test_renew_leases_returns_failures_and_extends_valid_CLAIM_5_CLAIM_6(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    await backend.add(queue_name, "a", now=clock.at(0))
-    await backend.add(queue_name, "b", now=clock.at(0))
-    a, b = await backend.claim("w", [QueueDemand(queue_name, 2)], 10, now=clock.at(1))
+    await backend.add_job(queue_name, "a", now=clock.at(0))
+    await backend.add_job(queue_name, "b", now=clock.at(0))
+    a, b = await backend.claim_jobs("w", [QueueDemand(queue_name, 2)], 10, now=clock.at(1))
     assert a.lock_token is not None
     assert b.lock_token is not None
     valid = LeaseRef(queue_name, a.id, a.lock_token)
@@ -226,14 +226,14 @@ async def test_renew_leases_returns_failures_and_extends_valid_CLAIM_5_CLAIM_6(
     # past the original expiry only the job that was not renewed is recovered
     outcomes = await backend.recover_stalled([queue_name], now=clock.at(30))
     assert [(o.id, o.state) for o in outcomes] == [(b.id, "waiting")]
-    assert await backend.get_state(queue_name, a.id) == "active"
+    assert await backend.get_job_state(queue_name, a.id) == "active"
 
 
 async def test_renew_all_valid_returns_empty_CLAIM_6(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    await backend.add(queue_name, "a", now=clock.at(0))
-    [a] = await backend.claim("w", [QueueDemand(queue_name, 1)], 10, now=clock.at(0))
+    await backend.add_job(queue_name, "a", now=clock.at(0))
+    [a] = await backend.claim_jobs("w", [QueueDemand(queue_name, 1)], 10, now=clock.at(0))
     assert a.lock_token is not None
     ref = LeaseRef(queue_name, a.id, a.lock_token)
     assert await backend.renew_leases([ref], timedelta(seconds=20), now=clock.at(8)) == []
@@ -246,11 +246,11 @@ async def test_renew_all_valid_returns_empty_CLAIM_6(
 async def test_renew_finished_or_stale_lease_fails_CLAIM_6(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    await backend.add(queue_name, "a", now=clock.at(0))
-    [a] = await backend.claim("w", [QueueDemand(queue_name, 1)], 10, now=clock.at(0))
+    await backend.add_job(queue_name, "a", now=clock.at(0))
+    [a] = await backend.claim_jobs("w", [QueueDemand(queue_name, 1)], 10, now=clock.at(0))
     assert a.lock_token is not None
     ref = LeaseRef(queue_name, a.id, a.lock_token)
-    await backend.complete(queue_name, a.id, a.lock_token, None, now=clock.at(1))
+    await backend.complete_job(queue_name, a.id, a.lock_token, None, now=clock.at(1))
 
     assert await backend.renew_leases([ref], 10, now=clock.at(2)) == [ref]
     job = await backend.get_job(queue_name, a.id)
@@ -262,8 +262,8 @@ async def test_renew_after_expiry_before_recovery_keeps_job_CLAIM_5(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
     """The lock is the token: an expired but unrecovered lease can still be renewed."""
-    await backend.add(queue_name, "a", now=clock.at(0))
-    [a] = await backend.claim("w", [QueueDemand(queue_name, 1)], 10, now=clock.at(0))
+    await backend.add_job(queue_name, "a", now=clock.at(0))
+    [a] = await backend.claim_jobs("w", [QueueDemand(queue_name, 1)], 10, now=clock.at(0))
     assert a.lock_token is not None
     ref = LeaseRef(queue_name, a.id, a.lock_token)
     assert await backend.renew_leases([ref], 10, now=clock.at(15)) == []

@@ -13,7 +13,7 @@ from tests.helpers import Clock, epoch_ms, events
 async def test_read_events_seed_example_EVS_2(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    job = await backend.add(queue_name, "send", {"to": "a"}, now=clock.at(0))
+    job = await backend.add_job(queue_name, "send", {"to": "a"}, now=clock.at(0))
     found = await backend.read_events(queue_name, "-", "+", 10)
     assert found[0].event == "added"
     assert found[0].job_id == job.id
@@ -23,7 +23,7 @@ async def test_read_events_ranges_and_limit_EVS_2(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
     for name in ("a", "b", "c"):
-        await backend.add(queue_name, name, now=clock.at(0))
+        await backend.add_job(queue_name, name, now=clock.at(0))
     everything = await backend.read_events(queue_name)
     assert len(everything) == 6
     ids = [event.id for event in everything]
@@ -40,7 +40,7 @@ async def test_read_events_ranges_and_limit_EVS_2(
 async def test_events_are_per_queue_EVS_2(
     backend: JobQueueBackend, queue_name: str, queue_b: str, clock: Clock
 ) -> None:
-    await backend.add(queue_name, "a", now=clock.at(0))
+    await backend.add_job(queue_name, "a", now=clock.at(0))
     assert await backend.read_events(queue_b) == []
     assert all(event.queue == queue_name for event in await backend.read_events(queue_name))
 
@@ -53,34 +53,34 @@ async def test_event_catalogue_scenario_EVS_4(
     demand = [QueueDemand(q, 1)]
 
     # added, waiting, active, progress, completed, drained
-    a = await backend.add(q, "alpha", {"n": 1}, now=clock.at(0))
-    [act] = await backend.claim("w", demand, 10, now=clock.at(1))
+    a = await backend.add_job(q, "alpha", {"n": 1}, now=clock.at(0))
+    [act] = await backend.claim_jobs("w", demand, 10, now=clock.at(1))
     assert act.lock_token is not None
-    await backend.update_progress(q, a.id, {"pct": 50}, now=clock.at(2))
-    await backend.complete(q, a.id, act.lock_token, [1, 2], now=clock.at(3))
+    await backend.update_job_progress(q, a.id, {"pct": 50}, now=clock.at(2))
+    await backend.complete_job(q, a.id, act.lock_token, [1, 2], now=clock.at(3))
 
     # delayed (retry with backoff), failed, retries-exhausted
-    b = await backend.add(
+    b = await backend.add_job(
         q,
         "beta",
         None,
         {"attempts": 2, "backoff": {"type": "fixed", "delay_ms": 1000}},
         now=clock.at(4),
     )
-    [bct] = await backend.claim("w", demand, 10, now=clock.at(5))
+    [bct] = await backend.claim_jobs("w", demand, 10, now=clock.at(5))
     assert bct.lock_token is not None
-    await backend.fail(q, b.id, bct.lock_token, "first", now=clock.at(6))
-    [bct2] = await backend.claim("w", demand, 10, now=clock.at(7))
+    await backend.fail_job(q, b.id, bct.lock_token, "first", now=clock.at(6))
+    [bct2] = await backend.claim_jobs("w", demand, 10, now=clock.at(7))
     assert bct2.lock_token is not None
-    await backend.fail(q, b.id, bct2.lock_token, "second", now=clock.at(8))
+    await backend.fail_job(q, b.id, bct2.lock_token, "second", now=clock.at(8))
 
     # stalled, removed, paused, resumed
-    c = await backend.add(q, "gamma", now=clock.at(9))
-    await backend.claim("w", demand, 10, now=clock.at(10))
+    c = await backend.add_job(q, "gamma", now=clock.at(9))
+    await backend.claim_jobs("w", demand, 10, now=clock.at(10))
     await backend.recover_stalled([q], now=clock.at(21))
-    await backend.remove(q, c.id, now=clock.at(22))
-    await backend.pause(q)
-    await backend.resume(q)
+    await backend.remove_job(q, c.id, now=clock.at(22))
+    await backend.pause_queue(q)
+    await backend.resume_queue(q)
 
     got = [(e.event, e.job_id, e.data) for e in await events(backend, q)]
     stalled_data = next(data for name, _, data in got if name == "stalled")
@@ -121,7 +121,7 @@ async def test_event_catalogue_scenario_EVS_4(
 async def test_delay_events_carry_epoch_millis_EVS_4(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    job = await backend.add(queue_name, "d", None, JobOptions(delay=0.25), now=clock.at(0))
+    job = await backend.add_job(queue_name, "d", None, JobOptions(delay=0.25), now=clock.at(0))
     delayed = [e for e in await events(backend, queue_name) if e.event == "delayed"]
     assert [(e.job_id, e.data) for e in delayed] == [(job.id, {"delay": epoch_ms(clock.at(0.25))})]
     assert isinstance(delayed[0].data["delay"], int)
@@ -130,10 +130,10 @@ async def test_delay_events_carry_epoch_millis_EVS_4(
 async def test_refused_calls_write_no_events_EVS_4(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    await backend.add(queue_name, "n", now=clock.at(0))
+    await backend.add_job(queue_name, "n", now=clock.at(0))
     before = await events(backend, queue_name)
     with pytest.raises(LaneError):
-        await backend.add(queue_name, "n", None, {"job_id": "0"}, now=clock.at(1))
+        await backend.add_job(queue_name, "n", None, {"job_id": "0"}, now=clock.at(1))
     with pytest.raises(LaneError):
-        await backend.promote(queue_name, "missing", now=clock.at(1))
+        await backend.promote_job(queue_name, "missing", now=clock.at(1))
     assert await events(backend, queue_name) == before

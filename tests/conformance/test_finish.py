@@ -16,7 +16,7 @@ from tests.helpers import Clock, epoch_ms, job_event_list, queue_level_events, q
 async def claim_all(
     backend: JobQueueBackend, queue: str, clock: Clock, at: float, n: int = 1, lease: float = 30
 ) -> list[Job]:
-    claimed = await backend.claim("w", [QueueDemand(queue, n)], lease, now=clock.at(at))
+    claimed = await backend.claim_jobs("w", [QueueDemand(queue, n)], lease, now=clock.at(at))
     assert len(claimed) == n
     return claimed
 
@@ -36,10 +36,10 @@ def other_token() -> str:
 async def test_complete_moves_to_completed_FIN_1(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    added = await backend.add(queue_name, "n", {"in": 1}, now=clock.at(0))
+    added = await backend.add_job(queue_name, "n", {"in": 1}, now=clock.at(0))
     [active] = await claim_all(backend, queue_name, clock, 1)
 
-    done = await backend.complete(
+    done = await backend.complete_job(
         queue_name, added.id, token(active), {"ok": True}, now=clock.at(3)
     )
 
@@ -59,9 +59,9 @@ async def test_complete_moves_to_completed_FIN_1(
 async def test_complete_with_null_result_FIN_1(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    added = await backend.add(queue_name, "n", now=clock.at(0))
+    added = await backend.add_job(queue_name, "n", now=clock.at(0))
     [active] = await claim_all(backend, queue_name, clock, 1)
-    done = await backend.complete(queue_name, added.id, token(active), now=clock.at(2))
+    done = await backend.complete_job(queue_name, added.id, token(active), now=clock.at(2))
     assert done.state == "completed"
     assert done.return_value is None
     assert (await job_event_list(backend, queue_name, added.id))[-1] == (
@@ -73,12 +73,12 @@ async def test_complete_with_null_result_FIN_1(
 async def test_complete_wrong_token_changes_nothing_CLAIM_4(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    added = await backend.add(queue_name, "n", now=clock.at(0))
+    added = await backend.add_job(queue_name, "n", now=clock.at(0))
     [active] = await claim_all(backend, queue_name, clock, 1)
     before = await queue_snapshot(backend, queue_name)
 
     with pytest.raises(LockMismatch):
-        await backend.complete(queue_name, added.id, other_token(), "x", now=clock.at(2))
+        await backend.complete_job(queue_name, added.id, other_token(), "x", now=clock.at(2))
 
     assert await backend.get_job(queue_name, added.id) == active
     assert await queue_snapshot(backend, queue_name) == before
@@ -87,10 +87,10 @@ async def test_complete_wrong_token_changes_nothing_CLAIM_4(
 async def test_complete_job_that_is_not_active_raises_lock_mismatch_CLAIM_4(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    added = await backend.add(queue_name, "n", now=clock.at(0))
+    added = await backend.add_job(queue_name, "n", now=clock.at(0))
     before = await queue_snapshot(backend, queue_name)
     with pytest.raises(LockMismatch):
-        await backend.complete(queue_name, added.id, other_token(), now=clock.at(1))
+        await backend.complete_job(queue_name, added.id, other_token(), now=clock.at(1))
     assert await backend.get_job(queue_name, added.id) == added
     assert await queue_snapshot(backend, queue_name) == before
 
@@ -98,12 +98,12 @@ async def test_complete_job_that_is_not_active_raises_lock_mismatch_CLAIM_4(
 async def test_complete_twice_raises_lock_mismatch_CLAIM_4(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    added = await backend.add(queue_name, "n", now=clock.at(0))
+    added = await backend.add_job(queue_name, "n", now=clock.at(0))
     [active] = await claim_all(backend, queue_name, clock, 1)
-    done = await backend.complete(queue_name, added.id, token(active), 1, now=clock.at(2))
+    done = await backend.complete_job(queue_name, added.id, token(active), 1, now=clock.at(2))
     before = await queue_snapshot(backend, queue_name)
     with pytest.raises(LockMismatch):
-        await backend.complete(queue_name, added.id, token(active), 2, now=clock.at(3))
+        await backend.complete_job(queue_name, added.id, token(active), 2, now=clock.at(3))
     assert await backend.get_job(queue_name, added.id) == done
     assert await queue_snapshot(backend, queue_name) == before
 
@@ -112,15 +112,15 @@ async def test_complete_missing_job_raises_not_found_FIN_1(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
     with pytest.raises(JobNotFound):
-        await backend.complete(queue_name, "missing", other_token(), now=clock.at(0))
+        await backend.complete_job(queue_name, "missing", other_token(), now=clock.at(0))
 
 
 async def test_complete_only_job_writes_drained_FIN_7(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    added = await backend.add(queue_name, "n", now=clock.at(0))
+    added = await backend.add_job(queue_name, "n", now=clock.at(0))
     [active] = await claim_all(backend, queue_name, clock, 1)
-    await backend.complete(queue_name, added.id, token(active), now=clock.at(2))
+    await backend.complete_job(queue_name, added.id, token(active), now=clock.at(2))
 
     drained = await queue_level_events(backend, queue_name)
     assert [(e.event, e.job_id, e.data) for e in drained] == [("drained", None, {})]
@@ -131,42 +131,42 @@ async def test_complete_only_job_writes_drained_FIN_7(
 async def test_complete_with_work_left_writes_no_drained_FIN_7(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    first = await backend.add(queue_name, "a", now=clock.at(0))
-    await backend.add(queue_name, "b", now=clock.at(0))
+    first = await backend.add_job(queue_name, "a", now=clock.at(0))
+    await backend.add_job(queue_name, "b", now=clock.at(0))
     [active] = await claim_all(backend, queue_name, clock, 1)
     assert active.id == first.id
-    await backend.complete(queue_name, first.id, token(active), now=clock.at(2))
+    await backend.complete_job(queue_name, first.id, token(active), now=clock.at(2))
     assert await queue_level_events(backend, queue_name) == []
 
 
 async def test_complete_with_other_active_job_writes_no_drained_FIN_7(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    await backend.add(queue_name, "a", now=clock.at(0))
-    await backend.add(queue_name, "b", now=clock.at(0))
+    await backend.add_job(queue_name, "a", now=clock.at(0))
+    await backend.add_job(queue_name, "b", now=clock.at(0))
     a, b = await claim_all(backend, queue_name, clock, 1, n=2)
-    await backend.complete(queue_name, a.id, token(a), now=clock.at(2))
+    await backend.complete_job(queue_name, a.id, token(a), now=clock.at(2))
     assert await queue_level_events(backend, queue_name) == []
-    await backend.complete(queue_name, b.id, token(b), now=clock.at(3))
+    await backend.complete_job(queue_name, b.id, token(b), now=clock.at(3))
     assert [e.event for e in await queue_level_events(backend, queue_name)] == ["drained"]
 
 
 async def test_delayed_jobs_do_not_prevent_drained_FIN_7(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    added = await backend.add(queue_name, "a", now=clock.at(0))
-    await backend.add(queue_name, "later", None, {"delay_ms": 600_000}, now=clock.at(0))
+    added = await backend.add_job(queue_name, "a", now=clock.at(0))
+    await backend.add_job(queue_name, "later", None, {"delay_ms": 600_000}, now=clock.at(0))
     [active] = await claim_all(backend, queue_name, clock, 1)
-    await backend.complete(queue_name, added.id, token(active), now=clock.at(2))
+    await backend.complete_job(queue_name, added.id, token(active), now=clock.at(2))
     assert [e.event for e in await queue_level_events(backend, queue_name)] == ["drained"]
 
 
 async def test_complete_after_lease_expiry_with_current_token_FIN_9(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    added = await backend.add(queue_name, "n", now=clock.at(0))
+    added = await backend.add_job(queue_name, "n", now=clock.at(0))
     [active] = await claim_all(backend, queue_name, clock, 0, lease=10)
-    done = await backend.complete(queue_name, added.id, token(active), "late", now=clock.at(60))
+    done = await backend.complete_job(queue_name, added.id, token(active), "late", now=clock.at(60))
     assert done.state == "completed"
     assert done.return_value == "late"
 
@@ -174,37 +174,37 @@ async def test_complete_after_lease_expiry_with_current_token_FIN_9(
 async def test_old_token_after_recovery_and_reclaim_FIN_9_CLAIM_4(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    added = await backend.add(queue_name, "n", now=clock.at(0))
-    [first] = await backend.claim("w1", [QueueDemand(queue_name, 1)], 10, now=clock.at(0))
+    added = await backend.add_job(queue_name, "n", now=clock.at(0))
+    [first] = await backend.claim_jobs("w1", [QueueDemand(queue_name, 1)], 10, now=clock.at(0))
     await backend.recover_stalled([queue_name], now=clock.at(11))
-    [second] = await backend.claim("w2", [QueueDemand(queue_name, 1)], 10, now=clock.at(12))
+    [second] = await backend.claim_jobs("w2", [QueueDemand(queue_name, 1)], 10, now=clock.at(12))
     assert second.id == added.id
     assert second.lock_token != first.lock_token
     before = await queue_snapshot(backend, queue_name)
 
     with pytest.raises(LockMismatch):
-        await backend.complete(queue_name, added.id, token(first), "stale", now=clock.at(13))
+        await backend.complete_job(queue_name, added.id, token(first), "stale", now=clock.at(13))
     with pytest.raises(LockMismatch):
-        await backend.fail(queue_name, added.id, token(first), "stale", now=clock.at(13))
+        await backend.fail_job(queue_name, added.id, token(first), "stale", now=clock.at(13))
 
     current = await backend.get_job(queue_name, added.id)
     assert current == second
     assert current.state == "active"
     assert current.worker_id == "w2"
     assert await queue_snapshot(backend, queue_name) == before
-    done = await backend.complete(queue_name, added.id, token(second), "ok", now=clock.at(14))
+    done = await backend.complete_job(queue_name, added.id, token(second), "ok", now=clock.at(14))
     assert done.state == "completed"
 
 
 async def test_old_token_after_recovery_before_reclaim_FIN_9(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    added = await backend.add(queue_name, "n", now=clock.at(0))
+    added = await backend.add_job(queue_name, "n", now=clock.at(0))
     [first] = await claim_all(backend, queue_name, clock, 0, lease=10)
     await backend.recover_stalled([queue_name], now=clock.at(11))
     with pytest.raises(LockMismatch):
-        await backend.complete(queue_name, added.id, token(first), now=clock.at(12))
-    assert await backend.get_state(queue_name, added.id) == "waiting"
+        await backend.complete_job(queue_name, added.id, token(first), now=clock.at(12))
+    assert await backend.get_job_state(queue_name, added.id) == "waiting"
 
 
 # ----------------------------------------------------------------------------- batches
@@ -214,10 +214,10 @@ async def test_complete_many_mixed_outcomes_in_input_order_FIN_1(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
     for name in ("a", "b", "c"):
-        await backend.add(queue_name, name, now=clock.at(0))
+        await backend.add_job(queue_name, name, now=clock.at(0))
     a, b, c = await claim_all(backend, queue_name, clock, 1, n=3)
 
-    outcomes = await backend.complete_many(
+    outcomes = await backend.complete_jobs(
         [
             Completion(queue_name, c.id, token(c), "C"),
             Completion(queue_name, b.id, other_token(), "B"),
@@ -247,18 +247,18 @@ async def test_complete_many_mixed_outcomes_in_input_order_FIN_1(
 
 
 async def test_complete_many_empty_FIN_1(backend: JobQueueBackend, clock: Clock) -> None:
-    assert await backend.complete_many([], now=clock.at()) == []
+    assert await backend.complete_jobs([], now=clock.at()) == []
 
 
 async def test_complete_many_across_queues_FIN_1(
     backend: JobQueueBackend, queue_name: str, queue_b: str, clock: Clock
 ) -> None:
-    await backend.add(queue_name, "a", now=clock.at(0))
-    await backend.add(queue_b, "b", now=clock.at(0))
-    a, b = await backend.claim(
+    await backend.add_job(queue_name, "a", now=clock.at(0))
+    await backend.add_job(queue_b, "b", now=clock.at(0))
+    a, b = await backend.claim_jobs(
         "w", [QueueDemand(queue_name, 1), QueueDemand(queue_b, 1)], 30, now=clock.at(1)
     )
-    outcomes = await backend.complete_many(
+    outcomes = await backend.complete_jobs(
         [Completion(queue_b, b.id, token(b)), Completion(queue_name, a.id, token(a))],
         now=clock.at(2),
     )
@@ -271,13 +271,13 @@ async def test_complete_many_across_queues_FIN_1(
 async def test_fail_many_mixed_outcomes_in_input_order_FIN_3(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    await backend.add(queue_name, "retry", None, {"attempts": 2}, now=clock.at(0))
-    await backend.add(queue_name, "final", now=clock.at(0))
-    await backend.add(queue_name, "discard", None, {"attempts": 5}, now=clock.at(0))
-    await backend.add(queue_name, "kept", now=clock.at(0))
+    await backend.add_job(queue_name, "retry", None, {"attempts": 2}, now=clock.at(0))
+    await backend.add_job(queue_name, "final", now=clock.at(0))
+    await backend.add_job(queue_name, "discard", None, {"attempts": 5}, now=clock.at(0))
+    await backend.add_job(queue_name, "kept", now=clock.at(0))
     retry, final, discard, kept = await claim_all(backend, queue_name, clock, 1, n=4)
 
-    outcomes = await backend.fail_many(
+    outcomes = await backend.fail_jobs(
         [
             Failure(queue_name, retry.id, token(retry), "r1"),
             Failure(queue_name, kept.id, other_token(), "nope"),
@@ -314,25 +314,27 @@ async def test_finished_jobs_retained_by_default_RET_1(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
     for i in range(5):
-        await backend.add(queue_name, f"j{i}", now=clock.at(0))
+        await backend.add_job(queue_name, f"j{i}", now=clock.at(0))
     jobs = await claim_all(backend, queue_name, clock, 1, n=5)
     for i, job in enumerate(jobs):
-        await backend.complete(queue_name, job.id, token(job), now=clock.at(2 + i))
-    assert (await backend.get_counts(queue_name, ["completed"]))["completed"] == 5
+        await backend.complete_job(queue_name, job.id, token(job), now=clock.at(2 + i))
+    assert (await backend.get_job_counts(queue_name, ["completed"]))["completed"] == 5
 
 
 async def test_remove_on_complete_true_RET_2(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    added = await backend.add(queue_name, "n", None, {"remove_on_complete": True}, now=clock.at(0))
+    added = await backend.add_job(
+        queue_name, "n", None, {"remove_on_complete": True}, now=clock.at(0)
+    )
     [active] = await claim_all(backend, queue_name, clock, 1)
-    await backend.add_log(queue_name, added.id, "line", now=clock.at(1))
-    await backend.complete(queue_name, added.id, token(active), "r", now=clock.at(2))
+    await backend.add_job_log(queue_name, added.id, "line", now=clock.at(1))
+    await backend.complete_job(queue_name, added.id, token(active), "r", now=clock.at(2))
 
     assert await backend.get_job(queue_name, added.id) is None
-    assert await backend.get_state(queue_name, added.id) is None
-    assert (await backend.get_counts(queue_name, ["completed"]))["completed"] == 0
-    assert (await backend.get_logs(queue_name, added.id)).count == 0
+    assert await backend.get_job_state(queue_name, added.id) is None
+    assert (await backend.get_job_counts(queue_name, ["completed"]))["completed"] == 0
+    assert (await backend.get_job_logs(queue_name, added.id)).count == 0
     names = [name for name, _ in await job_event_list(backend, queue_name, added.id)]
     assert "completed" in names
 
@@ -342,65 +344,67 @@ async def test_remove_on_complete_count_keeps_newest_RET_2_RET_3(
 ) -> None:
     ids = [
         (
-            await backend.add(queue_name, f"j{i}", None, {"remove_on_complete": 2}, now=clock.at(0))
+            await backend.add_job(
+                queue_name, f"j{i}", None, {"remove_on_complete": 2}, now=clock.at(0)
+            )
         ).id
         for i in range(4)
     ]
     jobs = await claim_all(backend, queue_name, clock, 1, n=4)
     for i, job in enumerate(jobs):
-        await backend.complete(queue_name, job.id, token(job), now=clock.at(10 + i))
+        await backend.complete_job(queue_name, job.id, token(job), now=clock.at(10 + i))
 
     remaining = [job_id for job_id in ids if await backend.get_job(queue_name, job_id) is not None]
     assert remaining == ids[2:]
-    assert (await backend.get_counts(queue_name, ["completed"]))["completed"] == 2
+    assert (await backend.get_job_counts(queue_name, ["completed"]))["completed"] == 2
 
 
 async def test_remove_on_complete_age_RET_2_RET_3(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
     retention = JobRetention(age_ms=10_000).to_json()
-    old = await backend.add(
+    old = await backend.add_job(
         queue_name, "old", None, {"remove_on_complete": retention}, now=clock.at(0)
     )
-    mid = await backend.add(
+    mid = await backend.add_job(
         queue_name, "mid", None, {"remove_on_complete": retention}, now=clock.at(0)
     )
-    new = await backend.add(
+    new = await backend.add_job(
         queue_name, "new", None, {"remove_on_complete": retention}, now=clock.at(0)
     )
     j_old, j_mid, j_new = await claim_all(backend, queue_name, clock, 0, n=3, lease=600)
 
-    await backend.complete(queue_name, old.id, token(j_old), now=clock.at(1))
-    await backend.complete(queue_name, mid.id, token(j_mid), now=clock.at(9))
-    assert await backend.get_state(queue_name, old.id) == "completed"  # 8 s old, age 10 s
-    await backend.complete(queue_name, new.id, token(j_new), now=clock.at(15))
+    await backend.complete_job(queue_name, old.id, token(j_old), now=clock.at(1))
+    await backend.complete_job(queue_name, mid.id, token(j_mid), now=clock.at(9))
+    assert await backend.get_job_state(queue_name, old.id) == "completed"  # 8 s old, age 10 s
+    await backend.complete_job(queue_name, new.id, token(j_new), now=clock.at(15))
 
-    assert await backend.get_state(queue_name, old.id) is None  # finished 14 s before
-    assert await backend.get_state(queue_name, mid.id) == "completed"  # finished 6 s before
-    assert await backend.get_state(queue_name, new.id) == "completed"
+    assert await backend.get_job_state(queue_name, old.id) is None  # finished 14 s before
+    assert await backend.get_job_state(queue_name, mid.id) == "completed"  # finished 6 s before
+    assert await backend.get_job_state(queue_name, new.id) == "completed"
 
 
 async def test_remove_on_fail_true_RET_2(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    added = await backend.add(queue_name, "n", None, {"remove_on_fail": True}, now=clock.at(0))
+    added = await backend.add_job(queue_name, "n", None, {"remove_on_fail": True}, now=clock.at(0))
     [active] = await claim_all(backend, queue_name, clock, 1)
-    await backend.fail(queue_name, added.id, token(active), "boom", now=clock.at(2))
+    await backend.fail_job(queue_name, added.id, token(active), "boom", now=clock.at(2))
     assert await backend.get_job(queue_name, added.id) is None
-    assert (await backend.get_counts(queue_name, ["failed"]))["failed"] == 0
+    assert (await backend.get_job_counts(queue_name, ["failed"]))["failed"] == 0
 
 
 async def test_remove_on_complete_does_not_touch_failed_RET_5(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
     opts = {"remove_on_complete": True}
-    fails = await backend.add(queue_name, "f", None, opts, now=clock.at(0))
-    ok = await backend.add(queue_name, "c", None, opts, now=clock.at(0))
+    fails = await backend.add_job(queue_name, "f", None, opts, now=clock.at(0))
+    ok = await backend.add_job(queue_name, "c", None, opts, now=clock.at(0))
     a, b = await claim_all(backend, queue_name, clock, 1, n=2)
-    await backend.fail(queue_name, fails.id, token(a), "boom", now=clock.at(2))
-    await backend.complete(queue_name, ok.id, token(b), now=clock.at(3))
-    assert await backend.get_state(queue_name, fails.id) == "failed"
-    assert await backend.get_state(queue_name, ok.id) is None
+    await backend.fail_job(queue_name, fails.id, token(a), "boom", now=clock.at(2))
+    await backend.complete_job(queue_name, ok.id, token(b), now=clock.at(3))
+    assert await backend.get_job_state(queue_name, fails.id) == "failed"
+    assert await backend.get_job_state(queue_name, ok.id) is None
 
 
 # ----------------------------------------------------------------------------- release / delay
@@ -409,10 +413,10 @@ async def test_remove_on_complete_does_not_touch_failed_RET_5(
 async def test_release_active_to_waiting_MGMT_7(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    added = await backend.add(queue_name, "n", now=clock.at(0))
+    added = await backend.add_job(queue_name, "n", now=clock.at(0))
     [active] = await claim_all(backend, queue_name, clock, 1)
 
-    released = await backend.release_active(queue_name, added.id, token(active), now=clock.at(2))
+    released = await backend.release_job(queue_name, added.id, token(active), now=clock.at(2))
 
     assert released.state == "waiting"
     assert released.lock_token is None
@@ -433,20 +437,20 @@ async def test_release_active_to_waiting_MGMT_7(
 async def test_release_active_wrong_token_MGMT_7_CLAIM_4(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    added = await backend.add(queue_name, "n", now=clock.at(0))
+    added = await backend.add_job(queue_name, "n", now=clock.at(0))
     [active] = await claim_all(backend, queue_name, clock, 1)
     before = await queue_snapshot(backend, queue_name)
     with pytest.raises(LockMismatch):
-        await backend.release_active(queue_name, added.id, other_token(), now=clock.at(2))
+        await backend.release_job(queue_name, added.id, other_token(), now=clock.at(2))
     assert await backend.get_job(queue_name, added.id) == active
     assert await queue_snapshot(backend, queue_name) == before
 
 
 async def test_delay_active_MGMT_6(backend: JobQueueBackend, queue_name: str, clock: Clock) -> None:
-    added = await backend.add(queue_name, "n", now=clock.at(0))
+    added = await backend.add_job(queue_name, "n", now=clock.at(0))
     [active] = await claim_all(backend, queue_name, clock, 1)
 
-    delayed = await backend.delay_active(queue_name, added.id, token(active), 30, now=clock.at(2))
+    delayed = await backend.delay_job(queue_name, added.id, token(active), 30, now=clock.at(2))
 
     assert delayed.state == "delayed"
     assert delayed.available_at == clock.at(32)
@@ -457,18 +461,18 @@ async def test_delay_active_MGMT_6(backend: JobQueueBackend, queue_name: str, cl
         {"delay": epoch_ms(clock.at(32)), "prev": "active"},
     )
     demand = [QueueDemand(queue_name, 1)]
-    assert await backend.claim("w", demand, 30, now=clock.at(31)) == []
-    assert [j.id for j in await backend.claim("w", demand, 30, now=clock.at(32))] == [added.id]
+    assert await backend.claim_jobs("w", demand, 30, now=clock.at(31)) == []
+    assert [j.id for j in await backend.claim_jobs("w", demand, 30, now=clock.at(32))] == [added.id]
 
 
 async def test_delay_active_wrong_token_MGMT_6_CLAIM_4(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    added = await backend.add(queue_name, "n", now=clock.at(0))
+    added = await backend.add_job(queue_name, "n", now=clock.at(0))
     [active] = await claim_all(backend, queue_name, clock, 1)
     before = await queue_snapshot(backend, queue_name)
     with pytest.raises(LockMismatch):
-        await backend.delay_active(queue_name, added.id, other_token(), 30, now=clock.at(2))
+        await backend.delay_job(queue_name, added.id, other_token(), 30, now=clock.at(2))
     assert await backend.get_job(queue_name, added.id) == active
     assert await queue_snapshot(backend, queue_name) == before
 
@@ -477,12 +481,12 @@ async def test_delay_active_on_waiting_job_refused_STATE_5(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
     """Token-checked calls on a job that is not active raise ``LockMismatch``."""
-    added = await backend.add(queue_name, "n", now=clock.at(0))
+    added = await backend.add_job(queue_name, "n", now=clock.at(0))
     before = await queue_snapshot(backend, queue_name)
     with pytest.raises(LockMismatch):
-        await backend.delay_active(queue_name, added.id, other_token(), 30, now=clock.at(1))
+        await backend.delay_job(queue_name, added.id, other_token(), 30, now=clock.at(1))
     with pytest.raises(LockMismatch):
-        await backend.release_active(queue_name, added.id, other_token(), now=clock.at(1))
+        await backend.release_job(queue_name, added.id, other_token(), now=clock.at(1))
     assert await backend.get_job(queue_name, added.id) == added
     assert await queue_snapshot(backend, queue_name) == before
 
@@ -490,11 +494,11 @@ async def test_delay_active_on_waiting_job_refused_STATE_5(
 async def test_complete_non_json_result_rejected_SCH_10(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    added = await backend.add(queue_name, "n", now=clock.at(0))
+    added = await backend.add_job(queue_name, "n", now=clock.at(0))
     [active] = await claim_all(backend, queue_name, clock, 1)
     before = await queue_snapshot(backend, queue_name)
     with pytest.raises(InvalidPayload):
-        await backend.complete(
+        await backend.complete_job(
             queue_name, added.id, token(active), {"x": object()}, now=clock.at(2)
         )
     assert await backend.get_job(queue_name, added.id) == active
@@ -504,9 +508,9 @@ async def test_complete_non_json_result_rejected_SCH_10(
 async def test_complete_many_same_job_twice_FIN_1(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    added = await backend.add(queue_name, "n", now=clock.at(0))
+    added = await backend.add_job(queue_name, "n", now=clock.at(0))
     [active] = await claim_all(backend, queue_name, clock, 1)
-    outcomes = await backend.complete_many(
+    outcomes = await backend.complete_jobs(
         [
             Completion(queue_name, added.id, token(active), "first"),
             Completion(queue_name, added.id, token(active), "second"),
@@ -522,10 +526,10 @@ async def test_complete_many_same_job_twice_FIN_1(
 async def test_complete_many_writes_one_drained_after_last_FIN_7(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    await backend.add(queue_name, "a", now=clock.at(0))
-    await backend.add(queue_name, "b", now=clock.at(0))
+    await backend.add_job(queue_name, "a", now=clock.at(0))
+    await backend.add_job(queue_name, "b", now=clock.at(0))
     a, b = await claim_all(backend, queue_name, clock, 1, n=2)
-    await backend.complete_many(
+    await backend.complete_jobs(
         [Completion(queue_name, a.id, token(a)), Completion(queue_name, b.id, token(b))],
         now=clock.at(2),
     )
@@ -540,15 +544,16 @@ async def test_retention_age_limit_caps_removals_per_finalisation_RET_3(
     retention = JobRetention(age_ms=1000, limit=1).to_json()
     opts = {"remove_on_complete": retention}
     ids = [
-        (await backend.add(queue_name, f"j{i}", None, opts, now=clock.at(0))).id for i in range(4)
+        (await backend.add_job(queue_name, f"j{i}", None, opts, now=clock.at(0))).id
+        for i in range(4)
     ]
     jobs = await claim_all(backend, queue_name, clock, 0, n=4, lease=600)
     for job in jobs[:3]:
-        await backend.complete(queue_name, job.id, token(job), now=clock.at(1))
+        await backend.complete_job(queue_name, job.id, token(job), now=clock.at(1))
     # three jobs finished at +1 s are over age at +10 s, but one pass removes only one
-    await backend.complete(queue_name, jobs[3].id, token(jobs[3]), now=clock.at(10))
+    await backend.complete_job(queue_name, jobs[3].id, token(jobs[3]), now=clock.at(10))
 
-    states = [await backend.get_state(queue_name, job_id) for job_id in ids]
+    states = [await backend.get_job_state(queue_name, job_id) for job_id in ids]
     assert states.count(None) == 1
     assert states[3] == "completed"
     assert states[0] is None  # the oldest goes first
@@ -557,7 +562,7 @@ async def test_retention_age_limit_caps_removals_per_finalisation_RET_3(
 async def test_stalled_terminal_failure_applies_retention_STALL_3_RET_2(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    added = await backend.add(queue_name, "n", None, {"remove_on_fail": True}, now=clock.at(0))
+    added = await backend.add_job(queue_name, "n", None, {"remove_on_fail": True}, now=clock.at(0))
     await claim_all(backend, queue_name, clock, 0, lease=10)
     outcomes = await backend.recover_stalled([queue_name], max_stalled_count=0, now=clock.at(11))
     assert [(o.id, o.state) for o in outcomes] == [(added.id, "failed")]
@@ -567,9 +572,9 @@ async def test_stalled_terminal_failure_applies_retention_STALL_3_RET_2(
 async def test_complete_many_wrong_then_right_token_same_job_FIN_1(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    added = await backend.add(queue_name, "n", now=clock.at(0))
+    added = await backend.add_job(queue_name, "n", now=clock.at(0))
     [active] = await claim_all(backend, queue_name, clock, 1)
-    outcomes = await backend.complete_many(
+    outcomes = await backend.complete_jobs(
         [
             Completion(queue_name, added.id, other_token(), "stale"),
             Completion(queue_name, added.id, token(active), "current"),
@@ -586,9 +591,9 @@ async def test_complete_many_wrong_then_right_token_same_job_FIN_1(
 async def test_fail_many_same_job_twice_FIN_3(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    added = await backend.add(queue_name, "n", None, {"attempts": 3}, now=clock.at(0))
+    added = await backend.add_job(queue_name, "n", None, {"attempts": 3}, now=clock.at(0))
     [active] = await claim_all(backend, queue_name, clock, 1)
-    outcomes = await backend.fail_many(
+    outcomes = await backend.fail_jobs(
         [
             Failure(queue_name, added.id, token(active), "first"),
             Failure(queue_name, added.id, token(active), "second"),
@@ -605,21 +610,21 @@ async def test_fail_many_same_job_twice_FIN_3(
 async def test_delay_active_zero_delay_is_due_now_MGMT_6(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    added = await backend.add(queue_name, "n", now=clock.at(0))
+    added = await backend.add_job(queue_name, "n", now=clock.at(0))
     [active] = await claim_all(backend, queue_name, clock, 1)
-    delayed = await backend.delay_active(queue_name, added.id, token(active), 0, now=clock.at(2))
+    delayed = await backend.delay_job(queue_name, added.id, token(active), 0, now=clock.at(2))
     assert (delayed.state, delayed.available_at) == ("delayed", clock.at(2))
-    claimed = await backend.claim("w", [QueueDemand(queue_name, 1)], 30, now=clock.at(2))
+    claimed = await backend.claim_jobs("w", [QueueDemand(queue_name, 1)], 30, now=clock.at(2))
     assert [job.id for job in claimed] == [added.id]
 
 
 async def test_delay_active_negative_delay_rejected_MGMT_6(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    added = await backend.add(queue_name, "n", now=clock.at(0))
+    added = await backend.add_job(queue_name, "n", now=clock.at(0))
     [active] = await claim_all(backend, queue_name, clock, 1)
     before = await queue_snapshot(backend, queue_name)
     with pytest.raises(ValidationError):
-        await backend.delay_active(queue_name, added.id, token(active), -5, now=clock.at(2))
+        await backend.delay_job(queue_name, added.id, token(active), -5, now=clock.at(2))
     assert await backend.get_job(queue_name, added.id) == active
     assert await queue_snapshot(backend, queue_name) == before

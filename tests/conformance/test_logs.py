@@ -10,9 +10,9 @@ from tests.helpers import Clock, events
 
 
 async def five_logs(backend: JobQueueBackend, queue: str, clock: Clock) -> str:
-    job = await backend.add(queue, "n", now=clock.at(0))
+    job = await backend.add_job(queue, "n", now=clock.at(0))
     for i in range(1, 6):
-        kept = await backend.add_log(queue, job.id, f"m{i}", now=clock.at(i))
+        kept = await backend.add_job_log(queue, job.id, f"m{i}", now=clock.at(i))
         assert kept == i
     return job.id
 
@@ -25,7 +25,7 @@ async def test_add_log_appends_with_timestamp_MGMT_13(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
     job_id = await five_logs(backend, queue_name, clock)
-    page = await backend.get_logs(queue_name, job_id)
+    page = await backend.get_job_logs(queue_name, job_id)
     assert page.count == 5
     assert messages(page) == ["m1", "m2", "m3", "m4", "m5"]
     assert [entry.ts for entry in page.logs] == [clock.at(i) for i in range(1, 6)]
@@ -34,25 +34,25 @@ async def test_add_log_appends_with_timestamp_MGMT_13(
 async def test_add_log_keep_trims_to_newest_MGMT_13(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    job = await backend.add(queue_name, "n", now=clock.at(0))
+    job = await backend.add_job(queue_name, "n", now=clock.at(0))
     results = [
-        await backend.add_log(queue_name, job.id, f"m{i}", keep=3, now=clock.at(i))
+        await backend.add_job_log(queue_name, job.id, f"m{i}", keep=3, now=clock.at(i))
         for i in range(1, 6)
     ]
     assert results == [1, 2, 3, 3, 3]
-    page = await backend.get_logs(queue_name, job.id)
+    page = await backend.get_job_logs(queue_name, job.id)
     assert (messages(page), page.count) == (["m3", "m4", "m5"], 3)
 
 
 async def test_logs_write_no_events_EVS_5_MGMT_13(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    job = await backend.add(queue_name, "n", now=clock.at(0))
+    job = await backend.add_job(queue_name, "n", now=clock.at(0))
     before = await events(backend, queue_name)
-    await backend.add_log(queue_name, job.id, "a", now=clock.at(1))
-    await backend.add_log(queue_name, job.id, "b", keep=1, now=clock.at(2))
-    await backend.get_logs(queue_name, job.id)
-    await backend.clear_logs(queue_name, job.id)
+    await backend.add_job_log(queue_name, job.id, "a", now=clock.at(1))
+    await backend.add_job_log(queue_name, job.id, "b", keep=1, now=clock.at(2))
+    await backend.get_job_logs(queue_name, job.id)
+    await backend.clear_job_logs(queue_name, job.id)
     assert await events(backend, queue_name) == before
 
 
@@ -84,7 +84,7 @@ async def test_get_logs_windows_MGMT_14(
     expected: list[str],
 ) -> None:
     job_id = await five_logs(backend, queue_name, clock)
-    page = await backend.get_logs(queue_name, job_id, start, end, asc=asc)
+    page = await backend.get_job_logs(queue_name, job_id, start, end, asc=asc)
     assert messages(page) == expected
     assert page.count == 5
 
@@ -92,17 +92,17 @@ async def test_get_logs_windows_MGMT_14(
 async def test_get_logs_missing_job_or_no_logs_MGMT_14(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    assert await backend.get_logs(queue_name, "missing") == LogPage([], 0)
-    job = await backend.add(queue_name, "n", now=clock.at(0))
-    assert await backend.get_logs(queue_name, job.id) == LogPage([], 0)
+    assert await backend.get_job_logs(queue_name, "missing") == LogPage([], 0)
+    job = await backend.add_job(queue_name, "n", now=clock.at(0))
+    assert await backend.get_job_logs(queue_name, job.id) == LogPage([], 0)
 
 
 async def test_clear_logs_keep_newest_MGMT_15(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
     job_id = await five_logs(backend, queue_name, clock)
-    await backend.clear_logs(queue_name, job_id, keep=2)
-    page = await backend.get_logs(queue_name, job_id)
+    await backend.clear_job_logs(queue_name, job_id, keep=2)
+    page = await backend.get_job_logs(queue_name, job_id)
     assert (messages(page), page.count) == (["m4", "m5"], 2)
 
 
@@ -110,19 +110,19 @@ async def test_clear_logs_all_MGMT_15(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
     job_id = await five_logs(backend, queue_name, clock)
-    await backend.clear_logs(queue_name, job_id)
-    assert await backend.get_logs(queue_name, job_id) == LogPage([], 0)
-    assert await backend.add_log(queue_name, job_id, "again", now=clock.at(9)) == 1
+    await backend.clear_job_logs(queue_name, job_id)
+    assert await backend.get_job_logs(queue_name, job_id) == LogPage([], 0)
+    assert await backend.add_job_log(queue_name, job_id, "again", now=clock.at(9)) == 1
 
 
 async def test_logs_are_per_job_MGMT_13(
     backend: JobQueueBackend, queue_name: str, queue_b: str, clock: Clock
 ) -> None:
-    a = await backend.add(queue_name, "a", None, {"job_id": "same"}, now=clock.at(0))
-    b = await backend.add(queue_b, "b", None, {"job_id": "same"}, now=clock.at(0))
-    other = await backend.add(queue_name, "c", now=clock.at(0))
-    await backend.add_log(queue_name, a.id, "for a", now=clock.at(1))
-    await backend.add_log(queue_b, b.id, "for b", now=clock.at(1))
-    assert messages(await backend.get_logs(queue_name, "same")) == ["for a"]
-    assert messages(await backend.get_logs(queue_b, "same")) == ["for b"]
-    assert (await backend.get_logs(queue_name, other.id)).count == 0
+    a = await backend.add_job(queue_name, "a", None, {"job_id": "same"}, now=clock.at(0))
+    b = await backend.add_job(queue_b, "b", None, {"job_id": "same"}, now=clock.at(0))
+    other = await backend.add_job(queue_name, "c", now=clock.at(0))
+    await backend.add_job_log(queue_name, a.id, "for a", now=clock.at(1))
+    await backend.add_job_log(queue_b, b.id, "for b", now=clock.at(1))
+    assert messages(await backend.get_job_logs(queue_name, "same")) == ["for a"]
+    assert messages(await backend.get_job_logs(queue_b, "same")) == ["for b"]
+    assert (await backend.get_job_logs(queue_name, other.id)).count == 0

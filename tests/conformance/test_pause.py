@@ -13,26 +13,26 @@ from tests.helpers import Clock, queue_level_events
 async def test_pause_blocks_claims_resume_allows_PAUSE_1(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    job = await backend.add(queue_name, "n", now=clock.at(0))
-    assert await backend.is_paused(queue_name) is False
+    job = await backend.add_job(queue_name, "n", now=clock.at(0))
+    assert await backend.is_queue_paused(queue_name) is False
 
-    await backend.pause(queue_name)
-    assert await backend.is_paused(queue_name) is True
+    await backend.pause_queue(queue_name)
+    assert await backend.is_queue_paused(queue_name) is True
     demand = [QueueDemand(queue_name, 1)]
-    assert await backend.claim("w", demand, 30, now=clock.at(1)) == []
-    assert await backend.get_state(queue_name, job.id) == "waiting"
+    assert await backend.claim_jobs("w", demand, 30, now=clock.at(1)) == []
+    assert await backend.get_job_state(queue_name, job.id) == "waiting"
 
-    await backend.resume(queue_name)
-    assert await backend.is_paused(queue_name) is False
-    claimed = await backend.claim("w", demand, 30, now=clock.at(2))
+    await backend.resume_queue(queue_name)
+    assert await backend.is_queue_paused(queue_name) is False
+    claimed = await backend.claim_jobs("w", demand, 30, now=clock.at(2))
     assert [c.id for c in claimed] == [job.id]
 
 
 async def test_pause_and_resume_write_queue_events_PAUSE_1(
     backend: JobQueueBackend, queue_name: str
 ) -> None:
-    await backend.pause(queue_name)
-    await backend.resume(queue_name)
+    await backend.pause_queue(queue_name)
+    await backend.resume_queue(queue_name)
     found = await queue_level_events(backend, queue_name)
     assert [(e.event, e.job_id, e.data) for e in found] == [
         ("paused", None, {}),
@@ -44,53 +44,53 @@ async def test_pause_and_resume_write_queue_events_PAUSE_1(
 async def test_unknown_queue_is_not_paused_PAUSE_1(
     backend: JobQueueBackend, queue_name: str
 ) -> None:
-    assert await backend.is_paused(queue_name) is False
+    assert await backend.is_queue_paused(queue_name) is False
 
 
 async def test_pause_creates_queue_before_first_add_PAUSE_1(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    await backend.pause(queue_name)
-    job = await backend.add(queue_name, "n", now=clock.at(0))  # adds go on while paused
+    await backend.pause_queue(queue_name)
+    job = await backend.add_job(queue_name, "n", now=clock.at(0))  # adds go on while paused
     assert job.state == "waiting"
-    assert await backend.claim("w", [QueueDemand(queue_name, 1)], 30, now=clock.at(1)) == []
-    assert await backend.is_paused(queue_name) is True
+    assert await backend.claim_jobs("w", [QueueDemand(queue_name, 1)], 30, now=clock.at(1)) == []
+    assert await backend.is_queue_paused(queue_name) is True
 
 
 async def test_pause_is_per_queue_PAUSE_1(
     backend: JobQueueBackend, queue_name: str, queue_b: str, clock: Clock
 ) -> None:
-    await backend.pause(queue_name)
-    other = await backend.add(queue_b, "n", now=clock.at(0))
-    assert await backend.is_paused(queue_b) is False
-    claimed = await backend.claim("w", [QueueDemand(queue_b, 1)], 30, now=clock.at(1))
+    await backend.pause_queue(queue_name)
+    other = await backend.add_job(queue_b, "n", now=clock.at(0))
+    assert await backend.is_queue_paused(queue_b) is False
+    claimed = await backend.claim_jobs("w", [QueueDemand(queue_b, 1)], 30, now=clock.at(1))
     assert [c.id for c in claimed] == [other.id]
 
 
 async def test_in_flight_job_finishes_while_paused_PAUSE_2(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    first = await backend.add(queue_name, "a", now=clock.at(0))
-    await backend.add(queue_name, "b", now=clock.at(0))
-    [active] = await backend.claim("w", [QueueDemand(queue_name, 1)], 30, now=clock.at(1))
-    await backend.pause(queue_name)
+    first = await backend.add_job(queue_name, "a", now=clock.at(0))
+    await backend.add_job(queue_name, "b", now=clock.at(0))
+    [active] = await backend.claim_jobs("w", [QueueDemand(queue_name, 1)], 30, now=clock.at(1))
+    await backend.pause_queue(queue_name)
     assert active.lock_token is not None
 
-    done = await backend.complete(queue_name, first.id, active.lock_token, now=clock.at(2))
+    done = await backend.complete_job(queue_name, first.id, active.lock_token, now=clock.at(2))
 
     assert done.state == "completed"
-    assert await backend.claim("w", [QueueDemand(queue_name, 1)], 30, now=clock.at(3)) == []
+    assert await backend.claim_jobs("w", [QueueDemand(queue_name, 1)], 30, now=clock.at(3)) == []
 
 
 async def test_delayed_promotion_goes_on_while_paused_PAUSE_12(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    job = await backend.add(queue_name, "d", None, {"delay_ms": 1000}, now=clock.at(0))
-    await backend.pause(queue_name)
-    assert await backend.promote_due([queue_name], now=clock.at(2)) == 1
-    assert await backend.get_state(queue_name, job.id) == "waiting"
+    job = await backend.add_job(queue_name, "d", None, {"delay_ms": 1000}, now=clock.at(0))
+    await backend.pause_queue(queue_name)
+    assert await backend.promote_due_jobs([queue_name], now=clock.at(2)) == 1
+    assert await backend.get_job_state(queue_name, job.id) == "waiting"
 
 
 async def test_pause_bad_queue_name_rejected_PAUSE_1(backend: JobQueueBackend) -> None:
     with pytest.raises(InvalidQueueName):
-        await backend.pause("bad name")
+        await backend.pause_queue("bad name")

@@ -10,45 +10,45 @@ from tests.helpers import Clock
 async def test_state_through_a_lifecycle_STATE_2(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    added = await backend.add(queue_name, "n", now=clock.at(0))
-    assert await backend.get_state(queue_name, added.id) == "waiting"
-    [active] = await backend.claim("w", [QueueDemand(queue_name, 1)], 30, now=clock.at(1))
-    assert await backend.get_state(queue_name, added.id) == "active"
+    added = await backend.add_job(queue_name, "n", now=clock.at(0))
+    assert await backend.get_job_state(queue_name, added.id) == "waiting"
+    [active] = await backend.claim_jobs("w", [QueueDemand(queue_name, 1)], 30, now=clock.at(1))
+    assert await backend.get_job_state(queue_name, added.id) == "active"
     assert active.lock_token is not None
-    await backend.complete(queue_name, added.id, active.lock_token, now=clock.at(2))
-    assert await backend.get_state(queue_name, added.id) == "completed"
-    assert await backend.remove(queue_name, added.id, now=clock.at(3)) is True
-    assert await backend.get_state(queue_name, added.id) is None
+    await backend.complete_job(queue_name, added.id, active.lock_token, now=clock.at(2))
+    assert await backend.get_job_state(queue_name, added.id) == "completed"
+    assert await backend.remove_job(queue_name, added.id, now=clock.at(3)) is True
+    assert await backend.get_job_state(queue_name, added.id) is None
 
 
 async def test_missing_job_reads_none_STATE_2_MGMT_1(
     backend: JobQueueBackend, queue_name: str
 ) -> None:
     assert await backend.get_job(queue_name, "missing") is None
-    assert await backend.get_state(queue_name, "missing") is None
+    assert await backend.get_job_state(queue_name, "missing") is None
     assert await backend.get_job(queue_name, "12345678901234") is None
 
 
 async def test_job_is_scoped_to_its_queue_MGMT_1(
     backend: JobQueueBackend, queue_name: str, queue_b: str, clock: Clock
 ) -> None:
-    added = await backend.add(queue_name, "n", now=clock.at(0))
+    added = await backend.add_job(queue_name, "n", now=clock.at(0))
     assert await backend.get_job(queue_b, added.id) is None
-    assert await backend.get_state(queue_b, added.id) is None
+    assert await backend.get_job_state(queue_b, added.id) is None
 
 
 async def mixed_queue(backend: JobQueueBackend, queue: str, clock: Clock) -> None:
     """2 waiting, 1 delayed, 1 active, 1 completed, 1 failed."""
     for name in ("active", "completed", "failed"):
-        await backend.add(queue, name, now=clock.at(0))
-    _a, c, f = await backend.claim("w", [QueueDemand(queue, 3)], 30, now=clock.at(1))
+        await backend.add_job(queue, name, now=clock.at(0))
+    _a, c, f = await backend.claim_jobs("w", [QueueDemand(queue, 3)], 30, now=clock.at(1))
     assert c.lock_token is not None
     assert f.lock_token is not None
-    await backend.complete(queue, c.id, c.lock_token, now=clock.at(2))
-    await backend.fail(queue, f.id, f.lock_token, "x", now=clock.at(2))
-    await backend.add(queue, "w1", now=clock.at(3))
-    await backend.add(queue, "w2", now=clock.at(3))
-    await backend.add(queue, "d", None, {"delay_ms": 60_000}, now=clock.at(3))
+    await backend.complete_job(queue, c.id, c.lock_token, now=clock.at(2))
+    await backend.fail_job(queue, f.id, f.lock_token, "x", now=clock.at(2))
+    await backend.add_job(queue, "w1", now=clock.at(3))
+    await backend.add_job(queue, "w2", now=clock.at(3))
+    await backend.add_job(queue, "d", None, {"delay_ms": 60_000}, now=clock.at(3))
 
 
 async def test_counts_all_states_in_order_MGMT_23(
@@ -65,7 +65,7 @@ async def test_counts_all_states_in_order_MGMT_23(
     }
     no_states: list[JobState] = []
     for states in (None, no_states):
-        counts = await backend.get_counts(queue_name, states)
+        counts = await backend.get_job_counts(queue_name, states)
         assert counts == expected
         assert list(counts) == list(ALL_STATES)
 
@@ -73,7 +73,7 @@ async def test_counts_all_states_in_order_MGMT_23(
 async def test_counts_unknown_queue_is_all_zero_MGMT_23(
     backend: JobQueueBackend, queue_name: str
 ) -> None:
-    counts = await backend.get_counts(queue_name)
+    counts = await backend.get_job_counts(queue_name)
     assert list(counts) == list(ALL_STATES)
     assert set(counts.values()) == {0}
 
@@ -82,8 +82,8 @@ async def test_counts_duplicates_and_order_MGMT_23(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
     await mixed_queue(backend, queue_name, clock)
-    assert await backend.get_counts(queue_name, ["waiting", "waiting"]) == {"waiting": 2}
-    counts = await backend.get_counts(
+    assert await backend.get_job_counts(queue_name, ["waiting", "waiting"]) == {"waiting": 2}
+    counts = await backend.get_job_counts(
         queue_name, ["failed", "waiting-children", "failed", "waiting"]
     )
     assert counts == {"failed": 1, "waiting-children": 0, "waiting": 2}
@@ -93,10 +93,10 @@ async def test_counts_duplicates_and_order_MGMT_23(
 async def test_list_jobs_pages_without_overlap_MGMT_2(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    waiting = await backend.add_bulk(
+    waiting = await backend.add_jobs(
         queue_name, [JobSpec(f"w{i}") for i in range(20)], now=clock.at(0)
     )
-    delayed = await backend.add_bulk(
+    delayed = await backend.add_jobs(
         queue_name,
         [JobSpec(f"d{i}", None, {"delay_ms": 60_000}) for i in range(10)],
         now=clock.at(0),
@@ -116,8 +116,8 @@ async def test_list_jobs_pages_without_overlap_MGMT_2(
 async def test_list_jobs_descending_reverses_whole_order_MGMT_2(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    delayed = await backend.add(queue_name, "d", None, {"delay_ms": 60_000}, now=clock.at(0))
-    waiting = await backend.add_bulk(
+    delayed = await backend.add_job(queue_name, "d", None, {"delay_ms": 60_000}, now=clock.at(0))
+    waiting = await backend.add_jobs(
         queue_name,
         [JobSpec("a"), JobSpec("b"), JobSpec("c", None, {"lifo": True})],
         now=clock.at(1),
@@ -152,7 +152,7 @@ async def test_list_jobs_single_state_and_snapshots_MGMT_2(
 async def test_list_jobs_offset_past_end_MGMT_2(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    await backend.add(queue_name, "n", now=clock.at(0))
+    await backend.add_job(queue_name, "n", now=clock.at(0))
     page = await backend.list_jobs(queue_name, ["waiting"], offset=5, limit=10)
     assert (page.items, page.total) == ([], 1)
     empty = await backend.list_jobs(queue_name, ["failed"])

@@ -35,15 +35,17 @@ async def finish(
 ) -> list[str]:
     """Add ``count`` jobs and finish them one by one, one second apart from ``start``
     (oldest first); returns their ids in finishing order."""
-    added = [await backend.add(queue, f"j{i}", {"i": i}, now=clock.at(start)) for i in range(count)]
-    claimed = await backend.claim("w", [QueueDemand(queue, count)], 600, now=clock.at(start))
+    added = [
+        await backend.add_job(queue, f"j{i}", {"i": i}, now=clock.at(start)) for i in range(count)
+    ]
+    claimed = await backend.claim_jobs("w", [QueueDemand(queue, count)], 600, now=clock.at(start))
     assert [job.id for job in claimed] == [job.id for job in added]
     for i, job in enumerate(claimed):
         moment = clock.at(start + 1 + i)
         if failed:
-            await backend.fail(queue, job.id, token(job), "boom", now=moment)
+            await backend.fail_job(queue, job.id, token(job), "boom", now=moment)
         else:
-            await backend.complete(queue, job.id, token(job), i, now=moment)
+            await backend.complete_job(queue, job.id, token(job), i, now=moment)
     return [job.id for job in added]
 
 
@@ -64,7 +66,7 @@ async def test_new_queue_reports_the_default_bounds_RET_1(
     assert default == QueueRetention.default() == QueueRetention(10_000, 100_000)
     assert await backend.get_queue_retention(queue_name) == default  # queue not created yet
     assert queue_name not in await backend.list_queues()
-    await backend.add(queue_name, "n")
+    await backend.add_job(queue_name, "n")
     assert await backend.get_queue_retention(queue_name) == default
 
 
@@ -88,7 +90,7 @@ async def test_prune_keeps_the_newest_keep_completed_RET_1(
 
     assert await backend.prune_finished([queue_name]) == 7
     assert await kept(backend, queue_name, ids) == ids[-5:]
-    assert (await backend.get_counts(queue_name, ["completed"]))["completed"] == 5
+    assert (await backend.get_job_counts(queue_name, ["completed"]))["completed"] == 5
     assert await backend.prune_finished([queue_name]) == 0  # within the bound now
 
 
@@ -98,10 +100,10 @@ async def test_prune_orders_ties_in_finished_at_by_creation_RET_1(
     """One ``complete_many`` batch gives its jobs the same ``finished_at``: the older
     ones by creation go first, whatever order the batch listed them in."""
     early = await finish(backend, queue_name, clock, 2, start=0)
-    batch = [await backend.add(queue_name, f"b{i}", now=clock.at(10)) for i in range(4)]
-    claimed = await backend.claim("w", [QueueDemand(queue_name, 4)], 600, now=clock.at(10))
+    batch = [await backend.add_job(queue_name, f"b{i}", now=clock.at(10)) for i in range(4)]
+    claimed = await backend.claim_jobs("w", [QueueDemand(queue_name, 4)], 600, now=clock.at(10))
     assert [job.id for job in claimed] == [job.id for job in batch]
-    outcomes = await backend.complete_many(
+    outcomes = await backend.complete_jobs(
         [Completion(queue_name, job.id, token(job)) for job in reversed(claimed)],
         now=clock.at(20),
     )
@@ -147,7 +149,7 @@ async def test_completed_and_failed_bounds_are_independent_RET_1(
 
     await backend.set_queue_retention(queue_name, keep_completed=0, keep_failed=0)
     assert await backend.prune_finished([queue_name]) == 3
-    assert await backend.get_counts(queue_name, ["completed", "failed"]) == {
+    assert await backend.get_job_counts(queue_name, ["completed", "failed"]) == {
         "completed": 0,
         "failed": 0,
     }
@@ -230,14 +232,14 @@ async def test_pruned_jobs_lose_their_logs_RET_1(
 ) -> None:
     ids = await finish(backend, queue_name, clock, 4, start=0)
     for job_id in ids:
-        await backend.add_log(queue_name, job_id, f"log of {job_id}", now=clock.at(50))
+        await backend.add_job_log(queue_name, job_id, f"log of {job_id}", now=clock.at(50))
     await backend.set_queue_retention(queue_name, keep_completed=1, keep_failed=None)
 
     assert await backend.prune_finished([queue_name]) == 3
     for job_id in ids[:-1]:
         assert await backend.get_job(queue_name, job_id) is None
-        assert (await backend.get_logs(queue_name, job_id)).count == 0
-    page = await backend.get_logs(queue_name, ids[-1])
+        assert (await backend.get_job_logs(queue_name, job_id)).count == 0
+    page = await backend.get_job_logs(queue_name, ids[-1])
     assert [entry.message for entry in page.logs] == [f"log of {ids[-1]}"]
 
 
@@ -246,16 +248,16 @@ async def test_unfinished_jobs_are_never_pruned_RET_1(
 ) -> None:
     finished = await finish(backend, queue_name, clock, 3, start=0)
     failed = await finish(backend, queue_name, clock, 2, start=100, failed=True)
-    active = await backend.add(queue_name, "active", now=clock.at(200))
-    [claimed] = await backend.claim("w", [QueueDemand(queue_name, 1)], 600, now=clock.at(200))
+    active = await backend.add_job(queue_name, "active", now=clock.at(200))
+    [claimed] = await backend.claim_jobs("w", [QueueDemand(queue_name, 1)], 600, now=clock.at(200))
     assert claimed.id == active.id
-    waiting = await backend.add(queue_name, "waiting", now=clock.at(201))
-    delayed = await backend.add(queue_name, "delayed", None, {"delay_ms": 3_600_000})
+    waiting = await backend.add_job(queue_name, "waiting", now=clock.at(201))
+    delayed = await backend.add_job(queue_name, "delayed", None, {"delay_ms": 3_600_000})
     await backend.set_queue_retention(queue_name, keep_completed=0, keep_failed=0)
 
     assert await backend.prune_finished([queue_name]) == 5
     assert await kept(backend, queue_name, finished + failed) == []
-    assert await backend.get_counts(queue_name) == {
+    assert await backend.get_job_counts(queue_name) == {
         "waiting": 1,
         "delayed": 1,
         "active": 1,
@@ -264,7 +266,7 @@ async def test_unfinished_jobs_are_never_pruned_RET_1(
         "failed": 0,
     }
     for job, state in ((active, "active"), (waiting, "waiting"), (delayed, "delayed")):
-        assert await backend.get_state(queue_name, job.id) == state
+        assert await backend.get_job_state(queue_name, job.id) == state
 
 
 async def test_pruning_writes_no_events_RET_1_EVS_5(
@@ -284,14 +286,16 @@ async def test_per_job_retention_applies_first_then_the_queue_bound_RET_2_RET_3(
     cap applied later by the prune."""
     ids = [
         (
-            await backend.add(queue_name, f"j{i}", None, {"remove_on_complete": 3}, now=clock.at(0))
+            await backend.add_job(
+                queue_name, f"j{i}", None, {"remove_on_complete": 3}, now=clock.at(0)
+            )
         ).id
         for i in range(6)
     ]
-    claimed = await backend.claim("w", [QueueDemand(queue_name, 6)], 600, now=clock.at(0))
+    claimed = await backend.claim_jobs("w", [QueueDemand(queue_name, 6)], 600, now=clock.at(0))
     await backend.set_queue_retention(queue_name, keep_completed=1, keep_failed=None)
     for i, job in enumerate(claimed):
-        await backend.complete(queue_name, job.id, token(job), now=clock.at(1 + i))
+        await backend.complete_job(queue_name, job.id, token(job), now=clock.at(1 + i))
     assert await kept(backend, queue_name, ids) == ids[-3:]  # RET-2: newest 3 at finish time
 
     assert await backend.prune_finished([queue_name]) == 2

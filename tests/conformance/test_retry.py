@@ -14,7 +14,7 @@ from tests.helpers import Clock, epoch_ms, job_event_list, queue_level_events, q
 
 
 async def claim(backend: JobQueueBackend, queue: str, clock: Clock, at: float) -> Job:
-    claimed = await backend.claim("w", [QueueDemand(queue, 1)], 30, now=clock.at(at))
+    claimed = await backend.claim_jobs("w", [QueueDemand(queue, 1)], 30, now=clock.at(at))
     assert len(claimed) == 1, f"nothing to claim at +{at}s"
     assert claimed[0].lock_token is not None
     return claimed[0]
@@ -25,7 +25,7 @@ async def fail_once(
 ) -> Job:
     active = await claim(backend, queue, clock, at)
     assert active.lock_token is not None
-    return await backend.fail(
+    return await backend.fail_job(
         queue, active.id, active.lock_token, f"boom@{at}", now=clock.at(at), **kwargs
     )
 
@@ -33,7 +33,7 @@ async def fail_once(
 async def test_fixed_backoff_delayed_delayed_failed_FIN_3(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    added = await backend.add(
+    added = await backend.add_job(
         queue_name, "n", None, JobOptions(attempts=3, backoff=Backoff.fixed(1)), now=clock.at(0)
     )
 
@@ -67,7 +67,7 @@ async def test_fixed_backoff_delayed_delayed_failed_FIN_3(
 async def test_delayed_retry_not_claimable_before_backoff_FIN_3(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    await backend.add(
+    await backend.add_job(
         queue_name,
         "n",
         None,
@@ -76,14 +76,14 @@ async def test_delayed_retry_not_claimable_before_backoff_FIN_3(
     )
     await fail_once(backend, queue_name, clock, 0)
     demand = [QueueDemand(queue_name, 1)]
-    assert await backend.claim("w", demand, 30, now=clock.at(4.999)) == []
-    assert len(await backend.claim("w", demand, 30, now=clock.at(5))) == 1
+    assert await backend.claim_jobs("w", demand, 30, now=clock.at(4.999)) == []
+    assert len(await backend.claim_jobs("w", demand, 30, now=clock.at(5))) == 1
 
 
 async def test_zero_backoff_goes_back_to_waiting_FIN_3(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    added = await backend.add(queue_name, "n", None, {"attempts": 2}, now=clock.at(0))
+    added = await backend.add_job(queue_name, "n", None, {"attempts": 2}, now=clock.at(0))
     failed = await fail_once(backend, queue_name, clock, 1)
 
     assert failed.state == "waiting"
@@ -100,7 +100,7 @@ async def test_zero_backoff_goes_back_to_waiting_FIN_3(
 async def test_explicit_zero_fixed_backoff_goes_back_to_waiting_FIN_3(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    await backend.add(
+    await backend.add_job(
         queue_name, "n", None, JobOptions(attempts=2, backoff=Backoff.fixed(0)), now=clock.at(0)
     )
     assert (await fail_once(backend, queue_name, clock, 1)).state == "waiting"
@@ -109,7 +109,7 @@ async def test_explicit_zero_fixed_backoff_goes_back_to_waiting_FIN_3(
 async def test_single_attempt_fails_with_retries_exhausted_FIN_4(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    added = await backend.add(queue_name, "n", now=clock.at(0))
+    added = await backend.add_job(queue_name, "n", now=clock.at(0))
     failed = await fail_once(backend, queue_name, clock, 1)
 
     assert failed.state == "failed"
@@ -134,7 +134,7 @@ async def test_single_attempt_fails_with_retries_exhausted_FIN_4(
 async def test_discard_retry_on_first_of_three_FIN_5(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    added = await backend.add(queue_name, "n", None, {"attempts": 3}, now=clock.at(0))
+    added = await backend.add_job(queue_name, "n", None, {"attempts": 3}, now=clock.at(0))
     failed = await fail_once(backend, queue_name, clock, 1, discard_retry=True)
 
     assert failed.state == "failed"
@@ -147,7 +147,7 @@ async def test_discard_retry_on_first_of_three_FIN_5(
 async def test_discard_retry_on_last_attempt_writes_both_FIN_5(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    added = await backend.add(queue_name, "n", None, {"attempts": 3}, now=clock.at(0))
+    added = await backend.add_job(queue_name, "n", None, {"attempts": 3}, now=clock.at(0))
     assert (await fail_once(backend, queue_name, clock, 1)).state == "waiting"
     assert (await fail_once(backend, queue_name, clock, 2)).state == "waiting"
     failed = await fail_once(backend, queue_name, clock, 3, discard_retry=True)
@@ -160,7 +160,7 @@ async def test_exponential_backoff_delays_RETRY_1(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
     """base 1 s, cap 3 s, no jitter: 1 s, 2 s, then capped at 3 s."""
-    await backend.add(
+    await backend.add_job(
         queue_name,
         "n",
         None,
@@ -180,7 +180,7 @@ async def test_exponential_backoff_delays_RETRY_1(
 async def test_exponential_backoff_without_cap_RETRY_1(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    await backend.add(
+    await backend.add_job(
         queue_name,
         "n",
         None,
@@ -197,7 +197,7 @@ async def test_exponential_backoff_without_cap_RETRY_1(
 async def test_exponential_backoff_jitter_within_bounds_RETRY_1(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    await backend.add(
+    await backend.add_job(
         queue_name,
         "n",
         None,
@@ -213,7 +213,7 @@ async def test_sequence_backoff_last_delay_repeats_RETRY_1(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
     """Sequence [5, 15] gives 5, 15, 15."""
-    await backend.add(
+    await backend.add_job(
         queue_name,
         "n",
         None,
@@ -232,7 +232,7 @@ async def test_attempt_counters_RETRY_5(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
     """One crash (lease lost, recovered) plus one handler error."""
-    added = await backend.add(queue_name, "n", None, {"attempts": 3}, now=clock.at(0))
+    added = await backend.add_job(queue_name, "n", None, {"attempts": 3}, now=clock.at(0))
     await claim(backend, queue_name, clock, 0)
     await backend.recover_stalled([queue_name], max_stalled_count=5, now=clock.at(31))
     failed = await fail_once(backend, queue_name, clock, 40)
@@ -244,7 +244,7 @@ async def test_attempt_counters_RETRY_5(
 async def test_stacktrace_is_appended_as_one_entry_per_failure_FIN_3(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    await backend.add(queue_name, "n", None, {"attempts": 3}, now=clock.at(0))
+    await backend.add_job(queue_name, "n", None, {"attempts": 3}, now=clock.at(0))
     first = await fail_once(backend, queue_name, clock, 0, stacktrace="trace one\nline 2")
     assert first.stacktrace == ["trace one\nline 2"]
     second = await fail_once(backend, queue_name, clock, 1)  # no trace: nothing appended
@@ -260,11 +260,11 @@ async def test_stacktrace_is_appended_as_one_entry_per_failure_FIN_3(
 async def test_fail_wrong_token_changes_nothing_CLAIM_4(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    added = await backend.add(queue_name, "n", None, {"attempts": 3}, now=clock.at(0))
+    added = await backend.add_job(queue_name, "n", None, {"attempts": 3}, now=clock.at(0))
     active = await claim(backend, queue_name, clock, 1)
     before = await queue_snapshot(backend, queue_name)
     with pytest.raises(LockMismatch):
-        await backend.fail(queue_name, added.id, str(uuid.uuid4()), "x", now=clock.at(2))
+        await backend.fail_job(queue_name, added.id, str(uuid.uuid4()), "x", now=clock.at(2))
     assert await backend.get_job(queue_name, added.id) == active
     assert await queue_snapshot(backend, queue_name) == before
 
@@ -273,4 +273,4 @@ async def test_fail_missing_job_FIN_3(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
     with pytest.raises(JobNotFound):
-        await backend.fail(queue_name, "missing", str(uuid.uuid4()), "x", now=clock.at(0))
+        await backend.fail_job(queue_name, "missing", str(uuid.uuid4()), "x", now=clock.at(0))

@@ -12,7 +12,7 @@ STALLED_REASON = "job stalled more than allowable limit"
 
 
 async def claim_one(backend: JobQueueBackend, queue: str, now_s: float, clock: Clock) -> Job:
-    claimed = await backend.claim("w", [QueueDemand(queue, 1)], 10, now=clock.at(now_s))
+    claimed = await backend.claim_jobs("w", [QueueDemand(queue, 1)], 10, now=clock.at(now_s))
     assert len(claimed) == 1
     return claimed[0]
 
@@ -20,7 +20,7 @@ async def claim_one(backend: JobQueueBackend, queue: str, now_s: float, clock: C
 async def test_unexpired_lease_is_never_recovered_STALL_1(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    await backend.add(queue_name, "n", now=clock.at(0))
+    await backend.add_job(queue_name, "n", now=clock.at(0))
     job = await claim_one(backend, queue_name, 0, clock)  # lease until +10
 
     assert await backend.recover_stalled([queue_name], now=clock.at(5)) == []
@@ -33,22 +33,22 @@ async def test_unexpired_lease_is_never_recovered_STALL_1(
 async def test_expired_lease_stays_active_until_recovery_STALL_10(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    await backend.add(queue_name, "n", now=clock.at(0))
+    await backend.add_job(queue_name, "n", now=clock.at(0))
     job = await claim_one(backend, queue_name, 0, clock)
 
     # time passes (later calls use later `now`), nothing recovers: still active
-    assert await backend.claim("w2", [QueueDemand(queue_name, 1)], 10, now=clock.at(60)) == []
-    assert await backend.get_state(queue_name, job.id) == "active"
+    assert await backend.claim_jobs("w2", [QueueDemand(queue_name, 1)], 10, now=clock.at(60)) == []
+    assert await backend.get_job_state(queue_name, job.id) == "active"
     snapshot = await backend.get_job(queue_name, job.id)
     assert snapshot is not None
     assert snapshot.lock_token == job.lock_token
-    assert (await backend.get_counts(queue_name, ["active"]))["active"] == 1
+    assert (await backend.get_job_counts(queue_name, ["active"]))["active"] == 1
 
 
 async def test_expired_lease_requeued_STALL_1_STALL_3(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    await backend.add(queue_name, "n", now=clock.at(0))
+    await backend.add_job(queue_name, "n", now=clock.at(0))
     job = await claim_one(backend, queue_name, 0, clock)
 
     outcomes = await backend.recover_stalled([queue_name], now=clock.at(10.001))
@@ -72,7 +72,7 @@ async def test_expired_lease_requeued_STALL_1_STALL_3(
 async def test_second_stall_fails_terminally_STALL_3_STALL_6(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    added = await backend.add(queue_name, "n", None, {"attempts": 2}, now=clock.at(0))
+    added = await backend.add_job(queue_name, "n", None, {"attempts": 2}, now=clock.at(0))
     await claim_one(backend, queue_name, 0, clock)
     first = await backend.recover_stalled([queue_name], max_stalled_count=1, now=clock.at(11))
     assert first == [StalledOutcome(queue_name, added.id, "waiting")]
@@ -108,17 +108,17 @@ async def test_second_stall_fails_terminally_STALL_3_STALL_6(
 async def test_max_stalled_count_zero_fails_on_first_stall_STALL_3(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    added = await backend.add(queue_name, "n", now=clock.at(0))
+    added = await backend.add_job(queue_name, "n", now=clock.at(0))
     await claim_one(backend, queue_name, 0, clock)
     outcomes = await backend.recover_stalled([queue_name], max_stalled_count=0, now=clock.at(11))
     assert outcomes == [StalledOutcome(queue_name, added.id, "failed")]
-    assert await backend.get_state(queue_name, added.id) == "failed"
+    assert await backend.get_job_state(queue_name, added.id) == "failed"
 
 
 async def test_higher_max_stalled_count_requeues_again_STALL_3(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    added = await backend.add(queue_name, "n", now=clock.at(0))
+    added = await backend.add_job(queue_name, "n", now=clock.at(0))
     for round_ in range(3):
         start = round_ * 100
         await claim_one(backend, queue_name, start, clock)
@@ -135,15 +135,15 @@ async def test_higher_max_stalled_count_requeues_again_STALL_3(
 async def test_recovery_only_touches_named_queues_STALL_1(
     backend: JobQueueBackend, queue_name: str, queue_b: str, clock: Clock
 ) -> None:
-    await backend.add(queue_name, "a", now=clock.at(0))
-    other = await backend.add(queue_b, "b", now=clock.at(0))
+    await backend.add_job(queue_name, "a", now=clock.at(0))
+    other = await backend.add_job(queue_b, "b", now=clock.at(0))
     await claim_one(backend, queue_name, 0, clock)
     await claim_one(backend, queue_b, 0, clock)
 
     outcomes = await backend.recover_stalled([queue_name], now=clock.at(20))
 
     assert [o.queue for o in outcomes] == [queue_name]
-    assert await backend.get_state(queue_b, other.id) == "active"
+    assert await backend.get_job_state(queue_b, other.id) == "active"
 
 
 async def test_recovery_of_all_queues_STALL_1(
@@ -151,10 +151,10 @@ async def test_recovery_of_all_queues_STALL_1(
 ) -> None:
     """``queues=None`` covers every queue. Leases of 1 ms at the real current time keep
     this from recovering live work of concurrent test runs on a shared database."""
-    a = await backend.add(queue_name, "a", now=clock.at(0))
-    b = await backend.add(queue_b, "b", now=clock.at(0))
+    a = await backend.add_job(queue_name, "a", now=clock.at(0))
+    b = await backend.add_job(queue_b, "b", now=clock.at(0))
     lease = timedelta(milliseconds=1)
-    await backend.claim(
+    await backend.claim_jobs(
         "w", [QueueDemand(queue_name, 1), QueueDemand(queue_b, 1)], lease, now=clock.at(0)
     )
 
@@ -167,7 +167,7 @@ async def test_recovery_of_all_queues_STALL_1(
 async def test_stall_preserves_delivery_count_across_reclaims_STALL_6(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    added = await backend.add(queue_name, "n", None, {"attempts": 2}, now=clock.at(0))
+    added = await backend.add_job(queue_name, "n", None, {"attempts": 2}, now=clock.at(0))
     await claim_one(backend, queue_name, 0, clock)
     await backend.recover_stalled([queue_name], max_stalled_count=5, now=clock.at(11))
     await claim_one(backend, queue_name, 12, clock)

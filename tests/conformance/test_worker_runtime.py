@@ -57,11 +57,11 @@ async def test_results_map_to_complete_and_fail_WORK_3_WORK_10_RETRY_7_RETRY_8(
         raise ValueError("give up")
 
     jobs = {
-        "ok": await backend.add(queue_name, "ok", {"n": 1}),
-        "broken": await backend.add(queue_name, "broken", None, JobOptions(attempts=2)),
-        "fatal": await backend.add(queue_name, "fatal", None, JobOptions(attempts=5)),
-        "discarding": await backend.add(queue_name, "discarding", None, JobOptions(attempts=5)),
-        "stranger": await backend.add(queue_name, "stranger"),
+        "ok": await backend.add_job(queue_name, "ok", {"n": 1}),
+        "broken": await backend.add_job(queue_name, "broken", None, JobOptions(attempts=2)),
+        "fatal": await backend.add_job(queue_name, "fatal", None, JobOptions(attempts=5)),
+        "discarding": await backend.add_job(queue_name, "discarding", None, JobOptions(attempts=5)),
+        "stranger": await backend.add_job(queue_name, "stranger"),
     }
     worker = _worker(
         backend,
@@ -73,7 +73,7 @@ async def test_results_map_to_complete_and_fail_WORK_3_WORK_10_RETRY_7_RETRY_8(
 
     done = await _state(backend, queue_name, jobs["ok"].id)
     assert (done.state, done.return_value, done.progress) == ("completed", {"echo": {"n": 1}}, 100)
-    assert (await backend.get_logs(queue_name, done.id)).count == 1
+    assert (await backend.get_job_logs(queue_name, done.id)).count == 1
     broken_job = await _state(backend, queue_name, jobs["broken"].id)
     assert (broken_job.state, broken_job.attempts_made) == ("failed", 2)
     assert broken_job.failed_reason == "broken handler"
@@ -93,7 +93,7 @@ async def test_timeout_is_a_failed_attempt_RETRY_4(
         await asyncio.sleep(30)
         return None
 
-    added = await backend.add(queue_name, "slow", None, JobOptions(timeout=0.05, attempts=2))
+    added = await backend.add_job(queue_name, "slow", None, JobOptions(timeout=0.05, attempts=2))
     worker = _worker(backend, {"slow": slow}, [Lane(queue_name)], burst=True)
     await asyncio.wait_for(worker.run(), 30)
     job = await _state(backend, queue_name, added.id)
@@ -116,11 +116,11 @@ async def test_peak_concurrency_equals_the_configured_value_WORK_7(
         return None
 
     for n in range(12):
-        await backend.add(queue_name, "busy", n)
+        await backend.add_job(queue_name, "busy", n)
     worker = _worker(backend, {"busy": busy}, [Lane(queue_name)], burst=True, concurrency=3)
     await asyncio.wait_for(worker.run(), 30)
     assert peak == 3
-    assert (await backend.get_counts(queue_name, ["completed"]))["completed"] == 12
+    assert (await backend.get_job_counts(queue_name, ["completed"]))["completed"] == 12
 
 
 async def test_higher_priority_lane_is_served_first_with_one_slot_LANE_5(
@@ -134,8 +134,8 @@ async def test_higher_priority_lane_is_served_first_with_one_slot_LANE_5(
         return None
 
     for n in range(3):  # prompt work arrives first, interleaved with control work
-        await backend.add(prompt, "record", n)
-        await backend.add(control, "record", n)
+        await backend.add_job(prompt, "record", n)
+        await backend.add_job(control, "record", n)
     worker = _worker(
         backend,
         {"record": record},
@@ -157,8 +157,8 @@ async def test_attempt_budget_is_checked_before_dispatch_STALL_7(
         calls += 1
         return None
 
-    added = await backend.add(queue_name, "never")
-    [claimed] = await backend.claim("crashed", [QueueDemand(queue_name, 1)], 1)
+    added = await backend.add_job(queue_name, "never")
+    [claimed] = await backend.claim_jobs("crashed", [QueueDemand(queue_name, 1)], 1)
     # The first worker died: its lease lapses and recovery puts the job back.
     later = datetime.now(UTC) + timedelta(seconds=5)
     await backend.recover_stalled([queue_name], now=later)
@@ -191,7 +191,7 @@ async def test_lost_lease_is_flagged_and_the_result_not_written_WORK_8_WORK_9(
             raised.append(exc)
         return "stale result"
 
-    added = await backend.add(queue_name, "patient")
+    added = await backend.add_job(queue_name, "patient")
     worker = _worker(
         backend, {"patient": patient}, [Lane(queue_name)], lease=0.6, renew_fraction=0.25
     )
@@ -202,7 +202,7 @@ async def test_lost_lease_is_flagged_and_the_result_not_written_WORK_8_WORK_9(
     await backend.recover_stalled(
         [queue_name], now=datetime.now(UTC) + timedelta(seconds=5), max_stalled_count=5
     )
-    [taken] = await backend.claim("thief", [QueueDemand(queue_name, 1)], 60)
+    [taken] = await backend.claim_jobs("thief", [QueueDemand(queue_name, 1)], 60)
     assert taken.lock_token != current.lock_token
     # The worker's next renewal fails: it flags the context; the handler keeps running.
     await eventually(lambda: contexts[0].has_lost_lease(), timeout=10)
@@ -230,8 +230,8 @@ async def test_stop_lets_the_running_job_finish_and_claims_nothing_more_WORK_15(
         await finish.wait()
         return "finished"
 
-    first = await backend.add(queue_name, "step", 1)
-    second = await backend.add(queue_name, "step", 2)
+    first = await backend.add_job(queue_name, "step", 1)
+    second = await backend.add_job(queue_name, "step", 2)
     worker = _worker(backend, {"step": step}, [Lane(queue_name)], concurrency=1)
     run = asyncio.create_task(worker.run())
     await asyncio.wait_for(started.wait(), 10)
@@ -258,7 +258,7 @@ async def test_renewals_are_batched_WORK_6(backend: JobQueueBackend, queue_name:
         return None
 
     for n in range(4):
-        await backend.add(queue_name, "hold", n)
+        await backend.add_job(queue_name, "hold", n)
     worker = _worker(
         backend, {"hold": hold}, [Lane(queue_name)], concurrency=4, lease=0.4, renew_fraction=0.25
     )
@@ -268,7 +268,7 @@ async def test_renewals_are_batched_WORK_6(backend: JobQueueBackend, queue_name:
     worker.stop()
     await asyncio.wait_for(run, 30)
     assert max(calls) == 4  # one call renews every running job
-    assert (await backend.get_counts(queue_name, ["completed"]))["completed"] == 4
+    assert (await backend.get_job_counts(queue_name, ["completed"]))["completed"] == 4
 
 
 async def test_lost_lease_can_cancel_the_run_when_configured(
@@ -286,7 +286,7 @@ async def test_lost_lease_can_cancel_the_run_when_configured(
             raise
         return None
 
-    added = await backend.add(queue_name, "patient")
+    added = await backend.add_job(queue_name, "patient")
     worker = _worker(
         backend,
         {"patient": patient},
@@ -300,7 +300,7 @@ async def test_lost_lease_can_cancel_the_run_when_configured(
     await backend.recover_stalled(
         [queue_name], now=datetime.now(UTC) + timedelta(seconds=5), max_stalled_count=5
     )
-    await backend.claim("thief", [QueueDemand(queue_name, 1)], 60)
+    await backend.claim_jobs("thief", [QueueDemand(queue_name, 1)], 60)
     await asyncio.wait_for(cancelled.wait(), 10)
     worker.stop()
     await asyncio.wait_for(run, 30)
@@ -322,7 +322,7 @@ async def test_burst_does_not_stop_while_a_retry_is_written_during_a_claim_WORK_
             raise RuntimeError("first attempt fails")
         return "second attempt"
 
-    added = await backend.add(queue_name, "flaky", None, JobOptions(attempts=2))
+    added = await backend.add_job(queue_name, "flaky", None, JobOptions(attempts=2))
 
     class ClaimOutlivesTheRetry:
         """Holds the claim made while the first attempt runs until that attempt is back
@@ -334,13 +334,13 @@ async def test_burst_does_not_stop_while_a_retry_is_written_during_a_claim_WORK_
         async def dedicated(self) -> None:
             return None  # claims must come through this wrapper
 
-        async def claim(self, *args: object, **kwargs: object) -> list[Job]:
-            jobs: list[Job] = await backend.claim(*args, **kwargs)  # type: ignore[arg-type]
+        async def claim_jobs(self, *args: object, **kwargs: object) -> list[Job]:
+            jobs: list[Job] = await backend.claim_jobs(*args, **kwargs)  # type: ignore[arg-type]
             if not jobs and not claim_answered.is_set():
                 claim_answered.set()
 
                 async def retried() -> bool:
-                    state = await backend.get_state(queue_name, added.id)
+                    state = await backend.get_job_state(queue_name, added.id)
                     return state == "waiting" and not worker._running
 
                 await eventually(retried)
@@ -375,12 +375,12 @@ async def test_a_lane_without_a_max_may_fill_the_worker_WORK_7(
         running -= 1
         return None
 
-    await backend.add(queue_name, "hold")
+    await backend.add_job(queue_name, "hold")
     worker = _worker(backend, {"hold": hold}, [Lane(queue_name)], concurrency=4)
     task = asyncio.create_task(worker.run())
     try:
         await eventually(lambda: running == 1)
-        await backend.add_bulk(queue_name, [JobSpec("hold") for _ in range(3)])
+        await backend.add_jobs(queue_name, [JobSpec("hold") for _ in range(3)])
         await eventually(lambda: running == 4)
     finally:
         release.set()

@@ -29,17 +29,17 @@ async def pg_backend(pg_dsn: str, queue_name: str) -> AsyncIterator[PostgresBack
 async def test_twenty_claimers_take_each_of_1000_jobs_exactly_once_SCH_5_CLAIM_14(
     pg_backend: PostgresBackend, queue_name: str
 ) -> None:
-    await pg_backend.add_bulk(queue_name, [JobSpec("noop", {"n": n}) for n in range(1000)])
+    await pg_backend.add_jobs(queue_name, [JobSpec("noop", {"n": n}) for n in range(1000)])
     lock_waits: list[int] = []
 
     async def claimer(worker: int) -> list[str]:
         taken: list[str] = []
         while True:
-            jobs = await pg_backend.claim(f"w{worker}", [QueueDemand(queue_name, 10)], 30)
+            jobs = await pg_backend.claim_jobs(f"w{worker}", [QueueDemand(queue_name, 10)], 30)
             if not jobs:
                 return taken
             taken.extend(job.id for job in jobs)
-            outcomes = await pg_backend.complete_many(
+            outcomes = await pg_backend.complete_jobs(
                 [Completion(job.queue, job.id, job.lock_token or "", None) for job in jobs]
             )
             assert {outcome.status for outcome in outcomes} == {"ok"}
@@ -70,7 +70,7 @@ async def test_twenty_claimers_take_each_of_1000_jobs_exactly_once_SCH_5_CLAIM_1
     assert max(claimed.values()) == 1
     assert sum(1 for taken in results if taken) > 1, "the claimers did not overlap"
     assert max(lock_waits, default=0) == 0, "a claimer waited on a row lock"
-    counts = await pg_backend.get_counts(queue_name, ["waiting", "active", "completed"])
+    counts = await pg_backend.get_job_counts(queue_name, ["waiting", "active", "completed"])
     assert counts == {"waiting": 0, "active": 0, "completed": 1000}
 
 
@@ -78,7 +78,7 @@ async def test_two_connections_claiming_at_once_never_share_a_job_CLAIM_14(
     pg_dsn: str, pg_backend: PostgresBackend, queue_name: str
 ) -> None:
     """Two raw connections call the SQL function in overlapping transactions."""
-    await pg_backend.add_bulk(queue_name, [JobSpec("noop") for _ in range(50)])
+    await pg_backend.add_jobs(queue_name, [JobSpec("noop") for _ in range(50)])
     first = await asyncpg.connect(pg_dsn)
     second = await asyncpg.connect(pg_dsn)
     try:

@@ -192,12 +192,12 @@ async def test_prune_in_sql_deletes_oldest_first_in_batches_RET_1(
 
 
 async def _completed_with_logs(backend: PostgresBackend, queue: str, count: int) -> list[str]:
-    jobs = [await backend.add(queue, f"j{i}") for i in range(count)]
-    claimed = await backend.claim("w", [QueueDemand(queue, count)], 600)
+    jobs = [await backend.add_job(queue, f"j{i}") for i in range(count)]
+    claimed = await backend.claim_jobs("w", [QueueDemand(queue, count)], 600)
     for job in claimed:
-        await backend.add_log(queue, job.id, f"log {job.id}")
+        await backend.add_job_log(queue, job.id, f"log {job.id}")
         assert job.lock_token is not None
-        await backend.complete(queue, job.id, job.lock_token)
+        await backend.complete_job(queue, job.id, job.lock_token)
     return [job.id for job in jobs]
 
 
@@ -242,7 +242,7 @@ async def test_prune_leaves_jobs_whose_logs_another_transaction_deletes_RET_1(
         )
         pruned = await asyncio.wait_for(committed.prune_finished([queue_name]), 5)
         assert pruned == 2
-        assert await committed.get_state(queue_name, ids[1]) == "completed"
+        assert await committed.get_job_state(queue_name, ids[1]) == "completed"
         await transaction.rollback()
         assert await committed.prune_finished([queue_name]) == 1
     finally:

@@ -167,7 +167,9 @@ class JobStateMachine(RuleBasedStateMachine):
             backoff=None if backoff_s is None else Backoff.fixed(backoff_s),
         )
         model_job, real_job = self.both(
-            lambda backend, _: backend.add(self.queue, "task", {"n": data}, options, now=self.now)
+            lambda backend, _: backend.add_job(
+                self.queue, "task", {"n": data}, options, now=self.now
+            )
         )
         self.remember([model_job], [real_job])
 
@@ -175,14 +177,14 @@ class JobStateMachine(RuleBasedStateMachine):
     def add_bulk(self, count: int, priority: int) -> None:
         specs = [JobSpec("bulk", n, JobOptions(priority=priority)) for n in range(count)]
         model_jobs, real_jobs = self.both(
-            lambda backend, _: backend.add_bulk(self.queue, specs, now=self.now)
+            lambda backend, _: backend.add_jobs(self.queue, specs, now=self.now)
         )
         self.remember(model_jobs, real_jobs)
 
     @rule(limit=st.integers(1, 3), lease_s=st.sampled_from([2, 5]))
     def claim(self, limit: int, lease_s: int) -> None:
         model_jobs, real_jobs = self.both(
-            lambda backend, _: backend.claim(
+            lambda backend, _: backend.claim_jobs(
                 "worker", [QueueDemand(self.queue, limit)], lease_s, now=self.now
             )
         )
@@ -205,7 +207,7 @@ class JobStateMachine(RuleBasedStateMachine):
         held = self.pick(index, stale)
         assert held is not None
         model_out, real_out = self.both(
-            lambda backend, is_real: backend.complete_many(
+            lambda backend, is_real: backend.complete_jobs(
                 [
                     Completion(
                         self.queue,
@@ -226,7 +228,7 @@ class JobStateMachine(RuleBasedStateMachine):
         held = self.pick(index, stale)
         assert held is not None
         model_out, real_out = self.both(
-            lambda backend, is_real: backend.fail_many(
+            lambda backend, is_real: backend.fail_jobs(
                 [
                     Failure(
                         self.queue,
@@ -249,7 +251,7 @@ class JobStateMachine(RuleBasedStateMachine):
         held = self.pick(index, stale)
         assert held is not None
         model_job, real_job = self.both(
-            lambda backend, is_real: backend.release_active(
+            lambda backend, is_real: backend.release_job(
                 self.queue,
                 self.real_id(held.model_id) if is_real else held.model_id,
                 held.real_token if is_real else held.model_token,
@@ -297,14 +299,16 @@ class JobStateMachine(RuleBasedStateMachine):
     @rule()
     def promote_due(self) -> None:
         model_count, real_count = self.both(
-            lambda backend, _: backend.promote_due([self.queue], now=self.now)
+            lambda backend, _: backend.promote_due_jobs([self.queue], now=self.now)
         )
         assert model_count == real_count
 
     @rule(pause=st.booleans())
     def pause_or_resume(self, pause: bool) -> None:
         self.both(
-            lambda backend, _: backend.pause(self.queue) if pause else backend.resume(self.queue)
+            lambda backend, _: (
+                backend.pause_queue(self.queue) if pause else backend.resume_queue(self.queue)
+            )
         )
 
     @precondition(lambda self: self.ids)
@@ -312,7 +316,7 @@ class JobStateMachine(RuleBasedStateMachine):
     def retry(self, index: int) -> None:
         model_id = sorted(self.ids)[index % len(self.ids)]
         model_job, real_job = self.both(
-            lambda backend, is_real: backend.retry(
+            lambda backend, is_real: backend.retry_job(
                 self.queue, self.real_id(model_id) if is_real else model_id, now=self.now
             )
         )
@@ -324,7 +328,7 @@ class JobStateMachine(RuleBasedStateMachine):
     def remove(self, index: int) -> None:
         model_id = sorted(self.ids)[index % len(self.ids)]
         model_removed, real_removed = self.both(
-            lambda backend, is_real: backend.remove(
+            lambda backend, is_real: backend.remove_job(
                 self.queue, self.real_id(model_id) if is_real else model_id, now=self.now
             )
         )
@@ -372,9 +376,11 @@ class JobStateMachine(RuleBasedStateMachine):
             self.same_job(model_job, real_job)
             # STATE-1: a lock exactly while active.
             assert (real_job.state == "active") == (real_job.lock_token is not None)
-        model_counts, real_counts = self.both(lambda backend, _: backend.get_counts(self.queue))
+        model_counts, real_counts = self.both(lambda backend, _: backend.get_job_counts(self.queue))
         assert model_counts == real_counts
-        model_paused, real_paused = self.both(lambda backend, _: backend.is_paused(self.queue))
+        model_paused, real_paused = self.both(
+            lambda backend, _: backend.is_queue_paused(self.queue)
+        )
         assert model_paused == real_paused
 
     @invariant()

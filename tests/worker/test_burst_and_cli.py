@@ -28,13 +28,13 @@ async def _job(backend: JobQueueBackend, queue: str, job: Job) -> Job:
 async def test_burst_runs_everything_ready_then_exits_0_WORK_3_WORK_10_WORK_14(
     workers: Workers, backend: PostgresBackend, db: asyncpg.Connection, queue_name: str
 ) -> None:
-    records = await backend.add_bulk(queue_name, [JobSpec("record", {"n": n}) for n in range(5)])
-    unknown = await backend.add(queue_name, "no_such_processor", {}, JobOptions(attempts=3))
-    unrecoverable = await backend.add(queue_name, "unrecoverable", None, JobOptions(attempts=5))
-    failing = await backend.add(
+    records = await backend.add_jobs(queue_name, [JobSpec("record", {"n": n}) for n in range(5)])
+    unknown = await backend.add_job(queue_name, "no_such_processor", {}, JobOptions(attempts=3))
+    unrecoverable = await backend.add_job(queue_name, "unrecoverable", None, JobOptions(attempts=5))
+    failing = await backend.add_job(
         queue_name, "fail", None, JobOptions(attempts=2, backoff=Backoff.fixed(0))
     )
-    context = await backend.add(queue_name, "context_writes", {"original": 1})
+    context = await backend.add_job(queue_name, "context_writes", {"original": 1})
 
     worker = await workers.run(
         *queue_args(queue_name), "--burst", "--concurrency", "4", timeout=BURST_TIMEOUT
@@ -74,7 +74,7 @@ async def test_burst_runs_everything_ready_then_exits_0_WORK_3_WORK_10_WORK_14(
     assert written.state == "completed"
     assert written.progress == {"step": 1}
     assert written.data == {"rewritten": True, "original": 1}
-    logs = await backend.get_logs(queue_name, context.id)
+    logs = await backend.get_job_logs(queue_name, context.id)
     assert [entry.message for entry in logs.logs] == [f"hello from {worker.pid}"]
 
     assert await counts(db, [queue_name]) == {"completed": 6, "failed": 3}
@@ -83,7 +83,7 @@ async def test_burst_runs_everything_ready_then_exits_0_WORK_3_WORK_10_WORK_14(
 async def test_burst_exits_0_on_an_idle_queue_and_leaves_delayed_jobs_CLI_1(
     workers: Workers, backend: PostgresBackend, db: asyncpg.Connection, queue_name: str
 ) -> None:
-    later = await backend.add(queue_name, "record", None, JobOptions(delay=60))
+    later = await backend.add_job(queue_name, "record", None, JobOptions(delay=60))
     worker = await workers.run(*queue_args(queue_name), "--burst", timeout=BURST_TIMEOUT)
     assert worker.returncode == 0, worker.describe()
     left = await _job(backend, queue_name, later)

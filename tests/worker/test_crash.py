@@ -50,7 +50,7 @@ async def test_job_of_a_killed_worker_completes_on_another_STALL_6_STALL_8(
     workers: Workers, backend: PostgresBackend, db: asyncpg.Connection, queue_name: str
 ) -> None:
     pool = await workers.start_many(2, *_worker_args(queue_name))
-    job = await backend.add(queue_name, "sleep", {"seconds": 1.5}, JobOptions(attempts=2))
+    job = await backend.add_job(queue_name, "sleep", {"seconds": 1.5}, JobOptions(attempts=2))
 
     async def claimed_by() -> str | None:
         row = await job_row(db, queue_name, job.id)
@@ -83,7 +83,7 @@ async def test_job_that_kills_its_first_worker_is_retried_elsewhere_STALL_8(
     workers: Workers, backend: PostgresBackend, db: asyncpg.Connection, queue_name: str
 ) -> None:
     pool = await workers.start_many(2, *_worker_args(queue_name))
-    job = await backend.add(queue_name, "die_first", None, JobOptions(attempts=2))
+    job = await backend.add_job(queue_name, "die_first", None, JobOptions(attempts=2))
     await wait_for_state(db, queue_name, job.id, "completed")
     ran = await effects(db, queue_name)
     assert [(row["attempt"], row["note"]) for row in ran] == [(1, "die"), (2, "done")]
@@ -114,7 +114,7 @@ async def test_job_that_kills_every_worker_ends_failed_STALL_3_STALL_7(
     runs: int,
     reason: str,
 ) -> None:
-    job = await backend.add(queue_name, "die", None, JobOptions(attempts=attempts))
+    job = await backend.add_job(queue_name, "die", None, JobOptions(attempts=attempts))
 
     async def failed_while_keeping_a_worker_alive() -> bool:
         if not any(worker.alive() for worker in workers.spawned):

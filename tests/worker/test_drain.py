@@ -21,14 +21,14 @@ async def test_two_workers_drain_10000_jobs_each_exactly_once_CLAIM_14_WORK_6(
 ) -> None:
     # Paused while both workers start, so both are idle on LISTEN when the work appears
     # and resume's wake-up reaches both (CLAIM-10).
-    await backend.pause(queue_name)
-    added = await backend.add_bulk(queue_name, [JobSpec("record", {"n": n}) for n in range(JOBS)])
+    await backend.pause_queue(queue_name)
+    added = await backend.add_jobs(queue_name, [JobSpec("record", {"n": n}) for n in range(JOBS)])
     assert len({job.id for job in added}) == JOBS
     pool = await workers.start_many(2, *queue_args(queue_name), "--concurrency", "16")
 
     loop = asyncio.get_running_loop()
     started = loop.time()
-    await backend.resume(queue_name)
+    await backend.resume_queue(queue_name)
 
     async def drained() -> bool:
         return (await counts(db, [queue_name])).get("completed", 0) == JOBS

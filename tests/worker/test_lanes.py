@@ -32,14 +32,14 @@ async def test_control_lane_starts_before_waiting_prompt_jobs_LANE_5_CLAIM_15(
     startup = worker.stdout()
     assert control in startup and prompt in startup and other not in startup, startup
 
-    blocker = await backend.add(prompt, "sleep", {"seconds": 1.0})
+    blocker = await backend.add_job(prompt, "sleep", {"seconds": 1.0})
     await wait_for_state(db, prompt, blocker.id, "active")
     # Arrive interleaved while the only slot is busy; one more job on a queue not served.
     arrived = []
     for n in range(ROUNDS):
-        arrived.append(await backend.add(prompt, "record", {"n": n}))
-        arrived.append(await backend.add(control, "record", {"n": n}))
-    stray = await backend.add(other, "record", {"n": 0})
+        arrived.append(await backend.add_job(prompt, "record", {"n": n}))
+        arrived.append(await backend.add_job(control, "record", {"n": n}))
+    stray = await backend.add_job(other, "record", {"n": 0})
 
     for job in arrived:
         await wait_for_state(db, job.queue, job.id, "completed")

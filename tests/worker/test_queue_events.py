@@ -18,8 +18,8 @@ async def test_worker_processes_a_queue_that_records_no_events_CLAIM_1_FIN_1(
     await backend.set_queue_events(quiet, record=False)
     retried = JobOptions(attempts=2, backoff=Backoff.fixed(0))
     for queue in (quiet, loud):
-        await backend.add_bulk(queue, [JobSpec("record", {"n": n}) for n in range(4)])
-        await backend.add(queue, "fail", None, retried)
+        await backend.add_jobs(queue, [JobSpec("record", {"n": n}) for n in range(4)])
+        await backend.add_job(queue, "fail", None, retried)
 
     worker = await workers.start(*queue_args(quiet, loud), "--concurrency", "2")
 

@@ -16,8 +16,8 @@ async def test_worker_prunes_finished_jobs_down_to_the_queue_bound_RET_1(
     workers: Workers, backend: PostgresBackend, db: asyncpg.Connection, queue_name: str
 ) -> None:
     await backend.set_queue_retention(queue_name, keep_completed=3, keep_failed=1)
-    await backend.add_bulk(queue_name, [JobSpec("noop", {"n": n}) for n in range(10)])
-    await backend.add_bulk(queue_name, [JobSpec("fail", {"n": n}) for n in range(3)])
+    await backend.add_jobs(queue_name, [JobSpec("noop", {"n": n}) for n in range(10)])
+    await backend.add_jobs(queue_name, [JobSpec("fail", {"n": n}) for n in range(3)])
 
     # One job at a time: every completion has its own finished_at, so "newest" is the
     # order of the completed events.

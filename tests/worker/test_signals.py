@@ -24,14 +24,14 @@ async def test_signal_finishes_running_jobs_and_claims_nothing_more_CLI_4_WORK_1
     worker = await workers.start(
         *queue_args(queue_name), "--concurrency", "2", "--shutdown-timeout", "20"
     )
-    running = [await backend.add(queue_name, "sleep", {"seconds": 1.0}) for _ in range(2)]
+    running = [await backend.add_job(queue_name, "sleep", {"seconds": 1.0}) for _ in range(2)]
     for job in running:
         await wait_for_state(db, queue_name, job.id, "active")
 
     worker.send(signum)
     # Added after the signal: both slots are busy until the sleeps end, so a worker that
     # ignored the signal would claim these as soon as a slot frees.
-    later = [await backend.add(queue_name, "record", {"after": n}) for n in range(3)]
+    later = [await backend.add_job(queue_name, "record", {"after": n}) for n in range(3)]
 
     assert await worker.wait_exit() == 0, worker.describe()
     for job in running:
@@ -57,7 +57,7 @@ async def test_shutdown_timeout_bounds_the_wait_and_keeps_the_job_CLI_4(
     worker = await workers.start(
         *queue_args(queue_name), "--shutdown-timeout", "0.5", "--lease", "5"
     )
-    job = await backend.add(queue_name, "sleep", {"seconds": 60}, JobOptions(attempts=2))
+    job = await backend.add_job(queue_name, "sleep", {"seconds": 60}, JobOptions(attempts=2))
     await wait_for_state(db, queue_name, job.id, "active")
 
     worker.send(signal.SIGTERM)

@@ -30,14 +30,14 @@ from tests.worker.conftest import Workers, effects, queue_args, until
 async def test_stale_token_changes_nothing_after_takeover_CLAIM_4(
     backend: PostgresBackend, db: asyncpg.Connection, queue_name: str
 ) -> None:
-    added = await backend.add(queue_name, "record", {"n": 1}, JobOptions(attempts=3))
+    added = await backend.add_job(queue_name, "record", {"n": 1}, JobOptions(attempts=3))
     t0: datetime = await db.fetchval("SELECT clock_timestamp()")
-    [old] = await backend.claim("old-owner", [QueueDemand(queue_name, 1)], 1.0, now=t0)
+    [old] = await backend.claim_jobs("old-owner", [QueueDemand(queue_name, 1)], 1.0, now=t0)
     later = t0 + timedelta(seconds=2)  # the old lease (1 s) has expired by then
     assert await backend.recover_stalled([queue_name], now=later) == [
         StalledOutcome(queue_name, added.id, "waiting")
     ]
-    [new] = await backend.claim("new-owner", [QueueDemand(queue_name, 1)], 60, now=later)
+    [new] = await backend.claim_jobs("new-owner", [QueueDemand(queue_name, 1)], 60, now=later)
     assert new.id == old.id and new.lock_token != old.lock_token
     assert old.lock_token is not None and new.lock_token is not None
     stale = old.lock_token
@@ -45,22 +45,22 @@ async def test_stale_token_changes_nothing_after_takeover_CLAIM_4(
     before_job = await backend.get_job(queue_name, added.id)
     before = await queue_snapshot(backend, queue_name)
     attempts: dict[str, Callable[[], Awaitable[Job]]] = {
-        "complete": lambda: backend.complete(queue_name, added.id, stale, {"by": "old"}),
-        "fail": lambda: backend.fail(queue_name, added.id, stale, "old owner failed"),
-        "fail_discarding_retry": lambda: backend.fail(
+        "complete": lambda: backend.complete_job(queue_name, added.id, stale, {"by": "old"}),
+        "fail": lambda: backend.fail_job(queue_name, added.id, stale, "old owner failed"),
+        "fail_discarding_retry": lambda: backend.fail_job(
             queue_name, added.id, stale, "old owner failed", discard_retry=True
         ),
-        "release_active": lambda: backend.release_active(queue_name, added.id, stale),
-        "delay_active": lambda: backend.delay_active(queue_name, added.id, stale, 5),
+        "release_active": lambda: backend.release_job(queue_name, added.id, stale),
+        "delay_active": lambda: backend.delay_job(queue_name, added.id, stale, 5),
     }
     for name, call in attempts.items():
         with pytest.raises(LockMismatch):
             await call()
         assert await backend.get_job(queue_name, added.id) == before_job, name
-    assert await backend.complete_many([Completion(queue_name, added.id, stale, 1)]) == [
+    assert await backend.complete_jobs([Completion(queue_name, added.id, stale, 1)]) == [
         FinalizeOutcome(queue_name, added.id, "lock_mismatch", None)
     ]
-    assert await backend.fail_many([Failure(queue_name, added.id, stale, "old")]) == [
+    assert await backend.fail_jobs([Failure(queue_name, added.id, stale, "old")]) == [
         FinalizeOutcome(queue_name, added.id, "lock_mismatch", None)
     ]
     stale_ref = LeaseRef(queue_name, added.id, stale)
@@ -75,10 +75,10 @@ async def test_stale_token_changes_nothing_after_takeover_CLAIM_4(
     )
     assert await queue_snapshot(backend, queue_name) == before  # no event written either
 
-    done = await backend.complete(queue_name, added.id, new.lock_token, {"by": "new"})
+    done = await backend.complete_job(queue_name, added.id, new.lock_token, {"by": "new"})
     assert (done.state, done.return_value) == ("completed", {"by": "new"})
     with pytest.raises(LockMismatch):
-        await backend.complete(queue_name, added.id, stale, {"by": "old"})
+        await backend.complete_job(queue_name, added.id, stale, {"by": "old"})
     final = await backend.get_job(queue_name, added.id)
     assert final is not None and final.return_value == {"by": "new"}
 
@@ -96,7 +96,9 @@ async def test_stale_worker_does_not_overwrite_the_new_owner_CLAIM_4_WORK_16(
     worker learns of the loss and the processor tries to settle anyway (or is cancelled):
     whatever the stale worker does, the thief's job must not change."""
     worker = await workers.start(*queue_args(queue_name), "--lease", "1", "--concurrency", "1")
-    job = await backend.add(queue_name, "stale_owner", {"outcome": outcome}, JobOptions(attempts=3))
+    job = await backend.add_job(
+        queue_name, "stale_owner", {"outcome": outcome}, JobOptions(attempts=3)
+    )
 
     async def lease_expired() -> bool:
         return bool(
@@ -111,7 +113,7 @@ async def test_stale_worker_does_not_overwrite_the_new_owner_CLAIM_4_WORK_16(
     await until(lease_expired, timeout=10)
     recovered = await backend.recover_stalled([queue_name])
     assert StalledOutcome(queue_name, job.id, "waiting") in recovered
-    [taken] = await backend.claim("thief", [QueueDemand(queue_name, 1)], 60)
+    [taken] = await backend.claim_jobs("thief", [QueueDemand(queue_name, 1)], 60)
     assert taken.id == job.id and taken.lock_token is not None
 
     async def notes() -> list[str] | None:
@@ -132,7 +134,7 @@ async def test_stale_worker_does_not_overwrite_the_new_owner_CLAIM_4_WORK_16(
     names = [name for name, _ in await job_event_list(backend, queue_name, job.id)]
     assert names[-1] == "active" and "completed" not in names and "failed" not in names
 
-    done = await backend.complete(queue_name, job.id, taken.lock_token, {"by": "thief"})
+    done = await backend.complete_job(queue_name, job.id, taken.lock_token, {"by": "thief"})
     assert (done.state, done.return_value) == ("completed", {"by": "thief"})
     assert seen[0] == "taken_over", seen
 
@@ -145,7 +147,7 @@ async def test_processor_learns_of_a_lost_lease_and_its_writes_are_refused_WORK_
     ``ensure_lease`` raises ``LeaseLost``, ``update_progress`` is refused, and the processor
     is told rather than cancelled (WORK-15: no run is cancelled mid-dispatch)."""
     worker = await workers.start(*queue_args(queue_name), "--lease", "1", "--concurrency", "1")
-    job = await backend.add(queue_name, "lease_watch", None, JobOptions(attempts=3))
+    job = await backend.add_job(queue_name, "lease_watch", None, JobOptions(attempts=3))
 
     async def watching() -> bool:
         return [row["note"] for row in await effects(db, queue_name)] == ["watching"]

@@ -69,7 +69,7 @@ async def test_listen_connection_killed_worker_reconnects_and_wakes_promptly_CLA
 
     second = await until(lambda: listener_pid(exclude=first), timeout=15)
     assert second != first
-    job = await backend.add(queue_name, "record", {"after": "reconnect"})
+    job = await backend.add_job(queue_name, "record", {"after": "reconnect"})
     latency = await _started_after(db, queue_name, job.id)
     print(
         f"\nafter the LISTEN reconnect: claimed {latency.total_seconds() * 1000:.1f} ms after add"
@@ -84,7 +84,7 @@ async def test_rolled_back_enqueue_is_never_seen_and_committed_one_wakes_at_once
     worker = await workers.start(*queue_args(queue_name), "--poll-interval", SLOW_POLL)
     # The queue's row exists before the transaction: a first add of a new queue inside an
     # open transaction would make every other first add of that queue wait for it.
-    warm_up = await backend.add(queue_name, "record", {"warm_up": True})
+    warm_up = await backend.add_job(queue_name, "record", {"warm_up": True})
     await until(lambda: _recorded(db, queue_name, warm_up.id), timeout=10)
     tx_conn = await asyncpg.connect(workers.dsn)
     try:
@@ -93,7 +93,7 @@ async def test_rolled_back_enqueue_is_never_seen_and_committed_one_wakes_at_once
         tx = tx_conn.transaction()
         await tx.start()
         hidden = await add_job(tx_conn, queue_name, "record", {"tx": "rolled back"})
-        sentinel = await backend.add(queue_name, "record", {"sentinel": 1})
+        sentinel = await backend.add_job(queue_name, "record", {"sentinel": 1})
         await until(lambda: _recorded(db, queue_name, sentinel.id), timeout=10)
         assert await state_of(db, queue_name, hidden.id) is None  # invisible outside
         assert (
@@ -103,7 +103,7 @@ async def test_rolled_back_enqueue_is_never_seen_and_committed_one_wakes_at_once
             == "waiting"
         )
         await tx.rollback()
-        after = await backend.add(queue_name, "record", {"sentinel": 2})
+        after = await backend.add_job(queue_name, "record", {"sentinel": 2})
         await until(lambda: _recorded(db, queue_name, after.id), timeout=10)
         assert await job_row(db, queue_name, hidden.id) is None
         assert sorted(row["job_id"] for row in await effects(db, queue_name)) == sorted(
@@ -128,10 +128,10 @@ async def test_lost_notification_is_covered_by_the_poll_interval_CLAIM_12(
 ) -> None:
     """A job that becomes claimable without any NOTIFY (here: the queue's pause flag cleared
     behind the library's back) is found by the slow poll, within ``--poll-interval``."""
-    await backend.pause(queue_name)
+    await backend.pause_queue(queue_name)
     spawned_at: datetime = await db.fetchval("SELECT clock_timestamp()")
     worker = await workers.start(*queue_args(queue_name), "--poll-interval", "1")
-    job = await backend.add(queue_name, "record", {"paused": True})
+    job = await backend.add_job(queue_name, "record", {"paused": True})
     added_at: datetime = await db.fetchval("SELECT clock_timestamp()")
 
     async def add_notification_handled() -> bool:

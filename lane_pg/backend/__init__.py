@@ -1,0 +1,60 @@
+"""The one contract every backend implements: ``JobQueueBackend``, split by role.
+
+The PostgreSQL backend is a thin caller of the ``lane.*`` stored functions; the memory
+backend re-implements the same rules in Python as the reference model; the Redis backend
+(a later issue) will use Lua scripts. ``tests/conformance`` runs one suite against all of
+them, so the rules written below are checked, not just described.
+
+Common rules
+------------
+* Every mutating method takes an optional ``now``. When it is None the backend's clock is
+  used (the database clock for PostgreSQL, the injected clock for memory). Durations are
+  ``timedelta`` or seconds.
+* A method that refuses its input raises a ``ValidationError`` subclass and writes
+  nothing. A token-checked method raises ``LockMismatch`` when the job is not ``active``
+  under that exact token (the caller lost its lease) and writes nothing.
+* Queues are created on first use (add, pause, ...). Queue names follow
+  ``types.validate_queue_name``.
+* Ordering inside a queue: lower priority first; within a priority, LIFO entries (newest
+  first) before FIFO entries (oldest first); a released job goes to the very front of its
+  priority (ORD-1..4). Every move into ``waiting`` takes a fresh enqueue sequence number.
+* Events (EVS-4 names and fields) are written in the same operation as the change, for
+  every queue that records events (the default; ``set_queue_events``):
+  ``added {name}``, ``waiting {prev?}``, ``delayed {delay (epoch ms), prev?, failedReason?}``,
+  ``active {prev}``, ``completed {prev, returnvalue}``, ``failed {prev, failedReason}``,
+  ``retries-exhausted {attemptsMade}``, ``stalled {reason}``, ``drained {}`` (no job id),
+  ``removed {prev}``, ``progress {data}``, ``paused {}``, ``resumed {}``.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from lane_pg.backend.admin import Administrator
+from lane_pg.backend.capabilities import HasDedicatedConnection, ReclaimsSpace, WakeupSource
+from lane_pg.backend.maintain import Maintainer
+from lane_pg.backend.produce import Producer
+from lane_pg.backend.read import Reader
+from lane_pg.backend.settle import Settler
+
+__all__ = [
+    "Administrator",
+    "HasDedicatedConnection",
+    "JobQueueBackend",
+    "Maintainer",
+    "Producer",
+    "Reader",
+    "ReclaimsSpace",
+    "Settler",
+    "WakeupSource",
+]
+
+
+@runtime_checkable
+class JobQueueBackend(Producer, Settler, Administrator, Reader, Maintainer, Protocol):
+    """Connection-level job queue: every method names the queue(s) it acts on.
+
+    A caller that needs one role only (a producer, a dashboard) can type against that role.
+    """
+
+    async def close(self) -> None: ...

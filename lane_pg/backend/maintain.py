@@ -1,0 +1,63 @@
+"""Upkeep that the workers' maintenance leader runs (STALL, delayed promotion, EVS-3, RET).
+
+The rules every backend follows are in ``lane_pg.backend`` (the package docstring)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Protocol, runtime_checkable
+
+from lane_pg.types import (
+    DEFAULT_PRUNE_BATCH,
+    StalledOutcome,
+)
+
+
+@runtime_checkable
+class Maintainer(Protocol):
+    """Upkeep that the workers' maintenance leader runs (STALL, delayed promotion, EVS-3, RET)."""
+
+    async def recover_stalled(
+        self,
+        queues: Sequence[str] | None = None,
+        *,
+        max_stalled_count: int = 1,
+        now: datetime | None = None,
+    ) -> list[StalledOutcome]:
+        """Recover every active job whose lease expired before ``now`` (STALL-1..3).
+
+        Each gets ``stalled_count + 1`` and the event ``stalled``. While ``stalled_count <=
+        max_stalled_count`` it returns to ``waiting`` (normal position, ``waiting
+        prev=active``); otherwise it fails terminally with reason ``job stalled more than
+        allowable limit`` (``failed prev=active``, retention, ``drained``). The lost run
+        stays counted in ``attempts_started`` (STALL-6). ``queues=None`` means all queues.
+        """
+        ...
+
+    async def promote_due_jobs(
+        self, queues: Sequence[str] | None = None, *, now: datetime | None = None
+    ) -> int:
+        """Promote every delayed job with ``available_at <= now``; return how many."""
+        ...
+
+    async def trim_events(self, queues: Sequence[str] | None = None) -> int:
+        """Trim each queue's retained events to its ``max_events`` (default 10,000),
+        keeping the newest (EVS-3); returns how many were deleted."""
+        ...
+
+    async def prune_finished(
+        self, queues: Sequence[str] | None = None, *, batch: int = DEFAULT_PRUNE_BATCH
+    ) -> int:
+        """Enforce each queue's bound (all queues when None); return how many jobs were
+        deleted.
+
+        Per queue and state with a bound ``keep``: finished jobs in newest-first order
+        ``(finished_at, key)`` (key = creation order, so the jobs of one completion batch
+        that share ``finished_at`` go oldest-created first) beyond the first ``keep`` are
+        deleted with their logs, oldest first, at most ``batch`` per queue and state, so
+        a caller repeats while a call deleted full batches. Only ``completed`` and
+        ``failed`` jobs are touched; no events are written (as BullMQ's retention). The
+        worker's maintenance leader calls it every ``WorkerConfig.prune_interval``.
+        """
+        ...

@@ -1,0 +1,81 @@
+"""Reads: snapshots, states, counts, pages, logs, events and queue settings.
+
+The rules every backend follows are in ``lane_pg.backend`` (the package docstring)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Protocol, runtime_checkable
+
+from lane_pg.types import (
+    Job,
+    JobPage,
+    JobState,
+    LogPage,
+    QueueEvent,
+    QueueRetention,
+)
+
+
+@runtime_checkable
+class Reader(Protocol):
+    """Reads: snapshots, states, counts, pages, logs, events and queue settings."""
+
+    async def get_job(self, queue: str, job_id: str) -> Job | None: ...
+
+    async def get_job_state(self, queue: str, job_id: str) -> JobState | None: ...
+
+    async def get_job_counts(
+        self, queue: str, states: Sequence[JobState] | None = None
+    ) -> dict[JobState, int]:
+        """Counts for the given states (all six when None or empty), in first-seen order,
+        zero included (MGMT-23)."""
+        ...
+
+    async def list_jobs(
+        self,
+        queue: str,
+        states: Sequence[JobState],
+        *,
+        descending: bool = False,
+        offset: int = 0,
+        limit: int = 20,
+    ) -> JobPage:
+        """A page of jobs in the given states (MGMT-2), ordered by state (in the order of
+        ``ALL_STATES``) then by insertion order; ``descending`` reverses the whole order;
+        ``total`` counts every match."""
+        ...
+
+    async def get_job_logs(
+        self, queue: str, job_id: str, start: int = 0, end: int = -1, *, asc: bool = True
+    ) -> LogPage:
+        """A window of the log with inclusive, possibly negative indices; ``asc=False``
+        indexes from the newest (MGMT-14). Missing job: empty page, count 0."""
+        ...
+
+    async def read_events(
+        self, queue: str, start: str | int = "-", end: str | int = "+", limit: int = 100
+    ) -> list[QueueEvent]:
+        """Retained events of the queue with ids in ``[start, end]`` in id order; ``"-"``
+        is the first and ``"+"`` the last (EVS-2)."""
+        ...
+
+    async def is_queue_paused(self, queue: str) -> bool: ...
+
+    async def get_queue_retention(self, queue: str) -> QueueRetention:
+        """The queue's bounds; the defaults for a queue that does not exist yet."""
+        ...
+
+    async def get_queue_events(self, queue: str) -> bool:
+        """Whether the queue records events; ``True`` for a queue that does not exist yet."""
+        ...
+
+    async def list_queues(self) -> list[str]:
+        """Every queue that exists (created by an add or a pause), by name."""
+        ...
+
+    async def next_due_in(self, queues: Sequence[str] | None = None) -> timedelta | None:
+        """Time until the earliest delayed job of these queues (all when None) is due, on
+        the backend's clock: zero when one is due already, None when none is delayed."""
+        ...

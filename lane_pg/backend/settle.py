@@ -1,0 +1,128 @@
+"""Claiming, leases and settling outcomes (CLAIM, FIN, RETRY): the worker's hot path.
+
+The rules every backend follows are in ``lane_pg.backend`` (the package docstring)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Protocol, runtime_checkable
+
+from lane_pg.types import (
+    JSON,
+    Completion,
+    Duration,
+    Failure,
+    FinalizeOutcome,
+    Job,
+    LeaseRef,
+    QueueDemand,
+)
+
+
+@runtime_checkable
+class Settler(Protocol):
+    """Claiming, leases and settling outcomes (CLAIM, FIN, RETRY): the worker's hot path."""
+
+    async def claim_jobs(
+        self,
+        worker_id: str,
+        demands: Sequence[QueueDemand],
+        lease: Duration,
+        *,
+        total: int | None = None,
+        now: datetime | None = None,
+    ) -> list[Job]:
+        """Claim up to ``demand.limit`` jobs from each queue, queues in the given order.
+
+        For each queue in turn: promote every due delayed job (``available_at <= now``) to
+        waiting (``waiting prev=delayed``, promoted in ``available_at`` order); skip the
+        queue if paused; move the next waiting jobs to ``active`` with a fresh
+        ``lock_token``, ``worker_id``, ``processed_at = now``, ``lease_expires_at = now +
+        lease`` and ``attempts_started + 1``, writing ``active prev=waiting``. ``total``
+        caps the number claimed over all queues, so a queue earlier in the list is always
+        served first. Returns the claimed jobs in claim order.
+        """
+        ...
+
+    async def renew_leases(
+        self, leases: Sequence[LeaseRef], lease: Duration, *, now: datetime | None = None
+    ) -> list[LeaseRef]:
+        """Extend each lease to ``now + lease``; return the refs that could not be renewed
+        (job gone, not active, or token no longer current) (CLAIM-5, CLAIM-6)."""
+        ...
+
+    async def complete_job(
+        self,
+        queue: str,
+        job_id: str,
+        token: str,
+        result: JSON = None,
+        *,
+        now: datetime | None = None,
+    ) -> Job:
+        """Token-checked ``active -> completed`` (FIN-1): ``finished_at = now``, the
+        result stored, the lock cleared; event ``completed``; then retention
+        (``remove_on_complete``) and ``drained`` when no waiting or active job remains.
+        Completing after the lease expired is allowed while the token is current (FIN-9).
+        Raises ``JobNotFound`` or ``LockMismatch``."""
+        ...
+
+    async def complete_jobs(
+        self, items: Sequence[Completion], *, now: datetime | None = None
+    ) -> list[FinalizeOutcome]:
+        """``complete`` for many jobs in one operation; a stale token or a missing job
+        marks that item (``lock_mismatch`` / ``not_found``) and leaves it unchanged
+        without stopping the others. Outcomes are in input order."""
+        ...
+
+    async def fail_job(
+        self,
+        queue: str,
+        job_id: str,
+        token: str,
+        reason: str,
+        *,
+        stacktrace: str | None = None,
+        discard_retry: bool = False,
+        now: datetime | None = None,
+    ) -> Job:
+        """Token-checked failure (FIN-3..6, RETRY-7).
+
+        ``attempts_made + 1``; ``failed_reason`` set; ``stacktrace`` (this attempt's
+        formatted traceback) appended as one entry of the job's list. If attempts
+        remain and ``discard_retry`` is false: the backoff for that attempt number decides
+        ``delayed`` (``available_at = now + backoff``, event ``delayed`` with the delay,
+        ``prev=active`` and ``failedReason``) or ``waiting`` (zero backoff, normal FIFO/LIFO
+        position, event ``waiting prev=active``). Otherwise ``failed`` with
+        ``finished_at``; events ``failed`` then, when ``attempts_made >= max_attempts``,
+        ``retries-exhausted``; then retention (``remove_on_fail``) and ``drained``.
+        """
+        ...
+
+    async def fail_jobs(
+        self, items: Sequence[Failure], *, now: datetime | None = None
+    ) -> list[FinalizeOutcome]:
+        """``fail`` for many jobs in one operation, outcomes in input order."""
+        ...
+
+    async def release_job(
+        self, queue: str, job_id: str, token: str, *, now: datetime | None = None
+    ) -> Job:
+        """Token-checked ``active -> waiting`` at the front of its priority (ORD-3,
+        MGMT-7): lock and ``processed_at`` cleared, attempts unchanged,
+        event ``waiting prev=active``."""
+        ...
+
+    async def delay_job(
+        self,
+        queue: str,
+        job_id: str,
+        token: str,
+        delay: Duration,
+        *,
+        now: datetime | None = None,
+    ) -> Job:
+        """Token-checked ``active -> delayed`` at ``now + delay`` (MGMT-6); lock cleared;
+        event ``delayed prev=active``."""
+        ...

@@ -1,0 +1,285 @@
+-- lane_pg stored functions: the single source of the job-state rules.
+--
+-- Every public function is one state change, run in the caller's transaction (its own
+-- when called alone), so a refused call writes nothing. Rule violations raise SQLSTATE
+-- class LN (lane_pg/errors.py maps them): LN000 validation, LN001 invalid job id,
+-- LN002 invalid priority, LN003 invalid options, LN004 job not found, LN005 lock
+-- mismatch, LN006 state conflict, LN007 job locked, LN013 invalid queue name.
+-- Times default to clock_timestamp() (the database clock); p_now is for tests and
+-- explicit scheduling (SCH-7). Hot-path functions are plpgsql: DESIGN.md measured them
+-- at parity with prepared SQL, while LANGUAGE sql data-modifying functions get generic
+-- plans that scan the whole table.
+--
+-- Shared helpers: errors, order keys, queue rows, events, wake-ups, token checks, option checks.
+
+CREATE OR REPLACE FUNCTION lane._fail(p_code text, p_message text)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION USING ERRCODE = p_code, MESSAGE = p_message;
+END $$;
+
+-- ORD-1..3: priority buckets of 2^41; LIFO below the middle (newest first), FIFO above
+-- (oldest first). 2^40 sequence values per half outlast any realistic queue.
+CREATE OR REPLACE FUNCTION lane._order_key(p_priority integer, p_lifo boolean, p_seq bigint)
+RETURNS bigint LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT p_priority::bigint * 2199023255552
+         + CASE WHEN p_lifo THEN 1099511627776 - p_seq ELSE 1099511627776 + p_seq END
+$$;
+
+CREATE OR REPLACE FUNCTION lane._epoch_ms(p_ts timestamptz)
+RETURNS bigint LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT floor(extract(epoch FROM p_ts) * 1000)::bigint
+$$;
+
+CREATE OR REPLACE FUNCTION lane._check_queue(p_queue text)
+RETURNS void LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    IF p_queue IS NULL OR p_queue !~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$' THEN
+        PERFORM lane._fail('LN013', format(
+            'invalid queue name %L: use 1-128 characters from A-Z a-z 0-9 _ . : -, '
+            'starting with a letter or digit', p_queue));
+    END IF;
+END $$;
+
+-- Creates the queue row on first use; a read first so the common case writes nothing.
+CREATE OR REPLACE FUNCTION lane._ensure_queue(p_queue text)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM lane.queues WHERE name = p_queue) THEN
+        PERFORM lane._check_queue(p_queue);
+        INSERT INTO lane.queues (name) VALUES (p_queue) ON CONFLICT DO NOTHING;
+    END IF;
+END $$;
+
+-- plpgsql rather than LANGUAGE sql: called through PERFORM, a sql function is planned
+-- again on every call (measured at ~39 us per event row in add_jobs); plpgsql caches it.
+-- Writes nothing for a queue whose record_events is off (lane.set_queue_events); a queue
+-- without a row records, as lane.get_queue_events says.
+CREATE OR REPLACE FUNCTION lane._emit(p_queue text, p_event text, p_job_id text,
+                                      p_data jsonb, p_now timestamptz)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO lane.events (queue, event, job_id, data, created_at)
+    SELECT p_queue, p_event, p_job_id, p_data, p_now
+     WHERE coalesce((SELECT q.record_events FROM lane.queues q WHERE q.name = p_queue), true);
+END $$;
+
+-- Wake idle claimers. The payload is only the queue name; NOTIFY is delivered at commit
+-- and collapsed within a transaction, so a bulk add wakes once.
+CREATE OR REPLACE FUNCTION lane._wake(p_queue text)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('lane.jobs', p_queue);
+END $$;
+
+-- The keys of the jobs held under the given tokens (active, token current), each found
+-- through its (queue, id) index entry, and locked in key order. Batched calls that touch
+-- the same jobs (one worker's renewal and completion on two connections, say) then wait
+-- for each other instead of deadlocking, and the lookup cost does not grow with the dead
+-- or finished rows a scan of the active-jobs index would wade through.
+CREATE OR REPLACE FUNCTION lane._lock_held(p_queues text[], p_ids text[], p_tokens uuid[])
+RETURNS bigint[] LANGUAGE plpgsql AS $$
+DECLARE
+    v_keys bigint[];
+BEGIN
+    v_keys := ARRAY(
+        SELECT DISTINCT f.key
+          FROM unnest(p_queues, p_ids, p_tokens) AS i(queue, id, token)
+          CROSS JOIN LATERAL (
+              SELECT j.key FROM lane.jobs j
+               WHERE j.queue = i.queue AND j.id = i.id
+                 AND j.state = 'active' AND j.lock_token = i.token) f
+         ORDER BY f.key);
+    PERFORM 1 FROM lane.jobs WHERE key = ANY (v_keys) ORDER BY key FOR UPDATE;
+    RETURN v_keys;
+END $$;
+
+CREATE OR REPLACE FUNCTION lane._job_key(p_queue text, p_id text)
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    v_key bigint;
+BEGIN
+    SELECT key INTO v_key FROM lane.jobs WHERE queue = p_queue AND id = p_id FOR UPDATE;
+    IF v_key IS NULL THEN
+        PERFORM lane._fail('LN004', format('job %s not found in queue %s', p_id, p_queue));
+    END IF;
+    RETURN v_key;
+END $$;
+
+-- The job row of an active job held under p_token, locked; LN004/LN005 otherwise
+-- (CLAIM-4: a stale token changes nothing).
+CREATE OR REPLACE FUNCTION lane._owned_job(p_queue text, p_id text, p_token uuid)
+RETURNS lane.jobs LANGUAGE plpgsql AS $$
+DECLARE
+    v_job lane.jobs;
+BEGIN
+    SELECT * INTO v_job FROM lane.jobs WHERE queue = p_queue AND id = p_id FOR UPDATE;
+    IF NOT FOUND THEN
+        PERFORM lane._fail('LN004', format('job %s not found in queue %s', p_id, p_queue));
+    END IF;
+    IF v_job.state <> 'active' OR v_job.lock_token IS DISTINCT FROM p_token THEN
+        PERFORM lane._fail('LN005', format(
+            'lock mismatch for job %s in queue %s: the lease was lost (job is %s)',
+            p_id, p_queue, v_job.state));
+    END IF;
+    RETURN v_job;
+END $$;
+
+CREATE OR REPLACE FUNCTION lane._check_states(p_states text[])
+RETURNS void LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    v_bad text;
+BEGIN
+    SELECT s INTO v_bad FROM unnest(p_states) s
+    WHERE s IS NULL OR s NOT IN ('waiting', 'delayed', 'active', 'waiting-children',
+                                 'completed', 'failed')
+    LIMIT 1;
+    IF FOUND THEN
+        PERFORM lane._fail('LN003', format(
+            'invalid job state %L: use waiting, delayed, active, waiting-children, '
+            'completed or failed', v_bad));
+    END IF;
+END $$;
+
+-- Milliseconds to wait after failed attempt p_attempt (RETRY-1); mirrors Backoff.delay_for.
+CREATE OR REPLACE FUNCTION lane._backoff_ms(p_backoff jsonb, p_attempt integer)
+RETURNS bigint LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    v_type text := p_backoff ->> 'type';
+    v_raw numeric;
+    v_jitter double precision;
+    v_delays jsonb;
+BEGIN
+    IF p_backoff IS NULL OR jsonb_typeof(p_backoff) = 'null' THEN
+        RETURN 0;
+    ELSIF v_type = 'fixed' THEN
+        RETURN (p_backoff ->> 'delay_ms')::bigint;
+    ELSIF v_type = 'sequence' THEN
+        v_delays := p_backoff -> 'delays_ms';
+        RETURN (v_delays ->> (least(greatest(p_attempt, 1), jsonb_array_length(v_delays)) - 1))::bigint;
+    END IF;
+    v_raw := (p_backoff ->> 'base_ms')::numeric * power(2::numeric, least(greatest(p_attempt, 1) - 1, 62));
+    IF jsonb_typeof(p_backoff -> 'cap_ms') = 'number' THEN
+        v_raw := least(v_raw, (p_backoff ->> 'cap_ms')::numeric);
+    END IF;
+    v_jitter := coalesce((p_backoff ->> 'jitter')::double precision, 0);
+    IF v_jitter > 0 THEN
+        v_raw := v_raw * (1 - v_jitter + 2 * v_jitter * random())::numeric;
+    END IF;
+    RETURN trunc(v_raw)::bigint;
+END $$;
+
+-- Checks an options document (the keys of types.OPTION_KEYS) before any write.
+CREATE OR REPLACE FUNCTION lane._check_options(p_options jsonb)
+RETURNS void LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    v_key text;
+    v_id text;
+    v_value jsonb;
+    v_backoff jsonb;
+BEGIN
+    IF jsonb_typeof(p_options) <> 'object' THEN
+        PERFORM lane._fail('LN003', format('options must be a JSON object, got %s', p_options));
+    END IF;
+    FOR v_key, v_value IN SELECT key, value FROM jsonb_each(p_options) LOOP
+        -- A JSON null means "not given", as for an absent key.
+        CONTINUE WHEN jsonb_typeof(v_value) = 'null';
+        CASE v_key
+        WHEN 'job_id' THEN
+            IF jsonb_typeof(v_value) <> 'string' THEN
+                PERFORM lane._fail('LN001', format('job_id must be a string, got %s', v_value));
+            END IF;
+            v_id := v_value #>> '{}';
+            IF v_id = '' OR length(v_id) > 255 THEN
+                PERFORM lane._fail('LN001', format('invalid job id %L: use 1-255 characters', v_id));
+            END IF;
+            IF v_id = '0' OR v_id LIKE '0:%' OR v_id ~ '^[0-9]+$' THEN
+                PERFORM lane._fail('LN001', format(
+                    'invalid job id %L: custom ids may not be 0, start with ''0:'' or be a '
+                    'pure integer (those are reserved for generated ids)', v_id));
+            END IF;
+        WHEN 'priority' THEN
+            IF jsonb_typeof(v_value) <> 'number' OR (v_value #>> '{}') !~ '^[0-9]+$'
+               OR (v_value #>> '{}')::numeric > 2097152 THEN
+                PERFORM lane._fail('LN002', format(
+                    'priority must be an integer between 0 and 2097152, got %s', v_value));
+            END IF;
+        WHEN 'lifo' THEN
+            IF jsonb_typeof(v_value) <> 'boolean' THEN
+                PERFORM lane._fail('LN003', format('lifo must be true or false, got %s', v_value));
+            END IF;
+        WHEN 'delay_ms', 'timeout_ms' THEN
+            IF jsonb_typeof(v_value) <> 'number' OR (v_value #>> '{}') !~ '^[0-9]+$'
+               OR (v_value #>> '{}')::numeric > 9223372036854 THEN
+                PERFORM lane._fail('LN003', format(
+                    '%s must be a non-negative integer number of milliseconds, got %s',
+                    v_key, v_value));
+            END IF;
+        WHEN 'attempts' THEN
+            IF jsonb_typeof(v_value) <> 'number' OR (v_value #>> '{}') !~ '^[0-9]+$'
+               OR (v_value #>> '{}')::numeric NOT BETWEEN 1 AND 2147483647 THEN
+                PERFORM lane._fail('LN003', format('attempts must be an integer >= 1, got %s', v_value));
+            END IF;
+        WHEN 'backoff' THEN
+            v_backoff := v_value;
+            IF jsonb_typeof(v_backoff) = 'null' THEN
+                CONTINUE;
+            END IF;
+            IF jsonb_typeof(v_backoff) <> 'object' OR NOT (
+                (v_backoff ->> 'type' = 'fixed'
+                    AND jsonb_typeof(v_backoff -> 'delay_ms') = 'number'
+                    AND (v_backoff ->> 'delay_ms') ~ '^[0-9]+$')
+                OR (v_backoff ->> 'type' = 'exponential'
+                    AND jsonb_typeof(v_backoff -> 'base_ms') = 'number'
+                    AND (v_backoff ->> 'base_ms') ~ '^[0-9]+$'
+                    AND coalesce(jsonb_typeof(v_backoff -> 'cap_ms'), 'null') IN ('null', 'number')
+                    AND coalesce((v_backoff ->> 'cap_ms') ~ '^[0-9]+$', true)
+                    AND coalesce(jsonb_typeof(v_backoff -> 'jitter'), 'number') = 'number'
+                    AND coalesce((v_backoff ->> 'jitter')::numeric BETWEEN 0 AND 1, true))
+                OR (v_backoff ->> 'type' = 'sequence'
+                    AND jsonb_typeof(v_backoff -> 'delays_ms') = 'array'
+                    AND jsonb_array_length(v_backoff -> 'delays_ms') > 0
+                    AND NOT EXISTS (
+                        SELECT 1 FROM jsonb_array_elements(v_backoff -> 'delays_ms') d
+                        WHERE jsonb_typeof(d) <> 'number' OR (d #>> '{}') !~ '^[0-9]+$')))
+            THEN
+                PERFORM lane._fail('LN003', format(
+                    'invalid backoff %s: use {"type": "fixed", "delay_ms": n}, '
+                    '{"type": "exponential", "base_ms": n, "cap_ms": n, "jitter": 0..1} or '
+                    '{"type": "sequence", "delays_ms": [n, ...]}', v_backoff));
+            END IF;
+        WHEN 'remove_on_complete', 'remove_on_fail' THEN
+            IF NOT (jsonb_typeof(v_value) IN ('boolean', 'null')
+                OR (jsonb_typeof(v_value) = 'number' AND (v_value #>> '{}') ~ '^[0-9]+$')
+                OR (jsonb_typeof(v_value) = 'object' AND NOT EXISTS (
+                        SELECT 1 FROM jsonb_each(v_value) r
+                        WHERE r.key NOT IN ('age_ms', 'count', 'limit')
+                           OR jsonb_typeof(r.value) NOT IN ('number', 'null')
+                           OR (jsonb_typeof(r.value) = 'number'
+                               AND (r.value #>> '{}') !~ '^[0-9]+$'))))
+            THEN
+                PERFORM lane._fail('LN003', format(
+                    '%s must be true, false, a count, or {"age_ms", "count", "limit"}, got %s',
+                    v_key, v_value));
+            END IF;
+        ELSE
+            PERFORM lane._fail('LN003', format(
+                'unknown option %L: known options are job_id, priority, lifo, delay_ms, '
+                'attempts, backoff, timeout_ms, remove_on_complete, remove_on_fail', v_key));
+        END CASE;
+    END LOOP;
+END $$;
+
+CREATE OR REPLACE FUNCTION lane._check_name(p_name text)
+RETURNS void LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    IF p_name IS NULL OR p_name = '' OR length(p_name) > 255 THEN
+        PERFORM lane._fail('LN003', format('invalid job name %L: use 1-255 characters', p_name));
+    END IF;
+END $$;
+
+CREATE OR REPLACE FUNCTION lane._state_rank(p_state text)
+RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT array_position(ARRAY['waiting', 'delayed', 'active', 'waiting-children',
+                                'completed', 'failed'], p_state)
+$$;

@@ -1,0 +1,224 @@
+-- lane_pg stored functions: Finishing: completion, failure and retry, release, delay (FIN, RETRY).
+-- Applied in file-name order after the migrations, on every migrate (lane_pg/postgres/schema.py).
+
+-- FIN-1/2 for a batch: the main speed lever (one statement completes the whole batch).
+-- Returns the input position and row, as of completion (before retention may delete
+-- it), of every item that completed. An item repeated in the batch completes once, at its
+-- first position, like completing the items one after another.
+CREATE OR REPLACE FUNCTION lane._complete(p_queues text[], p_ids text[], p_tokens uuid[],
+                                          p_results jsonb[], p_now timestamptz)
+RETURNS TABLE (ord bigint, job lane.jobs) LANGUAGE plpgsql AS $$
+DECLARE
+    v_keys bigint[] := lane._lock_held(p_queues, p_ids, p_tokens);
+    v_done lane.jobs[];
+    v_ords bigint[];
+    v_row record;
+BEGIN
+    WITH input AS (
+        SELECT DISTINCT ON (i.queue, i.id, i.token) *
+          FROM unnest(p_queues, p_ids, p_tokens, p_results)
+               WITH ORDINALITY AS i(queue, id, token, result, ord)
+         ORDER BY i.queue, i.id, i.token, i.ord
+    ), done AS (
+        UPDATE lane.jobs j
+           SET state = 'completed', finished_at = p_now,
+               return_value = coalesce(i.result, 'null'::jsonb),
+               lock_token = NULL, lease_expires_at = NULL
+          FROM input i
+         WHERE j.key = ANY (v_keys)
+           AND j.queue = i.queue AND j.id = i.id AND j.state = 'active' AND j.lock_token = i.token
+        RETURNING j AS job, i.ord
+    )
+    SELECT array_agg(d.job ORDER BY d.ord), array_agg(d.ord ORDER BY d.ord)
+      INTO v_done, v_ords FROM done d;
+    IF v_done IS NULL THEN
+        RETURN;
+    END IF;
+    -- Only for the queues that record events.
+    INSERT INTO lane.events (queue, event, job_id, data, created_at)
+    SELECT d.queue, 'completed', d.id,
+           jsonb_build_object('prev', 'active', 'returnvalue', d.return_value), p_now
+      FROM unnest(v_done) WITH ORDINALITY AS d
+      LEFT JOIN lane.queues q ON q.name = d.queue
+     WHERE coalesce(q.record_events, true)
+     ORDER BY d.ordinality;
+    -- Retention: each distinct policy once per queue; age limits scale with the batch.
+    FOR v_row IN
+        SELECT d.queue, d.options -> 'remove_on_complete' AS policy, count(*)::integer AS n,
+               max(d.key) AS key
+          FROM unnest(v_done) d
+         WHERE d.options ? 'remove_on_complete'
+         GROUP BY 1, 2
+    LOOP
+        IF v_row.policy = 'true'::jsonb THEN
+            DELETE FROM lane.job_logs WHERE job_key IN (
+                SELECT d.key FROM unnest(v_done) d
+                 WHERE d.queue = v_row.queue AND d.options -> 'remove_on_complete' = 'true'::jsonb);
+            DELETE FROM lane.jobs WHERE key IN (
+                SELECT d.key FROM unnest(v_done) d
+                 WHERE d.queue = v_row.queue AND d.options -> 'remove_on_complete' = 'true'::jsonb);
+        ELSE
+            PERFORM lane._apply_retention(v_row.queue, 'completed', v_row.policy, v_row.key,
+                                          v_row.n, p_now);
+        END IF;
+    END LOOP;
+    FOR v_row IN SELECT DISTINCT d.queue FROM unnest(v_done) d LOOP
+        PERFORM lane._drained_check(v_row.queue, p_now);
+    END LOOP;
+    -- Subscripts, not a two-array unnest: unnest would expand the composite into columns.
+    RETURN QUERY SELECT v_ords[i], v_done[i] FROM generate_subscripts(v_ords, 1) AS i;
+END $$;
+
+CREATE OR REPLACE FUNCTION lane.complete_jobs(p_queues text[], p_ids text[], p_tokens uuid[],
+                                              p_results jsonb[], p_now timestamptz DEFAULT NULL)
+RETURNS TABLE (ord integer, queue text, id text, status text, state text)
+LANGUAGE plpgsql AS $$
+BEGIN
+    RETURN QUERY
+    WITH done AS (
+        SELECT d.ord FROM lane._complete(p_queues, p_ids, p_tokens, p_results,
+                                         coalesce(p_now, clock_timestamp())) d
+    )
+    SELECT i.ord::integer, i.queue, i.id,
+           CASE WHEN d.ord IS NOT NULL THEN 'ok'
+                WHEN EXISTS (SELECT 1 FROM lane.jobs j WHERE j.queue = i.queue AND j.id = i.id)
+                     THEN 'lock_mismatch'
+                ELSE 'not_found' END,
+           CASE WHEN d.ord IS NOT NULL THEN 'completed' END
+      FROM unnest(p_queues, p_ids) WITH ORDINALITY AS i(queue, id, ord)
+      LEFT JOIN done d ON d.ord = i.ord
+     ORDER BY i.ord;
+END $$;
+
+CREATE OR REPLACE FUNCTION lane.complete_job(p_queue text, p_id text, p_token uuid,
+                                             p_result jsonb DEFAULT 'null',
+                                             p_now timestamptz DEFAULT NULL)
+RETURNS lane.jobs LANGUAGE plpgsql AS $$
+DECLARE
+    v_job lane.jobs;
+BEGIN
+    PERFORM lane._owned_job(p_queue, p_id, p_token);
+    SELECT (d.job).* INTO v_job
+      FROM lane._complete(ARRAY[p_queue], ARRAY[p_id], ARRAY[p_token], ARRAY[p_result],
+                          coalesce(p_now, clock_timestamp())) d;
+    RETURN v_job;
+END $$;
+
+-- FIN-3..5: one failure; NULL when the job is missing or not held under p_token.
+CREATE OR REPLACE FUNCTION lane._fail_one(p_queue text, p_id text, p_token uuid, p_reason text,
+                                          p_stacktrace text, p_discard boolean,
+                                          p_now timestamptz)
+RETURNS lane.jobs LANGUAGE plpgsql AS $$
+DECLARE
+    v_job lane.jobs;
+    v_delay bigint;
+BEGIN
+    UPDATE lane.jobs
+       SET attempts_made = attempts_made + 1, failed_reason = p_reason,
+           stacktrace = CASE WHEN p_stacktrace IS NULL THEN stacktrace
+                             ELSE stacktrace || p_stacktrace END,
+           lock_token = NULL, lease_expires_at = NULL
+     WHERE queue = p_queue AND id = p_id AND state = 'active' AND lock_token = p_token
+    RETURNING * INTO v_job;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    IF coalesce(p_discard, false) OR v_job.attempts_made >= v_job.max_attempts THEN
+        RETURN lane._fail_terminal(v_job.key, p_reason, p_now);
+    END IF;
+    v_delay := lane._backoff_ms(v_job.backoff, v_job.attempts_made);
+    IF v_delay > 0 THEN
+        UPDATE lane.jobs SET state = 'delayed',
+                             available_at = p_now + v_delay * interval '1 millisecond'
+         WHERE key = v_job.key
+        RETURNING * INTO v_job;
+        PERFORM lane._emit(p_queue, 'delayed', p_id,
+                           jsonb_build_object('delay', lane._epoch_ms(v_job.available_at),
+                                              'prev', 'active', 'failedReason', p_reason), p_now);
+    ELSE
+        PERFORM lane._make_waiting(ARRAY[v_job.key], 'active', p_now);
+        PERFORM lane._wake(p_queue);
+        SELECT * INTO v_job FROM lane.jobs WHERE key = v_job.key;
+    END IF;
+    RETURN v_job;
+END $$;
+
+CREATE OR REPLACE FUNCTION lane.fail_jobs(p_queues text[], p_ids text[], p_tokens uuid[],
+                                          p_reasons text[], p_stacktraces text[],
+                                          p_discards boolean[], p_now timestamptz DEFAULT NULL)
+RETURNS TABLE (ord integer, queue text, id text, status text, state text)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_now timestamptz := coalesce(p_now, clock_timestamp());
+    v_job lane.jobs;
+    v_i integer;
+BEGIN
+    PERFORM lane._lock_held(p_queues, p_ids, p_tokens);
+    FOR v_i IN 1 .. coalesce(cardinality(p_ids), 0) LOOP
+        v_job := lane._fail_one(p_queues[v_i], p_ids[v_i], p_tokens[v_i], p_reasons[v_i],
+                                p_stacktraces[v_i], p_discards[v_i], v_now);
+        ord := v_i;
+        queue := p_queues[v_i];
+        id := p_ids[v_i];
+        state := v_job.state;
+        IF v_job.key IS NOT NULL THEN
+            status := 'ok';
+        ELSIF EXISTS (SELECT 1 FROM lane.jobs j WHERE j.queue = p_queues[v_i] AND j.id = p_ids[v_i]) THEN
+            status := 'lock_mismatch';
+        ELSE
+            status := 'not_found';
+        END IF;
+        RETURN NEXT;
+    END LOOP;
+END $$;
+
+CREATE OR REPLACE FUNCTION lane.fail_job(p_queue text, p_id text, p_token uuid, p_reason text,
+                                         p_stacktrace text DEFAULT NULL,
+                                         p_discard_retry boolean DEFAULT false,
+                                         p_now timestamptz DEFAULT NULL)
+RETURNS lane.jobs LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM lane._owned_job(p_queue, p_id, p_token);
+    RETURN lane._fail_one(p_queue, p_id, p_token, p_reason, p_stacktrace, p_discard_retry,
+                          coalesce(p_now, clock_timestamp()));
+END $$;
+
+-- MGMT-7, ORD-3: back to the very front of its priority bucket.
+CREATE OR REPLACE FUNCTION lane.release_job(p_queue text, p_id text, p_token uuid,
+                                            p_now timestamptz DEFAULT NULL)
+RETURNS lane.jobs LANGUAGE plpgsql AS $$
+DECLARE
+    v_job lane.jobs := lane._owned_job(p_queue, p_id, p_token);
+BEGIN
+    UPDATE lane.jobs
+       SET state = 'waiting', enqueued_seq = nextval('lane.enqueue_seq'),
+           order_key = priority::bigint * 2199023255552,
+           lock_token = NULL, lease_expires_at = NULL, processed_at = NULL
+     WHERE key = v_job.key
+    RETURNING * INTO v_job;
+    PERFORM lane._emit(p_queue, 'waiting', p_id, '{"prev": "active"}', coalesce(p_now, clock_timestamp()));
+    PERFORM lane._wake(p_queue);
+    RETURN v_job;
+END $$;
+
+-- MGMT-6
+CREATE OR REPLACE FUNCTION lane.delay_job(p_queue text, p_id text, p_token uuid,
+                                          p_delay_ms bigint, p_now timestamptz DEFAULT NULL)
+RETURNS lane.jobs LANGUAGE plpgsql AS $$
+DECLARE
+    v_now timestamptz := coalesce(p_now, clock_timestamp());
+    v_job lane.jobs := lane._owned_job(p_queue, p_id, p_token);
+BEGIN
+    IF p_delay_ms IS NULL OR p_delay_ms < 0 THEN
+        PERFORM lane._fail('LN003', format('delay must not be negative, got %s ms', p_delay_ms));
+    END IF;
+    UPDATE lane.jobs
+       SET state = 'delayed', available_at = v_now + p_delay_ms * interval '1 millisecond',
+           lock_token = NULL, lease_expires_at = NULL
+     WHERE key = v_job.key
+    RETURNING * INTO v_job;
+    PERFORM lane._emit(p_queue, 'delayed', p_id,
+                       jsonb_build_object('delay', lane._epoch_ms(v_job.available_at),
+                                          'prev', 'active'), v_now);
+    RETURN v_job;
+END $$;

@@ -1,0 +1,143 @@
+-- lane_pg stored functions: Management of single jobs (MGMT).
+-- Applied in file-name order after the migrations, on every migrate (lane_pg/postgres/schema.py).
+
+-- MGMT-3
+CREATE OR REPLACE FUNCTION lane.promote_job(p_queue text, p_id text, p_now timestamptz DEFAULT NULL)
+RETURNS lane.jobs LANGUAGE plpgsql AS $$
+DECLARE
+    v_key bigint := lane._job_key(p_queue, p_id);
+    v_job lane.jobs;
+BEGIN
+    SELECT * INTO v_job FROM lane.jobs WHERE key = v_key;
+    IF v_job.state <> 'delayed' THEN
+        PERFORM lane._fail('LN006', format('job %s is %s, not delayed: cannot promote it',
+                                           p_id, v_job.state));
+    END IF;
+    PERFORM lane._make_waiting(ARRAY[v_key], 'delayed', coalesce(p_now, clock_timestamp()));
+    PERFORM lane._wake(p_queue);
+    SELECT * INTO v_job FROM lane.jobs WHERE key = v_key;
+    RETURN v_job;
+END $$;
+
+-- MGMT-5
+CREATE OR REPLACE FUNCTION lane.reschedule_job(p_queue text, p_id text, p_delay_ms bigint,
+                                               p_now timestamptz DEFAULT NULL)
+RETURNS lane.jobs LANGUAGE plpgsql AS $$
+DECLARE
+    v_now timestamptz := coalesce(p_now, clock_timestamp());
+    v_key bigint := lane._job_key(p_queue, p_id);
+    v_job lane.jobs;
+BEGIN
+    IF p_delay_ms IS NULL OR p_delay_ms < 0 THEN
+        PERFORM lane._fail('LN003', format('delay must not be negative, got %s ms', p_delay_ms));
+    END IF;
+    SELECT * INTO v_job FROM lane.jobs WHERE key = v_key;
+    IF v_job.state <> 'delayed' THEN
+        PERFORM lane._fail('LN006', format('job %s is %s, not delayed: cannot reschedule it',
+                                           p_id, v_job.state));
+    END IF;
+    UPDATE lane.jobs SET available_at = v_now + p_delay_ms * interval '1 millisecond'
+     WHERE key = v_key
+    RETURNING * INTO v_job;
+    PERFORM lane._emit(p_queue, 'delayed', p_id,
+                       jsonb_build_object('delay', lane._epoch_ms(v_job.available_at)), v_now);
+    RETURN v_job;
+END $$;
+
+-- MGMT-8
+CREATE OR REPLACE FUNCTION lane.retry_job(p_queue text, p_id text, p_now timestamptz DEFAULT NULL)
+RETURNS lane.jobs LANGUAGE plpgsql AS $$
+DECLARE
+    v_key bigint := lane._job_key(p_queue, p_id);
+    v_job lane.jobs;
+BEGIN
+    SELECT * INTO v_job FROM lane.jobs WHERE key = v_key;
+    IF v_job.state NOT IN ('completed', 'failed') THEN
+        PERFORM lane._fail('LN006', format(
+            'job %s is %s: only completed or failed jobs can be retried', p_id, v_job.state));
+    END IF;
+    UPDATE lane.jobs
+       SET failed_reason = NULL, return_value = NULL, processed_at = NULL, finished_at = NULL,
+           attempts_made = 0, attempts_started = 0, stalled_count = 0, stacktrace = '{}'
+     WHERE key = v_key;
+    PERFORM lane._make_waiting(ARRAY[v_key], v_job.state, coalesce(p_now, clock_timestamp()));
+    PERFORM lane._wake(p_queue);
+    SELECT * INTO v_job FROM lane.jobs WHERE key = v_key;
+    RETURN v_job;
+END $$;
+
+-- MGMT-16: a live lease protects a job; an expired one does not.
+CREATE OR REPLACE FUNCTION lane.remove_job(p_queue text, p_id text, p_now timestamptz DEFAULT NULL)
+RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+    v_now timestamptz := coalesce(p_now, clock_timestamp());
+    v_job lane.jobs;
+BEGIN
+    SELECT * INTO v_job FROM lane.jobs WHERE queue = p_queue AND id = p_id FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    IF v_job.state = 'active' AND v_job.lease_expires_at >= v_now THEN
+        PERFORM lane._fail('LN007', format(
+            'job %s is active under a lease until %s: it cannot be removed',
+            p_id, v_job.lease_expires_at));
+    END IF;
+    DELETE FROM lane.job_logs WHERE job_key = v_job.key;
+    DELETE FROM lane.jobs WHERE key = v_job.key;
+    PERFORM lane._emit(p_queue, 'removed', p_id, jsonb_build_object('prev', v_job.state), v_now);
+    RETURN true;
+END $$;
+
+-- MGMT-10
+CREATE OR REPLACE FUNCTION lane.update_job_data(p_queue text, p_id text, p_data jsonb)
+RETURNS lane.jobs LANGUAGE plpgsql AS $$
+DECLARE
+    v_job lane.jobs;
+BEGIN
+    UPDATE lane.jobs SET data = coalesce(p_data, 'null'::jsonb)
+     WHERE key = lane._job_key(p_queue, p_id)
+    RETURNING * INTO v_job;
+    RETURN v_job;
+END $$;
+
+-- MGMT-11
+CREATE OR REPLACE FUNCTION lane.update_job_progress(p_queue text, p_id text, p_progress jsonb,
+                                                    p_now timestamptz DEFAULT NULL)
+RETURNS lane.jobs LANGUAGE plpgsql AS $$
+DECLARE
+    v_job lane.jobs;
+BEGIN
+    UPDATE lane.jobs SET progress = coalesce(p_progress, 'null'::jsonb)
+     WHERE key = lane._job_key(p_queue, p_id)
+    RETURNING * INTO v_job;
+    PERFORM lane._emit(p_queue, 'progress', p_id,
+                       jsonb_build_object('data', v_job.progress), coalesce(p_now, clock_timestamp()));
+    RETURN v_job;
+END $$;
+
+-- MGMT-9: a waiting job is requeued in its new position; other states store the value.
+CREATE OR REPLACE FUNCTION lane.update_job_priority(p_queue text, p_id text, p_priority integer,
+                                                    p_lifo boolean DEFAULT NULL,
+                                                    p_now timestamptz DEFAULT NULL)
+RETURNS lane.jobs LANGUAGE plpgsql AS $$
+DECLARE
+    v_key bigint;
+    v_job lane.jobs;
+BEGIN
+    IF p_priority IS NULL OR p_priority NOT BETWEEN 0 AND 2097152 THEN
+        PERFORM lane._fail('LN002', format(
+            'priority must be an integer between 0 and 2097152, got %s', p_priority));
+    END IF;
+    v_key := lane._job_key(p_queue, p_id);
+    UPDATE lane.jobs
+       SET priority = p_priority, lifo = coalesce(p_lifo, lifo),
+           options = CASE WHEN p_lifo IS NULL THEN options
+                          ELSE options || jsonb_build_object('lifo', p_lifo) END
+     WHERE key = v_key
+    RETURNING * INTO v_job;
+    IF v_job.state = 'waiting' THEN
+        PERFORM lane._make_waiting(ARRAY[v_key], NULL, coalesce(p_now, clock_timestamp()));
+        SELECT * INTO v_job FROM lane.jobs WHERE key = v_key;
+    END IF;
+    RETURN v_job;
+END $$;
