@@ -21,6 +21,7 @@ from lane_pg.errors import (
 )
 from lane_pg.types import (
     ALL_STATES,
+    DEFAULT_LANES,
     Backoff,
     Completion,
     Failure,
@@ -31,6 +32,7 @@ from lane_pg.types import (
     JobRetention,
     JobSpec,
     JobState,
+    Lane,
     LeaseRef,
     LogEntry,
     LogPage,
@@ -39,7 +41,7 @@ from lane_pg.types import (
     QueueRetention,
     StalledOutcome,
 )
-from lane_pg.worker import DEFAULT_LANES, JobContext, Lane, Worker, WorkerConfig
+from lane_pg.worker import JobContext, Worker, WorkerConfig
 
 __all__ = [
     "ALL_STATES",

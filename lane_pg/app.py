@@ -21,8 +21,8 @@ from lane_pg.postgres.backend import PostgresBackend
 from lane_pg.postgres.embedded import resolve_dsn
 from lane_pg.postgres.notifier import Notifier
 from lane_pg.postgres.schema import validate_schema_name
-from lane_pg.types import JSON, Job, JobOptions
-from lane_pg.worker import Lane, Processor, Worker, WorkerConfig
+from lane_pg.types import JSON, Job, JobOptions, Lane
+from lane_pg.worker import Processor, Worker, WorkerConfig
 
 
 class App:

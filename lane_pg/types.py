@@ -530,3 +530,39 @@ class QueueEvent:
     job_id: str | None
     data: dict[str, JSON]
     created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Lane:
+    """A queue a worker serves, with its priority (0 first) and concurrency bounds.
+
+    ``max_concurrency=None`` lets the lane use every free slot of the worker.
+    ``min_concurrency`` is advisory (A15: slots kept warm, never preemption).
+    """
+
+    name: str
+    priority: int = 0
+    max_concurrency: int | None = None
+    min_concurrency: int = 0
+
+    def __post_init__(self) -> None:
+        validate_queue_name(self.name)
+        if self.priority < 0:
+            raise InvalidOptions(f"lane {self.name!r}: priority must be >= 0")
+        if self.max_concurrency is not None and self.max_concurrency < 1:
+            raise InvalidOptions(f"lane {self.name!r}: max_concurrency must be >= 1")
+        if self.min_concurrency < 0 or (
+            self.max_concurrency is not None and self.min_concurrency > self.max_concurrency
+        ):
+            raise InvalidOptions(f"lane {self.name!r}: need 0 <= min_concurrency <= max")
+
+
+# LANE-1: the default lanes (priority 0 is served first).
+DEFAULT_LANES: tuple[Lane, ...] = (
+    Lane("system", 0, 5, 1),
+    Lane("control", 1, 3, 1),
+    Lane("query", 2, 10, 1),
+    Lane("session", 3, 5, 1),
+    Lane("skill", 4, 3, 1),
+    Lane("prompt", 5, 2, 1),
+)

@@ -20,7 +20,8 @@ import sys
 from lane_pg.app import App
 from lane_pg.cli.common import DEFAULT_SCHEMA, CommandError, add_connection_arguments
 from lane_pg.errors import LaneError
-from lane_pg.worker import Lane, WorkerConfig
+from lane_pg.types import Lane
+from lane_pg.worker import WorkerConfig
 
 HELP = "run a worker: claim jobs of the given queues and run the app's processors"
 

@@ -670,8 +670,8 @@ class LaneManagerBuilder:
         self._clock: Clock | None = None
 
     def with_default_lanes(self) -> LaneManagerBuilder:
-        """LANE-1: the lanes of ``lane_pg.worker.DEFAULT_LANES`` (one shared definition)."""
-        from lane_pg.worker import DEFAULT_LANES
+        """LANE-1: the lanes of ``lane_pg.types.DEFAULT_LANES`` (one shared definition)."""
+        from lane_pg.types import DEFAULT_LANES
 
         for lane in DEFAULT_LANES:
             maximum = lane.max_concurrency

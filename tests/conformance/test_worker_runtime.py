@@ -13,8 +13,8 @@ from datetime import UTC, datetime, timedelta
 
 from lane_pg.backend import JobQueueBackend
 from lane_pg.errors import LeaseLost, UnrecoverableJobError
-from lane_pg.types import JSON, Job, JobOptions, JobSpec, LeaseRef, QueueDemand
-from lane_pg.worker import JobContext, Lane, Processor, Worker, WorkerConfig
+from lane_pg.types import JSON, Job, JobOptions, JobSpec, Lane, LeaseRef, QueueDemand
+from lane_pg.worker import JobContext, Processor, Worker, WorkerConfig
 from tests.helpers import eventually
 
 

@@ -17,8 +17,7 @@ from lane_pg.lanes import (
     LaneManager,
     UnknownLane,
 )
-from lane_pg.types import JSON
-from lane_pg.worker import DEFAULT_LANES
+from lane_pg.types import DEFAULT_LANES, JSON
 
 DEADLINE = 5.0
 

@@ -15,8 +15,8 @@ from lane_pg.backend import ReclaimsSpace
 from lane_pg.errors import InvalidOptions
 from lane_pg.postgres.backend import PostgresBackend
 from lane_pg.postgres.schema import migrate
-from lane_pg.types import JSON, Job
-from lane_pg.worker import JobContext, Lane, Worker, WorkerConfig
+from lane_pg.types import JSON, Job, Lane
+from lane_pg.worker import JobContext, Worker, WorkerConfig
 from tests.conftest import NewDatabase
 from tests.helpers import eventually
 

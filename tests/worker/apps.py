@@ -23,8 +23,7 @@ import asyncpg
 import psycopg
 
 from lane_pg import App, UnrecoverableJobError
-from lane_pg.types import JSON, Job
-from lane_pg.worker import Lane
+from lane_pg.types import JSON, Job, Lane
 
 EFFECTS_TABLE = "public.worker_effects"
 LANE_PREFIX_ENV = "LANE_PG_TEST_LANE_PREFIX"
