@@ -91,7 +91,8 @@ async def _snapshot(dsn: str, schema: str = "lane") -> Snapshot:
             "functions": """
                 SELECT p.proname, pg_get_function_identity_arguments(p.oid),
                        pg_get_function_result(p.oid), p.prokind, p.provolatile, p.proconfig,
-                       l.lanname, pg_get_functiondef(p.oid), p.prosrc
+                       l.lanname,
+                       CASE WHEN p.prokind <> 'a' THEN pg_get_functiondef(p.oid) END, p.prosrc
                 FROM pg_proc p
                 JOIN pg_namespace n ON n.oid = p.pronamespace
                 JOIN pg_language l ON l.oid = p.prolang
