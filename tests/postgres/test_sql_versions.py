@@ -631,6 +631,35 @@ async def test_downgrade_re_creates_the_functions_of_the_release_upgraded_from(
     assert _without_attnums(await _snapshot(dsn)) == _without_attnums(await _snapshot(reference))
 
 
+async def test_offline_downgrade_script_does_what_the_online_downgrade_does(
+    new_db: NewDatabase,
+) -> None:
+    """``alembic downgrade head:<below> --sql`` carries the same SQL: run through psql on a
+    database upgraded from the older release, it re-creates that release's functions."""
+    below = FINGERPRINT_VERSION - 1
+    online, offline = await new_db(), await new_db()
+    for dsn in (online, offline):
+        await _run_in_thread(_alembic, dsn, "lane", "upgrade", f"{below:04d}")
+        conn = await _connect(dsn)
+        try:
+            await conn.execute(repeatable_sql("lane") + RELEASE_MARKER)
+        finally:
+            await conn.close()
+        await _run_in_thread(_alembic_upgrade, dsn)
+    script = await _run_in_thread(
+        _alembic, offline, "lane", "downgrade", f"{SCHEMA_VERSION:04d}:{below:04d}", True
+    )
+    assert "DROP TABLE lane.installed_sql" in script
+    await _run_in_thread(_psql, offline, script)
+    await _run_in_thread(_alembic, online, "lane", "downgrade", f"{below:04d}")
+    assert await _snapshot(offline) == await _snapshot(online)
+    conn = await _connect(offline)
+    try:
+        assert await conn.fetchval("SELECT lane.release_marker()") == "the older release"
+    finally:
+        await conn.close()
+
+
 async def test_downgrade_without_recorded_functions_warns_and_leaves_none(
     new_db: NewDatabase, caplog: pytest.LogCaptureFixture
 ) -> None:
