@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 export LANE_PG_TEST_DSN ?= postgresql://postgres@127.0.0.1:5432/test
 export LANE_PG_TEST_REDIS ?= redis://127.0.0.1:6379/0
 
-.PHONY: venv test lint typecheck pytest demo bench clean
+.PHONY: venv test lint typecheck pytest demo bench contracts clean
 
 # Re-installs only when the project metadata changed since the last install.
 venv: $(STAMP)
@@ -38,6 +38,12 @@ demo: venv
 bench: venv
 	@if [ -f benchmarks/run.py ]; then $(BIN)/python benchmarks/run.py; \
 	else echo "benchmarks/run.py not written yet"; fi
+
+# Regenerates the stored-function section of docs/CONTRACTS.md from a fresh install's
+# catalog on the PostgreSQL of LANE_PG_TEST_DSN (tests/postgres/test_contracts_doc.py
+# fails until it is re-run after a signature change).
+contracts: venv
+	$(BIN)/python -m tests.postgres.contracts_doc
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache

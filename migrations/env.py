@@ -12,6 +12,7 @@ applies nothing, so every path gives the same database.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection, Mapping
 from typing import Any
 
@@ -20,9 +21,10 @@ from alembic.runtime.migration import MigrationContext, MigrationInfo
 from sqlalchemy import create_engine, pool
 from sqlalchemy.engine import Connection
 
-from lane_pg.postgres.schema import MIGRATE_LOCK_KEY, alembic_schema, repeatable_sql
+from lane_pg.postgres.schema import MIGRATE_LOCK_KEY, alembic_schema, repeatable_install_sql
 
 config = context.config
+log = logging.getLogger("lane_pg.migrations")
 SCHEMA = alembic_schema()
 VERSION_TABLE = "alembic_version"
 
@@ -52,7 +54,7 @@ def run_migrations_offline() -> None:
 
 
 def _run(connection: Connection) -> None:
-    state: dict[str, Any] = {"steps": 0, "down_to_base": False}
+    state: dict[str, Any] = {"steps": 0, "down": False, "down_to_base": False}
 
     def on_version_apply(
         ctx: MigrationContext,
@@ -61,8 +63,9 @@ def _run(connection: Connection) -> None:
         run_args: Mapping[str, Any],
     ) -> None:
         state["steps"] += 1
-        if not step.is_upgrade and not heads:
-            state["down_to_base"] = True
+        if not step.is_upgrade:
+            state["down"] = True
+            state["down_to_base"] = state["down_to_base"] or not heads
 
     context.configure(
         connection=connection,
@@ -90,8 +93,26 @@ def _run(connection: Connection) -> None:
             # Nothing was pending: still re-apply functions and views, which change
             # between releases without a new migration number.
             connection.exec_driver_sql(
-                repeatable_sql(SCHEMA), execution_options={"no_parameters": True}
+                repeatable_install_sql(SCHEMA), execution_options={"no_parameters": True}
             )
+        elif state["down"] and not at_base:
+            _warn_if_without_functions(connection)
+
+
+def _warn_if_without_functions(connection: Connection) -> None:
+    """After a downgrade that found no recorded functions for the version it reached (the
+    SQL says so too, as a WARNING the driver does not show)."""
+    found = connection.exec_driver_sql(
+        "SELECT EXISTS (SELECT FROM pg_proc WHERE pronamespace = to_regnamespace(%s))",
+        (SCHEMA,),
+    ).scalar()
+    if not found:
+        log.warning(
+            "lane_pg schema %r went down to a version whose functions and views were never "
+            "recorded: it has none now; run `python -m lane_pg migrate` of a lane_pg "
+            "release at that version",
+            SCHEMA,
+        )
 
 
 def run_migrations_online() -> None:

@@ -1,9 +1,7 @@
--- Undoes 0002_queue_retention.sql (Alembic downgrade to 0001): the retention functions
--- (they read the columns), the columns, and the three-column finished-jobs index.
-
-DROP FUNCTION IF EXISTS lane.prune_finished(text[], integer);
-DROP FUNCTION IF EXISTS lane.get_queue_retention(text);
-DROP FUNCTION IF EXISTS lane.set_queue_retention(text, integer, integer);
+-- Undoes 0002_queue_retention.sql (Alembic downgrade to 0001): the columns and the
+-- three-column finished-jobs index. Tables only: lane_pg.postgres.schema.downgrade_sql
+-- drops the functions and views before this file runs and re-creates the ones recorded for
+-- version 1 after it.
 
 ALTER TABLE lane.queues DROP COLUMN keep_completed, DROP COLUMN keep_failed;
 

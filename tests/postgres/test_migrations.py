@@ -4,7 +4,9 @@ Every test that installs something gets its own database (``lane_mig_<random>``,
 at the end), so these tests never touch the shared ``lane`` schema of the test database.
 Comparisons use a snapshot of pg_catalog for one schema: tables and their options,
 columns with types and defaults, constraints, indexes, sequences, functions (identity
-arguments, result, md5 of the source), views and triggers.
+arguments, result, md5 of the source and of the whole definition), views and triggers.
+The fingerprints, the orphan drop and the restore of older functions on the way down are
+tested in tests/postgres/test_sql_versions.py.
 """
 
 from __future__ import annotations
@@ -34,7 +36,6 @@ from lane_pg.postgres.schema import (
     migration_files,
     render_sql,
     repeatable_sql,
-    sql_dir,
     validate_schema_name,
 )
 from tests.conftest import NewDatabase, create_database, drop_databases
@@ -90,7 +91,8 @@ async def _snapshot(dsn: str, schema: str = "lane") -> Snapshot:
             "functions": """
                 SELECT p.proname, pg_get_function_identity_arguments(p.oid),
                        pg_get_function_result(p.oid), p.prokind, p.provolatile, p.proconfig,
-                       l.lanname, p.prosrc
+                       l.lanname,
+                       CASE WHEN p.prokind <> 'a' THEN pg_get_functiondef(p.oid) END, p.prosrc
                 FROM pg_proc p
                 JOIN pg_namespace n ON n.oid = p.pronamespace
                 JOIN pg_language l ON l.oid = p.prolang
@@ -112,7 +114,8 @@ async def _snapshot(dsn: str, schema: str = "lane") -> Snapshot:
             rows = await conn.fetch(query, schema)
             snap[key] = [tuple(_normalize(v, schema) for v in row) for row in rows]
         snap["functions"] = [
-            (*row[:-1], hashlib.md5(str(row[-1]).encode()).hexdigest()) for row in snap["functions"]
+            (*row[:-2], *(hashlib.md5(str(text).encode()).hexdigest() for text in row[-2:]))
+            for row in snap["functions"]
         ]
         return snap
     finally:
@@ -448,10 +451,12 @@ async def _downgrade_restores(
     dropped: str,
     check: Callable[[asyncpg.Connection], Awaitable[None]] | None = None,
 ) -> None:
-    """Alembic from head down to ``version`` (the .down.sql of every revision above it):
-    the tables, constraints and indexes of migrations 1..``version`` applied in order, no
-    function whose source matches ``dropped`` (a column the downgrade removed), ``check``
-    passes on the result; upgrading again gives migrate()'s catalog."""
+    """Alembic from head down to ``version`` (every revision above it: functions and views
+    dropped, its tables-only .down.sql, the functions recorded for the version below
+    re-created when there are any): the tables, constraints and indexes of migrations
+    1..``version`` applied in order, no function whose source matches ``dropped`` (a column
+    the downgrade removed), ``check`` passes on the result; upgrading again gives
+    migrate()'s catalog."""
     dsn, older, reference = await new_db(), await new_db(), await new_db()
     await _run_in_thread(_alembic_upgrade, dsn)
     await _run_in_thread(_alembic, dsn, "lane", "downgrade", f"{version:04d}")
@@ -462,7 +467,7 @@ async def _downgrade_restores(
     finally:
         await conn.close()
     down, expected = await _snapshot(dsn), await _snapshot(older)
-    views = {row[0] for row in down["views"]}  # views.sql stays installed
+    views = {row[0] for row in down["views"]}  # views re-created for the older version
     for key in ("relations", "columns", "constraints", "indexes", "sequences"):
         assert [r for r in down[key] if r[0] not in views] == expected[key], key
     assert [r[0] for r in await _version_rows(dsn)] == list(range(1, version + 1))
@@ -488,14 +493,25 @@ async def _downgrade_restores(
     assert again == fresh
 
 
+async def _no_functions_or_views(conn: asyncpg.Connection) -> None:
+    """A database installed at head recorded no functions for an older version: the
+    downgrade leaves none rather than functions of another version."""
+    found = await conn.fetchval(
+        "SELECT (SELECT count(*) FROM pg_proc WHERE pronamespace = 'lane'::regnamespace)"
+        " + (SELECT count(*) FROM pg_class WHERE relnamespace = 'lane'::regnamespace"
+        " AND relkind = 'v')"
+    )
+    assert found == 0
+
+
 async def test_downgrade_of_queue_retention_restores_version_1(new_db: NewDatabase) -> None:
     """Revision 0002 down: no function left reading keep_completed / keep_failed."""
-    await _downgrade_restores(new_db, 1, "keep_(completed|failed)")
+    await _downgrade_restores(new_db, 1, "keep_(completed|failed)", _no_functions_or_views)
 
 
-async def _jobs_run_with_events(conn: asyncpg.Connection) -> None:
-    """The version 2 functions the downgrade restored: an add, a claim and a completion
-    work and write their events (every queue records in version 2)."""
+async def jobs_run_with_events(conn: asyncpg.Connection) -> None:
+    """Functions a downgrade re-created work: an add, a claim and a completion write their
+    events (every queue records by default)."""
     job_id = await conn.fetchval("SELECT (lane.add_job('down_q', 'n')).id")
     token = await conn.fetchval(
         "SELECT lock_token FROM lane.claim_jobs('w', ARRAY['down_q'], ARRAY[1], 60000)"
@@ -512,9 +528,11 @@ async def _jobs_run_with_events(conn: asyncpg.Connection) -> None:
 
 
 async def test_downgrade_of_queue_events_restores_version_2(new_db: NewDatabase) -> None:
-    """Revision 0003 down: the events key on id plus the (queue, id) index again, and the
-    functions that read record_events back at their version 2 bodies."""
-    await _downgrade_restores(new_db, 2, "record_events", _jobs_run_with_events)
+    """Revision 0003 down: the events key on id plus the (queue, id) index again, and no
+    function left reading record_events. Installed at head, the database never ran
+    version 2 functions, so none come back (re-creating recorded ones, and running them:
+    test_sql_versions.test_downgrade_re_creates_the_functions_of_the_release_upgraded_from)."""
+    await _downgrade_restores(new_db, 2, "record_events", _no_functions_or_views)
 
 
 async def test_downgrade_base_after_migrate(new_db: NewDatabase) -> None:
@@ -624,19 +642,18 @@ async def test_check_version_accepts_a_newer_compatible_schema(
 
 
 # --------------------------------------------------------------------------- files agree
-async def test_current_files_equal_all_migrations_in_order(new_db: NewDatabase) -> None:
-    from_files, from_migrations = await new_db(), await new_db()
+async def test_migrate_equals_the_migration_files_applied_in_order(new_db: NewDatabase) -> None:
+    """The tables migrate() installs are the migration files' and nothing else: each file
+    as plain SQL in its own transaction, then the repeatable files, give the same catalog
+    (migrate() adds only the version rows and installed_sql's rows). This replaces the
+    hand-kept sql/schema.sql, which restated the migrations' result (docs/decisions.md)."""
+    by_migrate, from_files = await new_db(), await new_db()
+    await migrate(by_migrate)
     conn = await asyncpg.connect(from_files)
-    try:
-        await conn.execute((sql_dir() / "schema.sql").read_text(encoding="utf-8"))
-        await conn.execute(repeatable_sql("lane"))
-    finally:
-        await conn.close()
-    conn = await asyncpg.connect(from_migrations)
     try:
         for migration in migration_files():
             await conn.execute(render_sql(migration.text, "lane"))
         await conn.execute(repeatable_sql("lane"))
     finally:
         await conn.close()
-    assert await _snapshot(from_files) == await _snapshot(from_migrations)
+    assert await _snapshot(from_files) == await _snapshot(by_migrate)
