@@ -151,10 +151,10 @@ async def drop_database() -> None:
 
 
 async def reset(conn: asyncpg.Connection) -> None:
-    """Empty every lane_pg table (except schema_version) and the raw table between runs."""
+    """Empty every lane_pg table but the version records, and the raw table, between runs."""
     tables = await conn.fetch(
         "SELECT quote_ident(schemaname) || '.' || quote_ident(tablename) AS t FROM pg_tables"
-        " WHERE schemaname = 'lane' AND tablename <> 'schema_version'"
+        " WHERE schemaname = 'lane' AND tablename NOT IN ('schema_version', 'installed_sql')"
     )
     names = ", ".join([r["t"] for r in tables] + ["bench_raw.jobs"])
     await conn.execute(f"TRUNCATE {names} RESTART IDENTITY CASCADE")
