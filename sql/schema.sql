@@ -215,7 +215,7 @@ CREATE TABLE lane.failed_jobs (
 );
 CREATE INDEX failed_jobs_queue_idx ON lane.failed_jobs (queue, failed_at);
 
--- Worker heartbeats and the maintenance leader lease.
+-- Worker heartbeats.
 CREATE TABLE lane.workers (
     id           text PRIMARY KEY,
     hostname     text NOT NULL DEFAULT '',
@@ -238,4 +238,14 @@ CREATE TABLE lane.locks (
     key        text PRIMARY KEY,
     owner      text NOT NULL,
     expires_at timestamptz
+);
+
+-- Leadership leases (lane.acquire_leadership): the workers' maintenance leader holds the
+-- 'maintenance' row and renews it; anyone takes it over once expires_at has passed.
+CREATE TABLE lane.leaders (
+    role       text PRIMARY KEY,
+    holder     text NOT NULL,
+    term       bigint NOT NULL DEFAULT 1,
+    elected_at timestamptz NOT NULL,
+    expires_at timestamptz NOT NULL
 );
