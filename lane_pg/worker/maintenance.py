@@ -100,8 +100,10 @@ class Leadership:
             await asyncio.sleep(self._lease / 3)
 
     async def resign(self) -> None:
-        """Give the role up (at shutdown), so another worker need not wait for the lease."""
-        if self._leader is None or not self.leading():
+        """Give the role up (at shutdown), so another worker need not wait for the lease.
+        Asked even when the local copy ran out: the database's copy may still run (it
+        started after the local one), and resigning a role one does not hold is a no-op."""
+        if self._leader is None:
             return
         self._until = 0.0
         try:
