@@ -241,7 +241,8 @@ class PostgresBackend:
             total,
             now,
         )
-        return [ClaimedJob.from_job(job_from_row(row)) for row in rows]
+        # Every claimed row is active under its fresh token (ClaimedJob's lock_token: str).
+        return [job_from_row(row, ClaimedJob) for row in rows]
 
     async def renew_leases(
         self, leases: Sequence[LeaseRef], lease: Duration, *, now: datetime | None = None
