@@ -79,14 +79,20 @@ class Leadership:
         if leader is None:
             return
         was_leading = False
+        failing = False
         while True:
             asked_at = time.monotonic()
             try:
                 held = await leader.acquire_leadership(MAINTENANCE_ROLE, self._holder, self._lease)
             except Exception as exc:
                 # Unknown: keep the local lease, which runs out by itself if this persists.
-                log.warning("maintenance leadership check failed: %s", exc)
+                # Asked three times a lease: say so once per outage, not three times a second.
+                (log.debug if failing else log.warning)(
+                    "maintenance leadership check failed: %s", exc
+                )
+                failing = True
             else:
+                failing = False
                 self._until = asked_at + self._lease if held else 0.0
             leading = self.leading()
             if leading != was_leading:

@@ -76,7 +76,9 @@ BEGIN
     END IF;
     -- The batch's earliest delayed job may be due before every sleeping worker's timer:
     -- one probe per call, before the rows exist (lane._wake_for_due). A batch that also
-    -- adds a job due now wakes the claimers below anyway.
+    -- adds a job due now wakes the claimers below anyway. Measured (1,000 specs per call,
+    -- medians of 15): all delayed 28.6 -> 29.0 ms (the min() over the options is ~0.19 ms
+    -- of it); none delayed 14.5 -> 14.5 ms (array_position finds no NULL in ~0.2 us).
     IF v_min_delay IS NOT NULL THEN
         IF NOT EXISTS (SELECT 1 FROM unnest(v_seqs) s WHERE s IS NOT NULL) THEN
             PERFORM lane._wake_for_due(p_queue, p_now + v_min_delay * interval '1 millisecond',
@@ -190,7 +192,9 @@ BEGIN
                        WHERE queue = p_queue AND state = 'delayed' AND available_at > v_now
                          AND available_at <= v_now + v_delay * interval '1 millisecond') THEN
         -- lane._wake_for_due, inlined (a PERFORM costs a call): a sleeping worker's timer
-        -- may be later than this job. The plain path never gets here.
+        -- may be later than this job. Measured in the database (3,000 calls in one
+        -- transaction, medians of 9): a delayed add 44.7 -> 50.6 us for this probe; the
+        -- plain path never gets here (32.6 -> 32.3 us, unchanged).
         PERFORM lane._wake(p_queue);
     END IF;
     INSERT INTO lane.jobs (queue, id, name, data, state, priority, lifo, order_key,
