@@ -46,6 +46,16 @@ async def test_one_holder_at_a_time_renewed_until_it_lapses_STALL_8(
     assert await leader.acquire_leadership(role, "b", 1.0, now=clock.at(2.5))
 
 
+async def test_a_lapsed_holder_that_asks_first_keeps_the_role_STALL_8(
+    backend: JobQueueBackend, queue_name: str, clock: Clock
+) -> None:
+    """Nobody took the role over while the holder was away: its next ask renews it."""
+    leader, role = _leader(backend), queue_name
+    assert await leader.acquire_leadership(role, "a", 1.0, now=clock.at(0))
+    assert await leader.acquire_leadership(role, "a", 1.0, now=clock.at(5))
+    assert not await leader.acquire_leadership(role, "b", 1.0, now=clock.at(5.5))
+
+
 async def test_resigning_frees_the_role_at_once_STALL_8(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:

@@ -16,8 +16,8 @@ from tests.postgres.test_migrations import _alembic, _alembic_upgrade, _run_in_t
 CANDIDATES = 8
 
 
-async def _race(dsn: str, role: str) -> list[bool]:
-    """CANDIDATES connections ask for ``role`` at the same moment."""
+async def _race(dsn: str, role: str, prefix: str) -> list[bool]:
+    """CANDIDATES connections (holders ``<prefix>-<n>``) ask for ``role`` at once."""
     conns = [await asyncpg.connect(dsn) for _ in range(CANDIDATES)]
     try:
         start = asyncio.Event()
@@ -25,7 +25,7 @@ async def _race(dsn: str, role: str) -> list[bool]:
         async def ask(n: int, conn: asyncpg.Connection) -> bool:
             await start.wait()
             won: bool = await conn.fetchval(
-                "SELECT lane.acquire_leadership($1, $2, 60000)", role, f"candidate-{n}"
+                "SELECT lane.acquire_leadership($1, $2, 60000)", role, f"{prefix}-{n}"
             )
             return won
 
@@ -44,11 +44,12 @@ async def test_concurrent_candidates_elect_exactly_one_STALL_8(pg_dsn: str) -> N
     try:
         terms = []
         # No row yet (the INSERT path), then a lapsed lease (the takeover path).
-        for _ in range(2):
-            results = await _race(pg_dsn, role)
+        # New candidates each round: a lapsed holder that asks again renews its own term.
+        for prefix in ("first", "second"):
+            results = await _race(pg_dsn, role, prefix)
             assert results.count(True) == 1, results
             row = await conn.fetchrow("SELECT holder, term FROM lane.leaders WHERE role = $1", role)
-            assert row["holder"] == f"candidate-{results.index(True)}"
+            assert row["holder"] == f"{prefix}-{results.index(True)}"
             terms.append(row["term"])
             await conn.execute(
                 "UPDATE lane.leaders SET expires_at = clock_timestamp() - interval '1 s'"
