@@ -28,6 +28,7 @@ from lane_pg.errors import (
     JobNotFound,
     JobStateConflict,
     LockMismatch,
+    ValidationError,
 )
 from lane_pg.types import (
     ALL_STATES,
@@ -36,6 +37,7 @@ from lane_pg.types import (
     DEFAULT_PRUNE_BATCH,
     JSON,
     Backoff,
+    ClaimedJob,
     Completion,
     Duration,
     Failure,
@@ -338,6 +340,7 @@ class MemoryBackend:
         self._last_key = 0
         self._last_seq = 0
         self._last_event_id = 0
+        self._leaders: dict[str, _Leadership] = {}
 
     # ------------------------------------------------------------- internals: basics
 
@@ -367,6 +370,11 @@ class MemoryBackend:
         if job.state != "active" or not _same_token(job.lock_token, token):
             raise LockMismatch(f"job {job_id!r} in queue {queue!r} is not active under token")
         return q, job
+
+    def _writable(self, queue: str, job_id: str, token: str | None) -> tuple[_Queue, _Record]:
+        """An administrator's write (no token: any retained job) or a run's (the job must
+        be active under exactly ``token``; ``lane._writable_job_key``)."""
+        return self._require(queue, job_id) if token is None else self._owned(queue, job_id, token)
 
     def _outcome_of(self, queue: str, job_id: str, token: str) -> FinalizeOutcome | None:
         """The batch outcome for an item that cannot be finalised, else None."""
@@ -632,10 +640,10 @@ class MemoryBackend:
         *,
         total: int | None = None,
         now: datetime | None = None,
-    ) -> list[Job]:
+    ) -> list[ClaimedJob]:
         lease_ms = to_millis(lease, "lease")
         moment = self._now(now)
-        claimed: list[Job] = []
+        claimed: list[ClaimedJob] = []
         for demand in demands:
             if demand.limit <= 0:
                 continue
@@ -653,7 +661,7 @@ class MemoryBackend:
                 if job is None:
                     break
                 self._activate(q, job, worker_id, lease_ms, moment)
-                claimed.append(job.snapshot())
+                claimed.append(ClaimedJob.from_job(job.snapshot()))
         return claimed
 
     async def renew_leases(
@@ -928,18 +936,26 @@ class MemoryBackend:
         self._emit(q, "removed", job.id, {"prev": job.state}, moment)
         return True
 
-    async def update_job_data(self, queue: str, job_id: str, data: JSON) -> Job:
+    async def update_job_data(
+        self, queue: str, job_id: str, data: JSON, *, token: str | None = None
+    ) -> Job:
         data = _json_copy(check_json(data, "data"))
-        _, job = self._require(queue, job_id)
+        _, job = self._writable(queue, job_id, token)
         job.data = data
         return job.snapshot()
 
     async def update_job_progress(
-        self, queue: str, job_id: str, progress: JSON, *, now: datetime | None = None
+        self,
+        queue: str,
+        job_id: str,
+        progress: JSON,
+        *,
+        now: datetime | None = None,
+        token: str | None = None,
     ) -> Job:
         progress = _json_copy(check_json(progress, "progress"))
         moment = self._now(now)
-        q, job = self._require(queue, job_id)
+        q, job = self._writable(queue, job_id, token)
         job.progress = progress
         self._emit(q, "progress", job.id, {"data": copy.deepcopy(progress)}, moment)
         return job.snapshot()
@@ -973,11 +989,12 @@ class MemoryBackend:
         *,
         keep: int | None = None,
         now: datetime | None = None,
+        token: str | None = None,
     ) -> int:
+        moment = self._now(now)
+        _, job = self._writable(queue, job_id, token)
         if keep is not None:
             _non_negative_int(keep, "keep")
-        moment = self._now(now)
-        _, job = self._require(queue, job_id)
         job.logs.append(LogEntry(moment, message))
         if keep is not None:
             job.logs = job.logs[-keep:] if keep else []
@@ -1059,8 +1076,62 @@ class MemoryBackend:
         selected = [event for event in q.events if low <= event.id <= high][:limit]
         return [replace(event, data=copy.deepcopy(event.data)) for event in selected]
 
+    def leader(self) -> MemoryLeader:
+        """The ``Leader`` the workers of this backend elect their maintenance leader with."""
+        return MemoryLeader(self)
+
     async def close(self) -> None:
         return None
+
+
+@dataclass(slots=True)
+class _Leadership:
+    """One role's lease (a ``lane.leaders`` row)."""
+
+    holder: str
+    term: int
+    elected_at: datetime
+    expires_at: datetime | None  # None: resigned
+
+
+class MemoryLeader:
+    """``Leader`` over a ``MemoryBackend``: the rules of ``lane.acquire_leadership`` and
+    ``lane.resign_leadership``, on the backend's clock, for workers sharing the backend."""
+
+    def __init__(self, backend: MemoryBackend) -> None:
+        self._backend = backend
+
+    async def acquire_leadership(
+        self, role: str, holder: str, lease: Duration, *, now: datetime | None = None
+    ) -> bool:
+        if not role or not holder:
+            raise ValidationError(
+                f"acquire_leadership needs a role and a holder, got {role!r} and {holder!r}"
+            )
+        lease_ms = to_millis(lease, "lease")
+        if lease_ms <= 0:
+            raise InvalidOptions(f"lease must be positive, got {lease_ms} ms")
+        backend = self._backend
+        moment = backend._now(now)
+        until = moment + lease_ms * _MILLISECOND
+        current = backend._leaders.get(role)
+        if current is None:
+            backend._leaders[role] = _Leadership(holder, 1, moment, until)
+            return True
+        if current.holder == holder:
+            current.expires_at = until
+            return True
+        if current.expires_at is None or current.expires_at < moment:
+            backend._leaders[role] = _Leadership(holder, current.term + 1, moment, until)
+            return True
+        return False
+
+    async def resign_leadership(self, role: str, holder: str) -> bool:
+        current = self._backend._leaders.get(role)
+        if current is None or current.holder != holder or current.expires_at is None:
+            return False
+        current.expires_at = None
+        return True
 
 
 def _event_bound(value: str | int) -> int:

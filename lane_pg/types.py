@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
 from typing import Any, Literal, TypeAlias
 
@@ -441,6 +441,39 @@ class Job:
     @property
     def timeout(self) -> timedelta | None:
         return None if self.timeout_ms is None else timedelta(milliseconds=self.timeout_ms)
+
+
+_JOB_FIELDS = tuple(f.name for f in fields(Job))
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ClaimedJob(Job):
+    """A job as its claimer holds it: ``lock_token`` is the token of this claim, never None.
+
+    What ``claim_jobs`` returns and processors receive. Every write the holder makes
+    (settlement, renewal, context writes) carries this token, and the type makes a missing
+    one a type error instead of a silent ``""`` that the database refuses later. A subclass
+    rather than a (job, token) pair, so ``job.id``, ``job.payload`` and every other field
+    read the same for a processor, a test and a caller of ``get_job``.
+    """
+
+    lock_token: str
+
+    def __eq__(self, other: object) -> bool:
+        # The same snapshot whether it came from the claim or from get_job: equal to a Job
+        # with the same fields (a subclass's __eq__ is asked first, from either side).
+        if not isinstance(other, Job):
+            return NotImplemented
+        return all(getattr(self, name) == getattr(other, name) for name in _JOB_FIELDS)
+
+    __hash__ = Job.__hash__
+
+    @classmethod
+    def from_job(cls, job: Job) -> ClaimedJob:
+        """``job`` (an active snapshot straight from a claim) as a ``ClaimedJob``."""
+        if job.lock_token is None:
+            raise ValueError(f"job {job.id} of queue {job.queue} carries no lock token")
+        return cls(*(getattr(job, name) for name in _JOB_FIELDS))
 
 
 @dataclass(frozen=True, slots=True)

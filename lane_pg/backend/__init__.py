@@ -31,7 +31,13 @@ from __future__ import annotations
 from typing import Protocol, runtime_checkable
 
 from lane_pg.backend.admin import Administrator
-from lane_pg.backend.capabilities import HasDedicatedConnection, ReclaimsSpace, WakeupSource
+from lane_pg.backend.capabilities import (
+    HasDedicatedConnection,
+    HasLeader,
+    Leader,
+    ReclaimsSpace,
+    WakeupSource,
+)
 from lane_pg.backend.maintain import Maintainer
 from lane_pg.backend.produce import Producer
 from lane_pg.backend.read import Reader
@@ -40,7 +46,9 @@ from lane_pg.backend.settle import Settler
 __all__ = [
     "Administrator",
     "HasDedicatedConnection",
+    "HasLeader",
     "JobQueueBackend",
+    "Leader",
     "Maintainer",
     "Producer",
     "Reader",

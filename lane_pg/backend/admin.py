@@ -38,14 +38,28 @@ class Administrator(Protocol):
         job whose lease has not expired raises ``JobLocked``. False when missing."""
         ...
 
-    async def update_job_data(self, queue: str, job_id: str, data: JSON) -> Job:
-        """Replace the payload of any retained job (MGMT-10)."""
+    async def update_job_data(
+        self, queue: str, job_id: str, data: JSON, *, token: str | None = None
+    ) -> Job:
+        """Replace the payload of any retained job (MGMT-10).
+
+        ``token`` fences a write from a run (the job context passes its claim's token): the
+        job must then be ``active`` under exactly that token, else ``LockMismatch`` (or
+        ``JobNotFound``) and nothing changes, so a run whose lease was taken over cannot
+        overwrite the new owner's job. ``None`` is an administrator's write, unchecked."""
         ...
 
     async def update_job_progress(
-        self, queue: str, job_id: str, progress: JSON, *, now: datetime | None = None
+        self,
+        queue: str,
+        job_id: str,
+        progress: JSON,
+        *,
+        now: datetime | None = None,
+        token: str | None = None,
     ) -> Job:
-        """Store progress on any retained job and write ``progress {data}`` (MGMT-11)."""
+        """Store progress on any retained job and write ``progress {data}`` (MGMT-11).
+        ``token`` fences it as in ``update_job_data``."""
         ...
 
     async def update_job_priority(
@@ -69,9 +83,11 @@ class Administrator(Protocol):
         *,
         keep: int | None = None,
         now: datetime | None = None,
+        token: str | None = None,
     ) -> int:
         """Append ``{ts, message}`` to the job's log, keep only the newest ``keep`` when
-        given, and return the number of entries kept (MGMT-13). No event."""
+        given, and return the number of entries kept (MGMT-13). No event. ``token`` fences
+        it as in ``update_job_data``."""
         ...
 
     async def clear_job_logs(self, queue: str, job_id: str, keep: int = 0) -> None:

@@ -6,10 +6,12 @@ the memory backend (and a Redis backend) stays free of methods that mean nothing
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from lane_pg.backend import JobQueueBackend
+    from lane_pg.types import Duration
 
 
 @runtime_checkable
@@ -53,4 +55,40 @@ class WakeupSource(Protocol):
 
     async def wait(self, timeout: float | None) -> bool:  # noqa: ASYNC109 (bounded poll)
         """Wait until woken or ``timeout`` seconds passed; True when woken."""
+        ...
+
+
+@runtime_checkable
+class Leader(Protocol):
+    """Elects one holder of a role (the workers' maintenance) among the processes of a
+    backend: a lease with an expiry on the backend's clock, renewed by the live holder and
+    taken over by anyone once it lapsed.
+
+    A holder that freezes (SIGSTOP, a long pause) stops renewing, so its lease runs out
+    and another worker takes the role over; nothing else has to notice it died. Holding
+    the role grants nothing by itself: the work a leader does must be safe to run twice
+    (every maintenance call is), since a resumed old holder may run one more pass before
+    it learns it lost the role.
+    """
+
+    async def acquire_leadership(
+        self, role: str, holder: str, lease: Duration, *, now: datetime | None = None
+    ) -> bool:
+        """Take or renew ``role`` for ``holder`` until ``now + lease``: True when ``holder``
+        holds it afterwards (it was free, expired before ``now``, or already its own),
+        False when another holder's lease is still running (nothing changes then)."""
+        ...
+
+    async def resign_leadership(self, role: str, holder: str) -> bool:
+        """Give ``role`` up at once if ``holder`` holds it (True), so the next candidate
+        need not wait for the lease to run out; False when it held nothing."""
+        ...
+
+
+@runtime_checkable
+class HasLeader(Protocol):
+    """A backend whose workers elect their maintenance leader through it."""
+
+    def leader(self) -> Leader:
+        """The backend's ``Leader``: every worker of the backend competes through it."""
         ...

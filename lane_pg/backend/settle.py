@@ -10,6 +10,7 @@ from typing import Protocol, runtime_checkable
 
 from lane_pg.types import (
     JSON,
+    ClaimedJob,
     Completion,
     Duration,
     Failure,
@@ -32,7 +33,7 @@ class Settler(Protocol):
         *,
         total: int | None = None,
         now: datetime | None = None,
-    ) -> list[Job]:
+    ) -> list[ClaimedJob]:
         """Claim up to ``demand.limit`` jobs from each queue, queues in the given order.
 
         For each queue in turn: promote every due delayed job (``available_at <= now``) to
@@ -41,7 +42,8 @@ class Settler(Protocol):
         ``lock_token``, ``worker_id``, ``processed_at = now``, ``lease_expires_at = now +
         lease`` and ``attempts_started + 1``, writing ``active prev=waiting``. ``total``
         caps the number claimed over all queues, so a queue earlier in the list is always
-        served first. Returns the claimed jobs in claim order.
+        served first. Returns the claimed jobs in claim order, each a ``ClaimedJob`` whose
+        ``lock_token`` is the token every later write of this run must carry.
         """
         ...
 

@@ -18,11 +18,13 @@ import asyncpg
 
 from lane_pg.errors import InvalidOptions, JobNotFound, translate_error
 from lane_pg.postgres import schema as schema_mod
+from lane_pg.postgres.leader import PostgresLeader
 from lane_pg.postgres.rows import EVENT_COLUMNS, JOB_COLUMNS, event_from_row, job_from_row
 from lane_pg.types import (
     ALL_STATES,
     DEFAULT_PRUNE_BATCH,
     JSON,
+    ClaimedJob,
     Completion,
     Duration,
     Failure,
@@ -118,6 +120,11 @@ class PostgresBackend:
         return await PostgresBackend.connect(
             self.dsn, schema=self.schema, min_size=1, max_size=1, check_schema=False
         )
+
+    def leader(self) -> PostgresLeader:
+        """The ``Leader`` the workers of this schema elect their maintenance leader with
+        (a lease in ``lane.leaders``, called on this backend's pool)."""
+        return PostgresLeader(self._pool, self.schema)
 
     # ----------------------------------------------------------------- upkeep
     async def dead_tuples(self) -> dict[str, int]:
@@ -223,7 +230,7 @@ class PostgresBackend:
         *,
         total: int | None = None,
         now: datetime | None = None,
-    ) -> list[Job]:
+    ) -> list[ClaimedJob]:
         rows = await self._fetch(
             f"SELECT {JOB_COLUMNS} FROM lane.claim_jobs($1, $2::text[], $3::int[], $4, $5, $6)"
             " AS j",
@@ -234,7 +241,8 @@ class PostgresBackend:
             total,
             now,
         )
-        return [job_from_row(row) for row in rows]
+        # Every claimed row is active under its fresh token (ClaimedJob's lock_token: str).
+        return [job_from_row(row, ClaimedJob) for row in rows]
 
     async def renew_leases(
         self, leases: Sequence[LeaseRef], lease: Duration, *, now: datetime | None = None
@@ -458,20 +466,33 @@ class PostgresBackend:
             bool, await self._fetchval("SELECT lane.remove_job($1, $2, $3)", queue, job_id, now)
         )
 
-    async def update_job_data(self, queue: str, job_id: str, data: JSON) -> Job:
+    async def update_job_data(
+        self, queue: str, job_id: str, data: JSON, *, token: str | None = None
+    ) -> Job:
         return await self._job(
-            "lane.update_job_data($1, $2, $3::jsonb)", queue, job_id, dumps_json(data, "job data")
+            "lane.update_job_data($1, $2, $3::jsonb, $4::uuid)",
+            queue,
+            job_id,
+            dumps_json(data, "job data"),
+            _optional_token(token),
         )
 
     async def update_job_progress(
-        self, queue: str, job_id: str, progress: JSON, *, now: datetime | None = None
+        self,
+        queue: str,
+        job_id: str,
+        progress: JSON,
+        *,
+        now: datetime | None = None,
+        token: str | None = None,
     ) -> Job:
         return await self._job(
-            "lane.update_job_progress($1, $2, $3::jsonb, $4)",
+            "lane.update_job_progress($1, $2, $3::jsonb, $4, $5::uuid)",
             queue,
             job_id,
             dumps_json(progress, "progress"),
             now,
+            _optional_token(token),
         )
 
     async def update_job_priority(
@@ -495,11 +516,18 @@ class PostgresBackend:
         *,
         keep: int | None = None,
         now: datetime | None = None,
+        token: str | None = None,
     ) -> int:
         return cast(
             int,
             await self._fetchval(
-                "SELECT lane.add_job_log($1, $2, $3, $4, $5)", queue, job_id, message, keep, now
+                "SELECT lane.add_job_log($1, $2, $3, $4, $5, $6::uuid)",
+                queue,
+                job_id,
+                message,
+                keep,
+                now,
+                _optional_token(token),
             ),
         )
 
@@ -608,6 +636,11 @@ def _token(token: str) -> str:
         return str(uuid.UUID(token))
     except (ValueError, TypeError, AttributeError):
         return str(uuid.UUID(int=0))
+
+
+def _optional_token(token: str | None) -> str | None:
+    """``_token`` for a write a token may fence; None (an administrator's call) stays None."""
+    return None if token is None else _token(token)
 
 
 def _outcome(row: asyncpg.Record) -> FinalizeOutcome:

@@ -1,12 +1,12 @@
-"""The worker's dedicated LISTEN connection: wake-ups, reconnects, and the leader lock.
+"""The worker's dedicated LISTEN connection: wake-ups and reconnects (a ``WakeupSource``).
 
 NOTIFY only makes a worker react sooner: the worker also polls at a slow interval, so a
 notification lost while this connection was down costs latency, never a job (CLAIM-12).
 After every reconnect the notifier wakes the worker once, to cover that gap at once.
 
-The same connection holds the maintenance leader lock (a session advisory lock): when the
-leader's process dies, PostgreSQL ends its session and releases the lock, and the next
-worker that asks becomes leader.
+It holds nothing else: the maintenance leader is a lease in ``lane.leaders``
+(``lane_pg.postgres.leader``). A session advisory lock on this connection, as before,
+stayed held by a leader frozen by SIGSTOP, and nobody recovered stalled jobs.
 """
 
 from __future__ import annotations
@@ -24,8 +24,6 @@ log = logging.getLogger("lane_pg.notifier")
 
 _RECONNECT_MIN = 0.05
 _RECONNECT_MAX = 5.0
-# Second key of the leader lock; the first is hashtext(schema) so schemas do not compete.
-_LEADER_KEY = 0x4C4E4D54  # "LNMT"
 
 
 class Notifier:
@@ -51,16 +49,8 @@ class Notifier:
         self._lost = asyncio.Event()
         self._supervisor: asyncio.Task[None] | None = None
         self._closing = False
-        self._leader = False
-        # asyncpg runs one query at a time per connection: the health check and the
-        # leader-lock query must take turns, or one fails and forces a reconnect.
-        self._query_lock = asyncio.Lock()
         self.reconnects = 0
         """How many times the connection was re-established (for tests and logs)."""
-
-    @property
-    def is_leader(self) -> bool:
-        return self._leader
 
     async def start(self) -> None:
         """Connect (raising if the database is unreachable) and start supervising."""
@@ -92,27 +82,6 @@ class Notifier:
             self._wake.clear()
         return True
 
-    async def try_lead(self) -> bool:
-        """Hold (or take) the maintenance leader lock; True while this worker leads."""
-        conn = self._conn
-        if conn is None or conn.is_closed():
-            self._leader = False
-            return False
-        if not self._leader:
-            try:
-                async with self._query_lock:
-                    self._leader = bool(
-                        await conn.fetchval(
-                            "SELECT pg_try_advisory_lock(hashtext($1), $2)",
-                            self._schema,
-                            _LEADER_KEY,
-                        )
-                    )
-            except (asyncpg.PostgresError, OSError, asyncpg.InterfaceError) as exc:
-                log.warning("leader lock check failed: %s", exc)
-                self._leader = False
-        return self._leader
-
     # ----------------------------------------------------------------- internals
     def _on_notify(self, _conn: object, _pid: int, _channel: str, payload: object) -> None:
         if self._queues is None or payload in self._queues:
@@ -129,11 +98,9 @@ class Notifier:
         await conn.add_listener(self._channel, self._on_notify)
         self._conn = conn
         self._lost.clear()
-        self._leader = False  # a new session holds no lock
 
     async def _drop_connection(self) -> None:
         conn, self._conn = self._conn, None
-        self._leader = False
         if conn is not None and not conn.is_closed():
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(conn.close(), 2.0)
@@ -143,8 +110,7 @@ class Notifier:
         if conn is None or conn.is_closed():
             return False
         try:
-            async with self._query_lock:
-                await conn.fetchval("SELECT 1", timeout=self._health_interval)
+            await conn.fetchval("SELECT 1", timeout=self._health_interval)
         except (asyncpg.PostgresError, OSError, asyncpg.InterfaceError, TimeoutError):
             return False
         return True

@@ -72,6 +72,27 @@ BEGIN
     PERFORM pg_notify('lane.jobs', p_queue);
 END $$;
 
+-- Wakes the queue's idle claimers for a job about to become due at p_due (a delayed add,
+-- a retry with backoff, a reschedule, a move to delayed), but only when that can change
+-- what a sleeping worker waits for. An idle worker sleeps until the earliest delayed job
+-- of its queues (lane.next_due_in_ms) or its slow poll, so when another delayed job is
+-- due after now and no later than p_due, every sleeper wakes by then anyway and sees
+-- this one when it looks again: no NOTIFY (DESIGN.md: a pg_notify in every enqueue
+-- commit halved concurrent enqueue). One range probe of jobs_delayed_idx. Call it before
+-- the job itself is stored as delayed, so the probe never finds the job itself at p_due.
+-- Left to the poll: a transaction that stays open past the other job's due time, whose
+-- job the sleepers' next look cannot see yet (as for every NOTIFY, visible at commit).
+CREATE OR REPLACE FUNCTION lane._wake_for_due(p_queue text, p_due timestamptz,
+                                              p_now timestamptz)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM lane.jobs
+                    WHERE queue = p_queue AND state = 'delayed'
+                      AND available_at > p_now AND available_at <= p_due) THEN
+        PERFORM lane._wake(p_queue);
+    END IF;
+END $$;
+
 -- The keys of the jobs held under the given tokens (active, token current), each found
 -- through its (queue, id) index entry, and locked in key order. Batched calls that touch
 -- the same jobs (one worker's renewal and completion on two connections, say) then wait
@@ -123,6 +144,23 @@ BEGIN
             p_id, p_queue, v_job.state));
     END IF;
     RETURN v_job;
+END $$;
+
+-- The key of a job, locked, for a write that is either an administrator's (p_token NULL:
+-- any retained job, LN004 when missing) or a run's (the job must be active under exactly
+-- p_token, else LN005): a run whose lease ran out and was taken over, but which has not
+-- been told yet, cannot overwrite the data, progress or logs of the run that owns the
+-- job now.
+CREATE OR REPLACE FUNCTION lane._writable_job_key(p_queue text, p_id text, p_token uuid)
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    v_job lane.jobs;
+BEGIN
+    IF p_token IS NULL THEN
+        RETURN lane._job_key(p_queue, p_id);
+    END IF;
+    v_job := lane._owned_job(p_queue, p_id, p_token);
+    RETURN v_job.key;
 END $$;
 
 CREATE OR REPLACE FUNCTION lane._check_states(p_states text[])

@@ -23,6 +23,8 @@ DECLARE
     v_custom text;
     v_i integer;
     v_record boolean;
+    v_delay bigint;
+    v_min_delay bigint;
 BEGIN
     IF v_n = 0 THEN
         RETURN;
@@ -37,6 +39,12 @@ BEGIN
                           FROM unnest(p_options) WITH ORDINALITY AS u(opt, ord)
                          ORDER BY u.ord);
         v_fresh := array_fill(true, ARRAY[v_n]);
+        -- A NULL sequence marks a delayed spec; a batch without any (the common case)
+        -- pays this one array search, not a second pass over the options.
+        IF array_position(v_seqs, NULL) IS NOT NULL THEN
+            v_min_delay := (SELECT min((o ->> 'delay_ms')::bigint) FROM unnest(p_options) o
+                             WHERE (o ->> 'delay_ms')::bigint > 0);
+        END IF;
     ELSE
         -- A custom id already stored, or repeated earlier in the call, is not new.
         v_ids := array_fill(NULL::text, ARRAY[v_n]);
@@ -58,10 +66,24 @@ BEGIN
                     v_taken := v_taken || v_custom;
                 END IF;
             END IF;
-            IF v_fresh[v_i] AND coalesce((p_options[v_i] ->> 'delay_ms')::bigint, 0) = 0 THEN
+            v_delay := coalesce((p_options[v_i] ->> 'delay_ms')::bigint, 0);
+            IF v_fresh[v_i] AND v_delay = 0 THEN
                 v_seqs[v_i] := nextval('lane.enqueue_seq');
+            ELSIF v_fresh[v_i] THEN
+                v_min_delay := least(v_min_delay, v_delay);
             END IF;
         END LOOP;
+    END IF;
+    -- The batch's earliest delayed job may be due before every sleeping worker's timer:
+    -- one probe per call, before the rows exist (lane._wake_for_due). A batch that also
+    -- adds a job due now wakes the claimers below anyway. Measured (1,000 specs per call,
+    -- medians of 15): all delayed 28.6 -> 29.0 ms (the min() over the options is ~0.19 ms
+    -- of it); none delayed 14.5 -> 14.5 ms (array_position finds no NULL in ~0.2 us).
+    IF v_min_delay IS NOT NULL THEN
+        IF NOT EXISTS (SELECT 1 FROM unnest(v_seqs) s WHERE s IS NOT NULL) THEN
+            PERFORM lane._wake_for_due(p_queue, p_now + v_min_delay * interval '1 millisecond',
+                                       p_now);
+        END IF;
     END IF;
 
     -- The new rows feed the events INSERT through RETURNING: no join back to lane.jobs,
@@ -166,6 +188,14 @@ BEGIN
     v_delay := coalesce((v_options ->> 'delay_ms')::bigint, 0);
     IF v_delay = 0 THEN
         v_seq := nextval('lane.enqueue_seq');
+    ELSIF NOT EXISTS (SELECT 1 FROM lane.jobs
+                       WHERE queue = p_queue AND state = 'delayed' AND available_at > v_now
+                         AND available_at <= v_now + v_delay * interval '1 millisecond') THEN
+        -- lane._wake_for_due, inlined (a PERFORM costs a call): a sleeping worker's timer
+        -- may be later than this job. Measured in the database (3,000 calls in one
+        -- transaction, medians of 9): a delayed add 44.7 -> 50.6 us for this probe; the
+        -- plain path never gets here (32.6 -> 32.3 us, unchanged).
+        PERFORM lane._wake(p_queue);
     END IF;
     INSERT INTO lane.jobs (queue, id, name, data, state, priority, lifo, order_key,
                            enqueued_seq, created_at, available_at, max_attempts,

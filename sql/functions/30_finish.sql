@@ -128,6 +128,8 @@ BEGIN
     END IF;
     v_delay := lane._backoff_ms(v_job.backoff, v_job.attempts_made);
     IF v_delay > 0 THEN
+        -- The retry may be due before a sleeping worker's timer (lane._wake_for_due).
+        PERFORM lane._wake_for_due(p_queue, p_now + v_delay * interval '1 millisecond', p_now);
         UPDATE lane.jobs SET state = 'delayed',
                              available_at = p_now + v_delay * interval '1 millisecond'
          WHERE key = v_job.key
@@ -212,6 +214,7 @@ BEGIN
     IF p_delay_ms IS NULL OR p_delay_ms < 0 THEN
         PERFORM lane._fail('LN003', format('delay must not be negative, got %s ms', p_delay_ms));
     END IF;
+    PERFORM lane._wake_for_due(p_queue, v_now + p_delay_ms * interval '1 millisecond', v_now);
     UPDATE lane.jobs
        SET state = 'delayed', available_at = v_now + p_delay_ms * interval '1 millisecond',
            lock_token = NULL, lease_expires_at = NULL

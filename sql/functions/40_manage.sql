@@ -36,6 +36,9 @@ BEGIN
         PERFORM lane._fail('LN006', format('job %s is %s, not delayed: cannot reschedule it',
                                            p_id, v_job.state));
     END IF;
+    -- Earlier than a sleeping worker's timer: wake it (lane._wake_for_due; probed before
+    -- the move, so the job's old due time counts as the timer it replaces).
+    PERFORM lane._wake_for_due(p_queue, v_now + p_delay_ms * interval '1 millisecond', v_now);
     UPDATE lane.jobs SET available_at = v_now + p_delay_ms * interval '1 millisecond'
      WHERE key = v_key
     RETURNING * INTO v_job;
@@ -88,27 +91,33 @@ BEGIN
     RETURN true;
 END $$;
 
--- MGMT-10
-CREATE OR REPLACE FUNCTION lane.update_job_data(p_queue text, p_id text, p_data jsonb)
+-- MGMT-10. With p_token (a run's write, from its job context) the job must be active
+-- under exactly that token, else LN005 and nothing is written; NULL is an administrator's
+-- call on any retained job (lane._writable_job_key).
+CREATE OR REPLACE FUNCTION lane.update_job_data(p_queue text, p_id text, p_data jsonb,
+                                                p_token uuid DEFAULT NULL)
 RETURNS lane.jobs LANGUAGE plpgsql AS $$
 DECLARE
+    v_key bigint := lane._writable_job_key(p_queue, p_id, p_token);
     v_job lane.jobs;
 BEGIN
     UPDATE lane.jobs SET data = coalesce(p_data, 'null'::jsonb)
-     WHERE key = lane._job_key(p_queue, p_id)
+     WHERE key = v_key
     RETURNING * INTO v_job;
     RETURN v_job;
 END $$;
 
--- MGMT-11
+-- MGMT-11; p_token as for update_job_data.
 CREATE OR REPLACE FUNCTION lane.update_job_progress(p_queue text, p_id text, p_progress jsonb,
-                                                    p_now timestamptz DEFAULT NULL)
+                                                    p_now timestamptz DEFAULT NULL,
+                                                    p_token uuid DEFAULT NULL)
 RETURNS lane.jobs LANGUAGE plpgsql AS $$
 DECLARE
+    v_key bigint := lane._writable_job_key(p_queue, p_id, p_token);
     v_job lane.jobs;
 BEGIN
     UPDATE lane.jobs SET progress = coalesce(p_progress, 'null'::jsonb)
-     WHERE key = lane._job_key(p_queue, p_id)
+     WHERE key = v_key
     RETURNING * INTO v_job;
     PERFORM lane._emit(p_queue, 'progress', p_id,
                        jsonb_build_object('data', v_job.progress), coalesce(p_now, clock_timestamp()));

@@ -1,13 +1,16 @@
 -- lane_pg stored functions: Job logs (MGMT-13..15).
 -- Applied in file-name order after the migrations, on every migrate (lane_pg/postgres/schema.py).
 
--- MGMT-13: returns the number of entries kept. Logs write no event (EVS-5).
+-- MGMT-13: returns the number of entries kept. Logs write no event (EVS-5). With p_token
+-- (a run's log line) the job must be active under exactly that token, else LN005 and no
+-- line is written; NULL is an administrator's call (lane._writable_job_key).
 CREATE OR REPLACE FUNCTION lane.add_job_log(p_queue text, p_id text, p_message text,
                                             p_keep integer DEFAULT NULL,
-                                            p_now timestamptz DEFAULT NULL)
+                                            p_now timestamptz DEFAULT NULL,
+                                            p_token uuid DEFAULT NULL)
 RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
-    v_key bigint := lane._job_key(p_queue, p_id);
+    v_key bigint := lane._writable_job_key(p_queue, p_id, p_token);
     v_count integer;
 BEGIN
     IF p_keep IS NOT NULL AND p_keep < 0 THEN

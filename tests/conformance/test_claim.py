@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
+
 from lane_pg.backend import JobQueueBackend
-from lane_pg.types import LeaseRef, QueueDemand
+from lane_pg.types import ClaimedJob, Job, LeaseRef, QueueDemand
 from tests.helpers import Clock, job_event_list, queue_snapshot
 
 
@@ -33,6 +35,28 @@ async def test_claim_sets_lease_fields_CLAIM_1(
     job_events = await job_event_list(backend, queue_name, job.id)
     assert [name for name, _ in job_events] == ["added", "waiting", "active"]
     assert job_events[-1] == ("active", {"prev": "waiting"})
+
+
+async def test_a_claim_returns_claimed_jobs_whose_token_is_set_CLAIM_1_CLAIM_4(
+    backend: JobQueueBackend, queue_name: str, queue_b: str, clock: Clock
+) -> None:
+    """``claim_jobs`` returns ``ClaimedJob``s: ``Job``s whose ``lock_token`` is the str of
+    this claim (a type without None), equal to the snapshot ``get_job`` reads."""
+    waiting = await backend.add_job(queue_name, "n", now=clock.at(0))
+    with pytest.raises(ValueError, match="no lock token"):
+        ClaimedJob.from_job(waiting)
+    await backend.add_job(queue_b, "n", now=clock.at(0))
+    claimed = await backend.claim_jobs(
+        "w", [QueueDemand(queue_name, 5), QueueDemand(queue_b, 5)], 30, now=clock.at(1)
+    )
+    assert [type(job) for job in claimed] == [ClaimedJob, ClaimedJob]
+    assert all(isinstance(job, Job) for job in claimed)
+    assert len({job.lock_token for job in claimed}) == 2
+    for job in claimed:
+        fetched = await backend.get_job(job.queue, job.id)
+        assert fetched is not None and type(fetched) is Job
+        assert fetched == job and job == fetched
+        assert ClaimedJob.from_job(fetched) == job
 
 
 async def test_active_snapshot_exposes_lease_STATE_3(

@@ -421,7 +421,8 @@ async def test_migrate_drops_functions_and_views_the_files_do_not_define(
         assert await _present(conn, ORPHAN_ROUTINES, ORPHAN_VIEWS) == []
         # The current overload stays, and so does everything else the files define.
         assert await conn.fetchval(
-            "SELECT to_regprocedure('lane.update_job_progress(text, text, jsonb, timestamptz)')"
+            "SELECT to_regprocedure("
+            "'lane.update_job_progress(text, text, jsonb, timestamptz, uuid)')"
         )
         assert await check_version(conn, "lane") == SCHEMA_VERSION
     finally:

@@ -17,6 +17,7 @@ from lane_pg.postgres.backend import PostgresBackend
 from lane_pg.postgres.schema import migrate
 from lane_pg.types import JSON, Job, Lane
 from lane_pg.worker import JobContext, Worker, WorkerConfig
+from lane_pg.worker.maintenance import vacuum_pass
 from tests.conftest import NewDatabase
 from tests.helpers import eventually
 
@@ -108,20 +109,19 @@ async def test_a_pass_vacuums_only_past_the_threshold_since_the_last_vacuum(
     fresh: tuple[str, PostgresBackend],
 ) -> None:
     dsn, backend = fresh
-    worker = _worker(backend, 200)
     floors: dict[str, int] = {}
     await _make_dead_rows(dsn, "other", 100)
     await eventually(lambda: _dead_jobs_at_least(backend, 100))
-    assert await worker._vacuum_pass(floors) == []
+    assert await vacuum_pass(backend, 200, floors) == []
     assert await _manual_vacuums(dsn, "jobs") == 0
     await _make_dead_rows(dsn, "other", 300)
     await eventually(lambda: _dead_jobs_at_least(backend, 400))
-    done = await worker._vacuum_pass(floors)
+    done = await vacuum_pass(backend, 200, floors)
     assert [entry.split(" ")[0] for entry in done] == ["jobs"]
     assert await _manual_vacuums(dsn, "jobs") == 1
     assert floors["jobs"] < 400
     # Nothing new died: the next pass leaves the table alone.
-    assert await worker._vacuum_pass(floors) == []
+    assert await vacuum_pass(backend, 200, floors) == []
     assert await _manual_vacuums(dsn, "jobs") == 1
 
 

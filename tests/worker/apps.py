@@ -233,6 +233,49 @@ async def lease_watch(job: Job, ctx: Context) -> JSON:
     return {"by": "watcher"}
 
 
+def _wait_for_thief_writes(job: Job, deadline: float) -> bool:
+    """Block the whole event loop (no renewal can run, so the worker is not told) until the
+    job's new owner has written its progress (``{"by": "thief"}``, its last write); True
+    when that happened."""
+    with psycopg.connect(_dsn(), autocommit=True) as conn:
+        while time.monotonic() < deadline:
+            row = conn.execute(
+                "SELECT progress ->> 'by' FROM lane.jobs WHERE queue = %s AND id = %s",
+                (job.queue, job.id),
+            ).fetchone()
+            if row is not None and row[0] == "thief":
+                return True
+            time.sleep(0.02)
+    return False
+
+
+async def stale_writer(job: Job, ctx: Context) -> JSON:
+    """Freezes until its job was taken over and the new owner wrote data, a log line and
+    progress; then, before any renewal told it, writes through its context. Records how
+    each write ended (``<write>:<error>:<cause>``) and whether the context counts as lost."""
+    taken_over = _wait_for_thief_writes(job, time.monotonic() + 30.0)
+    # The first write goes out before this coroutine yields to anything (a renewal could
+    # otherwise flag the loss first): the database itself must refuse it.
+    writes: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
+        ("update_progress", lambda: ctx.update_progress({"by": "stale"})),
+        ("log", lambda: ctx.log("stale line")),
+        ("update_data", lambda: ctx.update_data({"by": "stale"})),
+    ]
+    notes = ["taken_over" if taken_over else "not_taken_over"]
+    for name, write in writes:
+        try:
+            await write()
+        except Exception as exc:
+            cause = type(exc.__cause__).__name__ if exc.__cause__ is not None else "-"
+            notes.append(f"{name}:{type(exc).__name__}:{cause}")
+        else:
+            notes.append(f"{name}:ok")
+    notes.append(f"lost:{ctx.has_lost_lease()}")
+    for note in notes:
+        await record(job, note)
+    return {"by": "stale writer"}
+
+
 PROCESSORS: dict[str, Processor] = {
     "noop": noop,
     "record": record_job,
@@ -244,6 +287,7 @@ PROCESSORS: dict[str, Processor] = {
     "context_writes": context_writes,
     "stale_owner": stale_owner,
     "lease_watch": lease_watch,
+    "stale_writer": stale_writer,
 }
 
 

@@ -316,6 +316,27 @@ def workers(
         spawner.close()
 
 
+MAINTENANCE_ROLE = "maintenance"
+
+
+@pytest_asyncio.fixture
+async def maintenance_held(backend: PostgresBackend, queue_name: str) -> AsyncIterator[str]:
+    """The test holds the workers' maintenance leadership (a 2-minute lease, given up
+    afterwards), so no worker it starts runs maintenance passes: a promotion pass would
+    wake the worker as well, and then a test could not tell what woke it."""
+    holder = f"test:{queue_name}"
+    leader = backend.leader()
+
+    async def held() -> bool:
+        return await leader.acquire_leadership(MAINTENANCE_ROLE, holder, 120)
+
+    await until(held, timeout=10)  # a killed worker's lease lapses within a second
+    try:
+        yield holder
+    finally:
+        await leader.resign_leadership(MAINTENANCE_ROLE, holder)
+
+
 # ------------------------------------------------------------------ small queries
 
 

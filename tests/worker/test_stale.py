@@ -179,3 +179,66 @@ async def test_processor_learns_of_a_lost_lease_and_its_writes_are_refused_WORK_
         "ensure_lease:LeaseLost",
         "update_progress:LeaseLost",
     ], seen
+
+
+async def test_context_writes_of_a_taken_over_run_are_refused_WORK_9_CLAIM_4(
+    workers: Workers, backend: PostgresBackend, db: asyncpg.Connection, queue_name: str
+) -> None:
+    """The ``stale_writer`` processor freezes its worker's event loop past its 1 s lease
+    (no renewal runs, so the worker is never told); meanwhile the test recovers the job,
+    claims it as ``thief`` and writes data, a log line and progress with the thief's token.
+    Then the frozen run writes through its context: every write gets ``LeaseLost`` (the
+    first one refused by the database, as its cause says, the others by the context that
+    counts as lost from then on), and the job's data, progress and logs stay the thief's."""
+    worker = await workers.start(*queue_args(queue_name), "--lease", "1", "--concurrency", "1")
+    job = await backend.add_job(
+        queue_name, "stale_writer", {"by": "producer"}, JobOptions(attempts=3)
+    )
+
+    async def lease_expired() -> bool:
+        return bool(
+            await db.fetchval(
+                "SELECT state = 'active' AND lease_expires_at < clock_timestamp()"
+                " FROM lane.jobs WHERE queue = $1 AND id = $2",
+                queue_name,
+                job.id,
+            )
+        )
+
+    await until(lease_expired, timeout=10)
+    assert StalledOutcome(queue_name, job.id, "waiting") in await backend.recover_stalled(
+        [queue_name]
+    )
+    [taken] = await backend.claim_jobs("thief", [QueueDemand(queue_name, 1)], 60)
+    assert taken.id == job.id
+    await backend.update_job_data(queue_name, job.id, {"by": "thief"}, token=taken.lock_token)
+    await backend.add_job_log(queue_name, job.id, "thief line", token=taken.lock_token)
+    await backend.update_job_progress(queue_name, job.id, {"by": "thief"}, token=taken.lock_token)
+
+    async def notes() -> list[str] | None:
+        seen = [row["note"] for row in await effects(db, queue_name)]
+        return seen if any(note.startswith("lost:") for note in seen) else None
+
+    seen = await until(notes, timeout=20)
+    worker.send(signal.SIGTERM)
+    assert await worker.wait_exit() == 0, worker.describe()
+    assert seen == [
+        "taken_over",
+        "update_progress:LeaseLost:LockMismatch",
+        "log:LeaseLost:-",
+        "update_data:LeaseLost:-",
+        "lost:True",
+    ], seen
+    held = await backend.get_job(queue_name, job.id)
+    assert held is not None
+    assert (held.state, held.worker_id, held.lock_token) == ("active", "thief", taken.lock_token)
+    assert (held.data, held.progress, held.return_value) == ({"by": "thief"}, {"by": "thief"}, None)
+    logs = await backend.get_job_logs(queue_name, job.id)
+    assert [entry.message for entry in logs.logs] == ["thief line"]
+    progress = [
+        data
+        for name, data in await job_event_list(backend, queue_name, job.id)
+        if name == "progress"
+    ]
+    assert progress == [{"data": {"by": "thief"}}]
+    assert "'lost': 1" in worker.stdout(), worker.describe()  # its result was not written

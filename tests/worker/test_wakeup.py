@@ -9,12 +9,15 @@ only be larger than the true commit-to-claim latency).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 
 import asyncpg
+import pytest
 
 from lane_pg.postgres.backend import PostgresBackend
 from lane_pg.postgres.enqueue import add_job
+from lane_pg.types import Backoff, JobOptions, JobSpec, QueueDemand
 from tests.worker.conftest import (
     EFFECTS_TABLE,
     Workers,
@@ -159,4 +162,126 @@ async def test_lost_notification_is_covered_by_the_poll_interval_CLAIM_12(
     waited: timedelta = row["processed_at"] - unpaused
     print(f"\nlost NOTIFY, poll interval 1 s: claimed {waited.total_seconds():.2f} s later")
     assert waited < timedelta(seconds=3)
+    assert worker.alive(), worker.describe()
+
+
+# ------------------------------------------------------------------ earlier due times
+# CLAIM-7: "the worker sleeps exactly until the next delayed job is due" for every way a
+# job gets an earlier due time. The worker polls every 5 s (the default) and the test holds
+# the maintenance leadership, so no promotion pass wakes it either: only the wake-up of
+# lane._wake_for_due can make it start the job well before its next poll.
+
+DEFAULT_POLL = "5"
+DUE_IN = 1.0  # seconds from the change to the job's due time
+BOUND = timedelta(seconds=1.5)  # started before due + 1.5 s; the next poll is >= 4 s away
+
+
+async def _asleep_after_a_job(
+    backend: PostgresBackend, db: asyncpg.Connection, queue: str
+) -> datetime:
+    """Run one plain job to the end: the worker's next sleep (5 s, no timer or a later
+    one) begins right after its completion. Returns that completion time."""
+    sentinel = await backend.add_job(queue, "record", {"sentinel": True})
+    await wait_for_state(db, queue, sentinel.id, "completed", timeout=10)
+    row = await job_row(db, queue, sentinel.id)
+    assert row is not None
+    finished: datetime = row["finished_at"]
+    return finished
+
+
+async def _start_delay(
+    db: asyncpg.Connection, queue: str, job_id: str, slept_from: datetime, changed: datetime
+) -> timedelta:
+    """Wait until the job ran; return how long after its due time it started."""
+    # Without a wake-up the worker looks again >= 5 s after slept_from; this bound needs
+    # it to look within 1 + 1.5 s of the change, so the change must follow slept_from soon.
+    assert changed - slept_from < timedelta(seconds=1), (slept_from, changed)
+    await wait_for_state(db, queue, job_id, "completed", timeout=15)
+    row = await job_row(db, queue, job_id)
+    assert row is not None
+    late: timedelta = row["processed_at"] - row["available_at"]
+    assert row["available_at"] >= changed  # the change made it due later than now
+    return late
+
+
+ChangeMaker = Callable[[PostgresBackend, str, str], Awaitable[str]]
+
+
+async def _delayed_add(backend: PostgresBackend, queue: str, prepared: str) -> str:
+    return (await backend.add_job(queue, "record", {"delayed": 1}, JobOptions(delay=DUE_IN))).id
+
+
+async def _delayed_bulk_add(backend: PostgresBackend, queue: str, prepared: str) -> str:
+    added = await backend.add_jobs(
+        queue,
+        [
+            JobSpec("record", {"bulk": 1}, JobOptions(delay=30)),
+            JobSpec("record", {"bulk": 2}, JobOptions(delay=DUE_IN)),
+        ],
+    )
+    return added[1].id
+
+
+async def _retry_with_backoff(backend: PostgresBackend, queue: str, prepared: str) -> str:
+    job_id, token = prepared.split(" ")
+    await backend.fail_job(queue, job_id, token, "first attempt fails")
+    return job_id
+
+
+async def _delay_job(backend: PostgresBackend, queue: str, prepared: str) -> str:
+    job_id, token = prepared.split(" ")
+    await backend.delay_job(queue, job_id, token, DUE_IN)
+    return job_id
+
+
+async def _reschedule(backend: PostgresBackend, queue: str, prepared: str) -> str:
+    await backend.reschedule_job(queue, prepared, DUE_IN)
+    return prepared
+
+
+async def _prepare(backend: PostgresBackend, queue: str, how: str) -> str:
+    """What must exist before the worker starts: a job the test itself holds (a claim the
+    worker cannot take from it), or a job due in a minute (a later timer)."""
+    if how == "held":
+        await backend.add_job(
+            queue,
+            "record",
+            {"held": True},
+            JobOptions(attempts=2, backoff=Backoff.fixed(DUE_IN)),
+        )
+        [held] = await backend.claim_jobs("test-holder", [QueueDemand(queue, 1)], 120)
+        return f"{held.id} {held.lock_token}"
+    if how == "later":
+        return (await backend.add_job(queue, "record", None, JobOptions(delay=60))).id
+    return ""
+
+
+@pytest.mark.parametrize(
+    ("prepare", "change"),
+    [
+        pytest.param("", _delayed_add, id="delayed_add"),
+        pytest.param("", _delayed_bulk_add, id="delayed_bulk_add"),
+        pytest.param("held", _retry_with_backoff, id="retry_with_backoff"),
+        pytest.param("held", _delay_job, id="delay_job"),
+        pytest.param("later", _reschedule, id="reschedule"),
+    ],
+)
+async def test_a_job_that_becomes_due_earlier_wakes_the_sleeping_worker_CLAIM_7(
+    workers: Workers,
+    backend: PostgresBackend,
+    db: asyncpg.Connection,
+    queue_name: str,
+    maintenance_held: str,
+    prepare: str,
+    change: ChangeMaker,
+) -> None:
+    prepared = await _prepare(backend, queue_name, prepare)
+    worker = await workers.start(*queue_args(queue_name), "--poll-interval", DEFAULT_POLL)
+    slept_from = await _asleep_after_a_job(backend, db, queue_name)
+    changed: datetime = await db.fetchval("SELECT clock_timestamp()")
+    job_id = await change(backend, queue_name, prepared)
+    late = await _start_delay(db, queue_name, job_id, slept_from, changed)
+    print(f"\n{change.__name__}: started {late.total_seconds() * 1000:.1f} ms after due")
+    assert late < BOUND
+    assert await _recorded(db, queue_name, job_id)
     assert worker.alive(), worker.describe()

@@ -1,0 +1,95 @@
+"""``WorkerConfig``: how one worker runs (durations in seconds)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from dataclasses import dataclass, field
+
+from lane_pg.errors import InvalidOptions
+from lane_pg.types import Lane
+
+
+def _default_worker_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerConfig:
+    """How one worker runs. Durations are seconds."""
+
+    worker_id: str = field(default_factory=_default_worker_id)
+    concurrency: int = 10
+    lanes: tuple[Lane, ...] = ()
+    """Lanes served, any order (sorted by priority); empty means every queue, priority 0."""
+    lease: float = 30.0
+    shutdown_timeout: float = 30.0
+    poll_interval: float = 5.0
+    burst: bool = False
+    max_stalled_count: int = 1
+    stalled_interval: float | None = None
+    """Seconds between stalled-recovery passes of the leader; default ``min(lease, 1)``.
+
+    The leader recovers every queue's jobs, whatever lease their workers use, so its
+    cadence must not follow its own lease: a lost job returns within its lease plus this.
+    The leader's vacuum check runs at the same cadence.
+    """
+    promote_interval: float = 5.0
+    """Seconds between the leader's passes promoting due delayed jobs of every queue (claims
+    already promote the due jobs of the queues they serve)."""
+    trim_interval: float = 1.0
+    """Seconds between the leader's event-trimming passes (each queue back to its
+    ``max_events``). Every second, so the events table stays near its bound under load
+    (W6 writes ~30,000 event rows a second) instead of growing for a minute between passes."""
+    prune_interval: float = 1.0
+    """Seconds between the leader's passes deleting finished jobs beyond each queue's
+    retention bound (``prune_finished``); a pass repeats at once, up to 10 calls, while a
+    call deleted a full batch, so a backlog drains without waiting for the next pass."""
+    vacuum_min_dead: int | None = 20_000
+    """The leader VACUUMs (``SKIP_LOCKED``) a table of the schema once this many dead row
+    versions piled up in it since its last vacuum; ``None`` leaves it all to autovacuum.
+    A queue turns every job into several dead versions (claim, completion, pruning):
+    autovacuum wakes once a minute at most (``autovacuum_naptime``) and may be off, and the
+    table grows with everything that dies in between (W6). PostgreSQL backends only."""
+    leader_lease: float = 1.0
+    """Seconds the maintenance leader's lease lasts (``Leader.acquire_leadership``). The
+    leader renews it every third of that and every other worker asks as often, so a leader
+    that freezes or dies is replaced within about ``leader_lease * 4/3``: a frozen leader's
+    1 s-lease job then runs again within its lease plus 2 s. Short on purpose: a renewal
+    is one small UPDATE of one row, and losing the role for a moment (a long pause) only
+    means another worker runs the next passes."""
+    renew_fraction: float = 1 / 3
+    cancel_on_lease_loss: bool = False
+    """Cancel a handler whose lease was lost. By default it keeps running and is told
+    (``ctx.has_lost_lease()``, ``ctx.ensure_lease()`` raising ``LeaseLost``, context writes
+    refused), so it can stop at a safe point (WORK-8); its result is never written."""
+    summary_interval: float = 60.0
+
+    def __post_init__(self) -> None:
+        if self.concurrency < 1:
+            raise InvalidOptions(f"concurrency must be >= 1, got {self.concurrency}")
+        if self.lease <= 0 or self.poll_interval <= 0 or self.shutdown_timeout < 0:
+            raise InvalidOptions("lease and poll interval must be positive")
+        for name in ("prune_interval", "trim_interval", "promote_interval", "leader_lease"):
+            value = getattr(self, name)
+            if value <= 0:
+                raise InvalidOptions(f"{name} must be positive, got {value}")
+        if self.stalled_interval is not None and self.stalled_interval <= 0:
+            raise InvalidOptions(f"stalled_interval must be positive, got {self.stalled_interval}")
+        if self.vacuum_min_dead is not None and (
+            isinstance(self.vacuum_min_dead, bool) or self.vacuum_min_dead < 1
+        ):
+            raise InvalidOptions(
+                f"vacuum_min_dead must be a positive count or None, got {self.vacuum_min_dead}"
+            )
+        if not 0 < self.renew_fraction < 1:
+            raise InvalidOptions("renew_fraction must be within (0, 1)")
+        names = [lane.name for lane in self.lanes]
+        if len(names) != len(set(names)):
+            raise InvalidOptions(f"a lane is listed twice: {names}")
+
+    @property
+    def recovery_interval(self) -> float:
+        """Seconds between the leader's stalled-recovery passes (``stalled_interval``)."""
+        return self.stalled_interval or min(self.lease, 1.0)

@@ -1,0 +1,88 @@
+"""``JobContext``: what a processor may do besides returning a result; ``Processor``."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import TypeAlias
+
+from lane_pg.backend import Administrator
+from lane_pg.errors import JobNotFound, LeaseLost, LockMismatch
+from lane_pg.types import JSON, ClaimedJob, Job
+
+
+class JobContext:
+    """What a processor may do besides returning a result (WORK-8, WORK-9, RETRY-8).
+
+    Every write carries the claim's lock token, so the database refuses it once another
+    run owns the job: a handler whose lease ran out while it was frozen (a GC pause, a
+    blocked event loop) but which has not been told yet gets ``LeaseLost``, the job is left
+    as its new owner wrote it, and the context counts as lost from then on.
+    """
+
+    def __init__(self, backend: Administrator, job: ClaimedJob, worker_id: str) -> None:
+        self._backend = backend
+        self.job = job
+        self.worker_id = worker_id
+        self._lease_lost = False
+        self._discard_retry = False
+
+    def has_lost_lease(self) -> bool:
+        """True once this worker no longer holds the job: stop side effects."""
+        return self._lease_lost
+
+    def ensure_lease(self) -> None:
+        """Raise ``LeaseLost`` if the lease was lost; call before an irreversible step."""
+        if self._lease_lost:
+            raise LeaseLost(self._lost_message())
+
+    def discard_retry(self) -> None:
+        """Make the failure this run ends with terminal (no further attempts)."""
+        self._discard_retry = True
+
+    @property
+    def retry_discarded(self) -> bool:
+        return self._discard_retry
+
+    def mark_lease_lost(self) -> None:
+        """Called by the worker when renewal finds the lease gone (and by a refused write)."""
+        self._lease_lost = True
+
+    async def update_progress(self, progress: JSON) -> None:
+        async with self._fenced():
+            await self._backend.update_job_progress(
+                self.job.queue, self.job.id, progress, token=self.job.lock_token
+            )
+
+    async def log(self, message: str) -> None:
+        async with self._fenced():
+            await self._backend.add_job_log(
+                self.job.queue, self.job.id, message, token=self.job.lock_token
+            )
+
+    async def update_data(self, data: JSON) -> None:
+        async with self._fenced():
+            await self._backend.update_job_data(
+                self.job.queue, self.job.id, data, token=self.job.lock_token
+            )
+
+    @asynccontextmanager
+    async def _fenced(self) -> AsyncIterator[None]:
+        """Refuse a write once the loss is known; turn the database's refusal of a stale
+        token (or of a job that is gone) into ``LeaseLost`` and remember it."""
+        self.ensure_lease()
+        try:
+            yield
+        except (LockMismatch, JobNotFound) as exc:
+            self.mark_lease_lost()
+            raise LeaseLost(self._lost_message()) from exc
+
+    def _lost_message(self) -> str:
+        return (
+            f"job {self.job.id} of queue {self.job.queue}: lease lost; another worker may"
+            " be running it"
+        )
+
+
+Processor: TypeAlias = Callable[[Job, JobContext], Awaitable[JSON]]
+"""``async def handler(job, ctx) -> JSON``: the job is the ``ClaimedJob`` of this run."""

@@ -1,0 +1,146 @@
+"""Running claimed jobs: the registry of running jobs and one task per job.
+
+A job's task routes it to its processor by name (WORK-3), enforces its timeout, and hands
+the outcome to the settlement (``settlement.Settlement``); the job keeps its slot and its
+lease renewals until that outcome is written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from lane_pg.errors import (
+    JobTimedOut,
+    MaxAttemptsExceeded,
+    UnknownJobName,
+    UnrecoverableJobError,
+)
+from lane_pg.types import ClaimedJob, check_json
+from lane_pg.worker.context import JobContext, Processor
+
+if TYPE_CHECKING:  # settlement.py imports Running from here
+    from lane_pg.worker.settlement import Settlement
+
+log = logging.getLogger("lane_pg.worker")
+
+
+@dataclass(slots=True)
+class Running:
+    """One claimed job between its claim and the write of its outcome."""
+
+    job: ClaimedJob
+    lane: str
+    context: JobContext
+    task: asyncio.Task[None] | None = None
+    settling: bool = False
+    """Its outcome is queued for the settlement: a lease loss no longer matters to it."""
+
+
+class RunningJobs:
+    """The jobs a worker holds, by ``(queue, id)``, with a count per lane (a lane is a
+    queue). ``on_change`` runs whenever a slot frees up."""
+
+    def __init__(self, on_change: Callable[[], None]) -> None:
+        self._jobs: dict[tuple[str, str], Running] = {}
+        self._per_lane: dict[str, int] = {}
+        self._on_change = on_change
+
+    def __len__(self) -> int:
+        return len(self._jobs)
+
+    def __iter__(self) -> Iterator[Running]:
+        return iter(list(self._jobs.values()))
+
+    def get(self, queue: str, job_id: str) -> Running | None:
+        return self._jobs.get((queue, job_id))
+
+    def in_lane(self, lane: str) -> int:
+        return self._per_lane.get(lane, 0)
+
+    def add(self, running: Running) -> None:
+        self._jobs[(running.job.queue, running.job.id)] = running
+        self._per_lane[running.lane] = self._per_lane.get(running.lane, 0) + 1
+
+    def finish(self, running: Running) -> None:
+        """Forget a job whose outcome is written (or abandoned); frees its slot."""
+        if self._jobs.pop((running.job.queue, running.job.id), None) is not None:
+            self._per_lane[running.lane] -= 1
+        self._on_change()
+
+
+class JobRunner:
+    """Starts one task per claimed job and maps its processor's outcome (WORK-10)."""
+
+    def __init__(
+        self,
+        processors: Mapping[str, Processor],
+        jobs: RunningJobs,
+        settlement: Settlement,
+        counts: dict[str, int],
+    ) -> None:
+        self._processors = processors
+        self._jobs = jobs
+        self._settlement = settlement
+        self._counts = counts
+
+    def start(self, job: ClaimedJob, context: JobContext) -> Running:
+        self._counts["claimed"] += 1
+        running = Running(job, job.queue, context)
+        self._jobs.add(running)
+        log.debug(
+            "job transition queue=%s id=%s name=%s state=active attempt=%d worker=%s",
+            job.queue,
+            job.id,
+            job.name,
+            job.attempts_started,
+            context.worker_id,
+        )
+        running.task = asyncio.create_task(self._execute(running), name=f"lane_pg-job-{job.id}")
+        return running
+
+    async def _execute(self, running: Running) -> None:
+        job, context = running.job, running.context
+        settlement = self._settlement
+        try:
+            if job.attempts_started > job.max_attempts:
+                # STALL-7: the budget is spent (a crash consumed it): never run again.
+                error: BaseException = MaxAttemptsExceeded(
+                    f"MaxAttemptsExceeded: job {job.name} was delivered"
+                    f" {job.attempts_started} times, allowed {job.max_attempts}"
+                )
+                settlement.fail(running, error, discard=True)
+                return
+            processor = self._processors.get(job.name)
+            if processor is None:
+                error = UnknownJobName(
+                    f"UnknownJobName: no processor is registered for job name {job.name!r}"
+                )
+                settlement.fail(running, error, discard=True)
+                return
+            timeout = None if job.timeout_ms is None else job.timeout_ms / 1000
+            try:
+                result = await asyncio.wait_for(processor(job, context), timeout)
+                check_json(result, "the processor's result")
+            except TimeoutError:
+                error = JobTimedOut(f"JobTimedOut: job {job.name} ran longer than {timeout}s")
+                settlement.fail(running, error, discard=context.retry_discarded)
+            except UnrecoverableJobError as exc:
+                settlement.fail(running, exc, discard=True)
+            except asyncio.CancelledError:
+                if context.has_lost_lease():
+                    log.warning("job %s/%s: lease lost, run abandoned", job.queue, job.id)
+                    settlement.abandon(running)
+                    return
+                raise
+            except Exception as exc:
+                settlement.fail(running, exc, discard=context.retry_discarded)
+            else:
+                settlement.complete(running, result)
+        except asyncio.CancelledError:
+            # Shutdown deadline passed: hand the job back to the queue for another worker.
+            await settlement.release(running)
+            raise

@@ -1,0 +1,210 @@
+"""Maintenance: periodic tasks that one elected worker at a time runs.
+
+``maintenance_tasks`` lists today's upkeep, each with its own name, interval and
+coroutine: stalled recovery, promotion of due delayed jobs, event trimming, pruning of
+finished jobs and vacuum. ``MaintenanceScheduler`` runs whichever is due while this worker
+leads; later upkeep (repeat schedules, dedup expiry, flow settlement) is one more
+``PeriodicTask`` in the list, not a longer loop.
+
+Leadership is a lease (``Leader``, a backend capability): ``Leadership`` renews it every
+third of ``leader_lease`` while it holds it and asks as often while another worker does,
+so a leader that dies or freezes is replaced within about one lease. The scheduler runs a
+task only while the local copy of the lease (counted from before the request that won it)
+has not run out: a leader resumed from a freeze stops at once, before its next renewal
+tells it that it lost the role. A task that was already running when the lease ran out
+finishes; every task is safe to run twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+from lane_pg.backend import JobQueueBackend, Leader, ReclaimsSpace
+from lane_pg.types import DEFAULT_PRUNE_BATCH
+from lane_pg.worker.config import WorkerConfig
+
+log = logging.getLogger("lane_pg.worker")
+
+MAINTENANCE_ROLE = "maintenance"
+"""The ``Leader`` role the workers of one backend (one schema) compete for."""
+
+PRUNE_CALLS = 10
+"""At most this many ``prune_finished`` batches per pass."""
+
+
+@dataclass(slots=True)
+class PeriodicTask:
+    """One kind of upkeep: ``run`` does one pass and returns what it did, for the log
+    (an empty string when there was nothing to do)."""
+
+    name: str
+    interval: float
+    run: Callable[[], Awaitable[str]]
+    next_at: float = 0.0
+    """Monotonic time of the next pass; 0 runs it at once."""
+
+
+class Leadership:
+    """This worker's claim on the maintenance role. Without a ``Leader`` (a backend that
+    elects nobody serves one worker) it always leads."""
+
+    def __init__(self, leader: Leader | None, holder: str, lease: float) -> None:
+        self._leader = leader
+        self._holder = holder
+        self._lease = lease
+        self._until = 0.0
+        self._changed = asyncio.Event()
+
+    @property
+    def elects(self) -> bool:
+        return self._leader is not None
+
+    def leading(self) -> bool:
+        return self._leader is None or time.monotonic() < self._until
+
+    async def wait_changed(self, timeout: float) -> None:  # noqa: ASYNC109 (bounded wait)
+        """Sleep ``timeout`` seconds, or less when the role was won or lost meanwhile."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._changed.wait(), timeout)
+        self._changed.clear()
+
+    async def run(self) -> None:
+        """Ask for (or renew) the role every third of the lease, until cancelled."""
+        leader = self._leader
+        if leader is None:
+            return
+        was_leading = False
+        failing = False
+        while True:
+            asked_at = time.monotonic()
+            try:
+                held = await leader.acquire_leadership(MAINTENANCE_ROLE, self._holder, self._lease)
+            except Exception as exc:
+                # Unknown: keep the local lease, which runs out by itself if this persists.
+                # Asked three times a lease: say so once per outage, not three times a second.
+                (log.debug if failing else log.warning)(
+                    "maintenance leadership check failed: %s", exc
+                )
+                failing = True
+            else:
+                failing = False
+                self._until = asked_at + self._lease if held else 0.0
+            leading = self.leading()
+            if leading != was_leading:
+                was_leading = leading
+                log.info(
+                    "worker %s %s maintenance",
+                    self._holder,
+                    "leads" if leading else "no longer leads",
+                )
+                self._changed.set()
+            await asyncio.sleep(self._lease / 3)
+
+    async def resign(self) -> None:
+        """Give the role up (at shutdown), so another worker need not wait for the lease.
+        Asked even when the local copy ran out: the database's copy may still run (it
+        started after the local one), and resigning a role one does not hold is a no-op."""
+        if self._leader is None:
+            return
+        self._until = 0.0
+        try:
+            await self._leader.resign_leadership(MAINTENANCE_ROLE, self._holder)
+        except Exception as exc:
+            log.warning("resigning maintenance leadership failed: %s", exc)
+
+
+class MaintenanceScheduler:
+    """Runs each due task while this worker leads."""
+
+    def __init__(self, tasks: Sequence[PeriodicTask], leadership: Leadership) -> None:
+        self.tasks = list(tasks)
+        self._leadership = leadership
+
+    async def run(self) -> None:
+        """Until cancelled."""
+        leadership = self._leadership
+        was_leading = False
+        while True:
+            if not leadership.leading():
+                was_leading = False
+                await leadership.wait_changed(1.0)
+                continue
+            if not was_leading:
+                was_leading = True
+                for task in self.tasks:  # a new leader does every kind of upkeep at once
+                    task.next_at = 0.0
+            for task in self.tasks:
+                if task.next_at > time.monotonic() or not leadership.leading():
+                    continue
+                try:
+                    done = await task.run()
+                except Exception as exc:
+                    log.warning("maintenance %s failed: %s", task.name, exc)
+                else:
+                    if done:
+                        log.info("maintenance %s: %s", task.name, done)
+                task.next_at = time.monotonic() + task.interval
+            if self.tasks:
+                pause = min(task.next_at for task in self.tasks) - time.monotonic()
+            else:
+                pause = 1.0
+            await leadership.wait_changed(max(pause, 0.0))
+
+
+def maintenance_tasks(backend: JobQueueBackend, config: WorkerConfig) -> list[PeriodicTask]:
+    """Today's upkeep, for every queue of the backend."""
+
+    async def recover() -> str:
+        recovered = await backend.recover_stalled(None, max_stalled_count=config.max_stalled_count)
+        return f"{len(recovered)} stalled jobs recovered" if recovered else ""
+
+    async def promote() -> str:
+        promoted = await backend.promote_due_jobs(None)
+        return f"{promoted} delayed jobs promoted" if promoted else ""
+
+    async def trim() -> str:
+        trimmed = await backend.trim_events(None)
+        return f"{trimmed} events trimmed" if trimmed else ""
+
+    async def prune() -> str:
+        pruned = 0
+        for _ in range(PRUNE_CALLS):
+            deleted = await backend.prune_finished(None, batch=DEFAULT_PRUNE_BATCH)
+            pruned += deleted
+            if deleted < DEFAULT_PRUNE_BATCH:  # no queue can have a full batch left
+                break
+        return f"{pruned} finished jobs pruned" if pruned else ""
+
+    tasks = [
+        PeriodicTask("stalled recovery", config.recovery_interval, recover),
+        PeriodicTask("promotion", config.promote_interval, promote),
+        PeriodicTask("event trimming", config.trim_interval, trim),
+        PeriodicTask("pruning", config.prune_interval, prune),
+    ]
+    threshold = config.vacuum_min_dead
+    if threshold is not None and isinstance(backend, ReclaimsSpace):
+        floors: dict[str, int] = {}
+        reclaimer = backend
+
+        async def vacuum() -> str:
+            return ", ".join(await vacuum_pass(reclaimer, threshold, floors))
+
+        tasks.append(PeriodicTask("vacuum", config.recovery_interval, vacuum))
+    return tasks
+
+
+async def vacuum_pass(backend: ReclaimsSpace, threshold: int, floors: dict[str, int]) -> list[str]:
+    """VACUUM each table with ``threshold`` more dead row versions than its last vacuum
+    left (``floors``): a vacuum that could not remove them (an old snapshot still sees
+    them, or we do not own the table) is not repeated every pass."""
+    done = []
+    for table, dead in sorted((await backend.dead_tuples()).items()):
+        if dead >= floors.get(table, 0) + threshold:
+            floors[table] = await backend.vacuum(table)
+            done.append(f"{table} ({dead} -> {floors[table]} dead)")
+    return done

@@ -1,0 +1,250 @@
+"""``Worker``: the claim loop, and the tasks that run beside it until shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Mapping
+
+from lane_pg.backend import (
+    HasDedicatedConnection,
+    HasLeader,
+    JobQueueBackend,
+    Leader,
+    WakeupSource,
+)
+from lane_pg.types import ClaimedJob, Lane, QueueDemand
+from lane_pg.worker.config import WorkerConfig
+from lane_pg.worker.context import JobContext, Processor
+from lane_pg.worker.execution import JobRunner, RunningJobs
+from lane_pg.worker.maintenance import Leadership, MaintenanceScheduler, maintenance_tasks
+from lane_pg.worker.renewal import renew_leases_forever
+from lane_pg.worker.settlement import Settlement
+
+log = logging.getLogger("lane_pg.worker")
+
+SETTLE_AT_SHUTDOWN = 10.0
+"""Seconds a stopping worker keeps writing outcomes after its jobs ended."""
+
+
+class Worker:
+    """Runs processors for the jobs of its lanes until stopped (or idle, in burst mode).
+
+    ``notifier`` wakes the idle claim loop early (PostgreSQL: LISTEN); without one it polls.
+    ``leader`` elects the maintenance leader among the backend's workers; by default the
+    backend's own (``HasLeader``), and a backend without one makes this worker its only
+    leader.
+    """
+
+    def __init__(
+        self,
+        backend: JobQueueBackend,
+        processors: Mapping[str, Processor],
+        config: WorkerConfig | None = None,
+        *,
+        notifier: WakeupSource | None = None,
+        leader: Leader | None = None,
+    ) -> None:
+        self.backend = backend
+        self._claimer: JobQueueBackend = backend
+        self.processors = dict(processors)
+        self.config = config or WorkerConfig()
+        self.worker_id = self.config.worker_id
+        self._notifier = notifier
+        if leader is None and isinstance(backend, HasLeader):
+            leader = backend.leader()
+        self._lanes = tuple(sorted(self.config.lanes, key=lambda lane: (lane.priority, lane.name)))
+        self._wake = asyncio.Event()
+        self._stopping = False
+        self._all_queue_names: list[str] = []
+        self._queues_read_at = 0.0
+        self.counts = {"claimed": 0, "completed": 0, "failed": 0, "lost": 0, "released": 0}
+        self._running = RunningJobs(self._poke)
+        self._settlement = Settlement(backend, self._running, self.counts, self.worker_id)
+        self._runner = JobRunner(self.processors, self._running, self._settlement, self.counts)
+        self.leadership = Leadership(leader, self.worker_id, self.config.leader_lease)
+        self.maintenance = MaintenanceScheduler(
+            maintenance_tasks(backend, self.config), self.leadership
+        )
+
+    # ----------------------------------------------------------------- control
+    def stop(self) -> None:
+        """Stop claiming now; running jobs finish (up to ``shutdown_timeout``)."""
+        if not self._stopping:
+            log.info("worker %s stopping: no new claims", self.worker_id)
+        self._stopping = True
+        self._poke()
+
+    @property
+    def lanes(self) -> tuple[Lane, ...]:
+        return self._lanes
+
+    @property
+    def notifier(self) -> WakeupSource | None:
+        return self._notifier
+
+    @property
+    def settlement_failures(self) -> int:
+        """Outcomes whose write raised (WORK-16)."""
+        return self._settlement.failures
+
+    def _poke(self) -> None:
+        self._wake.set()
+        if self._notifier is not None:
+            self._notifier.wake()
+
+    async def run(self) -> None:
+        """The claim loop, until ``stop()`` (or, in burst mode, until idle); then a clean
+        shutdown: running jobs finish or are released, results are written."""
+        # The claim loop calls one thing at a time on a connection of its own: its plans
+        # stay warm and it never waits behind renewals, settlements or maintenance for a
+        # pooled one. Sharing the pool, a claim that ran beside a maintenance pass landed
+        # on a newly opened or cold connection and took 7-14 ms instead of <1 (W4 max).
+        backend = self.backend
+        own = await backend.dedicated() if isinstance(backend, HasDedicatedConnection) else None
+        self._claimer = own or backend
+        helpers = [
+            asyncio.create_task(
+                renew_leases_forever(backend, self._running, self.config), name="lane_pg-renew"
+            ),
+            asyncio.create_task(self._settlement.run(), name="lane_pg-settle"),
+            asyncio.create_task(self.leadership.run(), name="lane_pg-leadership"),
+            asyncio.create_task(self.maintenance.run(), name="lane_pg-maintenance"),
+            asyncio.create_task(self._summary_loop(), name="lane_pg-summary"),
+        ]
+        try:
+            await self._claim_loop()
+            await self._shutdown()
+        finally:
+            for task in helpers:
+                task.cancel()
+            for task in helpers:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            await self.leadership.resign()
+            if own is not None:
+                await own.close()
+                self._claimer = backend
+
+    # ----------------------------------------------------------------- claiming
+    async def _all_queues(self, refresh: bool) -> list[str]:
+        """Every queue, for a worker without lanes; re-read at most once a second unless
+        the last claim found nothing (a new queue's first job may be what woke us)."""
+        now = time.monotonic()
+        if refresh or now - self._queues_read_at > 1.0:
+            self._all_queue_names = await self._claimer.list_queues()
+            self._queues_read_at = now
+        return self._all_queue_names
+
+    async def _demands(self, free: int, refresh: bool) -> list[QueueDemand]:
+        if not self._lanes:
+            return [QueueDemand(name, free) for name in await self._all_queues(refresh)]
+        demands = []
+        for lane in self._lanes:
+            # Without a max the lane may fill the whole worker (not just what is free now:
+            # its running jobs are subtracted below).
+            cap = (
+                lane.max_concurrency
+                if lane.max_concurrency is not None
+                else self.config.concurrency
+            )
+            room = min(cap - self._running.in_lane(lane.name), free)
+            if room > 0:
+                demands.append(QueueDemand(lane.name, room))
+        return demands
+
+    async def _claim_loop(self) -> None:
+        lease = self.config.lease
+        found_work = False
+        while not self._stopping:
+            # Cleared before looking, so a slot freed while we claim is not missed.
+            self._wake.clear()
+            # A job running or settling now may be put back to waiting (a retry) while the
+            # claim below is in flight: burst mode may stop only after a claim that began
+            # with nothing in hand.
+            had_work = bool(self._running) or self._settlement.has_unsettled()
+            free = self.config.concurrency - len(self._running)
+            demands = await self._demands(free, not found_work) if free > 0 else []
+            jobs: list[ClaimedJob] = []
+            claim_failed = False
+            if demands:
+                try:
+                    jobs = await self._claimer.claim_jobs(
+                        self.worker_id, demands, lease, total=free
+                    )
+                except Exception as exc:  # a lost connection must not kill the worker
+                    claim_failed = True
+                    log.warning("claim failed (%s: %s); retrying", type(exc).__name__, exc)
+            for job in jobs:
+                self._runner.start(job, JobContext(self.backend, job, self.worker_id))
+            found_work = bool(jobs)
+            if jobs:
+                continue
+            # A failed claim says nothing about the queue being empty: burst mode keeps going.
+            if (
+                self.config.burst
+                and not claim_failed
+                and not had_work
+                and not self._running
+                and not self._settlement.has_unsettled()
+            ):
+                log.info(
+                    "worker %s: nothing ready and nothing running (burst): done", self.worker_id
+                )
+                return
+            if claim_failed:
+                await asyncio.sleep(min(self.config.poll_interval, 1.0))
+            else:
+                await self._idle_wait(free > 0)
+
+    async def _idle_wait(self, has_room: bool) -> None:
+        """Sleep until a wake-up, a freed slot, the next due delayed job, or the poll.
+
+        A job that becomes due earlier than the delayed job this sleep was timed for (a
+        delayed add, a retry with backoff, a reschedule, a move to delayed) sends a wake-up
+        (``lane._wake_for_due``): the loop claims, finds nothing due, and times the next
+        sleep again."""
+        timeout = self.config.poll_interval
+        if has_room and not self.config.burst:
+            queues = [lane.name for lane in self._lanes] or None
+            try:
+                due = await self._claimer.next_due_in(queues)
+            except Exception as exc:
+                log.debug("next_due_in failed: %s", exc)
+                due = None
+            if due is not None:
+                timeout = min(timeout, max(due.total_seconds(), 0.001))
+        if self.config.burst:
+            timeout = min(timeout, 0.05)
+        if self._notifier is not None:
+            # _poke() wakes the notifier too, so one wait covers NOTIFY and local events.
+            await self._notifier.wait(timeout)
+        else:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout)
+
+    async def _summary_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.summary_interval)
+            log.info(
+                "worker %s: %d running; totals %s", self.worker_id, len(self._running), self.counts
+            )
+
+    # ----------------------------------------------------------------- shutdown
+    async def _shutdown(self) -> None:
+        tasks = [r.task for r in self._running if r.task is not None]
+        if tasks:
+            log.info(
+                "worker %s: waiting up to %.0fs for %d running jobs",
+                self.worker_id,
+                self.config.shutdown_timeout,
+                len(tasks),
+            )
+            _, pending = await asyncio.wait(tasks, timeout=self.config.shutdown_timeout)
+            for task in pending:
+                task.cancel()  # the job's task releases it back to waiting
+            if pending:
+                await asyncio.wait(pending)
+        await self._settlement.drain(SETTLE_AT_SHUTDOWN)
