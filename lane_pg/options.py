@@ -25,7 +25,6 @@ from typing import Any, Literal, TypeAlias
 from lane_pg.errors import InvalidJobId, InvalidOptions, InvalidPriority
 
 __all__ = [
-    "BACKOFF_TYPES",
     "MAX_COUNT",
     "MAX_DURATION_MS",
     "MAX_JOB_ID_LENGTH",
@@ -53,7 +52,6 @@ MAX_COUNT = 2**31 - 1
 limit is multiplied by a batch size in bigint arithmetic."""
 
 RETENTION_KEYS: tuple[str, ...] = ("age_ms", "count", "limit")
-BACKOFF_TYPES: tuple[str, ...] = ("fixed", "exponential", "sequence")
 
 
 def jsonb_key_order(key: str) -> tuple[int, bytes]:
