@@ -1,7 +1,6 @@
 """``App``: connection settings, processors by job name, and the way to run a worker.
 
 app = lane_pg.App()                      # DSN: argument, else $LANE_PG_DSN, else embedded
-app = lane_pg.App("memory://")           # any URL lane_pg.backend.connect opens
 
 @app.processor("send_email")
 async def send_email(job, ctx):

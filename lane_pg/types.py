@@ -3,9 +3,10 @@
 Options travel to PostgreSQL as one ``jsonb`` document whose keys are the same ones a
 psql user writes by hand (``job_id``, ``priority``, ``lifo``, ``delay_ms``, ``attempts``,
 ``backoff``, ``timeout_ms``, ``remove_on_complete``, ``remove_on_fail``).
-``JobOptions.to_json`` produces it. ``lane_pg.options.parse_options`` checks it with the
-rules of the stored function ``lane._check_options`` (tested equal), so a bad option is
-refused before any SQL is sent; the stored functions check it again and stay the authority.
+``JobOptions.to_json`` produces it, checked by ``lane_pg.options.parse_options`` (the rules
+of the stored function ``lane._check_options``, tested equal), so a bad ``JobOptions`` is
+refused before any SQL is sent. A dict document goes to the stored functions as written:
+they are the authority (the memory backend runs ``parse_options`` in their place).
 """
 
 from __future__ import annotations
