@@ -168,13 +168,17 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_cli_opens_backends_through_connect() -> None:
-    """The CLI's --dsn goes through connect: Redis is refused as a usage error (exit 2,
-    one line), memory:// opens (an empty store of the process), and stats, which reads a
-    PostgreSQL view, says it needs a postgresql:// URL."""
+    """The CLI's --dsn goes through connect: Redis and a URL the driver cannot read are
+    usage errors (exit 2, one line, no password), memory:// opens (an empty store of the
+    process), and stats, which reads a PostgreSQL view, says it needs a postgresql://
+    URL."""
     redis = _cli("pause", "q1", "--dsn", "redis://u:secret@127.0.0.1:6379/0")
     assert redis.returncode == 2
     assert redis.stderr.count("\n") == 1, redis.stderr
     assert "Redis backend is not available yet" in redis.stderr and "secret" not in redis.stderr
+    malformed = _cli("events", "q1", "--dsn", "postgresql://u:secret@127.0.0.1:port/x")
+    assert malformed.returncode == 2, malformed.stderr
+    assert "invalid DSN" in malformed.stderr and "secret" not in malformed.stderr
     paused = _cli("pause", "q1", "--dsn", "memory://")
     assert (paused.returncode, paused.stdout.strip()) == (0, "lane_pg: queue 'q1' paused")
     stats = _cli("stats", "--dsn", "memory://")

@@ -19,7 +19,7 @@ from contextlib import asynccontextmanager
 
 from lane_pg.backend import JobQueueBackend, backend_kind, connect, resolve_url
 from lane_pg.cli.common import CommandError, add_connection_arguments, describe_error, redact
-from lane_pg.errors import LaneError
+from lane_pg.errors import ConfigurationError, LaneError
 from lane_pg.postgres.schema import validate_schema_name
 from lane_pg.types import validate_queue_name
 
@@ -34,12 +34,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _cannot_connect(exc: BaseException) -> bool:
-    """A refused, unreachable or misnamed server, bad URL parts, authentication, an
-    unknown database: the driver's errors, whose classes are looked up only if the
-    driver was loaded (no import here)."""
-    if isinstance(exc, LaneError):
-        return False
-    if isinstance(exc, OSError | ValueError):
+    """A refused, unreachable or misnamed server, authentication, an unknown database:
+    the driver's errors, whose classes are looked up only if the driver was loaded (no
+    import here)."""
+    if isinstance(exc, OSError):
         return True
     asyncpg = sys.modules.get("asyncpg")
     return asyncpg is not None and isinstance(exc, asyncpg.PostgresError | asyncpg.InterfaceError)
@@ -50,9 +48,9 @@ async def open_backend(dsn_option: str | None, schema: str) -> AsyncIterator[Job
     """A one-connection backend for ``--dsn``/``--schema`` (``lane_pg.backend.connect``),
     closed on exit.
 
-    A URL no backend opens is a ``ConfigurationError`` (usage, exit 2); an unreachable
-    server or a missing schema a ``CommandError`` or ``SchemaVersionMismatch`` (exit 1,
-    one line).
+    A URL no backend opens, or one whose parts the driver cannot read, is a
+    ``ConfigurationError`` (usage, exit 2); an unreachable server or a missing schema a
+    ``CommandError`` or ``SchemaVersionMismatch`` (exit 1, one line).
     """
     schema = validate_schema_name(schema)
     dsn = resolve_url(dsn_option)
@@ -65,6 +63,11 @@ async def open_backend(dsn_option: str | None, schema: str) -> AsyncIterator[Job
         raise CommandError(
             f"cannot connect to {redact(dsn)}: no answer within {CONNECT_TIMEOUT_SECONDS:.0f}s"
         ) from exc
+    except ValueError as exc:
+        if isinstance(exc, LaneError):
+            raise
+        # The driver could not parse the URL's parts (a port that is not a number, ...).
+        raise ConfigurationError(f"invalid DSN {redact(dsn)!r}: {exc}") from exc
     except Exception as exc:
         if not _cannot_connect(exc):
             raise
