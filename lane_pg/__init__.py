@@ -1,7 +1,18 @@
-"""lane_pg: a job queue for Python whose truth lives in PostgreSQL."""
+"""lane_pg: a job queue for Python whose truth lives in PostgreSQL.
 
-from lane_pg.app import App
-from lane_pg.backend import JobQueueBackend
+Importing it loads no database driver: a backend's driver is imported when
+``lane_pg.connect(url)`` (or ``App.backend()``) opens that backend. ``App`` and the worker
+(``Worker``, ``WorkerConfig``, ``JobContext``) are loaded on first use of the name, so
+``import lane_pg.lanes`` (whose parent package this is) does not load the worker either
+(tests/test_layering.py).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from lane_pg.backend import JobQueueBackend, connect
 from lane_pg.errors import (
     ConfigurationError,
     InvalidJobId,
@@ -41,7 +52,17 @@ from lane_pg.types import (
     QueueRetention,
     StalledOutcome,
 )
-from lane_pg.worker import JobContext, Worker, WorkerConfig
+
+if TYPE_CHECKING:
+    from lane_pg.app import App
+    from lane_pg.worker import JobContext, Worker, WorkerConfig
+
+_LAZY = {
+    "App": "lane_pg.app",
+    "JobContext": "lane_pg.worker",
+    "Worker": "lane_pg.worker",
+    "WorkerConfig": "lane_pg.worker",
+}
 
 __all__ = [
     "ALL_STATES",
@@ -84,4 +105,15 @@ __all__ = [
     "ValidationError",
     "Worker",
     "WorkerConfig",
+    "connect",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``lane_pg.App`` and the worker's names, imported when first asked for (PEP 562)."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'lane_pg' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -16,11 +16,8 @@ import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from lane_pg.backend import JobQueueBackend, backend_kind, connect, resolve_url
 from lane_pg.errors import ConfigurationError
-from lane_pg.postgres.backend import PostgresBackend
-from lane_pg.postgres.embedded import resolve_dsn
-from lane_pg.postgres.notifier import Notifier
-from lane_pg.postgres.schema import validate_schema_name
 from lane_pg.types import JSON, Job, JobOptions, Lane
 from lane_pg.worker import Processor, Worker, WorkerConfig
 
@@ -35,11 +32,17 @@ class App:
         schema: str = "lane",
         lanes: Sequence[Lane] = (),
     ) -> None:
+        # The schema rule is PostgreSQL's; imported here, not at module level, so that
+        # importing lane_pg loads no backend (tests/test_layering.py).
+        from lane_pg.postgres.schema import validate_schema_name
+
+        if dsn:
+            backend_kind(dsn)  # a URL no backend opens is refused now, not at first use
         self._dsn = dsn
         self.schema = validate_schema_name(schema)
         self.lanes = tuple(lanes)
         self._processors: dict[str, Processor] = {}
-        self._backend: PostgresBackend | None = None
+        self._backend: JobQueueBackend | None = None
         self._lock = asyncio.Lock()
 
     @property
@@ -61,17 +64,16 @@ class App:
 
     def resolve_dsn(self) -> str:
         """The DSN given, else ``$LANE_PG_DSN``, else the embedded server in ./.lane_pg."""
-        if self._dsn is None:
-            self._dsn = resolve_dsn(None)
+        if not self._dsn:
+            self._dsn = resolve_url(None)
         return self._dsn
 
-    async def backend(self) -> PostgresBackend:
-        """The app's backend, connected on first use (the schema version is checked)."""
+    async def backend(self) -> JobQueueBackend:
+        """The app's backend, opened on first use by ``lane_pg.backend.connect`` (for
+        PostgreSQL the schema version is checked)."""
         async with self._lock:
             if self._backend is None:
-                self._backend = await PostgresBackend.connect(
-                    self.resolve_dsn(), schema=self.schema
-                )
+                self._backend = await connect(self.resolve_dsn(), schema=self.schema)
             return self._backend
 
     async def add_job(
@@ -96,6 +98,8 @@ class App:
             config = WorkerConfig(**settings)
         elif settings:
             raise ConfigurationError("give either a WorkerConfig or settings, not both")
+        from lane_pg.postgres.notifier import Notifier  # not at module level: no driver on import
+
         backend = await self.backend()
         notifier = Notifier(
             self.resolve_dsn(),

@@ -3,7 +3,10 @@
 Every rule violation detected in SQL is raised with a SQLSTATE of class ``LN`` so a
 psql user and a Python user see the same reason. ``SQLSTATE_ERRORS`` maps each code to
 the exception class the Python backends raise; the memory backend raises the same
-classes directly.
+classes directly. Errors only Python raises have codes of their own too (LN014 onwards),
+so every ``LaneError`` names one. One catalogue: every code the SQL raises is mapped here
+and listed in README's Errors table with every other code defined here
+(tests/test_catalogues.py).
 """
 
 from __future__ import annotations
@@ -122,16 +125,22 @@ class LeaseLost(LockMismatch):
     """
 
 
+class JobTimedOut(LaneError):
+    """The processor ran longer than the job's timeout."""
+
+    sqlstate = "LN017"
+
+
 class UnknownJobName(LaneError):
     """No processor is registered for the job's name (A14): the job fails terminally."""
+
+    sqlstate = "LN018"
 
 
 class MaxAttemptsExceeded(LaneError):
     """The job was delivered more times than its attempts allow (STALL-7)."""
 
-
-class JobTimedOut(LaneError):
-    """The processor ran longer than the job's timeout."""
+    sqlstate = "LN019"
 
 
 class UnrecoverableJobError(Exception):

@@ -20,7 +20,6 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import Literal, cast
 
 from lane_pg.errors import (
     InvalidOptions,
@@ -30,6 +29,7 @@ from lane_pg.errors import (
     LockMismatch,
     ValidationError,
 )
+from lane_pg.options import ParsedOptions, RetentionRule
 from lane_pg.types import (
     ALL_STATES,
     DEFAULT_KEEP_COMPLETED,
@@ -45,7 +45,6 @@ from lane_pg.types import (
     Job,
     JobOptions,
     JobPage,
-    JobRetention,
     JobSpec,
     JobState,
     LeaseRef,
@@ -56,9 +55,8 @@ from lane_pg.types import (
     QueueRetention,
     StalledOutcome,
     check_json,
-    options_document,
+    parse_job_options,
     to_millis,
-    validate_custom_job_id,
     validate_job_name,
     validate_priority,
     validate_prune_batch,
@@ -75,11 +73,9 @@ LEASE_EXPIRED = "lease expired"
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MILLISECOND = timedelta(milliseconds=1)
-_RETENTION_KEYS = frozenset({"age_ms", "count", "limit"})
 _MAX_EVENT_ID = 2**63 - 1
 
-# True = delete the finished job itself; JobRetention = age/count cleanup; None = keep.
-_Policy = JobRetention | Literal[True] | None
+_Policy = RetentionRule
 
 
 # --------------------------------------------------------------------------- helpers
@@ -138,74 +134,16 @@ def _lrange(items: list[LogEntry], start: int, end: int) -> list[LogEntry]:
 
 @dataclass(frozen=True, slots=True)
 class _Options:
-    """A validated options document."""
+    """A checked options document (``lane_pg.options.parse_options``) with its backoff
+    read once."""
 
-    document: dict[str, JSON]
-    job_id: str | None
-    priority: int
-    lifo: bool
-    delay_ms: int
-    attempts: int
+    parsed: ParsedOptions
     backoff: Backoff | None
-    timeout_ms: int | None
-    remove_on_complete: _Policy
-    remove_on_fail: _Policy
-
-
-def _parse_backoff(doc: JSON) -> Backoff | None:
-    backoff = Backoff.from_json(doc)
-    if backoff is None:
-        return None
-    delays = (backoff.delay_ms, backoff.base_ms, backoff.cap_ms or 0, *backoff.delays_ms)
-    if min(delays) < 0 or not 0.0 <= backoff.jitter <= 1.0:
-        raise InvalidOptions(f"backoff delays must be >= 0 and jitter within 0..1: {doc!r}")
-    return backoff
-
-
-def _parse_retention(value: JSON, what: str) -> _Policy:
-    if value is None or value is False:
-        return None
-    if value is True:
-        return True
-    if isinstance(value, int):
-        return JobRetention(count=_non_negative_int(value, what))
-    if not isinstance(value, dict) or set(value) - _RETENTION_KEYS:
-        raise InvalidOptions(
-            f"{what} must be a bool, a count or an object with age_ms/count/limit: {value!r}"
-        )
-    parts = {
-        key: None if value.get(key) is None else _non_negative_int(value[key], f"{what}.{key}")
-        for key in sorted(_RETENTION_KEYS)
-    }
-    return JobRetention(age_ms=parts["age_ms"], count=parts["count"], limit=parts["limit"])
 
 
 def _parse_options(options: JobOptions | dict[str, JSON] | None) -> _Options:
-    """Validate the options document; a JSON null counts as the key being absent."""
-    doc = cast(dict[str, JSON], _json_copy(options_document(options)))
-    job_id = doc.get("job_id")
-    attempts = doc.get("attempts")
-    if attempts is not None and (
-        isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1
-    ):
-        raise InvalidOptions(f"attempts must be an integer >= 1, got {attempts!r}")
-    lifo = doc.get("lifo")
-    if lifo is not None and not isinstance(lifo, bool):
-        raise InvalidOptions(f"lifo must be a boolean, got {lifo!r}")
-    timeout = doc.get("timeout_ms")
-    delay = doc.get("delay_ms")
-    return _Options(
-        document=doc,
-        job_id=None if job_id is None else validate_custom_job_id(job_id),
-        priority=0 if doc.get("priority") is None else validate_priority(doc["priority"]),
-        lifo=bool(lifo),
-        delay_ms=0 if delay is None else _non_negative_int(delay, "delay_ms"),
-        attempts=1 if attempts is None else attempts,
-        backoff=_parse_backoff(doc.get("backoff")),
-        timeout_ms=None if timeout is None else _non_negative_int(timeout, "timeout_ms"),
-        remove_on_complete=_parse_retention(doc.get("remove_on_complete"), "remove_on_complete"),
-        remove_on_fail=_parse_retention(doc.get("remove_on_fail"), "remove_on_fail"),
-    )
+    parsed = parse_job_options(options)
+    return _Options(parsed, Backoff.from_json(parsed.backoff))
 
 
 @dataclass(frozen=True, slots=True)
@@ -573,7 +511,7 @@ class MemoryBackend:
 
     def _insert(self, queue: str, new: _NewJob, now: datetime) -> _Record:
         q = self._queue(queue)
-        opts = new.options
+        opts = new.options.parsed
         if opts.job_id is not None and opts.job_id in q.jobs:
             return q.jobs[opts.job_id]  # ADD-3: idempotent, no write and no event
         if opts.job_id is None:
@@ -593,7 +531,7 @@ class MemoryBackend:
             created_at=now,
             available_at=now + opts.delay_ms * _MILLISECOND,
             max_attempts=opts.attempts,
-            backoff=opts.backoff,
+            backoff=new.options.backoff,
             timeout_ms=opts.timeout_ms,
             options=opts.document,
             remove_on_complete=opts.remove_on_complete,

@@ -3,8 +3,10 @@
 Options travel to PostgreSQL as one ``jsonb`` document whose keys are the same ones a
 psql user writes by hand (``job_id``, ``priority``, ``lifo``, ``delay_ms``, ``attempts``,
 ``backoff``, ``timeout_ms``, ``remove_on_complete``, ``remove_on_fail``).
-``JobOptions.to_json`` produces it; the stored functions validate it again, so the SQL
-stays the single authority on what is accepted.
+``JobOptions.to_json`` produces it, checked by ``lane_pg.options.parse_options`` (the rules
+of the stored function ``lane._check_options``, tested equal), so a bad ``JobOptions`` is
+refused before any SQL is sent. A dict document goes to the stored functions as written:
+they are the authority (the memory backend runs ``parse_options`` in their place).
 """
 
 from __future__ import annotations
@@ -13,15 +15,20 @@ import json
 import re
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, cast
 
 from lane_pg.errors import (
-    InvalidJobId,
     InvalidOptions,
     InvalidPayload,
-    InvalidPriority,
     InvalidQueueName,
 )
+from lane_pg.options import MAX_JOB_ID_LENGTH as MAX_JOB_ID_LENGTH
+from lane_pg.options import MAX_PRIORITY as MAX_PRIORITY
+from lane_pg.options import OPTION_KEYS as OPTION_KEYS
+from lane_pg.options import JobRetention as JobRetention
+from lane_pg.options import ParsedOptions, parse_options
+from lane_pg.options import validate_custom_job_id as validate_custom_job_id
+from lane_pg.options import validate_priority as validate_priority
 
 JobState: TypeAlias = Literal[
     "waiting", "delayed", "active", "waiting-children", "completed", "failed"
@@ -40,8 +47,6 @@ JSON: TypeAlias = Any
 Duration: TypeAlias = timedelta | float | int
 """A duration: a ``timedelta`` or a number of seconds."""
 
-MAX_PRIORITY = 2**21
-MAX_JOB_ID_LENGTH = 255
 MAX_NAME_LENGTH = 255
 DEFAULT_MAX_STALLED_COUNT = 1
 DEFAULT_KEEP_COMPLETED = 10_000
@@ -82,26 +87,6 @@ def validate_job_name(name: str) -> str:
     if not isinstance(name, str) or not name or len(name) > MAX_NAME_LENGTH:
         raise InvalidOptions(f"invalid job name {name!r}: use 1-{MAX_NAME_LENGTH} characters")
     return name
-
-
-def validate_custom_job_id(job_id: str) -> str:
-    """ADD-4: custom ids must not collide with generated (decimal) ids or marker ids."""
-    if not isinstance(job_id, str) or not job_id or len(job_id) > MAX_JOB_ID_LENGTH:
-        raise InvalidJobId(f"invalid job id {job_id!r}: use 1-{MAX_JOB_ID_LENGTH} characters")
-    if job_id == "0" or job_id.startswith("0:") or (job_id.isascii() and job_id.isdigit()):
-        raise InvalidJobId(
-            f"invalid job id {job_id!r}: custom ids may not be 0, start with '0:' or be a pure"
-            " integer (those are reserved for generated ids)"
-        )
-    return job_id
-
-
-def validate_priority(priority: int) -> int:
-    if isinstance(priority, bool) or not isinstance(priority, int):
-        raise InvalidPriority(f"priority must be an integer, got {priority!r}")
-    if not 0 <= priority <= MAX_PRIORITY:
-        raise InvalidPriority(f"priority must be between 0 and {MAX_PRIORITY}, got {priority}")
-    return priority
 
 
 # An escaped NUL that is not itself an escaped backslash followed by "u0000".
@@ -225,27 +210,6 @@ class Backoff:
         raise InvalidOptions(f"backoff type must be fixed, exponential or sequence: {doc!r}")
 
 
-@dataclass(frozen=True, slots=True)
-class JobRetention:
-    """Which finished jobs to keep (RET-2): the newest ``count`` and/or those younger than
-    ``age``; ``limit`` caps how many one finalisation removes by age."""
-
-    age_ms: int | None = None
-    count: int | None = None
-    limit: int | None = None
-
-    def to_json(self) -> dict[str, JSON]:
-        return {
-            key: value
-            for key, value in (
-                ("age_ms", self.age_ms),
-                ("count", self.count),
-                ("limit", self.limit),
-            )
-            if value is not None
-        }
-
-
 Retention: TypeAlias = bool | int | JobRetention
 
 
@@ -295,13 +259,13 @@ def validate_record_events(record: bool) -> bool:
 
 
 def _retention_json(value: Retention | None) -> JSON:
-    if value is None or isinstance(value, bool):
-        return value
-    if isinstance(value, int):
-        if value < 0:
-            raise InvalidOptions(f"retention count must not be negative, got {value}")
-        return value
-    return value.to_json()
+    if isinstance(value, JobRetention):
+        return value.to_json()
+    return value
+
+
+# Values a JobOptions field leaves out of the document (BullMQ's defaults).
+_DEFAULTS: dict[str, JSON] = {"priority": 0, "lifo": False, "delay_ms": 0, "attempts": 1}
 
 
 @dataclass(frozen=True, slots=True)
@@ -319,77 +283,68 @@ class JobOptions:
     remove_on_fail: Retention | None = None
 
     def to_json(self) -> dict[str, JSON]:
-        """The ``options jsonb`` document ``lane.add_job`` takes (only non-default keys)."""
-        if self.job_id is not None:
-            validate_custom_job_id(self.job_id)
-        validate_priority(self.priority)
-        if isinstance(self.attempts, bool) or not isinstance(self.attempts, int):
-            raise InvalidOptions(f"attempts must be an integer, got {self.attempts!r}")
-        if self.attempts < 1:
-            raise InvalidOptions(f"attempts must be at least 1, got {self.attempts}")
-        doc: dict[str, JSON] = {}
-        if self.job_id is not None:
-            doc["job_id"] = self.job_id
-        if self.priority:
-            doc["priority"] = self.priority
-        if self.lifo:
-            doc["lifo"] = True
-        delay_ms = to_millis(self.delay, "delay")
-        if delay_ms:
-            doc["delay_ms"] = delay_ms
-        if self.attempts != 1:
-            doc["attempts"] = self.attempts
-        if self.backoff is not None:
-            doc["backoff"] = self.backoff.to_json()
-        if self.timeout is not None:
-            doc["timeout_ms"] = to_millis(self.timeout, "timeout")
-        if self.remove_on_complete is not None:
-            doc["remove_on_complete"] = _retention_json(self.remove_on_complete)
-        if self.remove_on_fail is not None:
-            doc["remove_on_fail"] = _retention_json(self.remove_on_fail)
-        return doc
+        """The ``options jsonb`` document ``lane.add_job`` takes (only non-default keys).
+
+        Every field is checked by ``parse_options`` (the rules of ``lane._check_options``)
+        before the defaults are left out, so ``priority=False`` is refused, not dropped.
+        """
+        full: dict[str, JSON] = {
+            "job_id": self.job_id,
+            "priority": self.priority,
+            "lifo": self.lifo,
+            "delay_ms": to_millis(self.delay, "delay"),
+            "attempts": self.attempts,
+            "backoff": None if self.backoff is None else self.backoff.to_json(),
+            "timeout_ms": None if self.timeout is None else to_millis(self.timeout, "timeout"),
+            "remove_on_complete": _retention_json(self.remove_on_complete),
+            "remove_on_fail": _retention_json(self.remove_on_fail),
+        }
+        parse_options(full)
+        return {
+            key: value
+            for key, value in full.items()
+            if value is not None and not (key in _DEFAULTS and value == _DEFAULTS[key])
+        }
 
 
-OPTION_KEYS = frozenset(
-    {
-        "job_id",
-        "priority",
-        "lifo",
-        "delay_ms",
-        "attempts",
-        "backoff",
-        "timeout_ms",
-        "remove_on_complete",
-        "remove_on_fail",
-    }
-)
+Options: TypeAlias = JobOptions | dict[str, JSON] | None
 
 
-def _options_doc(options: JobOptions | dict[str, JSON] | None) -> dict[str, JSON]:
-    """The options document with its type and keys checked, not yet its JSON."""
+def _options_text(options: Options, what: str) -> str:
+    """The options as the jsonb text ``lane.add_job`` receives, not yet checked."""
     if options is None:
-        return {}
+        return "{}"
     if isinstance(options, JobOptions):
-        return options.to_json()
-    if not isinstance(options, dict):
+        doc = options.to_json()
+    elif isinstance(options, dict):
+        doc = options
+    else:
         raise InvalidOptions(f"options must be JobOptions or a dict, got {type(options).__name__}")
-    unknown = set(options) - OPTION_KEYS
-    if unknown:
-        raise InvalidOptions(f"unknown option keys: {sorted(unknown)}")
-    return options
-
-
-def options_document(options: JobOptions | dict[str, JSON] | None) -> dict[str, JSON]:
-    """Options as the jsonb document, from a JobOptions or an already-built dict."""
-    doc = _options_doc(options)
-    check_json(doc, "options")
-    return doc
-
-
-def options_json(options: JobOptions | dict[str, JSON] | None, what: str = "options") -> str:
-    """``options_document`` encoded once for a jsonb cast; no options cost nothing."""
-    doc = _options_doc(options)
     return dumps_json(doc, what) if doc else "{}"
+
+
+def parse_job_options(options: Options, what: str = "options") -> ParsedOptions:
+    """The options checked as ``lane._check_options`` checks them, and what they mean: what
+    a backend without the stored functions (memory, Redis) runs. ``parse_options`` sees the
+    document exactly as jsonb would receive it (tuples become lists, keys strings)."""
+    text = _options_text(options, what)
+    return parse_options(json.loads(text) if text != "{}" else {})
+
+
+def options_document(options: Options) -> dict[str, JSON]:
+    """Options as the jsonb document (a copy), from a JobOptions (checked by ``to_json``) or
+    a dict (checked by whoever judges it: the stored functions, or ``parse_job_options``)."""
+    text = _options_text(options, "options")
+    return {} if text == "{}" else cast(dict[str, JSON], json.loads(text))
+
+
+def options_json(options: Options, what: str = "options") -> str:
+    """The options encoded once for a jsonb cast; no options cost nothing.
+
+    A JobOptions is checked in Python (``to_json``), so its errors leave a caller's
+    transaction usable; a dict goes to the stored functions as it is: SQL is the authority
+    on documents, and ``parse_options`` is tested to agree with it."""
+    return _options_text(options, what)
 
 
 @dataclass(frozen=True, slots=True)

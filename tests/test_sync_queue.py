@@ -1,4 +1,4 @@
-"""SCH-9: ``lane_pg.sync.Queue``, the synchronous producer, round trip through psycopg.
+"""SCH-9: ``lane_pg.postgres.sync.Queue``, the synchronous producer, round trip through psycopg.
 
 Plain ``def`` tests: no event loop is running anywhere in them.
 """
@@ -6,6 +6,7 @@ Plain ``def`` tests: no event loop is running anywhere in them.
 from __future__ import annotations
 
 import asyncio
+import sys
 from datetime import timedelta
 
 import psycopg
@@ -14,7 +15,7 @@ from sqlalchemy import create_engine
 from sqlalchemy.engine import make_url
 
 from lane_pg.errors import ConfigurationError, InvalidJobId, InvalidOptions, InvalidQueueName
-from lane_pg.sync import Queue
+from lane_pg.postgres.sync import Queue
 from lane_pg.types import Backoff, JobOptions, JobSpec
 
 
@@ -132,3 +133,13 @@ def test_bad_names_are_refused_before_connecting() -> None:
         Queue("postgresql://nowhere.invalid/x", "bad queue")
     with pytest.raises(ConfigurationError):
         Queue("postgresql://nowhere.invalid/x", "q", schema="Bad-Schema")
+
+
+def test_without_psycopg_the_error_says_what_to_install(
+    pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """psycopg and SQLAlchemy stay dependencies of lane_pg (``migrate`` runs Alembic on
+    them), but a broken install gets one clear line instead of a bare ImportError."""
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # `import psycopg` now fails
+    with pytest.raises(ConfigurationError, match=r"pip install 'psycopg\[binary\]'"):
+        Queue(pg_dsn, "emails")

@@ -3,7 +3,8 @@
 The PostgreSQL backend is a thin caller of the ``lane.*`` stored functions; the memory
 backend re-implements the same rules in Python as the reference model; the Redis backend
 (a later issue) will use Lua scripts. ``tests/conformance`` runs one suite against all of
-them, so the rules written below are checked, not just described.
+them, so the rules written below are checked, not just described. ``connect(url)``
+(``lane_pg.backend.url``) opens one from a URL: ``postgresql://...`` or ``memory://``.
 
 Common rules
 ------------
@@ -42,6 +43,7 @@ from lane_pg.backend.maintain import Maintainer
 from lane_pg.backend.produce import Producer
 from lane_pg.backend.read import Reader
 from lane_pg.backend.settle import Settler
+from lane_pg.backend.url import backend_kind, connect, resolve_url
 
 __all__ = [
     "Administrator",
@@ -55,6 +57,9 @@ __all__ = [
     "ReclaimsSpace",
     "Settler",
     "WakeupSource",
+    "backend_kind",
+    "connect",
+    "resolve_url",
 ]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from lane_pg.backend.url import redact_url
 from lane_pg.errors import ConfigurationError
 
 DEFAULT_SCHEMA = "lane"
@@ -19,7 +20,8 @@ def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dsn",
         default=None,
-        help="PostgreSQL URL (default: $LANE_PG_DSN, else the embedded server in ./.lane_pg)",
+        help="PostgreSQL URL, postgresql://... (default: $LANE_PG_DSN, else the embedded"
+        " server in ./.lane_pg)",
     )
     parser.add_argument(
         "--schema",
@@ -48,14 +50,7 @@ def sqlalchemy_url(dsn: str) -> str:
 
 def redact(dsn: str) -> str:
     """``dsn`` with its password replaced by ``***`` (for messages)."""
-    if "://" not in dsn or "@" not in dsn:
-        return dsn
-    scheme, rest = dsn.split("://", 1)
-    auth, sep, host = rest.rpartition("@")
-    if ":" in auth:
-        user = auth.split(":", 1)[0]
-        return f"{scheme}://{user}:***{sep}{host}"
-    return dsn
+    return redact_url(dsn)
 
 
 def describe_error(exc: BaseException) -> str:

@@ -6,26 +6,20 @@ already claimed run to the end, nothing new is claimed. ``python -m lane_pg resu
 the workers. Both are idempotent; an unknown queue is created (as ``lane.add_job`` would).
 
 This module also holds ``open_backend``, the connection step shared by the commands that
-talk to the database through ``PostgresBackend`` (pause, resume, stats).
+talk to a backend (pause, resume, stats, retention, events): ``lane_pg.backend.connect``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-import asyncpg
-
-from lane_pg.cli.common import (
-    CommandError,
-    add_connection_arguments,
-    describe_error,
-    redact,
-    sqlalchemy_url,
-)
-from lane_pg.postgres.backend import PostgresBackend
+from lane_pg.backend import JobQueueBackend, backend_kind, connect, resolve_url
+from lane_pg.cli.common import CommandError, add_connection_arguments, describe_error, redact
+from lane_pg.errors import ConfigurationError, LaneError
 from lane_pg.postgres.schema import validate_schema_name
 from lane_pg.types import validate_queue_name
 
@@ -39,29 +33,44 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_connection_arguments(parser)
 
 
+def _cannot_connect(exc: BaseException) -> bool:
+    """A refused, unreachable or misnamed server, authentication, an unknown database:
+    the driver's errors, whose classes are looked up only if the driver was loaded (no
+    import here)."""
+    if isinstance(exc, OSError):
+        return True
+    asyncpg = sys.modules.get("asyncpg")
+    return asyncpg is not None and isinstance(exc, asyncpg.PostgresError | asyncpg.InterfaceError)
+
+
 @asynccontextmanager
-async def open_backend(dsn_option: str | None, schema: str) -> AsyncIterator[PostgresBackend]:
-    """A one-connection ``PostgresBackend`` for ``--dsn``/``--schema``, closed on exit.
+async def open_backend(dsn_option: str | None, schema: str) -> AsyncIterator[JobQueueBackend]:
+    """A one-connection backend for ``--dsn``/``--schema`` (``lane_pg.backend.connect``),
+    closed on exit.
 
-    A malformed DSN is a ``ConfigurationError`` (usage, exit 2); an unreachable server or
-    a missing schema a ``CommandError`` or ``SchemaVersionMismatch`` (exit 1, one line).
+    A URL no backend opens, or one whose parts the driver cannot read, is a
+    ``ConfigurationError`` (usage, exit 2); an unreachable server or a missing schema a
+    ``CommandError`` or ``SchemaVersionMismatch`` (exit 1, one line).
     """
-    from lane_pg.postgres.embedded import resolve_dsn
-
     schema = validate_schema_name(schema)
-    dsn = resolve_dsn(dsn_option)
-    sqlalchemy_url(dsn)  # the same DSN check as `migrate`: a postgresql:// URL
+    dsn = resolve_url(dsn_option)
+    backend_kind(dsn)  # before connecting
     try:
         backend = await asyncio.wait_for(
-            PostgresBackend.connect(dsn, schema=schema, min_size=1, max_size=1),
-            CONNECT_TIMEOUT_SECONDS,
+            connect(dsn, schema=schema, min_size=1, max_size=1), CONNECT_TIMEOUT_SECONDS
         )
     except TimeoutError as exc:
         raise CommandError(
             f"cannot connect to {redact(dsn)}: no answer within {CONNECT_TIMEOUT_SECONDS:.0f}s"
         ) from exc
-    except (OSError, ValueError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-        # refused, unknown host, bad URL parts, authentication, unknown database, ...
+    except ValueError as exc:
+        if isinstance(exc, LaneError):
+            raise
+        # The driver could not parse the URL's parts (a port that is not a number, ...).
+        raise ConfigurationError(f"invalid DSN {redact(dsn)!r}: {exc}") from exc
+    except Exception as exc:
+        if not _cannot_connect(exc):
+            raise
         raise CommandError(f"cannot connect to {redact(dsn)}: {describe_error(exc)}") from exc
     try:
         yield backend

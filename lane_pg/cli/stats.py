@@ -14,7 +14,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from lane_pg.cli.common import add_connection_arguments
+from lane_pg.cli.common import CommandError, add_connection_arguments
 from lane_pg.cli.pause import open_backend
 from lane_pg.postgres.schema import render_sql
 from lane_pg.types import validate_queue_name
@@ -57,7 +57,12 @@ async def fetch_stats(
     Each row has ``queue``, ``paused`` and the six counts as Python values.
     """
     wanted = None if queues is None else sorted({validate_queue_name(q) for q in queues})
-    async with open_backend(dsn, schema) as backend:
+    async with open_backend(dsn, schema) as opened:
+        from lane_pg.postgres.backend import PostgresBackend  # connect() loaded it
+
+        if not isinstance(opened, PostgresBackend):
+            raise CommandError("stats reads the lane.queue_stats view: give a postgresql:// URL")
+        backend = opened
         if wanted is None:
             records = await backend.pool.fetch(render_sql(_ALL_SQL, backend.schema))
         else:

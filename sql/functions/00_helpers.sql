@@ -207,14 +207,31 @@ BEGIN
     RETURN trunc(v_raw)::bigint;
 END $$;
 
--- Checks an options document (the keys of types.OPTION_KEYS) before any write.
+-- True for a JSON integer literal (digits only: not 5.0, -1, "5" or true) in 0..p_max; false
+-- for anything else, SQL NULL (an absent key) included. The CASE keeps the cast from ever
+-- seeing a value that is not a number.
+CREATE OR REPLACE FUNCTION lane._is_json_count(p_value jsonb, p_max numeric)
+RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE WHEN jsonb_typeof(p_value) = 'number' AND (p_value #>> '{}') ~ '^[0-9]+$'
+                THEN (p_value #>> '{}')::numeric <= p_max
+                ELSE false END
+$$;
+
+-- Checks an options document before any write (ADD-8). lane_pg/options.py applies the same
+-- rules in Python (tests/conformance/test_options_agree.py feeds both random documents);
+-- change the two together. Keys are walked in jsonb order and the first bad one is
+-- reported. Bounds: durations (delay_ms, timeout_ms, backoff delays, retention age_ms) at
+-- most 9223372036854 ms, so `n * interval '1 millisecond'` fits; counts (attempts,
+-- retention count and limit) at most 2147483647. A value beyond them used to be accepted
+-- here and then broke the job's retry or completion ("interval out of range", "out of
+-- range for type bigint"); a backoff object missing its delays was accepted as well (its
+-- NULL checks were not false) and retried at once.
 CREATE OR REPLACE FUNCTION lane._check_options(p_options jsonb)
 RETURNS void LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
     v_key text;
     v_id text;
     v_value jsonb;
-    v_backoff jsonb;
 BEGIN
     IF jsonb_typeof(p_options) <> 'object' THEN
         PERFORM lane._fail('LN003', format('options must be a JSON object, got %s', p_options));
@@ -237,8 +254,7 @@ BEGIN
                     'pure integer (those are reserved for generated ids)', v_id));
             END IF;
         WHEN 'priority' THEN
-            IF jsonb_typeof(v_value) <> 'number' OR (v_value #>> '{}') !~ '^[0-9]+$'
-               OR (v_value #>> '{}')::numeric > 2097152 THEN
+            IF NOT lane._is_json_count(v_value, 2097152) THEN
                 PERFORM lane._fail('LN002', format(
                     'priority must be an integer between 0 and 2097152, got %s', v_value));
             END IF;
@@ -247,63 +263,65 @@ BEGIN
                 PERFORM lane._fail('LN003', format('lifo must be true or false, got %s', v_value));
             END IF;
         WHEN 'delay_ms', 'timeout_ms' THEN
-            IF jsonb_typeof(v_value) <> 'number' OR (v_value #>> '{}') !~ '^[0-9]+$'
-               OR (v_value #>> '{}')::numeric > 9223372036854 THEN
+            IF NOT lane._is_json_count(v_value, 9223372036854) THEN
                 PERFORM lane._fail('LN003', format(
-                    '%s must be a non-negative integer number of milliseconds, got %s',
-                    v_key, v_value));
+                    '%s must be a non-negative integer number of milliseconds (at most '
+                    '9223372036854), got %s', v_key, v_value));
             END IF;
         WHEN 'attempts' THEN
-            IF jsonb_typeof(v_value) <> 'number' OR (v_value #>> '{}') !~ '^[0-9]+$'
-               OR (v_value #>> '{}')::numeric NOT BETWEEN 1 AND 2147483647 THEN
-                PERFORM lane._fail('LN003', format('attempts must be an integer >= 1, got %s', v_value));
+            IF NOT lane._is_json_count(v_value, 2147483647) OR v_value = '0'::jsonb THEN
+                PERFORM lane._fail('LN003', format(
+                    'attempts must be an integer >= 1 (at most 2147483647), got %s', v_value));
             END IF;
         WHEN 'backoff' THEN
-            v_backoff := v_value;
-            IF jsonb_typeof(v_backoff) = 'null' THEN
-                CONTINUE;
-            END IF;
-            IF jsonb_typeof(v_backoff) <> 'object' OR NOT (
-                (v_backoff ->> 'type' = 'fixed'
-                    AND jsonb_typeof(v_backoff -> 'delay_ms') = 'number'
-                    AND (v_backoff ->> 'delay_ms') ~ '^[0-9]+$')
-                OR (v_backoff ->> 'type' = 'exponential'
-                    AND jsonb_typeof(v_backoff -> 'base_ms') = 'number'
-                    AND (v_backoff ->> 'base_ms') ~ '^[0-9]+$'
-                    AND coalesce(jsonb_typeof(v_backoff -> 'cap_ms'), 'null') IN ('null', 'number')
-                    AND coalesce((v_backoff ->> 'cap_ms') ~ '^[0-9]+$', true)
-                    AND coalesce(jsonb_typeof(v_backoff -> 'jitter'), 'number') = 'number'
-                    AND coalesce((v_backoff ->> 'jitter')::numeric BETWEEN 0 AND 1, true))
-                OR (v_backoff ->> 'type' = 'sequence'
-                    AND jsonb_typeof(v_backoff -> 'delays_ms') = 'array'
-                    AND jsonb_array_length(v_backoff -> 'delays_ms') > 0
-                    AND NOT EXISTS (
-                        SELECT 1 FROM jsonb_array_elements(v_backoff -> 'delays_ms') d
-                        WHERE jsonb_typeof(d) <> 'number' OR (d #>> '{}') !~ '^[0-9]+$')))
+            IF NOT (CASE WHEN jsonb_typeof(v_value) <> 'object' THEN false
+                   ELSE CASE v_value ->> 'type'
+                   WHEN 'fixed' THEN lane._is_json_count(v_value -> 'delay_ms', 9223372036854)
+                   WHEN 'exponential' THEN
+                        lane._is_json_count(v_value -> 'base_ms', 9223372036854)
+                        AND (coalesce(jsonb_typeof(v_value -> 'cap_ms'), 'null') = 'null'
+                             OR lane._is_json_count(v_value -> 'cap_ms', 9223372036854))
+                        AND CASE WHEN NOT v_value ? 'jitter' THEN true
+                                 WHEN jsonb_typeof(v_value -> 'jitter') <> 'number' THEN false
+                                 ELSE (v_value ->> 'jitter')::numeric BETWEEN 0 AND 1 END
+                   WHEN 'sequence' THEN
+                        CASE WHEN jsonb_typeof(v_value -> 'delays_ms') IS DISTINCT FROM 'array'
+                             THEN false
+                             ELSE jsonb_array_length(v_value -> 'delays_ms') > 0
+                                  AND NOT EXISTS (
+                                      SELECT 1 FROM jsonb_array_elements(v_value -> 'delays_ms') d
+                                       WHERE NOT lane._is_json_count(d, 9223372036854)) END
+                   ELSE false END END)
             THEN
                 PERFORM lane._fail('LN003', format(
                     'invalid backoff %s: use {"type": "fixed", "delay_ms": n}, '
                     '{"type": "exponential", "base_ms": n, "cap_ms": n, "jitter": 0..1} or '
-                    '{"type": "sequence", "delays_ms": [n, ...]}', v_backoff));
+                    '{"type": "sequence", "delays_ms": [n, ...]} with n in 0..9223372036854',
+                    v_value));
             END IF;
         WHEN 'remove_on_complete', 'remove_on_fail' THEN
-            IF NOT (jsonb_typeof(v_value) IN ('boolean', 'null')
-                OR (jsonb_typeof(v_value) = 'number' AND (v_value #>> '{}') ~ '^[0-9]+$')
-                OR (jsonb_typeof(v_value) = 'object' AND NOT EXISTS (
+            IF NOT (CASE jsonb_typeof(v_value)
+                   WHEN 'boolean' THEN true
+                   WHEN 'number' THEN lane._is_json_count(v_value, 2147483647)
+                   WHEN 'object' THEN NOT EXISTS (
                         SELECT 1 FROM jsonb_each(v_value) r
-                        WHERE r.key NOT IN ('age_ms', 'count', 'limit')
-                           OR jsonb_typeof(r.value) NOT IN ('number', 'null')
-                           OR (jsonb_typeof(r.value) = 'number'
-                               AND (r.value #>> '{}') !~ '^[0-9]+$'))))
+                         WHERE NOT CASE WHEN jsonb_typeof(r.value) = 'null'
+                                             AND r.key IN ('age_ms', 'count', 'limit') THEN true
+                                        WHEN r.key = 'age_ms'
+                                        THEN lane._is_json_count(r.value, 9223372036854)
+                                        WHEN r.key IN ('count', 'limit')
+                                        THEN lane._is_json_count(r.value, 2147483647)
+                                        ELSE false END)
+                   ELSE false END)
             THEN
                 PERFORM lane._fail('LN003', format(
-                    '%s must be true, false, a count, or {"age_ms", "count", "limit"}, got %s',
-                    v_key, v_value));
+                    '%s must be true, false, a count (0..2147483647), or '
+                    '{"age_ms", "count", "limit"}, got %s', v_key, v_value));
             END IF;
         ELSE
             PERFORM lane._fail('LN003', format(
-                'unknown option %L: known options are job_id, priority, lifo, delay_ms, '
-                'attempts, backoff, timeout_ms, remove_on_complete, remove_on_fail', v_key));
+                'unknown option %L: known options are attempts, backoff, delay_ms, job_id, '
+                'lifo, priority, remove_on_complete, remove_on_fail, timeout_ms', v_key));
         END CASE;
     END LOOP;
 END $$;

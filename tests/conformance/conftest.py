@@ -34,27 +34,31 @@ def queue_b(queue_name: str) -> str:
 @pytest.fixture(params=BACKENDS, ids=BACKENDS)
 def backend_kind(request: pytest.FixtureRequest) -> str:
     kind: str = request.param
-    if kind == "postgres":
-        request.getfixturevalue("pg_dsn")
     return kind
 
 
+@pytest.fixture
+def shared_postgres(backend_kind: str, request: pytest.FixtureRequest) -> JobQueueBackend | None:
+    """The session's PostgresBackend for a postgres test, else None (a memory test does
+    not need PostgreSQL). A sync fixture: an async one cannot set up another on demand."""
+    if backend_kind != "postgres":
+        return None
+    shared: JobQueueBackend = request.getfixturevalue("pg_backend")
+    return shared
+
+
 @pytest_asyncio.fixture
-async def backend(
-    backend_kind: str, request: pytest.FixtureRequest
-) -> AsyncIterator[JobQueueBackend]:
-    """A connected backend of each kind; closed after the test."""
-    instance: JobQueueBackend
-    if backend_kind == "memory":
-        from lane_pg.memory import MemoryBackend
+async def backend(shared_postgres: JobQueueBackend | None) -> AsyncIterator[JobQueueBackend]:
+    """A connected backend of each kind: a fresh MemoryBackend per test, and the session's
+    shared PostgresBackend (``pg_backend``; tests isolate by queue name and never close
+    it)."""
+    if shared_postgres is not None:
+        yield shared_postgres
+        return
+    from lane_pg.memory import MemoryBackend
 
-        instance = MemoryBackend()
-    else:
-        from lane_pg.postgres.backend import PostgresBackend
-
-        dsn: str = request.getfixturevalue("pg_dsn")
-        instance = await PostgresBackend.connect(dsn, schema="lane")
+    memory = MemoryBackend()
     try:
-        yield instance
+        yield memory
     finally:
-        await instance.close()
+        await memory.close()

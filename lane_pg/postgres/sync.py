@@ -2,7 +2,7 @@
 
 ::
 
-    from lane_pg.sync import Queue
+    from lane_pg.postgres.sync import Queue
 
     with Queue("postgresql://app@db/app", "emails") as q:
         job = q.add_job("send", {"to": "a@example.com"}, priority=3)
@@ -21,7 +21,7 @@ from dataclasses import replace
 from types import TracebackType
 from typing import Any
 
-from lane_pg.errors import InvalidOptions
+from lane_pg.errors import ConfigurationError, InvalidOptions
 from lane_pg.postgres.enqueue import (
     SyncConnectionLike,
     add_job_sync,
@@ -85,6 +85,21 @@ def _merge_options(
     return doc
 
 
+def _psycopg() -> Any:
+    """The psycopg module, or a ConfigurationError that says what to install."""
+    try:
+        import psycopg
+    except ModuleNotFoundError as exc:
+        if exc.name != "psycopg":
+            raise
+        raise ConfigurationError(
+            "lane_pg.postgres.sync.Queue(dsn, ...) opens its connection with psycopg 3:"
+            " pip install 'psycopg[binary]' (a dependency of lane_pg: reinstall lane_pg),"
+            " or pass a connection you already hold"
+        ) from exc
+    return psycopg
+
+
 class Queue:
     """Synchronous producer and reader for one queue."""
 
@@ -100,9 +115,7 @@ class Queue:
         self._owns_connection = isinstance(conninfo_or_connection, str)
         self._conn: SyncConnectionLike
         if isinstance(conninfo_or_connection, str):
-            import psycopg
-
-            self._conn = psycopg.connect(conninfo_or_connection, autocommit=True)
+            self._conn = _psycopg().connect(conninfo_or_connection, autocommit=True)
         else:
             self._conn = conninfo_or_connection
 

@@ -1,0 +1,186 @@
+"""``lane_pg.backend.connect(url)``: one way to open a backend from a URL (App, CLI, code)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import lane_pg
+from lane_pg.backend import backend_kind, connect, resolve_url
+from lane_pg.errors import ConfigurationError, SchemaVersionMismatch
+from lane_pg.memory import MemoryBackend
+from lane_pg.postgres.backend import PostgresBackend
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _with_scheme(dsn: str, scheme: str) -> str:
+    return f"{scheme}://{dsn.split('://', 1)[1]}"
+
+
+@pytest.mark.parametrize(
+    ("url", "kind"),
+    [
+        ("postgresql://u@h/db", "postgresql"),
+        ("postgres://u@h/db", "postgresql"),
+        ("POSTGRESQL://u@h/db", "postgresql"),
+        ("postgresql://postgres:@/postgres?host=/tmp/x", "postgresql"),  # the embedded form
+        ("memory://", "memory"),
+    ],
+)
+def test_each_scheme_names_its_backend(url: str, kind: str) -> None:
+    assert backend_kind(url) == kind
+
+
+@pytest.mark.parametrize(
+    ("url", "fragment"),
+    [
+        ("redis://127.0.0.1:6379/0", "the Redis backend is not available yet"),
+        ("rediss://u:secret@cache:6380/0", "the Redis backend is not available yet"),
+        ("mysql://root:secret@127.0.0.1/x", "postgresql://, postgres:// or memory://"),
+        ("postgresql+asyncpg://u@h/db", "postgresql://, postgres:// or memory://"),
+        ("host=127.0.0.1 dbname=x", "invalid DSN"),
+        ("memory://shared", "memory:// takes no host"),
+    ],
+)
+async def test_other_urls_are_refused_before_connecting(url: str, fragment: str) -> None:
+    with pytest.raises(ConfigurationError) as refused:
+        backend_kind(url)
+    assert fragment in str(refused.value)
+    assert "secret" not in str(refused.value)
+    with pytest.raises(ConfigurationError):
+        await connect(url)
+
+
+async def test_memory_urls_open_a_new_store_each() -> None:
+    first, second = await connect("memory://"), await connect("memory://")
+    try:
+        assert isinstance(first, MemoryBackend) and isinstance(second, MemoryBackend)
+        await first.add_job("q", "n")
+        assert sum((await second.get_job_counts("q")).values()) == 0
+    finally:
+        await first.close()
+        await second.close()
+
+
+@pytest.mark.parametrize("scheme", ["postgresql", "postgres"])
+async def test_postgres_urls_open_a_checked_pool(pg_dsn: str, queue_name: str, scheme: str) -> None:
+    backend = await connect(_with_scheme(pg_dsn, scheme), schema="lane", max_size=2)
+    try:
+        assert isinstance(backend, PostgresBackend)
+        job = await backend.add_job(queue_name, "n", {"k": 1})
+        assert await backend.get_job(queue_name, job.id) == job
+    finally:
+        await backend.close()
+    with pytest.raises(SchemaVersionMismatch):
+        await connect(pg_dsn, schema="lane_not_installed")
+
+
+async def test_no_url_means_lane_pg_dsn(pg_dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """None (or "") resolves through $LANE_PG_DSN (else the embedded server: test_cli)."""
+    monkeypatch.setenv("LANE_PG_DSN", "memory://")
+    assert resolve_url(None) == resolve_url("") == "memory://"
+    assert isinstance(await connect(None), MemoryBackend)
+    monkeypatch.setenv("LANE_PG_DSN", pg_dsn)
+    backend = await connect()
+    try:
+        assert isinstance(backend, PostgresBackend)
+    finally:
+        await backend.close()
+
+
+async def test_an_app_on_memory_adds_and_reads_jobs(queue_name: str) -> None:
+    """memory:// end to end through App: add_job, then get_job on the app's backend."""
+    app = lane_pg.App("memory://")
+    try:
+        job = await app.add_job(queue_name, "send", {"to": "a@example.com"}, {"priority": 3})
+        backend = await app.backend()
+        assert isinstance(backend, MemoryBackend)
+        assert await app.backend() is backend  # one backend per app
+        stored = await backend.get_job(queue_name, job.id)
+        assert stored is not None
+        assert (stored.name, stored.data, stored.priority, stored.state) == (
+            "send",
+            {"to": "a@example.com"},
+            3,
+            "waiting",
+        )
+    finally:
+        await app.close()
+
+
+def test_an_app_refuses_a_url_no_backend_opens() -> None:
+    with pytest.raises(ConfigurationError, match="Redis backend is not available yet"):
+        lane_pg.App("redis://127.0.0.1:6379/0")
+
+
+def _python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("LANE_PG_")}
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**clean, "PYTHONPATH": str(REPO), **env},
+        timeout=60,
+        check=False,
+    )
+
+
+def test_a_driver_is_imported_when_its_backend_is_opened(pg_dsn: str) -> None:
+    code = (
+        "import asyncio, json, sys, lane_pg\n"
+        "def drivers():\n"
+        "    return [m for m in ('asyncpg', 'psycopg', 'sqlalchemy') if m in sys.modules]\n"
+        "async def main():\n"
+        "    seen = [drivers()]\n"
+        "    await (await lane_pg.connect('memory://')).close()\n"
+        "    seen.append(drivers())\n"
+        f"    await (await lane_pg.connect({pg_dsn!r})).close()\n"
+        "    seen.append(drivers())\n"
+        "    print(json.dumps(seen))\n"
+        "asyncio.run(main())\n"
+    )
+    done = _python(code)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [[], [], ["asyncpg"]]
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "lane_pg", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={
+            **{k: v for k, v in os.environ.items() if not k.startswith("LANE_PG_")},
+            "PYTHONPATH": str(REPO),
+        },
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_the_cli_opens_backends_through_connect() -> None:
+    """The CLI's --dsn goes through connect: Redis and a URL the driver cannot read are
+    usage errors (exit 2, one line, no password), memory:// opens (an empty store of the
+    process), and stats, which reads a PostgreSQL view, says it needs a postgresql://
+    URL."""
+    redis = _cli("pause", "q1", "--dsn", "redis://u:secret@127.0.0.1:6379/0")
+    assert redis.returncode == 2
+    assert redis.stderr.count("\n") == 1, redis.stderr
+    assert "Redis backend is not available yet" in redis.stderr and "secret" not in redis.stderr
+    malformed = _cli("events", "q1", "--dsn", "postgresql://u:secret@127.0.0.1:port/x")
+    assert malformed.returncode == 2, malformed.stderr
+    assert "invalid DSN" in malformed.stderr and "secret" not in malformed.stderr
+    paused = _cli("pause", "q1", "--dsn", "memory://")
+    assert (paused.returncode, paused.stdout.strip()) == (0, "lane_pg: queue 'q1' paused")
+    stats = _cli("stats", "--dsn", "memory://")
+    assert stats.returncode == 1
+    assert "give a postgresql:// URL" in stats.stderr
