@@ -16,7 +16,7 @@ import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from lane_pg.backend import JobQueueBackend, backend_kind, connect, resolve_url
+from lane_pg.backend import HasWakeups, JobQueueBackend, backend_kind, connect, resolve_url
 from lane_pg.errors import ConfigurationError
 from lane_pg.types import JSON, Job, JobOptions, Lane
 from lane_pg.worker import Processor, Worker, WorkerConfig
@@ -88,7 +88,8 @@ class App:
         return await (await self.backend()).add_job(queue, name, data, options)
 
     async def create_worker(self, config: WorkerConfig | None = None, **settings: Any) -> Worker:
-        """A worker for this app's processors, with a LISTEN notifier for its queues.
+        """A worker for this app's processors, woken early by the backend when it can
+        (PostgreSQL: a LISTEN connection for its queues; other backends poll).
 
         ``settings`` are ``WorkerConfig`` fields; without lanes the app's lanes are used,
         and without those the worker serves every queue.
@@ -98,17 +99,15 @@ class App:
             config = WorkerConfig(**settings)
         elif settings:
             raise ConfigurationError("give either a WorkerConfig or settings, not both")
-        from lane_pg.postgres.notifier import Notifier  # not at module level: no driver on import
-
         backend = await self.backend()
-        notifier = Notifier(
-            self.resolve_dsn(),
-            schema=self.schema,
-            queues=[lane.name for lane in config.lanes] or None,
-            application_name=f"lane_pg listener {config.worker_id}",
-            health_interval=min(config.poll_interval, 5.0),
-        )
-        await notifier.start()
+        notifier = None
+        if isinstance(backend, HasWakeups):
+            notifier = backend.wakeups(
+                [lane.name for lane in config.lanes] or None,
+                name=f"lane_pg listener {config.worker_id}",
+                health_interval=min(config.poll_interval, 5.0),
+            )
+            await notifier.start()
         return Worker(backend, self._processors, config, notifier=notifier)
 
     async def run_worker(self, config: WorkerConfig | None = None, **settings: Any) -> Worker:

@@ -114,6 +114,44 @@ async def test_an_app_on_memory_adds_and_reads_jobs(queue_name: str) -> None:
         await app.close()
 
 
+async def test_an_app_on_memory_runs_a_worker_without_a_listen_connection(
+    queue_name: str,
+) -> None:
+    """A memory:// app's worker polls (no wake-up source) and runs its jobs: App names no
+    PostgreSQL piece; wake-ups come from the backend's HasWakeups capability."""
+    app = lane_pg.App("memory://")
+    seen: list[str] = []
+
+    @app.processor("send")
+    async def send(job: lane_pg.Job, ctx: lane_pg.JobContext) -> lane_pg.types.JSON:
+        seen.append(job.id)
+        return {"ok": True}
+
+    try:
+        job = await app.add_job(queue_name, "send")
+        worker = await app.run_worker(lanes=(lane_pg.Lane(queue_name),), burst=True)
+        assert worker.notifier is None
+        assert seen == [job.id]
+        assert await (await app.backend()).get_job_state(queue_name, job.id) == "completed"
+    finally:
+        await app.close()
+
+
+async def test_an_app_on_postgres_listens_through_the_backend(pg_dsn: str) -> None:
+    """A PostgreSQL app's worker gets its LISTEN notifier from the backend (HasWakeups)."""
+    app = lane_pg.App(pg_dsn)
+    try:
+        worker = await app.create_worker(burst=True)
+        try:
+            assert isinstance(worker.notifier, lane_pg.backend.WakeupSource)
+            assert type(worker.notifier).__module__ == "lane_pg.postgres.notifier"
+        finally:
+            assert worker.notifier is not None
+            await worker.notifier.close()
+    finally:
+        await app.close()
+
+
 def test_an_app_refuses_a_url_no_backend_opens() -> None:
     with pytest.raises(ConfigurationError, match="Redis backend is not available yet"):
         lane_pg.App("redis://127.0.0.1:6379/0")

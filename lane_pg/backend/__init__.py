@@ -35,6 +35,7 @@ from lane_pg.backend.admin import Administrator
 from lane_pg.backend.capabilities import (
     HasDedicatedConnection,
     HasLeader,
+    HasWakeups,
     Leader,
     ReclaimsSpace,
     WakeupSource,
@@ -49,6 +50,7 @@ __all__ = [
     "Administrator",
     "HasDedicatedConnection",
     "HasLeader",
+    "HasWakeups",
     "JobQueueBackend",
     "Leader",
     "Maintainer",

@@ -6,6 +6,7 @@ the memory backend (and a Redis backend) stays free of methods that mean nothing
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -55,6 +56,18 @@ class WakeupSource(Protocol):
 
     async def wait(self, timeout: float | None) -> bool:  # noqa: ASYNC109 (bounded poll)
         """Wait until woken or ``timeout`` seconds passed; True when woken."""
+        ...
+
+
+@runtime_checkable
+class HasWakeups(Protocol):
+    """A backend that can wake its idle workers early (PostgreSQL: a LISTEN connection)."""
+
+    def wakeups(
+        self, queues: Sequence[str] | None, *, name: str, health_interval: float
+    ) -> WakeupSource:
+        """A not yet started ``WakeupSource`` for ``queues`` (every queue when None);
+        ``name`` labels its connection, ``health_interval`` is how often it checks it."""
         ...
 
 

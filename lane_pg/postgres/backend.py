@@ -16,9 +16,10 @@ from typing import Any, cast
 
 import asyncpg
 
-from lane_pg.errors import InvalidOptions, JobNotFound, translate_error
+from lane_pg.errors import ConfigurationError, InvalidOptions, JobNotFound, translate_error
 from lane_pg.postgres import schema as schema_mod
 from lane_pg.postgres.leader import PostgresLeader
+from lane_pg.postgres.notifier import Notifier
 from lane_pg.postgres.rows import EVENT_COLUMNS, JOB_COLUMNS, event_from_row, job_from_row
 from lane_pg.types import (
     ALL_STATES,
@@ -119,6 +120,25 @@ class PostgresBackend:
             return None
         return await PostgresBackend.connect(
             self.dsn, schema=self.schema, min_size=1, max_size=1, check_schema=False
+        )
+
+    def wakeups(
+        self, queues: Sequence[str] | None, *, name: str, health_interval: float
+    ) -> Notifier:
+        """A LISTEN ``Notifier`` on a connection of its own for ``queues`` (all when None);
+        the caller starts and closes it. Needs the DSN (``dsn`` given or ``connect``)."""
+        if self.dsn is None:
+            raise ConfigurationError(
+                "this PostgresBackend was built on a pool without a DSN: it cannot open the"
+                " LISTEN connection a worker's wake-ups need; build it with PostgresBackend."
+                "connect(dsn) or pass dsn="
+            )
+        return Notifier(
+            self.dsn,
+            schema=self.schema,
+            queues=queues,
+            application_name=name,
+            health_interval=health_interval,
         )
 
     def leader(self) -> PostgresLeader:

@@ -41,11 +41,16 @@ class Running:
 
 
 class RunningJobs:
-    """The jobs a worker holds, by ``(queue, id)``, with a count per lane (a lane is a
-    queue). ``on_change`` runs whenever a slot frees up."""
+    """The jobs a worker holds, by ``(queue, id, lock token)``, with a count per lane (a
+    lane is a queue). ``on_change`` runs whenever a slot frees up.
+
+    Keyed by the token, not the job: a worker can claim back its own job while the run whose
+    lease lapsed is still going (a blocked handler, stalled recovery in between). Keyed by
+    job, the new run replaced the old one, which was then never flagged, cancelled or freed.
+    """
 
     def __init__(self, on_change: Callable[[], None]) -> None:
-        self._jobs: dict[tuple[str, str], Running] = {}
+        self._jobs: dict[tuple[str, str, str], Running] = {}
         self._per_lane: dict[str, int] = {}
         self._on_change = on_change
 
@@ -55,19 +60,21 @@ class RunningJobs:
     def __iter__(self) -> Iterator[Running]:
         return iter(list(self._jobs.values()))
 
-    def get(self, queue: str, job_id: str) -> Running | None:
-        return self._jobs.get((queue, job_id))
+    def get(self, queue: str, job_id: str, token: str) -> Running | None:
+        return self._jobs.get((queue, job_id, token))
 
     def in_lane(self, lane: str) -> int:
         return self._per_lane.get(lane, 0)
 
     def add(self, running: Running) -> None:
-        self._jobs[(running.job.queue, running.job.id)] = running
+        job = running.job
+        self._jobs[(job.queue, job.id, job.lock_token)] = running
         self._per_lane[running.lane] = self._per_lane.get(running.lane, 0) + 1
 
     def finish(self, running: Running) -> None:
         """Forget a job whose outcome is written (or abandoned); frees its slot."""
-        if self._jobs.pop((running.job.queue, running.job.id), None) is not None:
+        job = running.job
+        if self._jobs.pop((job.queue, job.id, job.lock_token), None) is not None:
             self._per_lane[running.lane] -= 1
         self._on_change()
 

@@ -32,7 +32,7 @@ async def renew_leases_forever(backend: Settler, jobs: RunningJobs, config: Work
             log.warning("lease renewal failed (%s); retrying", exc)
             continue
         for ref in lost:
-            running = jobs.get(ref.queue, ref.id)
+            running = jobs.get(ref.queue, ref.id, ref.token)
             if running is None or running.settling or running.context.has_lost_lease():
                 continue
             running.context.mark_lease_lost()

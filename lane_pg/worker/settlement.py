@@ -139,6 +139,6 @@ class Settlement:
                     "job %s/%s: result not written (%s)", item.queue, item.id, outcome.status
                 )
         for item in batch:
-            running = self._jobs.get(item.queue, item.id)
+            running = self._jobs.get(item.queue, item.id, item.token)
             if running is not None:
                 self._jobs.finish(running)

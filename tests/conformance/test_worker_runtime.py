@@ -294,6 +294,7 @@ async def test_lost_lease_can_cancel_the_run_when_configured(
         lease=0.6,
         renew_fraction=0.25,
         cancel_on_lease_loss=True,
+        concurrency=1,  # the old run keeps the only slot: the thief's claim is the one
     )
     run = asyncio.create_task(worker.run())
     await asyncio.wait_for(started.wait(), 10)
@@ -306,6 +307,50 @@ async def test_lost_lease_can_cancel_the_run_when_configured(
     await asyncio.wait_for(run, 30)
     assert worker.counts["lost"] == 1
     assert (await _state(backend, queue_name, added.id)).worker_id == "thief"
+
+
+async def test_a_worker_that_claims_back_its_own_job_tracks_both_runs_WORK_8_CLAIM_4(
+    backend: JobQueueBackend, queue_name: str
+) -> None:
+    """The run whose lease lapsed and the run of the same worker's new claim are two runs:
+    the old one is told it lost the lease and its result is never written, the new one
+    completes. (Keyed by job, the new run replaced the old in the worker's registry: the
+    old run was never flagged and its slot never freed.)"""
+    first_started, release_first = asyncio.Event(), asyncio.Event()
+    runs: list[JobContext] = []
+
+    async def twice(job: Job, ctx: JobContext) -> JSON:
+        runs.append(ctx)
+        if len(runs) == 1:
+            first_started.set()
+            await release_first.wait()
+            return "first run"
+        return "second run"
+
+    added = await backend.add_job(queue_name, "twice", None, JobOptions(attempts=3))
+    worker = _worker(backend, {"twice": twice}, [Lane(queue_name)], lease=0.6, concurrency=2)
+    run = asyncio.create_task(worker.run())
+    try:
+        await asyncio.wait_for(first_started.wait(), 10)
+        await backend.recover_stalled(
+            [queue_name], now=datetime.now(UTC) + timedelta(seconds=5), max_stalled_count=5
+        )
+
+        async def second_run_done() -> bool:
+            return (await _state(backend, queue_name, added.id)).state == "completed"
+
+        await eventually(second_run_done, timeout=10)
+        await eventually(lambda: runs[0].has_lost_lease(), timeout=10)
+        release_first.set()
+        await eventually(lambda: len(worker._running) == 0, timeout=10)
+    finally:
+        release_first.set()
+        worker.stop()
+        await asyncio.wait_for(run, 30)
+    job = await _state(backend, queue_name, added.id)
+    assert (job.state, job.return_value) == ("completed", "second run")
+    assert len(runs) == 2 and not runs[1].has_lost_lease()
+    assert worker.counts["completed"] == 1 and worker.counts["lost"] == 1
 
 
 async def test_burst_does_not_stop_while_a_retry_is_written_during_a_claim_WORK_15(
