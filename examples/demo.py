@@ -84,7 +84,6 @@ async def process(backend: PostgresBackend, ours: set[str]) -> bool:
         claimed = await backend.claim_jobs(worker_id, [QueueDemand(QUEUE, limit=10)], lease=30)
         for job in claimed:
             show("claimed", job)
-            assert job.lock_token is not None
             handler = HANDLERS.get(job.name)
             try:
                 if handler is None:

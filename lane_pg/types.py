@@ -22,11 +22,11 @@ from lane_pg.errors import (
     InvalidPayload,
     InvalidQueueName,
 )
+from lane_pg.options import MAX_DURATION_MS, ParsedOptions, parse_options
 from lane_pg.options import MAX_JOB_ID_LENGTH as MAX_JOB_ID_LENGTH
 from lane_pg.options import MAX_PRIORITY as MAX_PRIORITY
 from lane_pg.options import OPTION_KEYS as OPTION_KEYS
 from lane_pg.options import JobRetention as JobRetention
-from lane_pg.options import ParsedOptions, parse_options
 from lane_pg.options import validate_custom_job_id as validate_custom_job_id
 from lane_pg.options import validate_priority as validate_priority
 
@@ -171,7 +171,9 @@ class Backoff:
         if self.cap_ms is not None:
             raw = min(raw, self.cap_ms)
         factor = 1.0 - self.jitter + 2.0 * self.jitter * uniform
-        return int(raw * factor)
+        # Bounded like every stored duration: an uncapped exponential overflowed the due
+        # time (interval, then bigint) from about the 44th failure of a 1 s base.
+        return min(int(raw * factor), MAX_DURATION_MS)
 
     def to_json(self) -> dict[str, JSON]:
         if self.kind == "fixed":

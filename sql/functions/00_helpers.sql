@@ -2,9 +2,8 @@
 --
 -- Every public function is one state change, run in the caller's transaction (its own
 -- when called alone), so a refused call writes nothing. Rule violations raise SQLSTATE
--- class LN (lane_pg/errors.py maps them): LN000 validation, LN001 invalid job id,
--- LN002 invalid priority, LN003 invalid options, LN004 job not found, LN005 lock
--- mismatch, LN006 state conflict, LN007 job locked, LN013 invalid queue name.
+-- class LN through lane._fail; the codes are catalogued once, in lane_pg/errors.py
+-- (tests/test_catalogues.py checks every code raised here is mapped and documented).
 -- Times default to clock_timestamp() (the database clock); p_now is for tests and
 -- explicit scheduling (SCH-7). Hot-path functions are plpgsql: DESIGN.md measured them
 -- at parity with prepared SQL, while LANGUAGE sql data-modifying functions get generic
@@ -204,7 +203,10 @@ BEGIN
     IF v_jitter > 0 THEN
         v_raw := v_raw * (1 - v_jitter + 2 * v_jitter * random())::numeric;
     END IF;
-    RETURN trunc(v_raw)::bigint;
+    -- Bounded like every stored duration (lane_pg.options.MAX_DURATION_MS): an uncapped
+    -- exponential overflowed the due time from about the 44th failure of a 1 s base, and
+    -- the failure could then not be written at all.
+    RETURN least(trunc(v_raw), 9223372036854)::bigint;
 END $$;
 
 -- True for a JSON integer literal (digits only: not 5.0, -1, "5" or true) in 0..p_max; false

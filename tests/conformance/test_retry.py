@@ -274,3 +274,31 @@ async def test_fail_missing_job_FIN_3(
 ) -> None:
     with pytest.raises(JobNotFound):
         await backend.fail_job(queue_name, "missing", str(uuid.uuid4()), "x", now=clock.at(0))
+
+
+async def test_uncapped_exponential_backoff_stays_bounded_RETRY_1_FIN_3(
+    backend: JobQueueBackend, queue_name: str, clock: Clock
+) -> None:
+    """An exponential backoff without a cap doubles past every date a database can store:
+    from about the 44th failure of a 1 s base the failure could not be written (interval
+    and then bigint overflow), leaving the job active until its lease ran out. The delay is
+    bounded like every stored duration (MAX_DURATION_MS, ~292 years), on both backends."""
+    from lane_pg.options import MAX_DURATION_MS
+
+    added = await backend.add_job(
+        queue_name,
+        "n",
+        None,
+        JobOptions(attempts=80, backoff=Backoff.exponential(1.0)),
+        now=clock.at(0),
+    )
+    delays = []
+    for attempt in range(1, 66):
+        failed = await fail_once(backend, queue_name, clock, 0)
+        assert (failed.state, failed.attempts_made) == ("delayed", attempt)
+        assert failed.available_at is not None
+        delays.append(int((failed.available_at - clock.at(0)).total_seconds() * 1000))
+        await backend.promote_job(queue_name, added.id, now=clock.at(0))
+    assert delays[:3] == [1000, 2000, 4000]
+    assert delays[-1] == MAX_DURATION_MS
+    assert delays == sorted(delays)
