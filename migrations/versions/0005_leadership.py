@@ -1,9 +1,8 @@
-"""leadership: the maintenance leader as a lease in lane.leaders; update_job_data,
-update_job_progress and add_job_log fenced by an optional lock token
+"""leadership: the maintenance leader as a lease in lane.leaders
 (sql/migrations/0005_leadership.sql).
 
 Revision ID: 0005
-Revises: 0003
+Revises: 0004
 Create Date: 2026-12-01
 """
 
@@ -12,7 +11,6 @@ from __future__ import annotations
 from lane_pg.postgres.schema import alembic_downgrade, alembic_upgrade
 
 revision: str = "0005"
-# Written beside revision 0004 (another branch of issue 8): re-point to "0004" at merge.
 down_revision: str | None = "0004"
 branch_labels: tuple[str, ...] | None = None
 depends_on: str | None = None
