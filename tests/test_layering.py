@@ -95,11 +95,11 @@ def _layer_files() -> dict[Path, tuple[str, ...]]:
     for path in [
         PACKAGE / "__init__.py",
         PACKAGE / "app.py",
-        PACKAGE / "memory.py",
         PACKAGE / "options.py",
         PACKAGE / "types.py",
         PACKAGE / "errors.py",
         *sorted((PACKAGE / "backend").rglob("*.py")),
+        *sorted((PACKAGE / "memory").rglob("*.py")),
         *sorted(PACKAGE.glob("worker*.py")),
         *sorted(path for worker in PACKAGE.glob("worker*/") for path in worker.rglob("*.py")),
     ]:

@@ -1,0 +1,36 @@
+"""``MemoryBackend``: the in-process reference model of ``JobQueueBackend``.
+
+It re-implements the rules of the ``lane.*`` stored functions in plain Python. A Hypothesis
+stateful test drives it side by side with the PostgreSQL backend and compares everything
+observable, so it is deterministic: time comes from the injected clock (or ``now=``) and
+randomness (backoff jitter only) from the injected ``random.Random``.
+
+Every public method runs without awaiting anything, so on one event loop each call is
+atomic, like one stored-function transaction. Each validates all of its input before it
+changes anything.
+"""
+
+from __future__ import annotations
+
+from lane_pg.memory.add import _Adding
+from lane_pg.memory.leader import MemoryLeader
+from lane_pg.memory.logs import _Logs
+from lane_pg.memory.maintain import _Maintaining
+from lane_pg.memory.manage import _Managing
+from lane_pg.memory.queue import _QueueSettings
+from lane_pg.memory.read import _Reading
+from lane_pg.memory.settle import _Settling
+
+__all__ = ["MemoryBackend", "MemoryLeader"]
+
+
+class MemoryBackend(_Adding, _Settling, _Maintaining, _QueueSettings, _Managing, _Logs, _Reading):
+    """Reference implementation of ``JobQueueBackend`` kept entirely in memory: the shared
+    store (``_store``) plus one mixin per entity, as sql/functions/ has one file each."""
+
+    def leader(self) -> MemoryLeader:
+        """The ``Leader`` the workers of this backend elect their maintenance leader with."""
+        return MemoryLeader(self)
+
+    async def close(self) -> None:
+        return None

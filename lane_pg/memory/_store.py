@@ -1,0 +1,498 @@
+"""The memory backend's store: job records, queues, and the transitions every operation
+shares (the Python twin of sql/functions/00_helpers.sql and 05_transitions.sql).
+
+``MemoryBackend`` (lane_pg/memory/__init__.py) is this store plus one mixin per entity,
+split like sql/functions/. Every public method runs without awaiting anything, so on one
+event loop each call is atomic, like one stored-function transaction.
+"""
+
+from __future__ import annotations
+
+import copy
+import heapq
+import json
+import random
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from lane_pg.errors import (
+    InvalidOptions,
+    JobNotFound,
+    LockMismatch,
+)
+from lane_pg.options import ParsedOptions, RetentionRule
+from lane_pg.types import (
+    ALL_STATES,
+    DEFAULT_KEEP_COMPLETED,
+    DEFAULT_KEEP_FAILED,
+    JSON,
+    Backoff,
+    FinalizeOutcome,
+    Job,
+    JobOptions,
+    JobState,
+    LogEntry,
+    QueueEvent,
+    check_json,
+    parse_job_options,
+    validate_job_name,
+)
+
+PRIORITY_BUCKET = 2**41
+"""Width of one priority's range of order keys (ORD-2)."""
+BUCKET_MIDDLE = 2**40
+"""LIFO keys count down below the middle of a bucket, FIFO keys count up above it."""
+STALLED_REASON = "job stalled more than allowable limit"
+LEASE_EXPIRED = "lease expired"
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MILLISECOND = timedelta(milliseconds=1)
+_MAX_EVENT_ID = 2**63 - 1
+
+_Policy = RetentionRule
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _utc(moment: datetime) -> datetime:
+    # Naive datetimes are read as UTC, as asyncpg does for timestamptz parameters.
+    if moment.tzinfo is None:
+        return moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC)
+
+
+def _epoch_ms(moment: datetime) -> int:
+    """Epoch milliseconds, floored (SQL: ``floor(extract(epoch from t) * 1000)``)."""
+    return (moment - _EPOCH) // _MILLISECOND
+
+
+def _json_copy(value: JSON) -> JSON:
+    # A JSON round trip stores what jsonb would: tuples become lists, keys strings.
+    return json.loads(json.dumps(value))
+
+
+def _same_token(current: str | None, token: str) -> bool:
+    # Tokens are uuid columns in PostgreSQL: compare as UUIDs, reject non-UUID text.
+    if current is None:
+        return False
+    try:
+        return uuid.UUID(str(token)) == uuid.UUID(current)
+    except ValueError:
+        return False
+
+
+def _non_negative_int(value: JSON, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidOptions(f"{what} must be a non-negative integer, got {value!r}")
+    return value
+
+
+def _check_state(state: str) -> JobState:
+    if state not in ALL_STATES:
+        raise InvalidOptions(f"unknown job state {state!r}; use one of {list(ALL_STATES)}")
+    return state
+
+
+def _lrange(items: list[LogEntry], start: int, end: int) -> list[LogEntry]:
+    """Redis LRANGE: inclusive bounds, negative indices count from the end."""
+    size = len(items)
+    first = size + start if start < 0 else start
+    last = size + end if end < 0 else end
+    first, last = max(first, 0), min(last, size - 1)
+    return items[first : last + 1] if first <= last else []
+
+
+# --------------------------------------------------------------------------- options
+
+
+@dataclass(frozen=True, slots=True)
+class _Options:
+    """A checked options document (``lane_pg.options.parse_options``) with its backoff
+    read once."""
+
+    parsed: ParsedOptions
+    backoff: Backoff | None
+
+
+def _parse_options(options: JobOptions | dict[str, JSON] | None) -> _Options:
+    parsed = parse_job_options(options)
+    return _Options(parsed, Backoff.from_json(parsed.backoff))
+
+
+@dataclass(frozen=True, slots=True)
+class _NewJob:
+    """One validated add request."""
+
+    name: str
+    data: JSON
+    options: _Options
+
+
+def _parse_spec(name: str, data: JSON, options: JobOptions | dict[str, JSON] | None) -> _NewJob:
+    validate_job_name(name)
+    return _NewJob(name, _json_copy(check_json(data, "data")), _parse_options(options))
+
+
+# --------------------------------------------------------------------------- storage
+
+
+@dataclass(slots=True)
+class _Record:
+    """One job row; ``key`` is the global insertion counter (``lane.jobs.key``)."""
+
+    queue: str
+    id: str
+    key: int
+    name: str
+    data: JSON
+    state: JobState
+    priority: int
+    lifo: bool
+    order_key: int
+    created_at: datetime
+    available_at: datetime
+    max_attempts: int
+    backoff: Backoff | None
+    timeout_ms: int | None
+    options: dict[str, JSON]
+    remove_on_complete: _Policy
+    remove_on_fail: _Policy
+    enqueued_seq: int | None = None
+    processed_at: datetime | None = None
+    finished_at: datetime | None = None
+    attempts_started: int = 0
+    attempts_made: int = 0
+    lock_token: str | None = None
+    worker_id: str | None = None
+    lease_expires_at: datetime | None = None
+    stalled_count: int = 0
+    progress: JSON = None
+    return_value: JSON = None
+    failed_reason: str | None = None
+    stacktrace: list[str] = field(default_factory=list)
+    logs: list[LogEntry] = field(default_factory=list)
+
+    def snapshot(self) -> Job:
+        # Deep copies: a snapshot must not change when the stored job does.
+        return Job(
+            queue=self.queue,
+            id=self.id,
+            name=self.name,
+            data=copy.deepcopy(self.data),
+            state=self.state,
+            priority=self.priority,
+            lifo=self.lifo,
+            order_key=self.order_key,
+            enqueued_seq=self.enqueued_seq,
+            created_at=self.created_at,
+            available_at=self.available_at,
+            processed_at=self.processed_at,
+            finished_at=self.finished_at,
+            attempts_started=self.attempts_started,
+            attempts_made=self.attempts_made,
+            max_attempts=self.max_attempts,
+            backoff=self.backoff,
+            timeout_ms=self.timeout_ms,
+            lock_token=self.lock_token,
+            worker_id=self.worker_id,
+            lease_expires_at=self.lease_expires_at,
+            stalled_count=self.stalled_count,
+            progress=copy.deepcopy(self.progress),
+            return_value=copy.deepcopy(self.return_value),
+            failed_reason=self.failed_reason,
+            stacktrace=list(self.stacktrace),
+            options=copy.deepcopy(self.options),
+        )
+
+    def finish_order(self) -> tuple[datetime, int]:
+        """Oldest-first order of finished jobs for retention."""
+        assert self.finished_at is not None
+        return (self.finished_at, self.key)
+
+
+def _state_index() -> dict[JobState, dict[str, _Record]]:
+    return {state: {} for state in ALL_STATES}
+
+
+@dataclass(slots=True)
+class _Queue:
+    name: str
+    paused: bool = False
+    jobs: dict[str, _Record] = field(default_factory=dict)
+    by_state: dict[JobState, dict[str, _Record]] = field(default_factory=_state_index)
+    # Heaps with lazy deletion: an entry counts only while it matches the job's fields.
+    waiting: list[tuple[int, int, str]] = field(default_factory=list)
+    delayed: list[tuple[datetime, int, str]] = field(default_factory=list)
+    events: list[QueueEvent] = field(default_factory=list)
+    max_events: int = 10_000
+    keep_completed: int | None = DEFAULT_KEEP_COMPLETED
+    keep_failed: int | None = DEFAULT_KEEP_FAILED
+    record_events: bool = True
+
+    def drained(self) -> bool:
+        return not self.by_state["waiting"] and not self.by_state["active"]
+
+
+@dataclass(slots=True)
+class _Leadership:
+    """One role's lease (a ``lane.leaders`` row)."""
+
+    holder: str
+    term: int
+    elected_at: datetime
+    expires_at: datetime | None  # None: resigned
+
+
+class _Store:
+    """The records and shared transitions of a ``MemoryBackend``."""
+
+    def __init__(
+        self,
+        clock: Callable[[], datetime] | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._clock = clock or (lambda: datetime.now(UTC))
+        self._rng = rng or random.Random()
+        self._queues: dict[str, _Queue] = {}
+        self._last_id = 0
+        self._last_key = 0
+        self._last_seq = 0
+        self._last_event_id = 0
+        self._leaders: dict[str, _Leadership] = {}
+
+    def _now(self, now: datetime | None) -> datetime:
+        return _utc(self._clock() if now is None else now)
+
+    def _queue(self, name: str) -> _Queue:
+        """The queue, created on first use."""
+        queue = self._queues.get(name)
+        if queue is None:
+            queue = self._queues[name] = _Queue(name)
+        return queue
+
+    def _find(self, queue: str, job_id: str) -> tuple[_Queue, _Record] | None:
+        q = self._queues.get(queue)
+        job = None if q is None else q.jobs.get(job_id)
+        return None if q is None or job is None else (q, job)
+
+    def _require(self, queue: str, job_id: str) -> tuple[_Queue, _Record]:
+        found = self._find(queue, job_id)
+        if found is None:
+            raise JobNotFound(f"job {job_id!r} not found in queue {queue!r}")
+        return found
+
+    def _owned(self, queue: str, job_id: str, token: str) -> tuple[_Queue, _Record]:
+        q, job = self._require(queue, job_id)
+        if job.state != "active" or not _same_token(job.lock_token, token):
+            raise LockMismatch(f"job {job_id!r} in queue {queue!r} is not active under token")
+        return q, job
+
+    def _writable(self, queue: str, job_id: str, token: str | None) -> tuple[_Queue, _Record]:
+        """An administrator's write (no token: any retained job) or a run's (the job must
+        be active under exactly ``token``; ``lane._writable_job_key``)."""
+        return self._require(queue, job_id) if token is None else self._owned(queue, job_id, token)
+
+    def _outcome_of(self, queue: str, job_id: str, token: str) -> FinalizeOutcome | None:
+        """The batch outcome for an item that cannot be finalised, else None."""
+        found = self._find(queue, job_id)
+        if found is None:
+            return FinalizeOutcome(queue, job_id, "not_found", None)
+        job = found[1]
+        if job.state != "active" or not _same_token(job.lock_token, token):
+            return FinalizeOutcome(queue, job_id, "lock_mismatch", None)
+        return None
+
+    def _selected(self, queues: Sequence[str] | None) -> list[_Queue]:
+        """Existing queues: all in name order when None, else in the given order."""
+        names = sorted(self._queues) if queues is None else dict.fromkeys(queues)
+        return [self._queues[name] for name in names if name in self._queues]
+
+    def _emit(
+        self, q: _Queue, event: str, job_id: str | None, data: dict[str, JSON], now: datetime
+    ) -> None:
+        if not q.record_events:  # set_queue_events(q, record=False): no row, no id
+            return
+        self._last_event_id += 1
+        q.events.append(QueueEvent(self._last_event_id, q.name, event, job_id, data, now))
+
+    def _set_state(self, q: _Queue, job: _Record, state: JobState) -> None:
+        """The one place a stored job changes state (keeps the per-state index right)."""
+        del q.by_state[job.state][job.id]
+        job.state = state
+        q.by_state[state][job.id] = job
+
+    def _store(self, q: _Queue, job: _Record) -> None:
+        q.jobs[job.id] = job
+        q.by_state[job.state][job.id] = job
+
+    def _delete(self, q: _Queue, job: _Record) -> None:
+        # Heap entries go stale and are skipped; the logs live on the record.
+        del q.jobs[job.id]
+        del q.by_state[job.state][job.id]
+
+    def _enqueue(self, q: _Queue, job: _Record, *, front: bool = False) -> None:
+        """Give a waiting job a fresh sequence and its order key (ORD-1..3)."""
+        self._last_seq += 1
+        seq = self._last_seq
+        bucket = job.priority * PRIORITY_BUCKET
+        if front:
+            job.order_key = bucket
+        elif job.lifo:
+            job.order_key = bucket + BUCKET_MIDDLE - seq
+        else:
+            job.order_key = bucket + BUCKET_MIDDLE + seq
+        job.enqueued_seq = seq
+        heapq.heappush(q.waiting, (job.order_key, job.key, job.id))
+
+    def _move_to_waiting(self, q: _Queue, job: _Record, *, front: bool = False) -> None:
+        self._set_state(q, job, "waiting")
+        self._enqueue(q, job, front=front)
+
+    def _move_to_delayed(self, q: _Queue, job: _Record, available_at: datetime) -> None:
+        # order_key / enqueued_seq keep their last values until the next move into waiting.
+        job.available_at = available_at
+        self._set_state(q, job, "delayed")
+        heapq.heappush(q.delayed, (available_at, job.key, job.id))
+
+    @staticmethod
+    def _end_lease(job: _Record) -> None:
+        job.lock_token = None
+        job.lease_expires_at = None
+
+    def _pop_waiting(self, q: _Queue) -> _Record | None:
+        while q.waiting:
+            order_key, key, job_id = heapq.heappop(q.waiting)
+            job = q.jobs.get(job_id)
+            if job is not None and (job.state, job.order_key, job.key) == (
+                "waiting",
+                order_key,
+                key,
+            ):
+                return job
+        return None
+
+    def _promote_due(self, q: _Queue, now: datetime) -> int:
+        """Move every due delayed job to waiting, by ``(available_at, key)``."""
+        promoted = 0
+        while q.delayed and q.delayed[0][0] <= now:
+            due, key, job_id = heapq.heappop(q.delayed)
+            job = q.jobs.get(job_id)
+            if job is None or (job.state, job.available_at, job.key) != ("delayed", due, key):
+                continue  # stale entry: the job left delayed or was rescheduled
+            self._move_to_waiting(q, job)
+            self._emit(q, "waiting", job.id, {"prev": "delayed"}, now)
+            promoted += 1
+        return promoted
+
+    def _activate(
+        self, q: _Queue, job: _Record, worker_id: str, lease_ms: int, now: datetime
+    ) -> None:
+        self._set_state(q, job, "active")
+        job.lock_token = str(uuid.uuid4())
+        job.worker_id = worker_id
+        job.processed_at = now
+        job.lease_expires_at = now + lease_ms * _MILLISECOND
+        job.attempts_started += 1
+        self._emit(q, "active", job.id, {"prev": "waiting"}, now)
+
+    def _complete(self, q: _Queue, job: _Record, result: JSON, now: datetime) -> Job:
+        self._end_lease(job)
+        self._set_state(q, job, "completed")
+        job.finished_at = now
+        job.return_value = result
+        self._emit(
+            q, "completed", job.id, {"prev": "active", "returnvalue": copy.deepcopy(result)}, now
+        )
+        snapshot = job.snapshot()
+        self._after_finish(q, job, job.remove_on_complete, now)
+        return snapshot
+
+    def _fail(
+        self,
+        q: _Queue,
+        job: _Record,
+        reason: str,
+        stacktrace: str | None,
+        discard_retry: bool,
+        now: datetime,
+    ) -> Job:
+        job.attempts_made += 1
+        job.failed_reason = reason
+        if stacktrace is not None:
+            job.stacktrace.append(stacktrace)
+        if discard_retry or job.attempts_made >= job.max_attempts:
+            return self._finalize_terminal(q, job, reason, now)
+        self._end_lease(job)
+        delay_ms = self._backoff_ms(job)
+        if delay_ms > 0:
+            self._move_to_delayed(q, job, now + delay_ms * _MILLISECOND)
+            data = {"delay": _epoch_ms(job.available_at), "prev": "active", "failedReason": reason}
+            self._emit(q, "delayed", job.id, data, now)
+        else:
+            self._move_to_waiting(q, job)
+            self._emit(q, "waiting", job.id, {"prev": "active"}, now)
+        return job.snapshot()
+
+    def _backoff_ms(self, job: _Record) -> int:
+        if job.backoff is None:
+            return 0
+        # Draw only when jitter is on, so runs without jitter consume no randomness.
+        uniform = self._rng.random() if job.backoff.jitter > 0 else 0.5
+        return job.backoff.delay_for(job.attempts_made, uniform)
+
+    def _finalize_terminal(self, q: _Queue, job: _Record, reason: str, now: datetime) -> Job:
+        """``active -> failed`` for fail_job and stalled recovery alike (FIN-4, STALL-4)."""
+        self._end_lease(job)
+        self._set_state(q, job, "failed")
+        job.failed_reason = reason
+        job.finished_at = now
+        self._emit(q, "failed", job.id, {"prev": "active", "failedReason": reason}, now)
+        if job.attempts_made >= job.max_attempts:
+            self._emit(q, "retries-exhausted", job.id, {"attemptsMade": job.attempts_made}, now)
+        snapshot = job.snapshot()
+        self._after_finish(q, job, job.remove_on_fail, now)
+        return snapshot
+
+    def _after_finish(self, q: _Queue, job: _Record, policy: _Policy, now: datetime) -> None:
+        """Retention, then ``drained`` (FIN-2 steps 5 and 7)."""
+        self._apply_retention(q, job, policy, now)
+        if q.drained():
+            self._emit(q, "drained", None, {}, now)
+
+    def _apply_retention(self, q: _Queue, job: _Record, policy: _Policy, now: datetime) -> None:
+        """RET-2/3: age cleanup (oldest first, capped by limit), then keep the newest count."""
+        if policy is None:
+            return
+        if policy is True:
+            self._delete(q, job)
+            return
+        finished = sorted(q.by_state[job.state].values(), key=_Record.finish_order)
+        if policy.age_ms is not None:
+            cutoff = now - policy.age_ms * _MILLISECOND
+            expired = [j for j in finished if j.finish_order()[0] < cutoff]
+            if policy.limit is not None:
+                expired = expired[: policy.limit]
+            self._delete_all(q, expired)
+            finished = [j for j in finished if q.jobs.get(j.id) is j]
+        if policy.count is not None:
+            self._delete_all(q, finished[: max(len(finished) - policy.count, 0)])
+
+    def _delete_all(self, q: _Queue, jobs: Iterable[_Record]) -> None:
+        for job in jobs:
+            self._delete(q, job)
+
+
+def _event_bound(value: str | int) -> int:
+    """An inclusive event-id bound: ``"-"`` is below every id and ``"+"`` above."""
+    if value == "-":
+        return 0
+    if value == "+":
+        return _MAX_EVENT_ID
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.isascii() and value.isdigit():
+        return int(value)
+    raise InvalidOptions(f"event id bound must be '-', '+' or an integer id, got {value!r}")

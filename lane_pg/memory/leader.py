@@ -1,0 +1,62 @@
+"""``MemoryLeader``: the rules of ``lane.acquire_leadership`` / ``lane.resign_leadership``."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from lane_pg.errors import (
+    InvalidOptions,
+    ValidationError,
+)
+from lane_pg.memory._store import (
+    _MILLISECOND,
+    _Leadership,
+)
+from lane_pg.types import (
+    Duration,
+    to_millis,
+)
+
+if TYPE_CHECKING:
+    from lane_pg.memory import MemoryBackend
+
+
+class MemoryLeader:
+    """``Leader`` over a ``MemoryBackend``: the rules of ``lane.acquire_leadership`` and
+    ``lane.resign_leadership``, on the backend's clock, for workers sharing the backend."""
+
+    def __init__(self, backend: MemoryBackend) -> None:
+        self._backend = backend
+
+    async def acquire_leadership(
+        self, role: str, holder: str, lease: Duration, *, now: datetime | None = None
+    ) -> bool:
+        if not role or not holder:
+            raise ValidationError(
+                f"acquire_leadership needs a role and a holder, got {role!r} and {holder!r}"
+            )
+        lease_ms = to_millis(lease, "lease")
+        if lease_ms <= 0:
+            raise InvalidOptions(f"lease must be positive, got {lease_ms} ms")
+        backend = self._backend
+        moment = backend._now(now)
+        until = moment + lease_ms * _MILLISECOND
+        current = backend._leaders.get(role)
+        if current is None:
+            backend._leaders[role] = _Leadership(holder, 1, moment, until)
+            return True
+        if current.holder == holder:
+            current.expires_at = until
+            return True
+        if current.expires_at is None or current.expires_at < moment:
+            backend._leaders[role] = _Leadership(holder, current.term + 1, moment, until)
+            return True
+        return False
+
+    async def resign_leadership(self, role: str, holder: str) -> bool:
+        current = self._backend._leaders.get(role)
+        if current is None or current.holder != holder or current.expires_at is None:
+            return False
+        current.expires_at = None
+        return True

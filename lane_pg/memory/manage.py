@@ -1,0 +1,131 @@
+"""Management of single jobs (MGMT)."""
+
+from __future__ import annotations
+
+import copy
+from datetime import datetime
+
+from lane_pg.errors import (
+    InvalidOptions,
+    JobLocked,
+    JobStateConflict,
+)
+from lane_pg.memory._store import (
+    _MILLISECOND,
+    _epoch_ms,
+    _json_copy,
+    _Record,
+    _Store,
+)
+from lane_pg.types import (
+    JSON,
+    Duration,
+    Job,
+    JobState,
+    check_json,
+    to_millis,
+    validate_priority,
+)
+
+
+class _Managing(_Store):
+    """Management of single jobs (MGMT)."""
+
+    def _require_state(self, job: _Record, states: tuple[JobState, ...], action: str) -> None:
+        if job.state not in states:
+            raise JobStateConflict(
+                f"cannot {action} job {job.id!r}: it is {job.state}, not {' or '.join(states)}"
+            )
+
+    async def promote_job(self, queue: str, job_id: str, *, now: datetime | None = None) -> Job:
+        moment = self._now(now)
+        q, job = self._require(queue, job_id)
+        self._require_state(job, ("delayed",), "promote")
+        self._move_to_waiting(q, job)
+        self._emit(q, "waiting", job.id, {"prev": "delayed"}, moment)
+        return job.snapshot()
+
+    async def reschedule_job(
+        self, queue: str, job_id: str, delay: Duration, *, now: datetime | None = None
+    ) -> Job:
+        delay_ms = to_millis(delay, "delay")
+        moment = self._now(now)
+        q, job = self._require(queue, job_id)
+        self._require_state(job, ("delayed",), "reschedule")
+        self._move_to_delayed(q, job, moment + delay_ms * _MILLISECOND)
+        self._emit(q, "delayed", job.id, {"delay": _epoch_ms(job.available_at)}, moment)
+        return job.snapshot()
+
+    async def retry_job(self, queue: str, job_id: str, *, now: datetime | None = None) -> Job:
+        moment = self._now(now)
+        q, job = self._require(queue, job_id)
+        self._require_state(job, ("completed", "failed"), "retry")
+        previous = job.state
+        job.return_value = None
+        job.failed_reason = None
+        job.processed_at = None
+        job.finished_at = None
+        job.stacktrace = []
+        job.attempts_made = 0
+        job.attempts_started = 0
+        job.stalled_count = 0
+        self._move_to_waiting(q, job)
+        self._emit(q, "waiting", job.id, {"prev": previous}, moment)
+        return job.snapshot()
+
+    async def remove_job(self, queue: str, job_id: str, *, now: datetime | None = None) -> bool:
+        moment = self._now(now)
+        found = self._find(queue, job_id)
+        if found is None:
+            return False
+        q, job = found
+        if job.state == "active" and job.lease_expires_at and job.lease_expires_at >= moment:
+            raise JobLocked(f"job {job_id!r} is active under a lease that has not expired")
+        self._delete(q, job)
+        self._emit(q, "removed", job.id, {"prev": job.state}, moment)
+        return True
+
+    async def update_job_data(
+        self, queue: str, job_id: str, data: JSON, *, token: str | None = None
+    ) -> Job:
+        data = _json_copy(check_json(data, "data"))
+        _, job = self._writable(queue, job_id, token)
+        job.data = data
+        return job.snapshot()
+
+    async def update_job_progress(
+        self,
+        queue: str,
+        job_id: str,
+        progress: JSON,
+        *,
+        now: datetime | None = None,
+        token: str | None = None,
+    ) -> Job:
+        progress = _json_copy(check_json(progress, "progress"))
+        moment = self._now(now)
+        q, job = self._writable(queue, job_id, token)
+        job.progress = progress
+        self._emit(q, "progress", job.id, {"data": copy.deepcopy(progress)}, moment)
+        return job.snapshot()
+
+    async def update_job_priority(
+        self,
+        queue: str,
+        job_id: str,
+        priority: int,
+        *,
+        lifo: bool | None = None,
+        now: datetime | None = None,
+    ) -> Job:
+        validate_priority(priority)
+        if lifo is not None and not isinstance(lifo, bool):
+            raise InvalidOptions(f"lifo must be a boolean or None, got {lifo!r}")
+        q, job = self._require(queue, job_id)
+        job.priority = priority
+        if lifo is not None:
+            job.lifo = lifo
+            job.options = {**job.options, "lifo": lifo}  # MGMT-9: stored on the options
+        if job.state == "waiting":
+            self._enqueue(q, job)  # the old heap entry goes stale
+        return job.snapshot()

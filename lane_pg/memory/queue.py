@@ -1,0 +1,61 @@
+"""Queue-level settings: listing, retention bounds, event recording, pause."""
+
+from __future__ import annotations
+
+from lane_pg.memory._store import (
+    _Store,
+)
+from lane_pg.types import (
+    QueueRetention,
+    validate_queue_name,
+    validate_record_events,
+)
+
+
+class _QueueSettings(_Store):
+    """Queue-level settings: listing, retention bounds, event recording, pause."""
+
+    async def list_queues(self) -> list[str]:
+        return sorted(self._queues)
+
+    async def set_queue_retention(
+        self, queue: str, *, keep_completed: int | None, keep_failed: int | None
+    ) -> None:
+        validate_queue_name(queue)
+        retention = QueueRetention(keep_completed, keep_failed)
+        q = self._queue(queue)
+        q.keep_completed = retention.keep_completed
+        q.keep_failed = retention.keep_failed
+
+    async def get_queue_retention(self, queue: str) -> QueueRetention:
+        validate_queue_name(queue)
+        q = self._queues.get(queue)
+        if q is None:
+            return QueueRetention.default()
+        return QueueRetention(q.keep_completed, q.keep_failed)
+
+    async def set_queue_events(self, queue: str, *, record: bool) -> None:
+        validate_queue_name(queue)
+        validate_record_events(record)  # before the queue is created
+        self._queue(queue).record_events = record
+
+    async def get_queue_events(self, queue: str) -> bool:
+        validate_queue_name(queue)
+        q = self._queues.get(queue)
+        return True if q is None else q.record_events
+
+    async def pause_queue(self, queue: str) -> None:
+        validate_queue_name(queue)
+        q = self._queue(queue)
+        q.paused = True
+        self._emit(q, "paused", None, {}, self._now(None))
+
+    async def resume_queue(self, queue: str) -> None:
+        validate_queue_name(queue)
+        q = self._queue(queue)
+        q.paused = False
+        self._emit(q, "resumed", None, {}, self._now(None))
+
+    async def is_queue_paused(self, queue: str) -> bool:
+        q = self._queues.get(queue)
+        return q is not None and q.paused

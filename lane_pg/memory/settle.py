@@ -1,0 +1,166 @@
+"""Claims, leases and outcomes (CLAIM, FIN, RETRY): the worker's hot path."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from lane_pg.memory._store import (
+    _MILLISECOND,
+    _epoch_ms,
+    _json_copy,
+    _same_token,
+    _Store,
+)
+from lane_pg.types import (
+    JSON,
+    ClaimedJob,
+    Completion,
+    Duration,
+    Failure,
+    FinalizeOutcome,
+    Job,
+    LeaseRef,
+    QueueDemand,
+    check_json,
+    to_millis,
+)
+
+
+class _Settling(_Store):
+    """Claims, leases and outcomes (CLAIM, FIN, RETRY): the worker's hot path."""
+
+    async def claim_jobs(
+        self,
+        worker_id: str,
+        demands: Sequence[QueueDemand],
+        lease: Duration,
+        *,
+        total: int | None = None,
+        now: datetime | None = None,
+    ) -> list[ClaimedJob]:
+        lease_ms = to_millis(lease, "lease")
+        moment = self._now(now)
+        claimed: list[ClaimedJob] = []
+        for demand in demands:
+            if demand.limit <= 0:
+                continue
+            room = demand.limit if total is None else min(demand.limit, total - len(claimed))
+            if room <= 0:
+                break  # total reached: later queues are not even promoted
+            q = self._queues.get(demand.queue)
+            if q is None:
+                continue
+            self._promote_due(q, moment)
+            if q.paused:
+                continue
+            for _ in range(room):
+                job = self._pop_waiting(q)
+                if job is None:
+                    break
+                self._activate(q, job, worker_id, lease_ms, moment)
+                claimed.append(ClaimedJob.from_job(job.snapshot()))
+        return claimed
+
+    async def renew_leases(
+        self, leases: Sequence[LeaseRef], lease: Duration, *, now: datetime | None = None
+    ) -> list[LeaseRef]:
+        expires_at = self._now(now) + to_millis(lease, "lease") * _MILLISECOND
+        failed: list[LeaseRef] = []
+        for ref in leases:
+            found = self._find(ref.queue, ref.id)
+            job = None if found is None else found[1]
+            if job is None or job.state != "active" or not _same_token(job.lock_token, ref.token):
+                failed.append(ref)
+            else:
+                job.lease_expires_at = expires_at
+        return failed
+
+    async def complete_job(
+        self,
+        queue: str,
+        job_id: str,
+        token: str,
+        result: JSON = None,
+        *,
+        now: datetime | None = None,
+    ) -> Job:
+        result = _json_copy(check_json(result, "result"))
+        moment = self._now(now)
+        q, job = self._owned(queue, job_id, token)
+        return self._complete(q, job, result, moment)
+
+    async def complete_jobs(
+        self, items: Sequence[Completion], *, now: datetime | None = None
+    ) -> list[FinalizeOutcome]:
+        results = [_json_copy(check_json(item.result, "result")) for item in items]
+        moment = self._now(now)
+        outcomes: list[FinalizeOutcome] = []
+        for item, result in zip(items, results, strict=True):
+            refused = self._outcome_of(item.queue, item.id, item.token)
+            if refused is None:
+                q, job = self._require(item.queue, item.id)
+                self._complete(q, job, result, moment)
+                refused = FinalizeOutcome(item.queue, item.id, "ok", "completed")
+            outcomes.append(refused)
+        return outcomes
+
+    async def fail_job(
+        self,
+        queue: str,
+        job_id: str,
+        token: str,
+        reason: str,
+        *,
+        stacktrace: str | None = None,
+        discard_retry: bool = False,
+        now: datetime | None = None,
+    ) -> Job:
+        moment = self._now(now)
+        q, job = self._owned(queue, job_id, token)
+        return self._fail(q, job, reason, stacktrace, discard_retry, moment)
+
+    async def fail_jobs(
+        self, items: Sequence[Failure], *, now: datetime | None = None
+    ) -> list[FinalizeOutcome]:
+        moment = self._now(now)
+        outcomes: list[FinalizeOutcome] = []
+        for item in items:
+            refused = self._outcome_of(item.queue, item.id, item.token)
+            if refused is None:
+                q, job = self._require(item.queue, item.id)
+                failed = self._fail(
+                    q, job, item.reason, item.stacktrace, item.discard_retry, moment
+                )
+                refused = FinalizeOutcome(item.queue, item.id, "ok", failed.state)
+            outcomes.append(refused)
+        return outcomes
+
+    async def release_job(
+        self, queue: str, job_id: str, token: str, *, now: datetime | None = None
+    ) -> Job:
+        moment = self._now(now)
+        q, job = self._owned(queue, job_id, token)
+        self._end_lease(job)
+        job.processed_at = None
+        self._move_to_waiting(q, job, front=True)
+        self._emit(q, "waiting", job.id, {"prev": "active"}, moment)
+        return job.snapshot()
+
+    async def delay_job(
+        self,
+        queue: str,
+        job_id: str,
+        token: str,
+        delay: Duration,
+        *,
+        now: datetime | None = None,
+    ) -> Job:
+        delay_ms = to_millis(delay, "delay")
+        moment = self._now(now)
+        q, job = self._owned(queue, job_id, token)
+        self._end_lease(job)
+        self._move_to_delayed(q, job, moment + delay_ms * _MILLISECOND)
+        data = {"delay": _epoch_ms(job.available_at), "prev": "active"}
+        self._emit(q, "delayed", job.id, data, moment)
+        return job.snapshot()
