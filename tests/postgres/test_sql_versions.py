@@ -124,7 +124,7 @@ def test_library_fingerprint_follows_the_repeatable_files_text(
     original = library_fingerprint()
     assert re.fullmatch(r"[0-9a-f]{64}", original)
     copy = _copy_sql(tmp_path)
-    monkeypatch.setattr(lane_schema, "sql_dir", lambda: copy)
+    monkeypatch.setattr(lane_schema.files, "sql_dir", lambda: copy)
 
     def fingerprint() -> str:
         library_fingerprint.cache_clear()
@@ -284,7 +284,8 @@ async def test_backend_connect_refuses_an_upgrade_deployed_without_migrate_SCH_6
     await migrate(dsn)
     ours = library_fingerprint()
     upgraded = "f" * 64
-    monkeypatch.setattr(lane_schema, "library_fingerprint", lambda: upgraded)
+    for module in (lane_schema.install, lane_schema.versions):  # what records and checks it
+        monkeypatch.setattr(module, "library_fingerprint", lambda: upgraded)
     with pytest.raises(SchemaVersionMismatch) as info:
         await PostgresBackend.connect(dsn)
     message = str(info.value)
@@ -700,7 +701,7 @@ async def test_downgrade_to_a_recorded_version_is_accepted_as_that_release(
     release_a = _copy_sql(tmp_path)
     (release_a / "functions" / "99_release_a.sql").write_text(RELEASE_MARKER, encoding="utf-8")
     with monkeypatch.context() as patch:
-        patch.setattr(lane_schema, "sql_dir", lambda: release_a)
+        patch.setattr(lane_schema.files, "sql_dir", lambda: release_a)
         library_fingerprint.cache_clear()
         fingerprint_a = library_fingerprint()
         await migrate(dsn)
