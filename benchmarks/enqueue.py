@@ -85,7 +85,7 @@ async def w1(rep: Reporter, runs: int, n: int) -> None:
     common = f"{n} jobs, one client, one autocommit call per job; median of {runs} runs"
     rep.figure(
         "W1",
-        "lane_pg PostgresBackend.add",
+        "lane_pg PostgresBackend.add_job",
         results["backend"],
         "jobs/s",
         raw=base,

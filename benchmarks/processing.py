@@ -324,7 +324,7 @@ async def w4(rep: Reporter, runs: int, n: int, concurrency: int) -> None:
             digits=2,
             notes=f"{common}; python -m lane_pg worker --poll-interval 30"
             f" --concurrency {concurrency}, woken by lane.add_job's NOTIFY;"
-            " enqueued with PostgresBackend.add",
+            " enqueued with PostgresBackend.add_job",
         )
         rep.figure(
             "W4",
