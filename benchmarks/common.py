@@ -198,8 +198,12 @@ def lane_worker_args(concurrency: int, *, burst: bool, poll: float | None = None
     return args
 
 
-def raw_worker_args(*, burst: bool, listen: bool = False, delete: bool = False) -> list[str]:
+def raw_worker_args(
+    *, burst: bool, listen: bool = False, delete: bool = False, batched: bool = False
+) -> list[str]:
     args = ["-m", "benchmarks.raw", "--dsn", bench_dsn(), "--queue", QUEUE]
+    if batched:
+        args.append("--batched")
     if burst:
         args.append("--burst")
     if listen:

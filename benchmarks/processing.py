@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import statistics
 import time
 
 import asyncpg
@@ -26,9 +27,12 @@ from benchmarks.common import (
     wait_ready,
 )
 from lane_pg.postgres.backend import PostgresBackend
+from lane_pg.worker import WorkerConfig
 
 SWEEP = (50, 100, 200, 400)
 """lane_pg worker --concurrency values tried (one process, one run each) when not given."""
+SHIPPED_CONCURRENCY = WorkerConfig().concurrency
+"""What a worker runs with when nothing is set (the "shipped defaults" W3 lines)."""
 DEFAULT_CONCURRENCY = 200
 """Used by W4-W6 when W3 is not run and no --w3-concurrency is given."""
 
@@ -125,11 +129,13 @@ async def _lane_drain(
     return rate
 
 
-async def _raw_drain(conn: asyncpg.Connection, n: int, processes: int) -> float:
+async def _raw_drain(
+    conn: asyncpg.Connection, n: int, processes: int, *, batched: bool = False
+) -> float:
     await reset(conn)
     await raw_prefill(conn, n)
     await conn.execute("ANALYZE bench_raw.jobs")
-    procs = [spawn(raw_worker_args(burst=True)) for _ in range(processes)]
+    procs = [spawn(raw_worker_args(burst=True, batched=batched)) for _ in range(processes)]
     await wait_all(procs, limit_s=600)
     row = await conn.fetchrow(
         "SELECT count(*) FILTER (WHERE state = 'done') AS done,"
@@ -140,7 +146,8 @@ async def _raw_drain(conn: asyncpg.Connection, n: int, processes: int) -> float:
     if not (row["done"] == row["once"] == row["total"] == n):
         raise RuntimeError(f"raw W3: expected {n} jobs done once each, got {dict(row)}")
     rate = n / row["seconds"]
-    progress(f"  raw {processes} proc: {rate:.0f} jobs/s ({row['seconds']:.2f}s in db)")
+    kind = "raw batched" if batched else "raw"
+    progress(f"  {kind} {processes} proc: {rate:.0f} jobs/s ({row['seconds']:.2f}s in db)")
     return rate
 
 
@@ -162,12 +169,16 @@ async def w3(rep: Reporter, runs: int, n: int, concurrency: int | None) -> int:
         quiet_snap = Snapshot(n, record_events=False)
         lane: dict[int, list[float]] = {1: [], 2: []}
         quiet: dict[int, list[float]] = {1: [], 2: []}
+        default: dict[int, list[float]] = {1: [], 2: []}
         base: dict[int, list[float]] = {1: [], 2: []}
+        strong: dict[int, list[float]] = {1: [], 2: []}
         for _ in range(runs):
             for p in (1, 2):
                 lane[p].append(await _lane_drain(conn, snap, p, concurrency))
                 quiet[p].append(await _lane_drain(conn, quiet_snap, p, concurrency))
+                default[p].append(await _lane_drain(conn, snap, p, SHIPPED_CONCURRENCY))
                 base[p].append(await _raw_drain(conn, n, p))
+                strong[p].append(await _raw_drain(conn, n, p, batched=True))
     finally:
         await conn.close()
     swept = (
@@ -194,6 +205,18 @@ async def w3(rep: Reporter, runs: int, n: int, concurrency: int | None) -> int:
             " from a snapshot per run, then ANALYZE; the queue keeps all finished jobs"
             " (lane.set_queue_retention(queue, NULL, NULL)) so every row can be checked",
             concurrency=concurrency,
+            ratio_strong=_ratio(lane[p], strong[p]),
+        )
+        rep.figure(
+            "W3",
+            f"lane_pg worker x{p}, shipped defaults",
+            default[p],
+            "jobs/s",
+            raw=base[p],
+            notes=f"{common}; as above with the shipped default concurrency"
+            f" ({SHIPPED_CONCURRENCY}) and nothing else set",
+            concurrency=SHIPPED_CONCURRENCY,
+            ratio_strong=_ratio(default[p], strong[p]),
         )
         rep.figure(
             "W3",
@@ -203,6 +226,7 @@ async def w3(rep: Reporter, runs: int, n: int, concurrency: int | None) -> int:
             raw=base[p],
             notes=f"{common}; as above on a queue that records no events ({QUIET_NOTE})",
             concurrency=concurrency,
+            ratio_strong=_ratio(quiet[p], strong[p]),
         )
         rep.figure(
             "W3",
@@ -213,7 +237,22 @@ async def w3(rep: Reporter, runs: int, n: int, concurrency: int | None) -> int:
             notes=f"{common}; baseline: claim 10 with one UPDATE ... SKIP LOCKED, then"
             " one UPDATE per job, each its own transaction; ANALYZE after the insert",
         )
+        rep.figure(
+            "W3",
+            f"raw batched worker x{p}",
+            strong[p],
+            "jobs/s",
+            raw=base[p],
+            notes=f"{common}; the peer harness's baseline (ratio_strong of the lane_pg lines"
+            " is against this): claim 10 with one UPDATE ... SKIP LOCKED, run the batch's"
+            " handlers concurrently, mark the batch done with one UPDATE",
+        )
     return concurrency
+
+
+def _ratio(runs: list[float], baseline: list[float]) -> float:
+    """median(runs) / median(baseline), as Reporter.figure's ratio."""
+    return round(statistics.median(runs) / statistics.median(baseline), 3)
 
 
 # --------------------------------------------------------------------------- W4

@@ -6,7 +6,9 @@ Enqueue helpers (one INSERT, INSERT ... SELECT FROM unnest, COPY) and a worker p
 
 The worker claims 10 ready jobs in one statement (``UPDATE ... WHERE id = ANY(ARRAY(SELECT
 ... ORDER BY id LIMIT 10 FOR UPDATE SKIP LOCKED))``), then marks each job done (or deletes
-it, ``--delete``) with one UPDATE per job, each its own transaction. With ``--listen`` it
+it, ``--delete``) with one UPDATE per job, each its own transaction; ``--batched`` is the
+peer harness's stronger baseline (../shared/peers-bench/bench_raw.py): the claimed jobs'
+handlers run concurrently and one UPDATE marks the whole batch done. With ``--listen`` it
 sleeps on LISTEN between empty claims (woken by the NOTIFY of an enqueue); otherwise it
 polls every 50 ms. ``--burst`` exits when a claim finds nothing.
 """
@@ -53,6 +55,14 @@ RETURNING id, payload
 """
 DONE = "UPDATE bench_raw.jobs SET state = 'done', finished_at = clock_timestamp() WHERE id = $1"
 DELETE = "DELETE FROM bench_raw.jobs WHERE id = $1"
+DONE_BATCH = (
+    "UPDATE bench_raw.jobs SET state = 'done', finished_at = clock_timestamp()"
+    " WHERE id = ANY ($1::bigint[])"
+)
+
+
+async def _noop(payload: str) -> None:
+    json.loads(payload)  # the no-op "processing"
 
 
 async def insert_one(conn: asyncpg.Connection, queue: str, payload: str, notify: bool) -> None:
@@ -75,7 +85,9 @@ async def copy_many(conn: asyncpg.Connection, queue: str, payloads: Sequence[str
     )
 
 
-async def work(dsn: str, queue: str, *, burst: bool, listen: bool, delete: bool) -> int:
+async def work(
+    dsn: str, queue: str, *, burst: bool, listen: bool, delete: bool, batched: bool = False
+) -> int:
     """Process jobs until stopped (SIGTERM) or, in burst mode, until none is ready."""
     conn = await asyncpg.connect(dsn, server_settings={"application_name": "bench_raw worker"})
     # payload arrives as jsonb text; decode it like a real worker would.
@@ -94,11 +106,17 @@ async def work(dsn: str, queue: str, *, burst: bool, listen: bool, delete: bool)
         await conn.add_listener(CHANNEL, lambda *_: wake.set())
     claim = await conn.prepare(CLAIM)
     finish = await conn.prepare(DELETE if delete else DONE)
+    finish_batch = await conn.prepare(DONE_BATCH)
     done = 0
     try:
         while not stopping:
             wake.clear()  # before claiming, so a NOTIFY during the claim is not missed
             rows = await claim.fetch(queue)
+            if batched and rows:
+                await asyncio.gather(*(_noop(row["payload"]) for row in rows))
+                await finish_batch.fetch([row["id"] for row in rows])
+                done += len(rows)
+                continue
             for row in rows:
                 json.loads(row["payload"])  # the no-op "processing"
                 await finish.fetch(row["id"])
@@ -121,9 +139,17 @@ def main() -> None:
     parser.add_argument("--burst", action="store_true")
     parser.add_argument("--listen", action="store_true")
     parser.add_argument("--delete", action="store_true")
+    parser.add_argument("--batched", action="store_true")
     args = parser.parse_args()
     asyncio.run(
-        work(args.dsn, args.queue, burst=args.burst, listen=args.listen, delete=args.delete)
+        work(
+            args.dsn,
+            args.queue,
+            burst=args.burst,
+            listen=args.listen,
+            delete=args.delete,
+            batched=args.batched,
+        )
     )
 
 

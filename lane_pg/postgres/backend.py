@@ -8,6 +8,8 @@ and SQLSTATE class ``LN`` errors to the ``lane_pg.errors`` classes.
 
 from __future__ import annotations
 
+import json
+import re
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -230,6 +232,8 @@ class PostgresBackend:
         names = [validate_job_name(spec.name) for spec in specs]
         datas = [dumps_json(spec.data, "job data") for spec in specs]
         options = [options_json(spec.options) for spec in specs]
+        if specs and all(text == "{}" for text in options):
+            return await self._add_plain_jobs(queue, names, datas, now)
         rows = await self._fetch(
             f"SELECT {JOB_COLUMNS} FROM lane.add_jobs($1, $2::text[], $3::text[]::jsonb[],"
             " $4::text[]::jsonb[], $5) AS j",
@@ -240,6 +244,61 @@ class PostgresBackend:
             now,
         )
         return [job_from_row(row) for row in rows]
+
+    async def _add_plain_jobs(
+        self, queue: str, names: list[str], datas: list[str], now: datetime | None
+    ) -> list[Job]:
+        """``add_jobs`` of specs without options (the common bulk add), through
+        ``lane.add_jobs_brief``: only the ids, sequences and order keys come back, and the
+        snapshots are built here, each field what a job added with default options holds
+        (tests/postgres/test_functions.py compares them with ``get_job``). W2: 1,000 full
+        rows coming back and decoded took 17 ms of a 42 ms call."""
+        rows = await self._fetch(
+            "SELECT created_at, ids, enqueued_seqs, order_keys FROM lane.add_jobs_brief($1,"
+            " $2::text[], $3::text[]::jsonb[], $4::text[]::jsonb[], $5)",
+            queue,
+            names,
+            datas,
+            ["{}"] * len(names),
+            now,
+        )
+        row = rows[0]
+        created_at = row["created_at"]
+        loads = json.loads
+        return [
+            Job(
+                queue=queue,
+                id=job_id,
+                name=name,
+                data=None if data == "null" else loads(data),
+                state="waiting",
+                priority=0,
+                lifo=False,
+                order_key=order_key,
+                enqueued_seq=seq,
+                created_at=created_at,
+                available_at=created_at,
+                processed_at=None,
+                finished_at=None,
+                attempts_started=0,
+                attempts_made=0,
+                max_attempts=1,
+                backoff=None,
+                timeout_ms=None,
+                lock_token=None,
+                worker_id=None,
+                lease_expires_at=None,
+                stalled_count=0,
+                progress=None,
+                return_value=None,
+                failed_reason=None,
+                stacktrace=[],
+                options={},
+            )
+            for job_id, name, data, seq, order_key in zip(
+                row["ids"], names, datas, row["enqueued_seqs"], row["order_keys"], strict=True
+            )
+        ]
 
     # ----------------------------------------------------------------- claiming
     async def claim_jobs(
@@ -649,9 +708,16 @@ class PostgresBackend:
         return [event_from_row(row) for row in rows]
 
 
+_CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
 def _token(token: str) -> str:
     """A lock token as uuid text. Text that is no uuid becomes the nil uuid, which no claim
     ever issues, so the function reports the lock mismatch like any stale token."""
+    # Tokens the worker got from a claim are canonical already: a match costs ~0.2 us
+    # against ~1.5 us for parsing and printing a UUID, twice per job (W3).
+    if isinstance(token, str) and _CANONICAL_UUID.fullmatch(token):
+        return token
     try:
         return str(uuid.UUID(token))
     except (ValueError, TypeError, AttributeError):

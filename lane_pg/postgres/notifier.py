@@ -119,7 +119,8 @@ class Notifier:
         """Check the connection; replace it with backoff when it is gone or unhealthy."""
         while not self._closing:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._lost.wait(), self._health_interval)
+                async with asyncio.timeout(self._health_interval):  # wait_for may swallow a cancel
+                    await self._lost.wait()
             if await self._healthy():
                 continue
             log.warning("LISTEN connection lost; reconnecting")

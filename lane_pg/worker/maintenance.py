@@ -69,8 +69,12 @@ class Leadership:
 
     async def wait_changed(self, timeout: float) -> None:  # noqa: ASYNC109 (bounded wait)
         """Sleep ``timeout`` seconds, or less when the role was won or lost meanwhile."""
+        # asyncio.timeout, not wait_for: on Python 3.11 wait_for swallows a cancellation
+        # that arrives as the event is set (the role just changed), and the cancelled
+        # scheduler then looped on, so a stopping worker waited for it forever.
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._changed.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await self._changed.wait()
         self._changed.clear()
 
     async def run(self) -> None:

@@ -138,6 +138,14 @@ class Worker:
             self._queues_read_at = now
         return self._all_queue_names
 
+    def _free_slots(self) -> int:
+        """Jobs to claim now: the concurrency not taken by running handlers, while the
+        jobs held (outcomes still being written included) stay within twice the
+        concurrency, so a slow settlement holds back claims instead of piling up leases."""
+        concurrency = self.config.concurrency
+        running = self._running
+        return min(concurrency - running.busy, 2 * concurrency - len(running))
+
     async def _demands(self, free: int, refresh: bool) -> list[QueueDemand]:
         if not self._lanes:
             return [QueueDemand(name, free) for name in await self._all_queues(refresh)]
@@ -165,7 +173,7 @@ class Worker:
             # claim below is in flight: burst mode may stop only after a claim that began
             # with nothing in hand.
             had_work = bool(self._running) or self._settlement.has_unsettled()
-            free = self.config.concurrency - len(self._running)
+            free = self._free_slots()
             demands = await self._demands(free, not found_work) if free > 0 else []
             jobs: list[ClaimedJob] = []
             claim_failed = False
@@ -223,7 +231,8 @@ class Worker:
             await self._notifier.wait(timeout)
         else:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout)
+                async with asyncio.timeout(timeout):  # not wait_for: see Leadership.wait_changed
+                    await self._wake.wait()
 
     async def _summary_loop(self) -> None:
         while True:

@@ -45,9 +45,9 @@ class Settlement:
             self.abandon(running)
             return
         job = running.job
-        running.settling = True
         self._completions.append(Completion(job.queue, job.id, job.lock_token, result))
         self._wake.set()
+        self._jobs.settle(running)
 
     def fail(self, running: Running, error: BaseException, *, discard: bool) -> None:
         if running.context.has_lost_lease():
@@ -56,9 +56,9 @@ class Settlement:
         job = running.job
         reason = str(error) or type(error).__name__
         trace = "".join(traceback.format_exception(error)).rstrip()
-        running.settling = True
         self._failures.append(Failure(job.queue, job.id, job.lock_token, reason, trace, discard))
         self._wake.set()
+        self._jobs.settle(running)
 
     def abandon(self, running: Running) -> None:
         """A run whose lease was lost: nothing it produced is written."""
@@ -97,7 +97,8 @@ class Settlement:
             self._settled.clear()
             self._wake.set()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._settled.wait(), 1.0)
+                async with asyncio.timeout(1.0):  # not wait_for: see Leadership.wait_changed
+                    await self._settled.wait()
 
     async def _flush(self) -> None:
         completions, self._completions = self._completions, []

@@ -255,3 +255,25 @@ BEGIN
     RETURN QUERY SELECT * FROM lane._insert_jobs(p_queue, p_names, p_datas, v_options,
                                                  coalesce(p_now, clock_timestamp()));
 END $$;
+
+-- W2: lane.add_jobs for a caller that needs only what the database chose for each job,
+-- in input order (its id, enqueue sequence and order key), and the one creation time.
+-- PostgresBackend.add_jobs builds the snapshots of a batch without options from these
+-- and from what it sent: 1,000 full rows coming back and decoded into snapshots took
+-- 17 ms of a 42 ms call. Same checks, rows, events and wake-ups as lane.add_jobs.
+CREATE OR REPLACE FUNCTION lane.add_jobs_brief(p_queue text, p_names text[], p_datas jsonb[],
+                                               p_options jsonb[], p_now timestamptz DEFAULT NULL,
+                                               OUT created_at timestamptz, OUT ids text[],
+                                               OUT enqueued_seqs bigint[],
+                                               OUT order_keys bigint[])
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_now timestamptz := coalesce(p_now, clock_timestamp());
+BEGIN
+    created_at := v_now;
+    SELECT coalesce(array_agg(j.id ORDER BY j.ordinality), '{}'),
+           coalesce(array_agg(j.enqueued_seq ORDER BY j.ordinality), '{}'),
+           coalesce(array_agg(j.order_key ORDER BY j.ordinality), '{}')
+      INTO ids, enqueued_seqs, order_keys
+      FROM lane.add_jobs(p_queue, p_names, p_datas, p_options, v_now) WITH ORDINALITY AS j;
+END $$;

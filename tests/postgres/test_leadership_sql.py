@@ -129,7 +129,7 @@ async def test_downgrade_of_leadership_removes_the_table_and_its_functions(
 ) -> None:
     dsn = await new_db()
     await _run_in_thread(_alembic_upgrade, dsn)
-    await _run_in_thread(_alembic, dsn, "lane", "downgrade", "-1")
+    await _run_in_thread(_alembic, dsn, "lane", "downgrade", "0004")
     conn = await asyncpg.connect(dsn)
     try:
         assert await conn.fetchval("SELECT to_regclass('lane.leaders')") is None

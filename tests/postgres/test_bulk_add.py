@@ -1,0 +1,82 @@
+"""ADD-1/ADD-11 on PostgreSQL's fast bulk path (W2): a batch without options goes through
+``lane.add_jobs_brief`` and the snapshots are built in Python from what the database chose.
+They must be exactly what the stored rows say."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import asyncpg
+
+from lane_pg import JobSpec
+from lane_pg.postgres.backend import PostgresBackend
+
+
+async def test_plain_bulk_snapshots_equal_the_stored_jobs(
+    pg_backend: PostgresBackend, queue_name: str
+) -> None:
+    specs = [
+        JobSpec("send", {"to": "a@example.com", "n": 1, "tags": ["x"], "nested": {"b": 1, "a": 2}}),
+        JobSpec("send"),
+        JobSpec("other", [1, 2.5, "three", None, True]),
+        JobSpec("send", {}, {}),  # an empty options document is no options
+    ]
+    added = await pg_backend.add_jobs(queue_name, specs)
+    stored = [await pg_backend.get_job(queue_name, job.id) for job in added]
+    assert added == stored
+    assert [job.name for job in added] == ["send", "send", "other", "send"]
+    assert len({job.id for job in added}) == 4
+    assert [job.enqueued_seq for job in added] == sorted(job.enqueued_seq for job in added)  # type: ignore[type-var]
+
+
+async def test_plain_bulk_add_keeps_the_given_time_and_creates_the_queue(
+    pg_backend: PostgresBackend, queue_name: str
+) -> None:
+    at = datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
+    added = await pg_backend.add_jobs(queue_name, [JobSpec("a"), JobSpec("b")], now=at)
+    assert {job.created_at for job in added} == {at}
+    assert queue_name in await pg_backend.list_queues()
+    assert added == [await pg_backend.get_job(queue_name, job.id) for job in added]
+
+
+async def test_a_batch_with_options_still_returns_stored_rows(
+    pg_backend: PostgresBackend, queue_name: str
+) -> None:
+    added = await pg_backend.add_jobs(
+        queue_name, [JobSpec("a"), JobSpec("b", None, {"priority": 3, "delay_ms": 60_000})]
+    )
+    assert added == [await pg_backend.get_job(queue_name, job.id) for job in added]
+    assert [job.state for job in added] == ["waiting", "delayed"]
+
+
+async def test_add_jobs_brief_in_sql_reports_ids_in_input_order(
+    pg_dsn: str, queue_name: str
+) -> None:
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        row = await conn.fetchrow(
+            "SELECT * FROM lane.add_jobs_brief($1, ARRAY['a', 'b', 'c'],"
+            " ARRAY['1', '2', '3']::jsonb[],"
+            " ARRAY['{}', '{\"job_id\": \"custom-1\"}', '{}']::jsonb[])",
+            queue_name,
+        )
+        assert row is not None
+        ids = row["ids"]
+        assert ids[1] == "custom-1"
+        names = [
+            await conn.fetchval(
+                "SELECT name FROM lane.jobs WHERE queue = $1 AND id = $2", queue_name, i
+            )
+            for i in ids
+        ]
+        assert names == ["a", "b", "c"]
+        keys = await conn.fetch(
+            "SELECT enqueued_seq, order_key FROM lane.jobs WHERE queue = $1 AND id = ANY($2)"
+            " ORDER BY array_position($2, id)",
+            queue_name,
+            ids,
+        )
+        assert [r["enqueued_seq"] for r in keys] == list(row["enqueued_seqs"])
+        assert [r["order_key"] for r in keys] == list(row["order_keys"])
+    finally:
+        await conn.close()
