@@ -7,6 +7,7 @@ the memory backend (and a Redis backend) stays free of methods that mean nothing
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -26,6 +27,25 @@ class ReclaimsSpace(Protocol):
     async def vacuum(self, table: str) -> int:
         """VACUUM one table without waiting for its lock; the dead row versions left."""
         ...
+
+    async def index_sizes(self) -> list[IndexSize]:
+        """Every valid index of the backend's tables with its size and its table's live rows."""
+        ...
+
+    async def reindex(self, index: str) -> int:
+        """Rebuild one index without blocking writers; its size in bytes afterwards."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class IndexSize:
+    """One index as ``ReclaimsSpace.index_sizes`` reads it."""
+
+    table: str
+    index: str
+    bytes: int
+    live_rows: int
+    """The table's live rows (``pg_stat_user_tables.n_live_tup``, an estimate)."""
 
 
 @runtime_checkable

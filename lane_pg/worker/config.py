@@ -52,6 +52,12 @@ class WorkerConfig:
     A queue turns every job into several dead versions (claim, completion, pruning):
     autovacuum wakes once a minute at most (``autovacuum_naptime``) and may be off, and the
     table grows with everything that dies in between (W6). PostgreSQL backends only."""
+    reindex_min_bytes: int | None = 1024 * 1024
+    """The leader rebuilds (``REINDEX INDEX CONCURRENTLY``) an index of the schema once it
+    is bigger than this and than three times what its table's live rows need
+    (``maintenance.reindex_pass``); ``None`` never does. PostgreSQL backends only."""
+    reindex_interval: float = 10.0
+    """Seconds between the leader's index-size checks (one catalog query)."""
     leader_lease: float = 1.0
     """Seconds the maintenance leader's lease lasts (``Leader.acquire_leadership``). The
     leader renews it every third of that and every other worker asks as often, so a leader
@@ -71,7 +77,13 @@ class WorkerConfig:
             raise InvalidOptions(f"concurrency must be >= 1, got {self.concurrency}")
         if self.lease <= 0 or self.poll_interval <= 0 or self.shutdown_timeout < 0:
             raise InvalidOptions("lease and poll interval must be positive")
-        for name in ("prune_interval", "trim_interval", "promote_interval", "leader_lease"):
+        for name in (
+            "prune_interval",
+            "trim_interval",
+            "promote_interval",
+            "leader_lease",
+            "reindex_interval",
+        ):
             value = getattr(self, name)
             if value <= 0:
                 raise InvalidOptions(f"{name} must be positive, got {value}")
@@ -82,6 +94,12 @@ class WorkerConfig:
         ):
             raise InvalidOptions(
                 f"vacuum_min_dead must be a positive count or None, got {self.vacuum_min_dead}"
+            )
+        if self.reindex_min_bytes is not None and (
+            isinstance(self.reindex_min_bytes, bool) or self.reindex_min_bytes < 0
+        ):
+            raise InvalidOptions(
+                f"reindex_min_bytes must be a size in bytes or None, got {self.reindex_min_bytes}"
             )
         if not 0 < self.renew_fraction < 1:
             raise InvalidOptions("renew_fraction must be within (0, 1)")

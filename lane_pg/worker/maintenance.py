@@ -47,6 +47,8 @@ class PeriodicTask:
     run: Callable[[], Awaitable[str]]
     next_at: float = 0.0
     """Monotonic time of the next pass; 0 runs it at once."""
+    at_exit: bool = False
+    """Run once more when a leading burst worker exits (``MaintenanceScheduler.final_pass``)."""
 
 
 class Leadership:
@@ -85,9 +87,8 @@ class Leadership:
         was_leading = False
         failing = False
         while True:
-            asked_at = time.monotonic()
             try:
-                held = await leader.acquire_leadership(MAINTENANCE_ROLE, self._holder, self._lease)
+                await self.ask()
             except Exception as exc:
                 # Unknown: keep the local lease, which runs out by itself if this persists.
                 # Asked three times a lease: say so once per outage, not three times a second.
@@ -97,7 +98,6 @@ class Leadership:
                 failing = True
             else:
                 failing = False
-                self._until = asked_at + self._lease if held else 0.0
             leading = self.leading()
             if leading != was_leading:
                 was_leading = leading
@@ -108,6 +108,16 @@ class Leadership:
                 )
                 self._changed.set()
             await asyncio.sleep(self._lease / 3)
+
+    async def ask(self) -> bool:
+        """Ask for (or renew) the role once; True when this worker now leads."""
+        leader = self._leader
+        if leader is None:
+            return True
+        asked_at = time.monotonic()
+        held = await leader.acquire_leadership(MAINTENANCE_ROLE, self._holder, self._lease)
+        self._until = asked_at + self._lease if held else 0.0
+        return self.leading()
 
     async def resign(self) -> None:
         """Give the role up (at shutdown), so another worker need not wait for the lease.
@@ -159,6 +169,33 @@ class MaintenanceScheduler:
                 pause = 1.0
             await leadership.wait_changed(max(pause, 0.0))
 
+    async def final_pass(self) -> None:
+        """The ``at_exit`` tasks once more, if this worker leads: a burst worker that
+        drained its queues prunes, trims and vacuums what it finished before it leaves
+        (unless another worker leads: its own passes do it).
+        Without it each W6 round left what the last second of draining finished (up to
+        85,200 rows beyond the 10,000 kept) for the next round's workers, and the table
+        grew round after round."""
+        leadership = self._leadership
+        if not leadership.leading():
+            # A short burst may end before the first election settled: ask once more.
+            try:
+                if not await leadership.ask():
+                    return  # another worker leads: its own passes take care of it
+            except Exception as exc:
+                log.warning("maintenance leadership check at exit failed: %s", exc)
+                return
+        for task in self.tasks:
+            if not task.at_exit:
+                continue
+            try:
+                done = await task.run()
+            except Exception as exc:
+                log.warning("maintenance %s failed at exit: %s", task.name, exc)
+            else:
+                if done:
+                    log.info("maintenance %s at exit: %s", task.name, done)
+
 
 def maintenance_tasks(backend: JobQueueBackend, config: WorkerConfig) -> list[PeriodicTask]:
     """Today's upkeep, for every queue of the backend."""
@@ -187,8 +224,8 @@ def maintenance_tasks(backend: JobQueueBackend, config: WorkerConfig) -> list[Pe
     tasks = [
         PeriodicTask("stalled recovery", config.recovery_interval, recover),
         PeriodicTask("promotion", config.promote_interval, promote),
-        PeriodicTask("event trimming", config.trim_interval, trim),
-        PeriodicTask("pruning", config.prune_interval, prune),
+        PeriodicTask("event trimming", config.trim_interval, trim, at_exit=True),
+        PeriodicTask("pruning", config.prune_interval, prune, at_exit=True),
     ]
     threshold = config.vacuum_min_dead
     if threshold is not None and isinstance(backend, ReclaimsSpace):
@@ -198,8 +235,35 @@ def maintenance_tasks(backend: JobQueueBackend, config: WorkerConfig) -> list[Pe
         async def vacuum() -> str:
             return ", ".join(await vacuum_pass(reclaimer, threshold, floors))
 
-        tasks.append(PeriodicTask("vacuum", config.recovery_interval, vacuum))
+        tasks.append(PeriodicTask("vacuum", config.recovery_interval, vacuum, at_exit=True))
+    floor = config.reindex_min_bytes
+    if floor is not None and isinstance(backend, ReclaimsSpace):
+        rebuilder = backend
+
+        async def reindex() -> str:
+            return ", ".join(await reindex_pass(rebuilder, floor))
+
+        tasks.append(PeriodicTask("reindex", config.reindex_interval, reindex, at_exit=True))
     return tasks
+
+
+BYTES_PER_LIVE_ROW = 64
+"""What one live row may take in one index of the schema, generously (a bigint key entry
+takes ~16 bytes, a (queue, id) entry ~30, a finished_idx entry ~45, each at B-tree fill)."""
+BLOAT_FACTOR = 3
+
+
+async def reindex_pass(backend: ReclaimsSpace, floor: int) -> list[str]:
+    """Rebuild each index bigger than ``floor`` bytes and than ``BLOAT_FACTOR`` times what
+    its table's live rows need (``BYTES_PER_LIVE_ROW`` each): B-tree pages are not given
+    back by VACUUM, so an index sized for a past wave of jobs keeps its size (W6)."""
+    done = []
+    for size in await backend.index_sizes():
+        needed = (size.live_rows + 1) * BYTES_PER_LIVE_ROW
+        if size.bytes > max(floor, BLOAT_FACTOR * needed):
+            after = await backend.reindex(size.index)
+            done.append(f"{size.index} ({size.bytes // 1024} -> {after // 1024} kB)")
+    return done
 
 
 async def vacuum_pass(backend: ReclaimsSpace, threshold: int, floors: dict[str, int]) -> list[str]:

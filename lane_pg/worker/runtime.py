@@ -114,15 +114,19 @@ class Worker:
             asyncio.create_task(self.maintenance.run(), name="lane_pg-maintenance"),
             asyncio.create_task(self._summary_loop(), name="lane_pg-summary"),
         ]
+        drained = False
         try:
             await self._claim_loop()
             await self._shutdown()
+            drained = True
         finally:
             for task in helpers:
                 task.cancel()
             for task in helpers:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+            if drained and self.config.burst:
+                await self.maintenance.final_pass()
             await self.leadership.resign()
             if own is not None:
                 await own.close()

@@ -80,3 +80,17 @@ async def test_add_jobs_brief_in_sql_reports_ids_in_input_order(
         assert [r["order_key"] for r in keys] == list(row["order_keys"])
     finally:
         await conn.close()
+
+
+async def test_a_single_add_without_options_returns_the_stored_job(
+    pg_backend: PostgresBackend, queue_name: str
+) -> None:
+    """ADD-1 on add_job's fast path (W1): the snapshot is built from the id, sequence, order
+    key and time the database chose."""
+    plain = await pg_backend.add_job(queue_name, "send", {"b": [1, {"c": None}], "a": "é"})
+    empty = await pg_backend.add_job(queue_name, "send", None, {})
+    with_options = await pg_backend.add_job(queue_name, "send", 7, {"priority": 2})
+    for job in (plain, empty, with_options):
+        assert job == await pg_backend.get_job(queue_name, job.id)
+    assert empty.data is None
+    assert with_options.priority == 2

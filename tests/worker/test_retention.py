@@ -9,7 +9,7 @@ import asyncpg
 from lane_pg.postgres.backend import PostgresBackend
 from lane_pg.types import JobSpec
 from tests.helpers import eventually
-from tests.worker.conftest import Workers, counts, queue_args
+from tests.worker.conftest import MAINTENANCE_ROLE, Workers, counts, queue_args, until
 
 
 async def test_worker_prunes_finished_jobs_down_to_the_queue_bound_RET_1(
@@ -38,3 +38,23 @@ async def test_worker_prunes_finished_jobs_down_to_the_queue_bound_RET_1(
         "SELECT id FROM lane.jobs WHERE queue = $1 AND state = 'completed'", queue_name
     )
     assert {row["id"] for row in kept} == set(completed_events[-3:])
+
+
+async def test_a_leading_burst_worker_prunes_what_it_finished_before_it_exits_RET_1(
+    workers: Workers, backend: PostgresBackend, db: asyncpg.Connection, queue_name: str
+) -> None:
+    """A burst worker drains, then runs its exit pass (pruning, trimming, vacuum) while it
+    still leads: the queue is within its bound when the process has exited, not only once
+    some later worker's next pass comes round (W6 grew round after round without it)."""
+    await backend.set_queue_retention(queue_name, keep_completed=2, keep_failed=None)
+    await backend.add_jobs(queue_name, [JobSpec("noop", {"n": n}) for n in range(40)])
+    leader, probe = backend.leader(), f"test:{queue_name}"
+
+    async def nobody_leads() -> bool:  # a worker of an earlier test may still hold the role
+        return await leader.acquire_leadership(MAINTENANCE_ROLE, probe, 0.001)
+
+    await until(nobody_leads, timeout=10)
+    await leader.resign_leadership(MAINTENANCE_ROLE, probe)
+    worker = await workers.run(*queue_args(queue_name), "--burst", "--concurrency", "40")
+    assert worker.returncode == 0, worker.describe()
+    assert await counts(db, [queue_name]) == {"completed": 2}
