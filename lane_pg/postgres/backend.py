@@ -186,6 +186,16 @@ class PostgresBackend:
             for row in rows
         ]
 
+    async def count_rows(self, table: str, limit: int) -> int:
+        """``count(*)`` of one table of this schema, reading at most ``limit`` rows."""
+        if table not in await self.dead_tuples():
+            raise InvalidOptions(f"no table {table!r} in schema {self.schema!r}")
+        name = '"{}"."{}"'.format(self.schema, table.replace('"', '""'))
+        count: int = await self._fetchval(
+            f"SELECT count(*) FROM (SELECT 1 FROM {name} LIMIT $1) AS s", max(limit, 0)
+        )
+        return count
+
     async def reindex(self, index: str) -> int:
         """``REINDEX INDEX CONCURRENTLY`` one index of this schema: writers and claims go on
         while it is rebuilt. B-tree pages emptied by deletions are reused only within their

@@ -54,7 +54,7 @@ class WorkerConfig:
     table grows with everything that dies in between (W6). PostgreSQL backends only."""
     reindex_min_bytes: int | None = 1024 * 1024
     """The leader rebuilds (``REINDEX INDEX CONCURRENTLY``) an index of the schema once it
-    is bigger than this and than three times what its table's live rows need
+    is bigger than this and takes more than 96 bytes per row of its table
     (``maintenance.reindex_pass``); ``None`` never does. PostgreSQL backends only."""
     reindex_interval: float = 10.0
     """Seconds between the leader's index-size checks (one catalog query)."""

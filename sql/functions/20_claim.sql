@@ -34,8 +34,12 @@ BEGIN
         SELECT paused, record_events INTO v_paused, v_record
           FROM lane.queues WHERE name = v_queue;
         CONTINUE WHEN NOT FOUND;
-        -- CLAIM-3: promoted jobs of a paused queue wake nobody.
-        PERFORM lane._promote_due(ARRAY[v_queue], v_now, false);
+        -- CLAIM-3: promoted jobs of a paused queue wake nobody. The probe first: a claim
+        -- on a queue with nothing due (nearly every claim) skips the call.
+        IF EXISTS (SELECT 1 FROM lane.jobs
+                    WHERE queue = v_queue AND state = 'delayed' AND available_at <= v_now) THEN
+            PERFORM lane._promote_due(ARRAY[v_queue], v_now, false);
+        END IF;
         CONTINUE WHEN v_paused;
         v_keys := ARRAY(SELECT key FROM lane.jobs
                          WHERE queue = v_queue AND state = 'waiting'
