@@ -8,6 +8,7 @@ import asyncpg
 import pytest
 import pytest_asyncio
 
+from lane_pg.postgres.backend import PostgresBackend
 from lane_pg.postgres.schema import migrate
 from tests.conftest import NewDatabase
 
@@ -39,6 +40,19 @@ async def fresh_conn(new_db: NewDatabase) -> AsyncIterator[asyncpg.Connection]:
     await migrate(dsn)
     async for connection in _rolled_back(dsn):
         yield connection
+
+
+@pytest.fixture
+async def fresh(new_db: NewDatabase) -> AsyncIterator[tuple[str, PostgresBackend]]:
+    """A migrated database of its own and a small backend pool on it: for tests whose
+    figures (dead rows, table and index sizes) must be their own."""
+    dsn = await new_db()
+    await migrate(dsn)
+    backend = await PostgresBackend.connect(dsn, min_size=1, max_size=4)
+    try:
+        yield dsn, backend
+    finally:
+        await backend.close()
 
 
 async def refused(conn: asyncpg.Connection, sqlstate: str, sql: str, *args: object) -> str:

@@ -7,30 +7,15 @@ Each test uses a fresh database, so the sizes it reads are its own.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import asyncpg
 import pytest
 
 from lane_pg.backend import ReclaimsSpace
 from lane_pg.errors import InvalidOptions
 from lane_pg.postgres.backend import PostgresBackend
-from lane_pg.postgres.schema import migrate
 from lane_pg.types import JobSpec, QueueDemand
 from lane_pg.worker import WorkerConfig
 from lane_pg.worker.maintenance import reindex_pass
-from tests.conftest import NewDatabase
-
-
-@pytest.fixture
-async def fresh(new_db: NewDatabase) -> AsyncIterator[tuple[str, PostgresBackend]]:
-    dsn = await new_db()
-    await migrate(dsn)
-    backend = await PostgresBackend.connect(dsn, min_size=1, max_size=4)
-    try:
-        yield dsn, backend
-    finally:
-        await backend.close()
 
 
 async def _wave(dsn: str, queue: str, n: int, *, remove: bool = True) -> None:

@@ -6,7 +6,6 @@ Each test uses a fresh database, so the counts it reads are its own.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
@@ -14,23 +13,10 @@ import pytest
 from lane_pg.backend import ReclaimsSpace
 from lane_pg.errors import InvalidOptions
 from lane_pg.postgres.backend import PostgresBackend
-from lane_pg.postgres.schema import migrate
 from lane_pg.types import JSON, Job, Lane
 from lane_pg.worker import JobContext, Worker, WorkerConfig
 from lane_pg.worker.maintenance import vacuum_pass
-from tests.conftest import NewDatabase
 from tests.helpers import eventually
-
-
-@pytest.fixture
-async def fresh(new_db: NewDatabase) -> AsyncIterator[tuple[str, PostgresBackend]]:
-    dsn = await new_db()
-    await migrate(dsn)
-    backend = await PostgresBackend.connect(dsn, min_size=1, max_size=4)
-    try:
-        yield dsn, backend
-    finally:
-        await backend.close()
 
 
 async def _make_dead_rows(dsn: str, queue: str, n: int) -> None:
