@@ -56,11 +56,14 @@ class RunningJobs:
     job, the new run replaced the old one, which was then never flagged, cancelled or freed.
     """
 
-    def __init__(self, on_change: Callable[[], None]) -> None:
+    def __init__(self, on_change: Callable[[], None], hold_limit: int | None = None) -> None:
         self._jobs: dict[tuple[str, str, str], Running] = {}
         self._per_lane: dict[str, int] = {}
         self._busy = 0
         self._on_change = on_change
+        self._hold_limit = hold_limit
+        """Held jobs beyond which the claim loop waits (twice the concurrency); None: no
+        limit of that kind, every change wakes it."""
 
     def __len__(self) -> int:
         """Jobs held: handlers running plus outcomes not yet written."""
@@ -98,9 +101,15 @@ class RunningJobs:
     def finish(self, running: Running) -> None:
         """Forget a job whose outcome is written (or abandoned); frees its slot."""
         job = running.job
+        at_limit = self._hold_limit is None or len(self._jobs) >= self._hold_limit
         held = self._jobs.pop((job.queue, job.id, job.lock_token), None) is not None
         if held and not running.settling:
             self._release_slot(running)
+        elif held and not at_limit:
+            # Its slot was freed when its outcome was queued (settle) and the hold limit
+            # did not bind: nothing new to claim for. Waking the claim loop here too cost
+            # an empty claim and a next_due_in round trip per job (W4).
+            return
         self._on_change()
 
     def _release_slot(self, running: Running) -> None:

@@ -61,7 +61,7 @@ class Worker:
         self._all_queue_names: list[str] = []
         self._queues_read_at = 0.0
         self.counts = {"claimed": 0, "completed": 0, "failed": 0, "lost": 0, "released": 0}
-        self._running = RunningJobs(self._poke)
+        self._running = RunningJobs(self._poke, hold_limit=2 * self.config.concurrency)
         self._settlement = Settlement(backend, self._running, self.counts, self.worker_id)
         self._runner = JobRunner(self.processors, self._running, self._settlement, self.counts)
         self.leadership = Leadership(leader, self.worker_id, self.config.leader_lease)
@@ -148,7 +148,7 @@ class Worker:
         concurrency, so a slow settlement holds back claims instead of piling up leases."""
         concurrency = self.config.concurrency
         running = self._running
-        return min(concurrency - running.busy, 2 * concurrency - len(running))
+        return min(concurrency - running.busy, 2 * concurrency - len(running))  # hold_limit
 
     async def _demands(self, free: int, refresh: bool) -> list[QueueDemand]:
         if not self._lanes:
@@ -193,6 +193,12 @@ class Worker:
                 self._runner.start(job, JobContext(self.backend, job, self.worker_id))
             found_work = bool(jobs)
             if jobs:
+                if len(jobs) < min(free, sum(demand.limit for demand in demands)):
+                    # A short claim: the queues asked had nothing more ready. Sleep until
+                    # a wake-up (a NOTIFY, a freed slot, a due delayed job) instead of
+                    # asking again at once: one empty claim less per job at low load (W4:
+                    # claims per job 3.8 -> 3.0 -> 2.0 with the slot wake-up in finish()).
+                    await self._idle_wait(self._free_slots() > 0)
                 continue
             # A failed claim says nothing about the queue being empty: burst mode keeps going.
             if (
