@@ -8,7 +8,6 @@ and SQLSTATE class ``LN`` errors to the ``lane_pg.errors`` classes.
 
 from __future__ import annotations
 
-import json
 import re
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -23,7 +22,13 @@ from lane_pg.errors import ConfigurationError, InvalidOptions, JobNotFound, tran
 from lane_pg.postgres import schema as schema_mod
 from lane_pg.postgres.leader import PostgresLeader
 from lane_pg.postgres.notifier import Notifier
-from lane_pg.postgres.rows import EVENT_COLUMNS, JOB_COLUMNS, event_from_row, job_from_row
+from lane_pg.postgres.rows import (
+    EVENT_COLUMNS,
+    JOB_COLUMNS,
+    event_from_row,
+    job_from_row,
+    plain_job,
+)
 from lane_pg.types import (
     ALL_STATES,
     DEFAULT_PRUNE_BATCH,
@@ -284,7 +289,7 @@ class PostgresBackend:
         data_text = dumps_json(data, "job data")
         options_text = options_json(options)
         if options_text == "{}":
-            # Default options: only what the database chose comes back (see _plain_job).
+            # Default options: only what the database chose comes back (see rows.plain_job).
             rows = await self._fetch(
                 "SELECT j.id, j.enqueued_seq, j.order_key, j.created_at"
                 " FROM lane.add_job($1, $2, $3::jsonb, '{}'::jsonb, $4) AS j",
@@ -294,7 +299,7 @@ class PostgresBackend:
                 now,
             )
             row = rows[0]
-            return _plain_job(
+            return plain_job(
                 queue, row["id"], name, data_text, row["enqueued_seq"], row["order_key"],
                 row["created_at"],
             )  # fmt: skip
@@ -332,7 +337,7 @@ class PostgresBackend:
     ) -> list[Job]:
         """``add_jobs`` of specs without options (the common bulk add), through
         ``lane.add_jobs_brief``: only the ids, sequences and order keys come back, and the
-        snapshots are built here (``_plain_job``)."""
+        snapshots are built here (``rows.plain_job``)."""
         rows = await self._fetch(
             "SELECT created_at, ids, enqueued_seqs, order_keys FROM lane.add_jobs_brief($1,"
             " $2::text[], $3::text[]::jsonb[], $4::text[]::jsonb[], $5)",
@@ -345,7 +350,7 @@ class PostgresBackend:
         row = rows[0]
         created_at = row["created_at"]
         return [
-            _plain_job(queue, job_id, name, data, seq, order_key, created_at)
+            plain_job(queue, job_id, name, data, seq, order_key, created_at)
             for job_id, name, data, seq, order_key in zip(
                 row["ids"], names, datas, row["enqueued_seqs"], row["order_keys"], strict=True
             )
@@ -760,54 +765,6 @@ class PostgresBackend:
 
 
 _CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-
-
-def _plain_job(
-    queue: str,
-    job_id: str,
-    name: str,
-    data_text: str,
-    enqueued_seq: int,
-    order_key: int,
-    created_at: datetime,
-) -> Job:
-    """The snapshot of a job just added with default options, from what the database chose
-    (id, enqueue sequence, order key, creation time) and what was sent: every other column
-    holds its default. Skipping the full row saves its transfer and decoding: 17 ms of a
-    42 ms 1,000-job add_jobs (W2), ~40 us of an add_job (W1). tests/postgres/
-    test_bulk_add.py compares these snapshots with get_job's."""
-    return Job(
-        queue=queue,
-        id=job_id,
-        name=name,
-        data=None if data_text == "null" else _loads(data_text),
-        state="waiting",
-        priority=0,
-        lifo=False,
-        order_key=order_key,
-        enqueued_seq=enqueued_seq,
-        created_at=created_at,
-        available_at=created_at,
-        processed_at=None,
-        finished_at=None,
-        attempts_started=0,
-        attempts_made=0,
-        max_attempts=1,
-        backoff=None,
-        timeout_ms=None,
-        lock_token=None,
-        worker_id=None,
-        lease_expires_at=None,
-        stalled_count=0,
-        progress=None,
-        return_value=None,
-        failed_reason=None,
-        stacktrace=[],
-        options={},
-    )
-
-
-_loads = json.loads
 
 
 def _token(token: str) -> str:
