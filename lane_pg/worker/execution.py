@@ -56,14 +56,14 @@ class RunningJobs:
     job, the new run replaced the old one, which was then never flagged, cancelled or freed.
     """
 
-    def __init__(self, on_change: Callable[[], None], hold_limit: int | None = None) -> None:
+    def __init__(self, on_change: Callable[[], None], hold_limit: int) -> None:
         self._jobs: dict[tuple[str, str, str], Running] = {}
         self._per_lane: dict[str, int] = {}
         self._busy = 0
         self._on_change = on_change
-        self._hold_limit = hold_limit
-        """Held jobs beyond which the claim loop waits (twice the concurrency); None: no
-        limit of that kind, every change wakes it."""
+        self.hold_limit = hold_limit
+        """The most jobs held at once, outcomes not yet written included: the claim loop
+        claims no more than ``hold_limit - len(self)``."""
 
     def __len__(self) -> int:
         """Jobs held: handlers running plus outcomes not yet written."""
@@ -101,7 +101,7 @@ class RunningJobs:
     def finish(self, running: Running) -> None:
         """Forget a job whose outcome is written (or abandoned); frees its slot."""
         job = running.job
-        at_limit = self._hold_limit is None or len(self._jobs) >= self._hold_limit
+        at_limit = len(self._jobs) >= self.hold_limit
         held = self._jobs.pop((job.queue, job.id, job.lock_token), None) is not None
         if held and not running.settling:
             self._release_slot(running)

@@ -146,9 +146,8 @@ class Worker:
         """Jobs to claim now: the concurrency not taken by running handlers, while the
         jobs held (outcomes still being written included) stay within twice the
         concurrency, so a slow settlement holds back claims instead of piling up leases."""
-        concurrency = self.config.concurrency
         running = self._running
-        return min(concurrency - running.busy, 2 * concurrency - len(running))  # hold_limit
+        return min(self.config.concurrency - running.busy, running.hold_limit - len(running))
 
     async def _demands(self, free: int, refresh: bool) -> list[QueueDemand]:
         if not self._lanes:
