@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, make_dataclass
 from datetime import datetime, timedelta
-from typing import Any, Literal, TypeAlias, cast
+from typing import Any, Literal, TypeAlias, TypeVar, cast
 
 from lane_pg.errors import (
     InvalidOptions,
@@ -431,6 +431,45 @@ class ClaimedJob(Job):
         if job.lock_token is None:
             raise ValueError(f"job {job.id} of queue {job.queue} carries no lock token")
         return cls(*(getattr(job, name) for name in _JOB_FIELDS))
+
+
+_Snapshot = TypeVar("_Snapshot", bound=Job)
+
+
+def _snapshot_builder(cls: type[_Snapshot]) -> type[_Snapshot]:
+    """A faster constructor for ``cls`` snapshots, with ``cls``'s signature and result.
+
+    A frozen dataclass sets each field through ``object.__setattr__``: 9.0 us for Job's
+    27 fields on this machine, 11 ms of a 73 ms 1,000-job bulk add (W2), and the claim
+    path builds one per claimed job. This mutable twin has the same fields, hence the same
+    slots and memory layout, sets them with plain attribute stores and, once they are set,
+    turns itself into a ``cls`` (CPython allows ``__class__`` assignment between identical
+    layouts): 0.9 us with positional arguments, 2.7 us with keywords from a dict. The
+    result is an ordinary frozen ``cls``; tests/test_snapshots.py checks equality and
+    immutability.
+    """
+
+    def become(self: Any) -> None:
+        self.__class__ = cls
+
+    twin = make_dataclass(
+        f"_{cls.__name__}Builder",
+        [(f.name, f.type) for f in fields(cls)],
+        namespace={"__post_init__": become},
+        slots=True,
+        eq=False,
+        repr=False,
+    )
+    layout = tuple(name for c in reversed(cls.__mro__) for name in c.__dict__.get("__slots__", ()))
+    if twin.__dict__["__slots__"] != layout:
+        raise TypeError(f"{cls.__name__}'s slots {layout} are not its fields: no layout twin")
+    return cast(type[_Snapshot], twin)
+
+
+new_job = _snapshot_builder(Job)
+"""``Job(...)`` for the read paths that build many (rows.py)."""
+new_claimed_job = _snapshot_builder(ClaimedJob)
+"""``ClaimedJob(...)`` for the claim path (rows.py)."""
 
 
 @dataclass(frozen=True, slots=True)

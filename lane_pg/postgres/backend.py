@@ -52,6 +52,7 @@ from lane_pg.types import (
     QueueRetention,
     StalledOutcome,
     dumps_json,
+    new_claimed_job,
     options_json,
     to_millis,
     validate_job_name,
@@ -377,7 +378,7 @@ class PostgresBackend:
             now,
         )
         # Every claimed row is active under its fresh token (ClaimedJob's lock_token: str).
-        return [job_from_row(row, ClaimedJob) for row in rows]
+        return [job_from_row(row, new_claimed_job) for row in rows]
 
     async def renew_leases(
         self, leases: Sequence[LeaseRef], lease: Duration, *, now: datetime | None = None
