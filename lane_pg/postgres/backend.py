@@ -88,6 +88,10 @@ class PostgresBackend:
 
     def __init__(self, pool: asyncpg.Pool, schema: str = "lane", dsn: str | None = None) -> None:
         self._pool = pool
+        # One pooled connection kept out of the pool between statements (see _call); never
+        # with a pool of one, whose only connection a transaction may need.
+        self._held: Any = None
+        self._may_hold = pool.get_max_size() >= 2
         self.schema = schema_mod.validate_schema_name(schema)
         self.dsn = dsn
         """The DSN the pool was opened with: the worker's LISTEN connection uses it."""
@@ -240,6 +244,10 @@ class PostgresBackend:
         return size
 
     async def close(self) -> None:
+        self._may_hold = False
+        held, self._held = self._held, None
+        if held is not None:
+            await self._pool.release(held)
         await self._pool.close()
 
     # ----------------------------------------------------------------- plumbing
@@ -258,12 +266,44 @@ class PostgresBackend:
             raise lane_error from exc
 
     async def _fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:
-        async with self._errors():
-            return cast(list[asyncpg.Record], await self._pool.fetch(self._sql(sql), *args))
+        return cast(list[asyncpg.Record], await self._call("fetch", self._sql(sql), args))
 
     async def _fetchval(self, sql: str, *args: Any) -> Any:
-        async with self._errors():
-            return await self._pool.fetchval(self._sql(sql), *args)
+        return await self._call("fetchval", self._sql(sql), args)
+
+    async def _call(self, method: str, sql: str, args: tuple[Any, ...]) -> Any:
+        """One autocommit statement: on the held connection when no other call is using
+        it, else on one from the pool; afterwards the connection is held again if none is.
+
+        asyncpg's ``Pool.fetch`` (acquire, then a shielded release task) took 316 us per
+        ``SELECT 1`` on this VM against 113 us on a bare connection: every event-loop turn
+        is an epoll syscall, and syscalls are dear under nested virtualisation. A caller
+        that runs one statement after another (a producer's adds, W1; the worker's claim
+        loop and settlement, W3) takes the held connection every time; concurrent callers
+        use the pool as before. Only a connection whose statement got an answer (a result
+        or a server error) is held again; after a cancellation or a broken connection it
+        goes back to the pool, whose release waits out the cancellation or replaces it.
+        """
+        conn = self._held
+        self._held = None
+        if conn is None:
+            conn = await self._pool.acquire()
+        answered = False
+        try:
+            result = await getattr(conn, method)(sql, *args)
+            answered = True
+            return result
+        except asyncpg.PostgresError as exc:
+            answered = True
+            lane_error = translate_error(exc)
+            if lane_error is None:
+                raise
+            raise lane_error from exc
+        finally:
+            if answered and self._held is None and self._may_hold:
+                self._held = conn
+            else:
+                await self._pool.release(conn)
 
     async def _job(self, function_call: str, *args: Any) -> Job:
         rows = await self._fetch(f"SELECT {JOB_COLUMNS} FROM {function_call} AS j", *args)
@@ -283,10 +323,10 @@ class PostgresBackend:
     ) -> Job:
         validate_queue_name(queue)
         validate_job_name(name)
-        # W1 (benchmarks/README.md): ~360 us per autocommit call against ~290 us for a plain
-        # `SELECT lane.add_job(...)` on a connection; the difference is asyncpg's pool
-        # acquire/release (~30 us, measured against a bare connection) and the full row
-        # coming back and decoded into a Job (the Python checks and JSON take ~2 us).
+        # W1 (benchmarks/README.md), medians of 300 on this VM: 569 us per autocommit call
+        # through asyncpg's pool against 398 us for a plain `SELECT lane.add_job(...)` on a
+        # connection; on the held connection (_call) the gap is ~100 us (row decoding,
+        # snapshot, checks and JSON), and the raw baseline's INSERT takes ~60 % of the SQL.
         data_text = dumps_json(data, "job data")
         options_text = options_json(options)
         if options_text == "{}":
