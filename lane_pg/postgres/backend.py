@@ -13,7 +13,7 @@ import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import Any, NoReturn, cast
 
 import asyncpg
 
@@ -60,6 +60,15 @@ from lane_pg.types import (
     validate_queue_name,
     validate_record_events,
 )
+
+
+def _reraise(exc: asyncpg.PostgresError) -> NoReturn:
+    """The server's error as its ``lane_pg.errors`` class (SQLSTATE class ``LN``), else as
+    it came."""
+    lane_error = translate_error(exc)
+    if lane_error is None:
+        raise exc
+    raise lane_error from exc
 
 
 def _event_bound(value: str | int, open_end: str) -> int | None:
@@ -260,10 +269,7 @@ class PostgresBackend:
         try:
             yield
         except asyncpg.PostgresError as exc:
-            lane_error = translate_error(exc)
-            if lane_error is None:
-                raise
-            raise lane_error from exc
+            _reraise(exc)
 
     async def _fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:
         return cast(list[asyncpg.Record], await self._call("fetch", self._sql(sql), args))
@@ -295,10 +301,7 @@ class PostgresBackend:
             return result
         except asyncpg.PostgresError as exc:
             answered = True
-            lane_error = translate_error(exc)
-            if lane_error is None:
-                raise
-            raise lane_error from exc
+            _reraise(exc)
         finally:
             if answered and self._held is None and self._may_hold:
                 self._held = conn
