@@ -13,6 +13,7 @@ from lane_pg.memory._store import (
     _epoch_ms,
     _NewJob,
     _parse_spec,
+    _Queue,
     _Record,
     _Store,
 )
@@ -28,7 +29,10 @@ from lane_pg.types import (
 class _Adding(_Store):
     """Adding jobs (ADD): ``lane.add_job`` / ``lane.add_jobs``."""
 
-    def _insert(self, queue: str, new: _NewJob, now: datetime) -> _Record:
+    def _insert(
+        self, queue: str, new: _NewJob, now: datetime, batch: list[_Record] | None = None
+    ) -> _Record:
+        """Store one new job. With ``batch`` its events wait for ``_emit_batch``."""
         q = self._queue(queue)
         opts = new.options.parsed
         if opts.job_id is not None and opts.job_id in q.jobs:
@@ -57,14 +61,27 @@ class _Adding(_Store):
             remove_on_fail=opts.remove_on_fail,
         )
         self._store(q, job)
-        self._emit(q, "added", job.id, {"name": job.name}, now)
         if delayed:
             heapq.heappush(q.delayed, (job.available_at, job.key, job.id))
-            self._emit(q, "delayed", job.id, {"delay": _epoch_ms(job.available_at)}, now)
         else:
             self._enqueue(q, job)
-            self._emit(q, "waiting", job.id, {}, now)
+        if batch is None:
+            self._emit_batch(q, [job], now)
+        else:
+            batch.append(job)
         return job
+
+    def _emit_batch(self, q: _Queue, jobs: list[_Record], now: datetime) -> None:
+        """The events of jobs added by one call, in the order lane._store_jobs writes its
+        event rows: every 'added', then every 'waiting', then every 'delayed'."""
+        for job in jobs:
+            self._emit(q, "added", job.id, {"name": job.name}, now)
+        for job in jobs:
+            if job.state == "waiting":
+                self._emit(q, "waiting", job.id, {}, now)
+        for job in jobs:
+            if job.state == "delayed":
+                self._emit(q, "delayed", job.id, {"delay": _epoch_ms(job.available_at)}, now)
 
     async def add_job(
         self,
@@ -85,4 +102,8 @@ class _Adding(_Store):
         validate_queue_name(queue)
         parsed = [_parse_spec(spec.name, spec.data, spec.options) for spec in specs]
         moment = self._now(now)
-        return [self._insert(queue, new, moment).snapshot() for new in parsed]
+        batch: list[_Record] = []
+        jobs = [self._insert(queue, new, moment, batch) for new in parsed]
+        if batch:
+            self._emit_batch(self._queue(queue), batch, moment)
+        return [job.snapshot() for job in jobs]

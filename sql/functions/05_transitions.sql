@@ -21,13 +21,16 @@ BEGIN
       FROM unnest(p_keys, v_seqs) AS u(key, seq)
      WHERE j.key = ANY (p_keys) AND j.key = u.key;
     IF p_prev IS NOT NULL THEN
-        INSERT INTO lane.events (queue, event, job_id, data, created_at)
-        SELECT j.queue, 'waiting', j.id, jsonb_build_object('prev', p_prev), p_now
+        -- One event row per queue and 1,024 jobs (migration 0007).
+        INSERT INTO lane.events (queue, event, data, job_ids, created_at)
+        SELECT j.queue, 'waiting', jsonb_build_object('prev', p_prev),
+               array_agg(j.id ORDER BY u.ord), p_now
           FROM unnest(p_keys) WITH ORDINALITY AS u(key, ord)
           JOIN lane.jobs j ON j.key = u.key
           LEFT JOIN lane.queues q ON q.name = j.queue
          WHERE j.key = ANY (p_keys) AND coalesce(q.record_events, true)
-         ORDER BY u.ord;
+         GROUP BY j.queue, (u.ord - 1) / 1024
+         ORDER BY min(u.ord);
     END IF;
 END $$;
 

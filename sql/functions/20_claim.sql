@@ -58,9 +58,12 @@ BEGIN
              WHERE j.key = ANY (v_keys) AND j.key = u.key
             RETURNING j AS job, u.ord
         ), logged AS (
-            INSERT INTO lane.events (queue, event, job_id, data, created_at)
-            SELECT v_queue, 'active', (c.job).id, '{"prev": "waiting"}', v_now
-              FROM claimed c WHERE v_record ORDER BY c.ord
+            -- One event row per 1,024 claimed jobs (migration 0007).
+            INSERT INTO lane.events (queue, event, data, job_ids, created_at)
+            SELECT v_queue, 'active', '{"prev": "waiting"}', array_agg((c.job).id ORDER BY c.ord),
+                   v_now
+              FROM claimed c WHERE v_record
+             GROUP BY (c.ord - 1) / 1024 ORDER BY (c.ord - 1) / 1024
         )
         SELECT (c.job).* FROM claimed c ORDER BY c.ord;
         -- No re-notify here (CLAIM-8): every LISTENing worker already received the

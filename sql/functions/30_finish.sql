@@ -35,13 +35,17 @@ BEGIN
         RETURN;
     END IF;
     -- Only for the queues that record events.
-    INSERT INTO lane.events (queue, event, job_id, data, created_at)
-    SELECT d.queue, 'completed', d.id,
-           jsonb_build_object('prev', 'active', 'returnvalue', d.return_value), p_now
+    -- One event row per queue and 1,024 jobs (migration 0007).
+    INSERT INTO lane.events (queue, event, datas, job_ids, created_at)
+    SELECT d.queue, 'completed',
+           array_agg(jsonb_build_object('prev', 'active', 'returnvalue', d.return_value)
+                     ORDER BY d.ordinality),
+           array_agg(d.id ORDER BY d.ordinality), p_now
       FROM unnest(v_done) WITH ORDINALITY AS d
       LEFT JOIN lane.queues q ON q.name = d.queue
      WHERE coalesce(q.record_events, true)
-     ORDER BY d.ordinality;
+     GROUP BY d.queue, (d.ordinality - 1) / 1024
+     ORDER BY min(d.ordinality);
     -- Retention: each distinct policy once per queue; age limits scale with the batch.
     FOR v_row IN
         SELECT d.queue, d.options -> 'remove_on_complete' AS policy, count(*)::integer AS n,

@@ -1,18 +1,34 @@
 -- lane_pg stored functions: The retained event stream: reads and trimming (EVS).
 -- Applied in file-name order after the migrations, on every migrate (lane_pg/postgres/schema.py).
 
--- EVS-2: events with ids in [p_start, p_end] (NULL = open end), in id order.
+-- Every event, one row each (SQLR-1: report with plain SQL). A batch row of lane.events
+-- (job_ids set, migration 0007) gives one event per job id, with the ids row_id ..
+-- row_id + n - 1; a single row gives itself.
+CREATE OR REPLACE VIEW lane.event_log AS
+SELECT e.id + s.k - 1 AS id, e.queue, e.event, s.job_id, coalesce(s.data, e.data) AS data,
+       e.created_at, e.id AS row_id
+  FROM lane.events e
+ CROSS JOIN LATERAL unnest(coalesce(e.job_ids, ARRAY[e.job_id]), e.datas)
+       WITH ORDINALITY AS s(job_id, data, k);
+
+-- EVS-2: events with ids in [p_start, p_end] (NULL = open end), in id order. A batch's
+-- ids start at most 1,023 above its row id, hence the bound on row_id that the primary
+-- key serves.
 CREATE OR REPLACE FUNCTION lane.read_events(p_queue text, p_start bigint DEFAULT NULL,
                                             p_end bigint DEFAULT NULL, p_limit integer DEFAULT 100)
 RETURNS SETOF lane.events LANGUAGE sql STABLE AS $$
-    SELECT * FROM lane.events
-     WHERE queue = p_queue
-       AND id >= coalesce(p_start, 0) AND id <= coalesce(p_end, 9223372036854775807)
-     ORDER BY id
+    SELECT l.id, l.queue, l.event, l.job_id, l.data, l.created_at, NULL::text[], NULL::jsonb[]
+      FROM lane.event_log l
+     WHERE l.queue = p_queue
+       AND l.row_id >= coalesce(p_start, 0) - 1023
+       AND l.row_id <= coalesce(p_end, 9223372036854775807)
+       AND l.id >= coalesce(p_start, 0) AND l.id <= coalesce(p_end, 9223372036854775807)
+     ORDER BY l.row_id, l.id
      LIMIT greatest(p_limit, 0)
 $$;
 
--- EVS-3: trims each queue's events (all queues when NULL) to its max_events, newest kept.
+-- EVS-3: trims each queue's events (all queues when NULL) to its max_events, newest kept;
+-- returns how many events went.
 CREATE OR REPLACE FUNCTION lane.trim_events(p_queues text[] DEFAULT NULL)
 RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
@@ -26,11 +42,21 @@ BEGIN
         SELECT name, max_events FROM lane.queues
          WHERE p_queues IS NULL OR name = ANY (p_queues) ORDER BY name
     LOOP
-        SELECT id INTO v_cut FROM lane.events WHERE queue = v_queue
-         ORDER BY id DESC OFFSET v_max LIMIT 1;
+        -- The newest row whose newer rows hold max_events events already: it and every
+        -- older row go. A batch row counts its events, so up to 1,023 more may stay.
+        SELECT t.id INTO v_cut
+          FROM (SELECT e.id, sum(coalesce(cardinality(e.job_ids), 1))
+                           OVER (ORDER BY e.id DESC ROWS UNBOUNDED PRECEDING)
+                             - coalesce(cardinality(e.job_ids), 1) AS newer
+                  FROM lane.events e WHERE e.queue = v_queue ORDER BY e.id DESC) t
+         WHERE t.newer >= v_max
+         LIMIT 1;
         CONTINUE WHEN v_cut IS NULL;
-        DELETE FROM lane.events WHERE queue = v_queue AND id <= v_cut;
-        GET DIAGNOSTICS v_deleted = ROW_COUNT;
+        WITH gone AS (
+            DELETE FROM lane.events WHERE queue = v_queue AND id <= v_cut
+            RETURNING coalesce(cardinality(job_ids), 1) AS n
+        )
+        SELECT coalesce(sum(n), 0) INTO v_deleted FROM gone;
         v_total := v_total + v_deleted;
     END LOOP;
     RETURN v_total;

@@ -6,7 +6,7 @@ import pytest
 
 from lane_pg.backend import JobQueueBackend
 from lane_pg.errors import LaneError
-from lane_pg.types import JobOptions, QueueDemand
+from lane_pg.types import JobOptions, JobSpec, QueueDemand
 from tests.helpers import Clock, epoch_ms, events
 
 
@@ -35,6 +35,43 @@ async def test_read_events_ranges_and_limit_EVS_2(
     assert await backend.read_events(queue_name, ids[4], "+") == everything[4:]
     assert await backend.read_events(queue_name, "-", ids[0]) == everything[:1]
     assert await backend.read_events(queue_name, ids[2], ids[5], 2) == everything[2:4]
+
+
+async def test_bulk_add_events_order_and_ranges_EVS_2_EVS_6(
+    backend: JobQueueBackend, queue_name: str, clock: Clock
+) -> None:
+    """One add_jobs call: every 'added', then every 'waiting', then every 'delayed', each
+    in input order (the order of the batch rows lane._store_jobs writes), and ranges that
+    start or end inside such a batch."""
+    jobs = await backend.add_jobs(
+        queue_name,
+        [
+            JobSpec("a", 1),
+            JobSpec("b", 2, JobOptions(delay=5000)),
+            JobSpec("c", 3),
+            JobSpec("d", 4, JobOptions(delay=9000)),
+        ],
+        now=clock.at(0),
+    )
+    a, b, c, d = (job.id for job in jobs)
+    everything = await backend.read_events(queue_name)
+    assert [(e.event, e.job_id) for e in everything] == [
+        ("added", a),
+        ("added", b),
+        ("added", c),
+        ("added", d),
+        ("waiting", a),
+        ("waiting", c),
+        ("delayed", b),
+        ("delayed", d),
+    ]
+    assert [e.data for e in everything[:4]] == [{"name": n} for n in "abcd"]
+    assert everything[6].data == {"delay": epoch_ms(clock.at(5000))}
+    ids = [event.id for event in everything]
+    assert ids == sorted(ids) and len(set(ids)) == 8
+    assert await backend.read_events(queue_name, ids[1], ids[5]) == everything[1:6]
+    assert await backend.read_events(queue_name, ids[2], "+", 3) == everything[2:5]
+    assert await backend.read_events(queue_name, ids[3] + 1, ids[6]) == everything[4:7]
 
 
 async def test_events_are_per_queue_EVS_2(

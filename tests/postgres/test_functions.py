@@ -254,24 +254,48 @@ async def test_reporting_views_match_the_counts_SQLR_1(
 async def test_trim_events_keeps_each_queues_newest_max_events_EVS_3(
     conn: asyncpg.Connection, queue_name: str
 ) -> None:
+    """Single rows are trimmed one by one; a batch row goes or stays whole, so up to 1,023
+    more than max_events may stay, never fewer (EVS-3: approximately, newest kept)."""
+    for n in range(4):
+        await conn.execute("SELECT lane.add_job($1, 'one', $2::jsonb)", queue_name, str(n))
+    newest = await conn.fetch(
+        "SELECT id FROM lane.event_log WHERE queue = $1 ORDER BY id DESC LIMIT 3", queue_name
+    )
+    await conn.execute("UPDATE lane.queues SET max_events = 3 WHERE name = $1", queue_name)
+    assert await conn.fetchval("SELECT lane.trim_events(ARRAY[$1])", queue_name) == 5
+    kept = await conn.fetch(
+        "SELECT id FROM lane.event_log WHERE queue = $1 ORDER BY id DESC", queue_name
+    )
+    assert kept == newest
+    # A bulk add: one 'added' row and one 'waiting' row of four events each.
     await conn.execute(
         "SELECT lane.add_jobs($1, ARRAY['a', 'b', 'c', 'd'], ARRAY['1', '2', '3', '4']::jsonb[],"
         " ARRAY['{}', '{}', '{}', '{}']::jsonb[])",
         queue_name,
     )
-    newest = await conn.fetch(
-        "SELECT id FROM lane.events WHERE queue = $1 ORDER BY id DESC LIMIT 3", queue_name
+    assert await conn.fetchval("SELECT count(*) FROM lane.events WHERE queue = $1", queue_name) == 5
+    await conn.execute("UPDATE lane.queues SET max_events = 5 WHERE name = $1", queue_name)
+    # The 'waiting' row holds 4, the 'added' row would make 8 > 5: it stays (4 + 4 >= 5 is
+    # only reached by the row after it), everything older goes.
+    assert await conn.fetchval("SELECT lane.trim_events(ARRAY[$1])", queue_name) == 3
+    events = await conn.fetch(
+        "SELECT event, job_id FROM lane.event_log WHERE queue = $1 ORDER BY id", queue_name
     )
-    await conn.execute("UPDATE lane.queues SET max_events = 3 WHERE name = $1", queue_name)
-    assert await conn.fetchval("SELECT lane.trim_events(ARRAY[$1])", queue_name) == 5
-    kept = await conn.fetch(
-        "SELECT id FROM lane.events WHERE queue = $1 ORDER BY id DESC", queue_name
-    )
-    assert kept == newest
+    bulk = [
+        r["id"]
+        for r in await conn.fetch(
+            "SELECT id FROM lane.jobs WHERE queue = $1 AND name IN ('a', 'b', 'c', 'd')"
+            " ORDER BY key",
+            queue_name,
+        )
+    ]
+    assert [(r["event"], r["job_id"]) for r in events] == [("added", i) for i in bulk] + [
+        ("waiting", i) for i in bulk
+    ]
 
 
 # lane.add_job inserts a job without a custom id itself, for speed (W1), repeating the
-# column mapping of lane._insert_jobs: the two must store the same row for the same spec.
+# column mapping of lane._store_jobs: the two must store the same row for the same spec.
 SAME_ROW_OPTIONS = [
     {},
     {"priority": 7},
@@ -312,7 +336,7 @@ async def test_add_job_and_add_jobs_store_the_same_row_ADD_1_ADD_11(
             # a delayed event carries its absolute due time: compare its keys only
             (r["event"], sorted(json.loads(r["data"])))
             for r in await conn.fetch(
-                "SELECT event, data::text FROM lane.events WHERE queue = $1 AND job_id ="
+                "SELECT event, data::text FROM lane.event_log WHERE queue = $1 AND job_id ="
                 " (SELECT id FROM lane.jobs WHERE key = $2) ORDER BY id",
                 queue_name,
                 key,

@@ -535,6 +535,51 @@ async def test_downgrade_of_queue_events_restores_version_2(new_db: NewDatabase)
     await _downgrade_restores(new_db, 2, "record_events", _no_functions_or_views)
 
 
+async def test_downgrade_of_event_batches_keeps_every_event_and_its_id_EVS_1(
+    new_db: NewDatabase,
+) -> None:
+    """Revision 0007 down: each batch row becomes the single rows lane.read_events gave,
+    ids included, and the id sequence goes on above the highest of them."""
+    dsn = await new_db()
+    await _run_in_thread(_alembic_upgrade, dsn)
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.execute(
+            "SELECT lane.add_jobs('down_q', array_fill('n'::text, ARRAY[1500]),"
+            " array_fill('1'::jsonb, ARRAY[1500]), array_fill('{}'::jsonb, ARRAY[1500]))"
+        )
+        await conn.execute("SELECT lane.add_job('down_q', 'single')")
+        await conn.execute("SELECT * FROM lane.claim_jobs('w', ARRAY['down_q'], ARRAY[3], 60000)")
+        assert await conn.fetchval("SELECT count(*) FROM lane.events") == 7  # 2+2+1+1+1
+        before = [
+            tuple(r)
+            for r in await conn.fetch(
+                "SELECT id, event, job_id, data::text FROM lane.read_events('down_q', NULL,"
+                " NULL, 10000)"
+            )
+        ]
+    finally:
+        await conn.close()
+    assert len(before) == 3005
+    await _run_in_thread(_alembic, dsn, "lane", "downgrade", "0006")
+    conn = await asyncpg.connect(dsn)
+    try:
+        after = [
+            tuple(r)
+            for r in await conn.fetch(
+                "SELECT id, event, job_id, data::text FROM lane.events ORDER BY id"
+            )
+        ]
+        assert after == before
+        fresh = await conn.fetchval(
+            "INSERT INTO lane.events (queue, event, created_at) VALUES ('down_q', 'x', now())"
+            " RETURNING id"
+        )
+        assert fresh == before[-1][0] + 1
+    finally:
+        await conn.close()
+
+
 async def test_downgrade_base_after_migrate(new_db: NewDatabase) -> None:
     """A database installed by migrate() and then stamped by Alembic downgrades too."""
     dsn = await new_db()

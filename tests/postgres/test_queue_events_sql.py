@@ -12,7 +12,12 @@ from tests.postgres.conftest import refused
 # The statements of lane.read_events (inlined: a LANGUAGE sql function in FROM) and of
 # lane.trim_events (parameters for its variables).
 READ_SQL = "SELECT * FROM lane.read_events($1, $2, $3, $4)"
-CUT_SQL = "SELECT id FROM lane.events WHERE queue = $1 ORDER BY id DESC OFFSET $2 LIMIT 1"
+CUT_SQL = (
+    "SELECT t.id FROM (SELECT e.id, sum(coalesce(cardinality(e.job_ids), 1))"
+    " OVER (ORDER BY e.id DESC ROWS UNBOUNDED PRECEDING) - coalesce(cardinality(e.job_ids), 1)"
+    " AS newer FROM lane.events e WHERE e.queue = $1 ORDER BY e.id DESC) t"
+    " WHERE t.newer >= $2 LIMIT 1"
+)
 TRIM_SQL = "DELETE FROM lane.events WHERE queue = $1 AND id <= $2"
 
 
@@ -83,3 +88,55 @@ async def test_null_and_bad_names_are_refused_in_sql(
     assert await conn.fetchval("SELECT lane.queue_records_events($1)", queue_name) is False
     await refused(conn, "LN013", "SELECT lane.set_queue_events('bad name!', false)")
     await refused(conn, "LN013", "SELECT lane.set_queue_events(NULL, false)")
+
+
+async def test_batches_of_more_than_1024_events_split_and_read_in_order_EVS_1_EVS_2(
+    conn: asyncpg.Connection, queue_name: str
+) -> None:
+    """2,100 jobs in one add_jobs: 'added' and 'waiting' rows of at most 1,024 events each
+    (migration 0007), read back as 4,200 events with increasing ids in input order,
+    whichever range and limit a reader pages with."""
+    keys = await conn.fetchval(
+        "SELECT array_agg(key ORDER BY key) FROM lane.add_jobs($1, array_fill('n'::text,"
+        " ARRAY[2100]), array_fill('1'::jsonb, ARRAY[2100]), array_fill('{}'::jsonb,"
+        " ARRAY[2100]))",
+        queue_name,
+    )
+    rows = await conn.fetch(
+        "SELECT event, cardinality(job_ids) AS n FROM lane.events WHERE queue = $1 ORDER BY id",
+        queue_name,
+    )
+    assert [(r["event"], r["n"]) for r in rows] == [
+        ("added", 1024), ("added", 1024), ("added", 52),
+        ("waiting", 1024), ("waiting", 1024), ("waiting", 52),
+    ]  # fmt: skip
+    ids = await conn.fetch("SELECT id FROM lane.jobs WHERE key = ANY ($1) ORDER BY key", keys)
+    job_ids = [r["id"] for r in ids]
+    everything = await conn.fetch(
+        "SELECT id, event, job_id FROM lane.read_events($1, NULL, NULL, 5000)", queue_name
+    )
+    assert [(r["event"], r["job_id"]) for r in everything] == [("added", j) for j in job_ids] + [
+        ("waiting", j) for j in job_ids
+    ]
+    event_ids = [r["id"] for r in everything]
+    assert event_ids == sorted(set(event_ids))
+    # Paging 100 at a time from just after the last id seen gives the same stream.
+    paged: list[int] = []
+    start = 0
+    while True:
+        page = await conn.fetch(
+            "SELECT id FROM lane.read_events($1, $2, NULL, 100)", queue_name, start
+        )
+        if not page:
+            break
+        paged += [r["id"] for r in page]
+        start = page[-1]["id"] + 1
+    assert paged == event_ids
+    # A range that starts and ends inside batch rows.
+    inner = await conn.fetch(
+        "SELECT id FROM lane.read_events($1, $2, $3, 5000)",
+        queue_name,
+        event_ids[1000],
+        event_ids[3100],
+    )
+    assert [r["id"] for r in inner] == event_ids[1000:3101]

@@ -91,7 +91,7 @@ async def test_a_delayed_add_wakes_only_when_it_is_the_earliest_CLAIM_7(
     assert await _add_delayed(wakeups, queue_name, 20 * MINUTE_MS) == 0  # later: the timer holds
     assert await _add_delayed(wakeups, queue_name, 10 * MINUTE_MS) == 0  # due with another one
     assert await _add_delayed(wakeups, queue_name, 5 * MINUTE_MS) == 1  # earlier than every timer
-    # A custom id goes through lane._insert_jobs: same rule.
+    # A custom id goes through lane._store_jobs: same rule.
     assert await _add_delayed(wakeups, queue_name, 1 * MINUTE_MS, job_id="c-1") == 1
     assert await _add_delayed(wakeups, queue_name, 30 * MINUTE_MS, job_id="c-2") == 0
     # Other queues' delayed jobs do not count.
