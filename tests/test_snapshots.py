@@ -124,6 +124,6 @@ def test_rows_map_every_column_to_its_field() -> None:
             assert getattr(job, name) == decoded.get(name, row[name]), name
     assert type(job) is ClaimedJob
 
-    added = plain_job("q", "8", "send", '{"b": 2}', 21, 22, t[0])
+    added = plain_job("q", "8", "send", {"b": 2}, 21, 22, t[0])
     assert (added.id, added.data, added.enqueued_seq, added.order_key) == ("8", {"b": 2}, 21, 22)
     assert (added.created_at, added.available_at, added.state) == (t[0], t[0], "waiting")

@@ -276,8 +276,9 @@ BEGIN
 END $$;
 
 -- ADD-11: all specs are validated before the first insert; gives the options with NULL as
--- {}. Only specs with a suspect name or non-default options are walked one by one, in
--- input order, so the first bad spec is the one reported.
+-- {}, and NULL options (not an array) as {} for every spec. Only specs with a suspect name
+-- or non-default options are walked one by one, in input order, so the first bad spec is
+-- the one reported.
 CREATE OR REPLACE FUNCTION lane._checked_specs(p_queue text, p_names text[], p_datas jsonb[],
                                                p_options jsonb[])
 RETURNS jsonb[] LANGUAGE plpgsql AS $$
@@ -287,10 +288,15 @@ DECLARE
     v_i integer;
 BEGIN
     PERFORM lane._check_queue(p_queue);
-    IF coalesce(cardinality(p_datas), 0) <> v_n OR coalesce(cardinality(p_options), 0) <> v_n THEN
+    IF coalesce(cardinality(p_datas), 0) <> v_n
+       OR p_options IS NOT NULL AND cardinality(p_options) <> v_n THEN
         PERFORM lane._fail('LN000', 'add_jobs needs names, datas and options of equal length');
     END IF;
-    v_options := ARRAY(SELECT coalesce(o, '{}'::jsonb) FROM unnest(p_options) o);
+    IF p_options IS NULL THEN
+        v_options := array_fill('{}'::jsonb, ARRAY[v_n]);
+    ELSE
+        v_options := ARRAY(SELECT coalesce(o, '{}'::jsonb) FROM unnest(p_options) o);
+    END IF;
     FOR v_i IN
         SELECT u.ord FROM unnest(p_names, v_options) WITH ORDINALITY AS u(name, opt, ord)
          WHERE u.name IS NULL OR u.name = '' OR length(u.name) > 255 OR u.opt <> '{}'::jsonb

@@ -7,8 +7,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import asyncpg
+import pytest
 
 from lane_pg import JobSpec
+from lane_pg.errors import InvalidPayload
 from lane_pg.postgres.backend import PostgresBackend
 
 
@@ -94,3 +96,68 @@ async def test_a_single_add_without_options_returns_the_stored_job(
         assert job == await pg_backend.get_job(queue_name, job.id)
     assert empty.data is None
     assert with_options.priority == 2
+
+
+async def test_bulk_payloads_travel_as_one_json_array_ADD_11(
+    pg_backend: PostgresBackend, queue_name: str
+) -> None:
+    """Every spec's data goes as one JSON array the database splits: each job stores its own
+    element, in input order, as JSON (a tuple arrives a list, None the JSON null), and the
+    snapshot's data is a copy, not the caller's object."""
+    payload: dict[str, object] = {"k": ["v"]}
+    specs = [
+        JobSpec("a", payload),
+        JobSpec("b", (1, "two")),
+        JobSpec("c", None),
+        JobSpec("d", 'é ☃ \\ " ,]'),
+        JobSpec("e", [[], {}, [{"x": None}]]),
+    ]
+    added = await pg_backend.add_jobs(queue_name, specs)
+    assert [job.data for job in added] == [{"k": ["v"]}, [1, "two"], None, "é ☃ \\ \" ,]",
+                                           [[], {}, [{"x": None}]]]  # fmt: skip
+    assert added == [await pg_backend.get_job(queue_name, job.id) for job in added]
+    assert added[0].data is not payload
+    payload["k"] = "changed"
+    assert added[0].data == {"k": ["v"]}
+
+
+async def test_a_bad_payload_in_a_bulk_add_writes_nothing_ADD_11_SCH_10(
+    pg_backend: PostgresBackend, queue_name: str
+) -> None:
+    for bad in ({"s": {1, 2}}, {"n": float("nan")}, {"t": "a\x00b"}):
+        with pytest.raises(InvalidPayload):
+            await pg_backend.add_jobs(queue_name, [JobSpec("ok", 1), JobSpec("bad", bad)])
+    assert sum((await pg_backend.get_job_counts(queue_name)).values()) == 0
+
+
+async def test_add_jobs_brief_takes_null_options_as_all_defaults(
+    pg_dsn: str, queue_name: str
+) -> None:
+    """SQL callers may pass NULL for p_options: every spec has the default options."""
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        row = await conn.fetchrow(
+            "SELECT * FROM lane.add_jobs_brief($1, ARRAY['a', 'b'], ARRAY['1', '2']::jsonb[],"
+            " NULL)",
+            queue_name,
+        )
+        assert row is not None and len(row["ids"]) == 2
+        stored = await conn.fetch(
+            "SELECT state, priority, max_attempts, options::text FROM lane.jobs"
+            " WHERE queue = $1 ORDER BY key",
+            queue_name,
+        )
+        assert [tuple(r) for r in stored] == [("waiting", 0, 1, "{}"), ("waiting", 0, 1, "{}")]
+        with_mismatch = conn.fetchrow(
+            "SELECT * FROM lane.add_jobs_brief($1, ARRAY['a'], ARRAY['1']::jsonb[],"
+            " ARRAY['{}', '{}']::jsonb[])",
+            queue_name,
+        )
+        try:
+            await with_mismatch
+        except asyncpg.PostgresError as exc:
+            assert "equal length" in str(exc)
+        else:
+            raise AssertionError("options of another length were accepted")
+    finally:
+        await conn.close()
