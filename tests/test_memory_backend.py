@@ -107,11 +107,13 @@ async def test_default_clock_is_aware_utc() -> None:
 
 
 @pytest.mark.asyncio
-async def test_generated_ids_are_global_and_custom_ids_take_none(backend: MemoryBackend) -> None:
+async def test_generated_ids_are_global_keys_ADD_2(backend: MemoryBackend) -> None:
+    """A generated id is the text of the job's key, one sequence for every queue, as in
+    lane._store_jobs (migration 0008): a custom-id job takes a key too."""
     a = await backend.add_job("q1", "a")
     custom = await backend.add_job("q1", "c", options={"job_id": "x1"})
     b = await backend.add_job("q2", "b")
-    assert [a.id, custom.id, b.id] == ["1", "x1", "2"]
+    assert [a.id, custom.id, b.id] == ["1", "x1", "3"]
 
 
 @pytest.mark.asyncio

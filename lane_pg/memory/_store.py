@@ -257,7 +257,6 @@ class _Store:
         self._clock = clock or (lambda: datetime.now(UTC))
         self._rng = rng or random.Random()
         self._queues: dict[str, _Queue] = {}
-        self._last_id = 0
         self._last_key = 0
         self._last_seq = 0
         self._last_event_id = 0

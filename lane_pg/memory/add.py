@@ -37,13 +37,12 @@ class _Adding(_Store):
         opts = new.options.parsed
         if opts.job_id is not None and opts.job_id in q.jobs:
             return q.jobs[opts.job_id]  # ADD-3: idempotent, no write and no event
-        if opts.job_id is None:
-            self._last_id += 1
         self._last_key += 1
         delayed = opts.delay_ms > 0
         job = _Record(
             queue=queue,
-            id=opts.job_id if opts.job_id is not None else str(self._last_id),
+            # A generated id is the key's text, as lane._store_jobs gives it (migration 0008).
+            id=opts.job_id if opts.job_id is not None else str(self._last_key),
             key=self._last_key,
             name=new.name,
             data=new.data,

@@ -92,24 +92,55 @@ BEGIN
     END IF;
 END $$;
 
+-- Where (queue, id) is stored (migration 0008): a generated id is its key's text, found
+-- through the primary key; any other id (a custom id, which is never decimal, or a
+-- generated id from before 0008) through jobs_custom_id_idx, whose predicate the second
+-- branch repeats so the planner can use it. Gives each found input's position and key, in
+-- no particular order. LANGUAGE sql so that it is inlined into its callers' plans.
+CREATE OR REPLACE FUNCTION lane._job_keys(p_queues text[], p_ids text[])
+RETURNS TABLE (ord bigint, key bigint) LANGUAGE sql STABLE AS $$
+    SELECT i.ord, f.key
+      FROM unnest(p_queues, p_ids) WITH ORDINALITY AS i(queue, id, ord)
+     CROSS JOIN LATERAL (
+           SELECT j.key FROM lane.jobs j
+            WHERE j.key = CASE WHEN i.id ~ '^[1-9][0-9]{0,17}$' THEN i.id::bigint END
+              AND j.queue = i.queue AND j.id = i.id
+           UNION ALL
+           SELECT j.key FROM lane.jobs j
+            WHERE j.queue = i.queue AND j.id = i.id AND j.id <> j.key::text) f
+$$;
+
+-- The key of the job (p_queue, p_id), NULL when there is none.
+CREATE OR REPLACE FUNCTION lane._find_key(p_queue text, p_id text)
+RETURNS bigint LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_key bigint;
+BEGIN
+    SELECT k.key INTO v_key FROM lane._job_keys(ARRAY[p_queue], ARRAY[p_id]) k;
+    RETURN v_key;
+END $$;
+
 -- The keys of the jobs held under the given tokens (active, token current), each found
--- through its (queue, id) index entry, and locked in key order. Batched calls that touch
--- the same jobs (one worker's renewal and completion on two connections, say) then wait
--- for each other instead of deadlocking, and the lookup cost does not grow with the dead
--- or finished rows a scan of the active-jobs index would wade through.
+-- through lane._job_keys, and locked in key order. Batched calls that touch the same jobs
+-- (one worker's renewal and completion on two connections, say) then wait for each other
+-- instead of deadlocking, and the lookup cost does not grow with the dead or finished rows
+-- a scan of the active-jobs index would wade through.
 CREATE OR REPLACE FUNCTION lane._lock_held(p_queues text[], p_ids text[], p_tokens uuid[])
 RETURNS bigint[] LANGUAGE plpgsql AS $$
 DECLARE
+    v_found bigint[];
+    v_tokens uuid[];
     v_keys bigint[];
 BEGIN
+    SELECT array_agg(k.key), array_agg(p_tokens[k.ord]) INTO v_found, v_tokens
+      FROM lane._job_keys(p_queues, p_ids) k;
+    -- `j.key = ANY (...)`: a primary-key lookup whatever the statistics say.
     v_keys := ARRAY(
-        SELECT DISTINCT f.key
-          FROM unnest(p_queues, p_ids, p_tokens) AS i(queue, id, token)
-          CROSS JOIN LATERAL (
-              SELECT j.key FROM lane.jobs j
-               WHERE j.queue = i.queue AND j.id = i.id
-                 AND j.state = 'active' AND j.lock_token = i.token) f
-         ORDER BY f.key);
+        SELECT DISTINCT j.key
+          FROM unnest(v_found, v_tokens) AS c(key, token)
+          JOIN lane.jobs j ON j.key = c.key
+         WHERE j.key = ANY (v_found) AND j.state = 'active' AND j.lock_token = c.token
+         ORDER BY j.key);
     PERFORM 1 FROM lane.jobs WHERE key = ANY (v_keys) ORDER BY key FOR UPDATE;
     RETURN v_keys;
 END $$;
@@ -119,7 +150,7 @@ RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
     v_key bigint;
 BEGIN
-    SELECT key INTO v_key FROM lane.jobs WHERE queue = p_queue AND id = p_id FOR UPDATE;
+    SELECT key INTO v_key FROM lane.jobs WHERE key = lane._find_key(p_queue, p_id) FOR UPDATE;
     IF v_key IS NULL THEN
         PERFORM lane._fail('LN004', format('job %s not found in queue %s', p_id, p_queue));
     END IF;
@@ -133,7 +164,7 @@ RETURNS lane.jobs LANGUAGE plpgsql AS $$
 DECLARE
     v_job lane.jobs;
 BEGIN
-    SELECT * INTO v_job FROM lane.jobs WHERE queue = p_queue AND id = p_id FOR UPDATE;
+    SELECT * INTO v_job FROM lane.jobs WHERE key = lane._find_key(p_queue, p_id) FOR UPDATE;
     IF NOT FOUND THEN
         PERFORM lane._fail('LN004', format('job %s not found in queue %s', p_id, p_queue));
     END IF;

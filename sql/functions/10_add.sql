@@ -18,6 +18,7 @@ LANGUAGE plpgsql AS $$
 DECLARE
     v_n integer := coalesce(cardinality(p_names), 0);
     v_custom_ids boolean;
+    v_keys bigint[];
     v_ids text[];
     v_seqs bigint[];
     v_fresh boolean[];
@@ -42,7 +43,9 @@ BEGIN
     v_custom_ids := EXISTS (SELECT 1 FROM unnest(p_options) o WHERE o ->> 'job_id' IS NOT NULL);
     IF NOT v_custom_ids THEN
         -- Every spec is new: ids and enqueue sequences (for jobs due now) in input order.
-        v_ids := ARRAY(SELECT nextval('lane.job_id_seq')::text FROM generate_series(1, v_n));
+        -- A generated id is its key's text (migration 0008).
+        v_keys := ARRAY(SELECT nextval('lane.jobs_key_seq') FROM generate_series(1, v_n));
+        v_ids := v_keys::text[];
         v_seqs := ARRAY(SELECT CASE WHEN coalesce((u.opt ->> 'delay_ms')::bigint, 0) = 0
                                     THEN nextval('lane.enqueue_seq') END
                           FROM unnest(p_options) WITH ORDINALITY AS u(opt, ord)
@@ -57,20 +60,24 @@ BEGIN
     ELSE
         -- A custom id already stored, or repeated earlier in the call, is not new.
         v_ids := array_fill(NULL::text, ARRAY[v_n]);
+        v_keys := array_fill(NULL::bigint, ARRAY[v_n]);
         v_seqs := array_fill(NULL::bigint, ARRAY[v_n]);
         v_fresh := array_fill(false, ARRAY[v_n]);
+        -- A custom id is never its key's text: jobs_custom_id_idx holds every one.
         v_taken := ARRAY(SELECT j.id FROM lane.jobs j
-                          WHERE j.queue = p_queue
+                          WHERE j.queue = p_queue AND j.id <> j.key::text
                             AND j.id = ANY (ARRAY(SELECT o ->> 'job_id' FROM unnest(p_options) o
                                                    WHERE o ->> 'job_id' IS NOT NULL)));
         FOR v_i IN 1 .. v_n LOOP
             v_custom := p_options[v_i] ->> 'job_id';
             IF v_custom IS NULL THEN
-                v_ids[v_i] := nextval('lane.job_id_seq')::text;
+                v_keys[v_i] := nextval('lane.jobs_key_seq');
+                v_ids[v_i] := v_keys[v_i]::text;
                 v_fresh[v_i] := true;
             ELSE
                 v_ids[v_i] := v_custom;
                 IF NOT v_custom = ANY (v_taken) THEN
+                    v_keys[v_i] := nextval('lane.jobs_key_seq');
                     v_fresh[v_i] := true;
                     v_taken := v_taken || v_custom;
                 END IF;
@@ -142,10 +149,11 @@ BEGIN
     -- for both, so EXECUTE plans it per call (~0.1 ms).
     EXECUTE format($insert$
     WITH inserted AS (
-        INSERT INTO lane.jobs (queue, id, name, data, state, priority, lifo, order_key,
+        INSERT INTO lane.jobs (key, queue, id, name, data, state, priority, lifo, order_key,
                                enqueued_seq, created_at, available_at, max_attempts,
                                backoff, timeout_ms, options)
-        SELECT $1, u.id, u.name, coalesce(u.data, 'null'::jsonb),
+        OVERRIDING SYSTEM VALUE
+        SELECT u.key, $1, u.id, u.name, coalesce(u.data, 'null'::jsonb),
                CASE WHEN u.seq IS NULL THEN 'delayed' ELSE 'waiting' END,
                coalesce((u.opt ->> 'priority')::integer, 0),
                coalesce((u.opt ->> 'lifo')::boolean, false),
@@ -158,8 +166,8 @@ BEGIN
                nullif(u.opt -> 'backoff', 'null'::jsonb),
                (u.opt ->> 'timeout_ms')::bigint,
                u.opt
-          FROM unnest($2, $3, $4, $5, $6, $7)
-               WITH ORDINALITY AS u(id, name, data, opt, seq, fresh, ord)
+          FROM unnest($2, $3, $4, $5, $6, $7, $9)
+               WITH ORDINALITY AS u(id, name, data, opt, seq, fresh, key, ord)
          WHERE u.fresh
          ORDER BY u.ord
         %s
@@ -168,10 +176,11 @@ BEGIN
     -- One sort feeds the four arrays (an ORDER BY per aggregate sorted four times).
     SELECT array_agg(n.key), array_agg(n.id), array_agg(n.enqueued_seq), array_agg(n.order_key)
       FROM (SELECT * FROM inserted ORDER BY key) n
-    $insert$, CASE WHEN v_custom_ids THEN 'ON CONFLICT (queue, id) DO NOTHING' ELSE '' END,
+    $insert$, CASE WHEN v_custom_ids THEN 'ON CONFLICT (queue, id) WHERE id <> key::text DO NOTHING'
+                   ELSE '' END,
            v_events)
     INTO keys, ids, enqueued_seqs, order_keys
-    USING p_queue, v_ids, p_names, p_datas, p_options, v_seqs, v_fresh, p_now;
+    USING p_queue, v_ids, p_names, p_datas, p_options, v_seqs, v_fresh, p_now, v_keys;
     -- ADD-4/5: jobs due now wake the claimers (a spec whose custom id existed wakes them
     -- needlessly, which is harmless).
     IF EXISTS (SELECT 1 FROM unnest(v_seqs) s WHERE s IS NOT NULL) THEN
@@ -179,12 +188,14 @@ BEGIN
     END IF;
     IF v_custom_ids THEN
         -- Every spec's job, new or already stored, by its unique (queue, id).
-        SELECT array_agg(j.key ORDER BY u.ord), array_agg(j.id ORDER BY u.ord),
-               array_agg(j.enqueued_seq ORDER BY u.ord), array_agg(j.order_key ORDER BY u.ord)
-          INTO keys, ids, enqueued_seqs, order_keys
-          FROM unnest(v_ids) WITH ORDINALITY AS u(id, ord)
-          JOIN LATERAL (SELECT j.key, j.id, j.enqueued_seq, j.order_key FROM lane.jobs j
-                         WHERE j.queue = p_queue AND j.id = u.id) j ON true;
+        keys := ARRAY(SELECT k.key FROM lane._job_keys(array_fill(p_queue, ARRAY[v_n]), v_ids) k
+                       ORDER BY k.ord);
+        SELECT array_agg(j.id ORDER BY u.ord), array_agg(j.enqueued_seq ORDER BY u.ord),
+               array_agg(j.order_key ORDER BY u.ord)
+          INTO ids, enqueued_seqs, order_keys
+          FROM unnest(keys) WITH ORDINALITY AS u(key, ord)
+          JOIN lane.jobs j ON j.key = u.key
+         WHERE j.key = ANY (keys);
     END IF;
 END $$;
 
@@ -245,10 +256,12 @@ BEGIN
         -- plain path never gets here (32.6 -> 32.3 us, unchanged).
         PERFORM lane._wake(p_queue);
     END IF;
-    INSERT INTO lane.jobs (queue, id, name, data, state, priority, lifo, order_key,
+    v_key := nextval('lane.jobs_key_seq');  -- a generated id is its key's text (0008)
+    INSERT INTO lane.jobs (key, queue, id, name, data, state, priority, lifo, order_key,
                            enqueued_seq, created_at, available_at, max_attempts,
                            backoff, timeout_ms, options)
-    VALUES (p_queue, nextval('lane.job_id_seq')::text, p_name, coalesce(p_data, 'null'::jsonb),
+    OVERRIDING SYSTEM VALUE
+    VALUES (v_key, p_queue, v_key::text, p_name, coalesce(p_data, 'null'::jsonb),
             CASE WHEN v_seq IS NULL THEN 'delayed' ELSE 'waiting' END,
             coalesce((v_options ->> 'priority')::integer, 0),
             coalesce((v_options ->> 'lifo')::boolean, false),

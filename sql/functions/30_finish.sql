@@ -85,7 +85,7 @@ BEGIN
     )
     SELECT i.ord::integer, i.queue, i.id,
            CASE WHEN d.ord IS NOT NULL THEN 'ok'
-                WHEN EXISTS (SELECT 1 FROM lane.jobs j WHERE j.queue = i.queue AND j.id = i.id)
+                WHEN lane._find_key(i.queue, i.id) IS NOT NULL
                      THEN 'lock_mismatch'
                 ELSE 'not_found' END,
            CASE WHEN d.ord IS NOT NULL THEN 'completed' END
@@ -122,7 +122,7 @@ BEGIN
            stacktrace = CASE WHEN p_stacktrace IS NULL THEN stacktrace
                              ELSE stacktrace || p_stacktrace END,
            lock_token = NULL, lease_expires_at = NULL
-     WHERE queue = p_queue AND id = p_id AND state = 'active' AND lock_token = p_token
+     WHERE key = lane._find_key(p_queue, p_id) AND state = 'active' AND lock_token = p_token
     RETURNING * INTO v_job;
     IF NOT FOUND THEN
         RETURN NULL;
@@ -169,7 +169,7 @@ BEGIN
         state := v_job.state;
         IF v_job.key IS NOT NULL THEN
             status := 'ok';
-        ELSIF EXISTS (SELECT 1 FROM lane.jobs j WHERE j.queue = p_queues[v_i] AND j.id = p_ids[v_i]) THEN
+        ELSIF lane._find_key(p_queues[v_i], p_ids[v_i]) IS NOT NULL THEN
             status := 'lock_mismatch';
         ELSE
             status := 'not_found';

@@ -76,7 +76,7 @@ DECLARE
     v_now timestamptz := coalesce(p_now, clock_timestamp());
     v_job lane.jobs;
 BEGIN
-    SELECT * INTO v_job FROM lane.jobs WHERE queue = p_queue AND id = p_id FOR UPDATE;
+    SELECT * INTO v_job FROM lane.jobs WHERE key = lane._find_key(p_queue, p_id) FOR UPDATE;
     IF NOT FOUND THEN
         RETURN false;
     END IF;

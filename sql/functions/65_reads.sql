@@ -3,12 +3,12 @@
 
 CREATE OR REPLACE FUNCTION lane.get_job(p_queue text, p_id text)
 RETURNS SETOF lane.jobs LANGUAGE sql STABLE AS $$
-    SELECT * FROM lane.jobs WHERE queue = p_queue AND id = p_id
+    SELECT * FROM lane.jobs WHERE key = lane._find_key(p_queue, p_id)
 $$;
 
 CREATE OR REPLACE FUNCTION lane.get_job_state(p_queue text, p_id text)
 RETURNS text LANGUAGE sql STABLE AS $$
-    SELECT state FROM lane.jobs WHERE queue = p_queue AND id = p_id
+    SELECT state FROM lane.jobs WHERE key = lane._find_key(p_queue, p_id)
 $$;
 
 -- The jobs of one queue in one state, counted through that state's partial index: each

@@ -44,7 +44,7 @@ DECLARE
     v_first integer;
     v_last integer;
 BEGIN
-    SELECT key INTO v_key FROM lane.jobs WHERE queue = p_queue AND id = p_id;
+    v_key := lane._find_key(p_queue, p_id);
     SELECT count(*)::integer INTO count FROM lane.job_logs WHERE job_key = v_key;
     v_first := CASE WHEN p_start < 0 THEN greatest(count + p_start, 0) ELSE p_start END;
     v_last := CASE WHEN p_end < 0 THEN count + p_end ELSE least(p_end, count - 1) END;

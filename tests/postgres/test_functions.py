@@ -346,3 +346,42 @@ async def test_add_job_and_add_jobs_store_the_same_row_ADD_1_ADD_11(
     ]
     assert events[0] == events[1]
     assert [e for e, _ in events[0]] == ["added", rows[0]["state"]]
+
+
+async def test_job_lookups_by_id_use_the_key_or_the_custom_id_index_ADD_2_ADD_3(
+    conn: asyncpg.Connection, queue_name: str
+) -> None:
+    """In the generic plan a prepared statement or plpgsql caches, lane._job_keys probes
+    jobs_pkey for an id that may be a key's text and jobs_custom_id_idx for any other,
+    never a scan, whatever the statistics say; only custom ids take an entry in the unique
+    (queue, id) index (migration 0008)."""
+    await conn.execute(
+        "SELECT count(*) FROM lane.add_jobs($1, array_fill('n'::text, ARRAY[3000]),"
+        " array_fill('1'::jsonb, ARRAY[3000]), array_fill('{}'::jsonb, ARRAY[3000]))",
+        queue_name,
+    )
+    custom = await conn.fetchval(
+        "SELECT (lane.add_job($1, 'n', 'null', '{\"job_id\": \"c-1\"}')).key", queue_name
+    )
+    await conn.execute("ANALYZE lane.jobs")  # statistics roll back with the test
+    await conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+    await conn.execute("PREPARE jk (text[], text[]) AS SELECT * FROM lane._job_keys($1, $2)")
+    plan = await conn.fetchval("EXPLAIN (FORMAT JSON) EXECUTE jk(ARRAY['q'], ARRAY['1'])")
+    await conn.execute("DEALLOCATE jk")
+    assert '"Index Name": "jobs_pkey"' in plan and '"Index Name": "jobs_custom_id_idx"' in plan
+    assert "Seq Scan" not in plan, plan
+    generated = await conn.fetchval(
+        "SELECT id FROM lane.jobs WHERE queue = $1 AND id <> 'c-1' LIMIT 1", queue_name
+    )
+    found = await conn.fetch(
+        "SELECT ord, key FROM lane._job_keys(ARRAY[$1, $1, $1, $1], ARRAY[$2, 'c-1', 'nope', $3])"
+        " ORDER BY ord",
+        queue_name,
+        generated,
+        "99999999999999999999",
+    )
+    assert [(r["ord"], r["key"]) for r in found] == [(1, int(generated)), (2, custom)]
+    entries = await conn.fetchval(
+        "SELECT count(*) FROM lane.jobs WHERE queue = $1 AND id <> key::text", queue_name
+    )
+    assert entries == 1

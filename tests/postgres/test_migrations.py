@@ -580,6 +580,77 @@ async def test_downgrade_of_event_batches_keeps_every_event_and_its_id_EVS_1(
         await conn.close()
 
 
+async def test_generated_ids_from_before_0008_are_still_found_and_never_reissued_ADD_2(
+    new_db: NewDatabase,
+) -> None:
+    """Jobs whose generated id came from lane.job_id_seq (not their key's text) keep being
+    found by id after 0008, also when an old id equals another row's key; new generated ids
+    start above every old one; going down puts the unique (queue, id) constraint back and
+    lane.job_id_seq above every key."""
+    dsn = await new_db()
+    await _run_in_thread(_alembic, dsn, "lane", "upgrade", "0007")
+    conn = await asyncpg.connect(dsn)
+    try:
+        # Version 7's add_job took id = nextval('lane.job_id_seq'), key from the identity;
+        # the two drift apart (here by one: key 1 holds id '2', key 2 id '3', ...).
+        await conn.execute("SELECT setval('lane.job_id_seq', 1)")
+        for name in ("a", "b", "c"):
+            await conn.execute(
+                "INSERT INTO lane.jobs (queue, id, name, state, order_key, enqueued_seq,"
+                " created_at, available_at) VALUES ('old_q', nextval('lane.job_id_seq')::text,"
+                " $1, 'waiting', 0, 0, now(), now())",
+                name,
+            )
+        await conn.execute(
+            "INSERT INTO lane.jobs (queue, id, name, state, order_key, created_at, available_at)"
+            " VALUES ('old_q', 'custom-1', 'd', 'waiting', 0, now(), now())"
+        )
+        old = {
+            r["id"]: (r["key"], r["name"])
+            for r in await conn.fetch("SELECT key, id, name FROM lane.jobs ORDER BY key")
+        }
+    finally:
+        await conn.close()
+    assert set(old) == {"2", "3", "4", "custom-1"} and old["2"][0] == 1
+    await _run_in_thread(_alembic_upgrade, dsn)
+    conn = await asyncpg.connect(dsn)
+    try:
+        for job_id, (key, name) in old.items():
+            row = await conn.fetchrow("SELECT key, name FROM lane.get_job('old_q', $1)", job_id)
+            assert row is not None and (row["key"], row["name"]) == (key, name), job_id
+        fresh = await conn.fetchrow("SELECT key, id FROM lane.add_job('old_q', 'new')")
+        assert fresh["id"] == str(fresh["key"]) and fresh["key"] > 4
+        # An old job is claimed and completed through the key lookups like any other.
+        claimed = await conn.fetch(
+            "SELECT id, lock_token FROM lane.claim_jobs('w', ARRAY['old_q'], ARRAY[5], 60000)"
+        )
+        assert {r["id"] for r in claimed} == set(old) | {fresh["id"]}
+        for r in claimed:
+            state = await conn.fetchval(
+                "SELECT (lane.complete_job('old_q', $1, $2)).state", r["id"], r["lock_token"]
+            )
+            assert state == "completed", r["id"]
+        # A custom id stays unique, and adding it again returns the stored job.
+        again = await conn.fetchval(
+            "SELECT (lane.add_job('old_q', 'x', 'null', '{\"job_id\": \"custom-1\"}')).key"
+        )
+        assert again == old["custom-1"][0]
+    finally:
+        await conn.close()
+    await _run_in_thread(_alembic, dsn, "lane", "downgrade", "0007")
+    conn = await asyncpg.connect(dsn)
+    try:
+        assert (
+            await conn.fetchval(
+                "SELECT count(*) FROM pg_constraint WHERE conname = 'jobs_queue_id_key'"
+            )
+            == 1
+        )
+        assert await conn.fetchval("SELECT nextval('lane.job_id_seq')") > fresh["key"]
+    finally:
+        await conn.close()
+
+
 async def test_downgrade_base_after_migrate(new_db: NewDatabase) -> None:
     """A database installed by migrate() and then stamped by Alembic downgrades too."""
     dsn = await new_db()

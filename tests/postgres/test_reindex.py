@@ -48,13 +48,13 @@ async def test_a_bloated_index_is_rebuilt_and_the_queue_still_works(
     await _wave(dsn, "wave", 30_000)
     await backend.add_jobs("wave", [JobSpec("n", i) for i in range(5)])
     before = await backend.index_sizes()
-    assert _size(before, "jobs_queue_id_key") > 512 * 1024  # sized for 30,000 rows
+    assert _size(before, "jobs_waiting_idx") > 512 * 1024  # sized for 30,000 rows
 
     rebuilt = await reindex_pass(backend, 64 * 1024)
 
     after = await backend.index_sizes()
-    assert any("jobs_queue_id_key" in line for line in rebuilt), rebuilt
-    assert _size(after, "jobs_queue_id_key") < _size(before, "jobs_queue_id_key") / 4
+    assert any("jobs_waiting_idx" in line for line in rebuilt), rebuilt
+    assert _size(after, "jobs_waiting_idx") < _size(before, "jobs_waiting_idx") / 4
     assert {s.index for s in after} == {s.index for s in before}  # all valid, none left over
     # The rebuilt indexes serve the queue: the five jobs are claimed in order, by id.
     claimed = await backend.claim_jobs("w", [QueueDemand("wave", 10)], 30)
@@ -70,7 +70,7 @@ async def test_an_index_of_the_right_size_is_left_alone(
     dsn, backend = fresh
     await _wave(dsn, "steady", 2_000, remove=False)
     sizes = await backend.index_sizes()
-    assert _size(sizes, "jobs_queue_id_key") > 64 * 1024  # above the floor: judged by rows
+    assert _size(sizes, "jobs_waiting_idx") > 64 * 1024  # above the floor: judged by rows
     assert await reindex_pass(backend, 64 * 1024) == []
 
 
