@@ -190,6 +190,11 @@ class Worker:
                     log.warning("claim failed (%s: %s); retrying", type(exc).__name__, exc)
             for job in jobs:
                 self._runner.start(job, JobContext(self.backend, job, self.worker_id))
+            if jobs:
+                # Let the handlers begin before this loop's next statement (the sleep's
+                # next_due_in or the next claim) is built and sent: W4 measured 0.32 ms
+                # from a job's task creation to its handler's start without this turn.
+                await asyncio.sleep(0)
             found_work = bool(jobs)
             if jobs:
                 if len(jobs) < min(free, sum(demand.limit for demand in demands)):
