@@ -35,16 +35,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="NAME[:PRIORITY[:CONCURRENCY]]",
         help="a lane to serve (repeatable); default: the app's lanes, else every queue",
     )
-    parser.add_argument("--concurrency", type=int, default=10, help="jobs run at once (10)")
+    shipped = WorkerConfig.__dataclass_fields__  # the defaults live once, in WorkerConfig
+    concurrency, lease = shipped["concurrency"].default, shipped["lease"].default
+    shutdown, poll = shipped["shutdown_timeout"].default, shipped["poll_interval"].default
+    parser.add_argument(
+        "--concurrency", type=int, default=concurrency, help=f"jobs run at once ({concurrency})"
+    )
     parser.add_argument(
         "--burst", action="store_true", help="exit 0 once nothing is ready and nothing runs"
     )
-    parser.add_argument("--lease", type=float, default=30.0, help="lease seconds (30)")
+    parser.add_argument("--lease", type=float, default=lease, help=f"lease seconds ({lease:g})")
     parser.add_argument(
-        "--shutdown-timeout", type=float, default=30.0, help="seconds to finish jobs on stop"
+        "--shutdown-timeout", type=float, default=shutdown, help="seconds to finish jobs on stop"
     )
     parser.add_argument(
-        "--poll-interval", type=float, default=5.0, help="slow poll behind NOTIFY (5 s)"
+        "--poll-interval", type=float, default=poll, help=f"slow poll behind NOTIFY ({poll:g} s)"
     )
     parser.add_argument("--worker-id", default=None, help="default: host-pid-random")
     add_connection_arguments(parser)

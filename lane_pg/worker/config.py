@@ -20,7 +20,10 @@ class WorkerConfig:
     """How one worker runs. Durations are seconds."""
 
     worker_id: str = field(default_factory=_default_worker_id)
-    concurrency: int = 10
+    # 50, not 10: the worker claims for free slots only, so at 10 a drain waits on a claim
+    # round trip per 10 jobs. W3 (one process, noop handlers, one run each): 10 -> 8,100,
+    # 20 -> 13,600, 50 -> 23,900 jobs/s; two processes 11,700 / 17,800 / 25,300.
+    concurrency: int = 50
     lanes: tuple[Lane, ...] = ()
     """Lanes served, any order (sorted by priority); empty means every queue, priority 0."""
     lease: float = 30.0
