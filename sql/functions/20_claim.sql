@@ -17,7 +17,8 @@ DECLARE
     v_limit integer;
     v_paused boolean;
     v_record boolean;
-    v_keys bigint[];
+    v_due boolean;
+    v_claimed integer;
     v_i integer;
 BEGIN
     IF p_lease_ms IS NULL OR p_lease_ms <= 0 THEN
@@ -31,45 +32,52 @@ BEGIN
         v_queue := p_queues[v_i];
         v_limit := least(p_limits[v_i], v_left);
         CONTINUE WHEN v_limit IS NULL OR v_limit <= 0;
-        SELECT paused, record_events INTO v_paused, v_record
-          FROM lane.queues WHERE name = v_queue;
+        -- The queue row and the due-delayed probe in one statement, the pick inside the
+        -- UPDATE: each plpgsql statement costs its own executor start here. Measured on
+        -- claims of one job (interleaved, medians of 500): 548 -> 483 us; the bare UPDATE
+        -- in a one-statement function 359 us.
+        SELECT q.paused, q.record_events,
+               EXISTS (SELECT 1 FROM lane.jobs j
+                        WHERE j.queue = q.name AND j.state = 'delayed' AND j.available_at <= v_now)
+          INTO v_paused, v_record, v_due
+          FROM lane.queues q WHERE q.name = v_queue;
         CONTINUE WHEN NOT FOUND;
-        -- CLAIM-3: promoted jobs of a paused queue wake nobody. The probe first: a claim
-        -- on a queue with nothing due (nearly every claim) skips the call.
-        IF EXISTS (SELECT 1 FROM lane.jobs
-                    WHERE queue = v_queue AND state = 'delayed' AND available_at <= v_now) THEN
+        -- CLAIM-3: promoted jobs of a paused queue wake nobody; a claim on a queue with
+        -- nothing due (nearly every claim) skips the call.
+        IF v_due THEN
             PERFORM lane._promote_due(ARRAY[v_queue], v_now, false);
         END IF;
         CONTINUE WHEN v_paused;
-        v_keys := ARRAY(SELECT key FROM lane.jobs
-                         WHERE queue = v_queue AND state = 'waiting'
-                         ORDER BY order_key, key
-                         LIMIT v_limit FOR UPDATE SKIP LOCKED);
-        CONTINUE WHEN cardinality(v_keys) = 0;
-        -- `j.key = ANY(...)` keeps a primary-key lookup whatever the (possibly stale)
-        -- statistics say; the events come from the updated rows, not a join back.
+        -- `j.key = ANY(ARRAY(...))` keeps a primary-key lookup whatever the (possibly
+        -- stale) statistics say; the events come from the updated rows, not a join back.
+        -- Claim order is (order_key, key): the pick's order, which the claim leaves as is.
         RETURN QUERY
         WITH claimed AS (
             UPDATE lane.jobs j
                SET state = 'active', lock_token = gen_random_uuid(), worker_id = p_worker_id,
                    processed_at = v_now, attempts_started = j.attempts_started + 1,
                    lease_expires_at = v_now + p_lease_ms * interval '1 millisecond'
-              FROM unnest(v_keys) WITH ORDINALITY AS u(key, ord)
-             WHERE j.key = ANY (v_keys) AND j.key = u.key
-            RETURNING j AS job, u.ord
+             WHERE j.key = ANY (ARRAY(SELECT w.key FROM lane.jobs w
+                                       WHERE w.queue = v_queue AND w.state = 'waiting'
+                                       ORDER BY w.order_key, w.key
+                                       LIMIT v_limit FOR UPDATE SKIP LOCKED))
+            RETURNING j.*
         ), logged AS (
             -- One event row per 1,024 claimed jobs (migration 0007).
             INSERT INTO lane.events (queue, event, data, job_ids, created_at)
-            SELECT v_queue, 'active', '{"prev": "waiting"}', array_agg((c.job).id ORDER BY c.ord),
+            SELECT v_queue, 'active', '{"prev": "waiting"}', array_agg(x.id ORDER BY x.rn),
                    v_now
-              FROM claimed c WHERE v_record
-             GROUP BY (c.ord - 1) / 1024 ORDER BY (c.ord - 1) / 1024
+              FROM (SELECT c.id, row_number() OVER (ORDER BY c.order_key, c.key) AS rn
+                      FROM claimed c) x
+             WHERE v_record
+             GROUP BY (x.rn - 1) / 1024 ORDER BY (x.rn - 1) / 1024
         )
-        SELECT (c.job).* FROM claimed c ORDER BY c.ord;
+        SELECT * FROM claimed c ORDER BY c.order_key, c.key;
+        GET DIAGNOSTICS v_claimed = ROW_COUNT;
         -- No re-notify here (CLAIM-8): every LISTENing worker already received the
         -- wake-up that made these jobs ready, and a NOTIFY in each claim would serialise
         -- all claim commits on the notification queue lock.
-        v_left := v_left - cardinality(v_keys);
+        v_left := v_left - v_claimed;
     END LOOP;
 END $$;
 
