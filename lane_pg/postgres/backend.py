@@ -9,18 +9,23 @@ and SQLSTATE class ``LN`` errors to the ``lane_pg.errors`` classes.
 from __future__ import annotations
 
 import json
-import re
-import uuid
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any, NoReturn, cast
+from typing import Any, cast
 
 import asyncpg
 
-from lane_pg.backend.capabilities import IndexSize
-from lane_pg.errors import ConfigurationError, InvalidOptions, JobNotFound, translate_error
+from lane_pg.errors import ConfigurationError, JobNotFound
 from lane_pg.postgres import schema as schema_mod
+from lane_pg.postgres.arguments import (
+    SPLIT_DATAS,
+    event_bound,
+    optional_token_text,
+    outcome,
+    reraise,
+    server_errors,
+    token_text,
+)
 from lane_pg.postgres.leader import PostgresLeader
 from lane_pg.postgres.notifier import Notifier
 from lane_pg.postgres.rows import (
@@ -30,6 +35,7 @@ from lane_pg.postgres.rows import (
     job_from_row,
     plain_job,
 )
+from lane_pg.postgres.upkeep import SpaceUpkeep
 from lane_pg.types import (
     ALL_STATES,
     DEFAULT_PRUNE_BATCH,
@@ -39,7 +45,6 @@ from lane_pg.types import (
     Duration,
     Failure,
     FinalizeOutcome,
-    FinalizeStatus,
     Job,
     JobOptions,
     JobPage,
@@ -62,24 +67,8 @@ from lane_pg.types import (
     validate_record_events,
 )
 
-
-def _reraise(exc: asyncpg.PostgresError) -> NoReturn:
-    """The server's error as its ``lane_pg.errors`` class (SQLSTATE class ``LN``), else as
-    it came."""
-    lane_error = translate_error(exc)
-    if lane_error is None:
-        raise exc
-    raise lane_error from exc
-
-
-def _event_bound(value: str | int, open_end: str) -> int | None:
-    if value == open_end:
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.isdigit():
-        return int(value)
-    raise InvalidOptions(f"event id bound must be an integer or {open_end!r}, got {value!r}")
+# One module-level reference: json.loads looked up per call costs an attribute read.
+_loads = json.loads
 
 
 async def _keep_session(conn: asyncpg.Connection) -> None:
@@ -93,7 +82,7 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
     """
 
 
-class PostgresBackend:
+class PostgresBackend(SpaceUpkeep):
     """Job queue backend over PostgreSQL (schema ``lane`` unless configured)."""
 
     def __init__(self, pool: asyncpg.Pool, schema: str = "lane", dsn: str | None = None) -> None:
@@ -169,90 +158,6 @@ class PostgresBackend:
         (a lease in ``lane.leaders``, called on this backend's pool)."""
         return PostgresLeader(self._pool, self.schema)
 
-    # ----------------------------------------------------------------- upkeep
-    async def dead_tuples(self) -> dict[str, int]:
-        """Dead row versions per table of this schema (``pg_stat_user_tables``)."""
-        rows = await self._fetch(
-            "SELECT relname, n_dead_tup FROM pg_stat_user_tables WHERE schemaname = $1",
-            self.schema,
-        )
-        return {row["relname"]: row["n_dead_tup"] for row in rows}
-
-    async def vacuum(self, table: str) -> int:
-        """``VACUUM (SKIP_LOCKED)`` one table of this schema (a vacuum already running on
-        it, autovacuum's say, is not waited for); returns the dead row versions it left.
-        VACUUM cannot run in a transaction: it goes alone on a pooled connection."""
-        if table not in await self.dead_tuples():
-            raise InvalidOptions(f"no table {table!r} in schema {self.schema!r}")
-        name = '"{}"."{}"'.format(self.schema, table.replace('"', '""'))
-        async with self._errors():
-            await self._pool.execute(f"VACUUM (SKIP_LOCKED) {name}")
-        return (await self.dead_tuples()).get(table, 0)
-
-    async def index_sizes(self) -> list[IndexSize]:
-        """Every valid index of this schema's tables, with its size and the table's live
-        rows (``pg_stat_user_tables.n_live_tup``)."""
-        rows = await self._fetch(
-            "SELECT t.relname AS table_name, i.relname AS index_name,"
-            " pg_relation_size(i.oid) AS bytes, greatest(s.n_live_tup, 0) AS live"
-            " FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid"
-            " JOIN pg_class t ON t.oid = x.indrelid"
-            " JOIN pg_stat_user_tables s ON s.relid = t.oid"
-            " WHERE s.schemaname = $1 AND x.indisvalid ORDER BY 1, 2",
-            self.schema,
-        )
-        return [
-            IndexSize(row["table_name"], row["index_name"], row["bytes"], row["live"])
-            for row in rows
-        ]
-
-    async def count_rows(self, table: str, limit: int) -> int:
-        """``count(*)`` of one table of this schema, reading at most ``limit`` rows."""
-        if table not in await self.dead_tuples():
-            raise InvalidOptions(f"no table {table!r} in schema {self.schema!r}")
-        name = '"{}"."{}"'.format(self.schema, table.replace('"', '""'))
-        count: int = await self._fetchval(
-            f"SELECT count(*) FROM (SELECT 1 FROM {name} LIMIT $1) AS s", max(limit, 0)
-        )
-        return count
-
-    async def reindex(self, index: str) -> int:
-        """``REINDEX INDEX CONCURRENTLY`` one index of this schema: writers and claims go on
-        while it is rebuilt. B-tree pages emptied by deletions are reused only within their
-        key range and never given back, so a queue's indexes grow with every wave of jobs
-        (W6: 18 to 48 MB over ten rounds of 100,000 jobs, with ~20,000 rows live); the
-        rebuilt index holds only the live entries. A rebuild that failed earlier leaves an
-        invalid ``<index>_ccnew`` copy behind: it is dropped first. Waits at most 5 s for a
-        lock (an autovacuum of the table, say). Runs outside any transaction, like VACUUM.
-        Returns the index's size afterwards."""
-        names = {size.index for size in await self.index_sizes()}
-        if index not in names:
-            raise InvalidOptions(f"no index {index!r} in schema {self.schema!r}")
-        schema = '"{}"'.format(self.schema.replace('"', '""'))
-        async with self._errors(), self._pool.acquire() as conn:
-            leftovers = await conn.fetch(
-                "SELECT i.relname FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid"
-                " JOIN pg_namespace n ON n.oid = i.relnamespace"
-                " WHERE n.nspname = $1 AND NOT x.indisvalid AND i.relname LIKE $2",
-                self.schema,
-                index.replace("_", "\\_") + "\\_ccnew%",
-            )
-            for row in leftovers:
-                name = '"{}"'.format(row["relname"].replace('"', '""'))
-                await conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {schema}.{name}")
-            await conn.execute("SET lock_timeout = '5s'")
-            try:
-                name = '"{}"'.format(index.replace('"', '""'))
-                await conn.execute(f"REINDEX INDEX CONCURRENTLY {schema}.{name}")
-            finally:
-                await conn.execute("RESET lock_timeout")
-            size: int = await conn.fetchval(
-                "SELECT pg_relation_size(format('%I.%I', $1::text, $2::text)::regclass)",
-                self.schema,
-                index,
-            )
-        return size
-
     async def close(self) -> None:
         self._may_hold = False
         held, self._held = self._held, None
@@ -264,13 +169,6 @@ class PostgresBackend:
     def _sql(self, text: str) -> str:
         """The statement with the schema substituted (the name is validated)."""
         return text if self.schema == "lane" else schema_mod.render_sql(text, self.schema)
-
-    @asynccontextmanager
-    async def _errors(self) -> AsyncIterator[None]:
-        try:
-            yield
-        except asyncpg.PostgresError as exc:
-            _reraise(exc)
 
     async def _fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:
         return cast(list[asyncpg.Record], await self._call("fetch", self._sql(sql), args))
@@ -302,7 +200,7 @@ class PostgresBackend:
             return result
         except asyncpg.PostgresError as exc:
             answered = True
-            _reraise(exc)
+            reraise(exc)
         finally:
             if answered and self._held is None and self._may_hold:
                 self._held = conn
@@ -370,7 +268,7 @@ class PostgresBackend:
         if specs and all(text == "{}" for text in options):
             return await self._add_plain_jobs(queue, names, datas, now)
         rows = await self._fetch(
-            f"SELECT {JOB_COLUMNS} FROM lane.add_jobs($1, $2::text[], {_SPLIT_DATAS},"
+            f"SELECT {JOB_COLUMNS} FROM lane.add_jobs($1, $2::text[], {SPLIT_DATAS},"
             " $4::text[]::jsonb[], $5) AS j",
             queue,
             names,
@@ -389,7 +287,7 @@ class PostgresBackend:
         the defaults (no array of ``{}`` to send and cast)."""
         rows = await self._fetch(
             "SELECT created_at, ids, enqueued_seqs, order_keys FROM lane.add_jobs_brief($1,"
-            f" $2::text[], {_SPLIT_DATAS}, NULL, $4)",
+            f" $2::text[], {SPLIT_DATAS}, NULL, $4)",
             queue,
             names,
             datas,
@@ -461,7 +359,7 @@ class PostgresBackend:
             "lane.complete_job($1, $2, $3::uuid, $4::jsonb, $5)",
             queue,
             job_id,
-            _token(token),
+            token_text(token),
             dumps_json(result, "job result"),
             now,
         )
@@ -477,11 +375,11 @@ class PostgresBackend:
             " $3::uuid[], $4::text[]::jsonb[], $5)",
             [item.queue for item in items],
             [item.id for item in items],
-            [_token(item.token) for item in items],
+            [token_text(item.token) for item in items],
             results,
             now,
         )
-        return [_outcome(row) for row in rows]
+        return [outcome(row) for row in rows]
 
     async def fail_job(
         self,
@@ -498,7 +396,7 @@ class PostgresBackend:
             "lane.fail_job($1, $2, $3::uuid, $4, $5, $6, $7)",
             queue,
             job_id,
-            _token(token),
+            token_text(token),
             reason,
             stacktrace,
             discard_retry,
@@ -515,19 +413,19 @@ class PostgresBackend:
             " $3::uuid[], $4::text[], $5::text[], $6::bool[], $7)",
             [item.queue for item in items],
             [item.id for item in items],
-            [_token(item.token) for item in items],
+            [token_text(item.token) for item in items],
             [item.reason for item in items],
             [item.stacktrace for item in items],
             [item.discard_retry for item in items],
             now,
         )
-        return [_outcome(row) for row in rows]
+        return [outcome(row) for row in rows]
 
     async def release_job(
         self, queue: str, job_id: str, token: str, *, now: datetime | None = None
     ) -> Job:
         return await self._job(
-            "lane.release_job($1, $2, $3::uuid, $4)", queue, job_id, _token(token), now
+            "lane.release_job($1, $2, $3::uuid, $4)", queue, job_id, token_text(token), now
         )
 
     async def delay_job(
@@ -543,7 +441,7 @@ class PostgresBackend:
             "lane.delay_job($1, $2, $3::uuid, $4, $5)",
             queue,
             job_id,
-            _token(token),
+            token_text(token),
             to_millis(delay, "delay"),
             now,
         )
@@ -662,7 +560,7 @@ class PostgresBackend:
             queue,
             job_id,
             dumps_json(data, "job data"),
-            _optional_token(token),
+            optional_token_text(token),
         )
 
     async def update_job_progress(
@@ -680,7 +578,7 @@ class PostgresBackend:
             job_id,
             dumps_json(progress, "progress"),
             now,
-            _optional_token(token),
+            optional_token_text(token),
         )
 
     async def update_job_priority(
@@ -715,7 +613,7 @@ class PostgresBackend:
                 message,
                 keep,
                 now,
-                _optional_token(token),
+                optional_token_text(token),
             ),
         )
 
@@ -784,7 +682,7 @@ class PostgresBackend:
     ) -> JobPage:
         wanted = list(states) or list(ALL_STATES)
         async with (
-            self._errors(),
+            server_errors(),
             self._pool.acquire() as conn,
             conn.transaction(isolation="repeatable_read", readonly=True),
         ):
@@ -810,47 +708,8 @@ class PostgresBackend:
         rows = await self._fetch(
             f"SELECT {EVENT_COLUMNS} FROM lane.read_events($1, $2, $3, $4) AS e",
             queue,
-            _event_bound(start, "-"),
-            _event_bound(end, "+"),
+            event_bound(start, "-"),
+            event_bound(end, "+"),
             limit,
         )
         return [event_from_row(row) for row in rows]
-
-
-# The jsonb[] of the elements of one JSON array ($3), in order: a bulk add's payloads.
-_SPLIT_DATAS = (
-    "ARRAY(SELECT d.value FROM jsonb_array_elements($3::jsonb) WITH ORDINALITY AS d(value, n)"
-    " ORDER BY d.n)"
-)
-
-# One module-level reference: json.loads looked up per call costs an attribute read.
-_loads = json.loads
-
-_CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-
-
-def _token(token: str) -> str:
-    """A lock token as uuid text. Text that is no uuid becomes the nil uuid, which no claim
-    ever issues, so the function reports the lock mismatch like any stale token."""
-    # Tokens the worker got from a claim are canonical already: a match costs ~0.2 us
-    # against ~1.5 us for parsing and printing a UUID, twice per job (W3).
-    if isinstance(token, str) and _CANONICAL_UUID.fullmatch(token):
-        return token
-    try:
-        return str(uuid.UUID(token))
-    except (ValueError, TypeError, AttributeError):
-        return str(uuid.UUID(int=0))
-
-
-def _optional_token(token: str | None) -> str | None:
-    """``_token`` for a write a token may fence; None (an administrator's call) stays None."""
-    return None if token is None else _token(token)
-
-
-def _outcome(row: asyncpg.Record) -> FinalizeOutcome:
-    return FinalizeOutcome(
-        queue=row["queue"],
-        id=row["id"],
-        status=cast(FinalizeStatus, row["status"]),
-        state=cast(JobState | None, row["state"]),
-    )
