@@ -26,13 +26,18 @@ class SpaceUpkeep:
             )
         return {row["relname"]: row["n_dead_tup"] for row in rows}
 
+    async def _table_name(self, table: str) -> str:
+        """``table`` of this schema, quoted; InvalidOptions when the schema has no such
+        table (names are checked against the catalog, never interpolated unchecked)."""
+        if table not in await self.dead_tuples():
+            raise InvalidOptions(f"no table {table!r} in schema {self.schema!r}")
+        return '"{}"."{}"'.format(self.schema, table.replace('"', '""'))
+
     async def vacuum(self, table: str) -> int:
         """``VACUUM (SKIP_LOCKED)`` one table of this schema (a vacuum already running on
         it, autovacuum's say, is not waited for); returns the dead row versions it left.
         VACUUM cannot run in a transaction: it goes alone on a pooled connection."""
-        if table not in await self.dead_tuples():
-            raise InvalidOptions(f"no table {table!r} in schema {self.schema!r}")
-        name = '"{}"."{}"'.format(self.schema, table.replace('"', '""'))
+        name = await self._table_name(table)
         async with server_errors():
             await self._pool.execute(f"VACUUM (SKIP_LOCKED) {name}")
         return (await self.dead_tuples()).get(table, 0)
@@ -57,9 +62,7 @@ class SpaceUpkeep:
 
     async def count_rows(self, table: str, limit: int) -> int:
         """``count(*)`` of one table of this schema, reading at most ``limit`` rows."""
-        if table not in await self.dead_tuples():
-            raise InvalidOptions(f"no table {table!r} in schema {self.schema!r}")
-        name = '"{}"."{}"'.format(self.schema, table.replace('"', '""'))
+        name = await self._table_name(table)
         async with server_errors():
             count: int = await self._pool.fetchval(
                 f"SELECT count(*) FROM (SELECT 1 FROM {name} LIMIT $1) AS s", max(limit, 0)

@@ -200,10 +200,11 @@ BEGIN
     END IF;
 END $$;
 
--- ADD-1: one job. Without a custom id it is inserted here directly: going through
--- lane._store_jobs (arrays, a row set read back into a variable) measured 357 us per
--- autocommit call against ~280 us, so the column mapping below repeats _store_jobs'
--- on purpose; keep the two in step. A known queue skips the queue-name regex (its row
+-- ADD-1: one job. Without a custom id it is inserted here directly: going through the
+-- general path (then lane._insert_jobs, arrays and a row set read back into a variable)
+-- measured 357 us per autocommit call against ~280 us, so the column mapping below, and
+-- the generated id that is the key's text (0008), repeat lane._store_jobs' on purpose;
+-- tests/postgres/test_functions.py checks the two store the same row. A known queue skips the queue-name regex (its row
 -- exists only because its name passed it); default options skip the option walk. The
 -- same read of the queue row gives record_events: off, no event rows (~37 us of ~272).
 -- Everything here runs before the commit that makes the job visible, so it is also most

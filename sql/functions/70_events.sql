@@ -45,10 +45,12 @@ BEGIN
         -- The newest row whose newer rows hold max_events events already: it and every
         -- older row go. A batch row counts its events, so up to 1,023 more may stay.
         SELECT t.id INTO v_cut
-          FROM (SELECT e.id, sum(coalesce(cardinality(e.job_ids), 1))
-                           OVER (ORDER BY e.id DESC ROWS UNBOUNDED PRECEDING)
-                             - coalesce(cardinality(e.job_ids), 1) AS newer
-                  FROM lane.events e WHERE e.queue = v_queue ORDER BY e.id DESC) t
+          FROM (SELECT r.id,
+                       sum(r.n) OVER (ORDER BY r.id DESC ROWS UNBOUNDED PRECEDING) - r.n
+                           AS newer
+                  FROM (SELECT e.id, coalesce(cardinality(e.job_ids), 1) AS n
+                          FROM lane.events e WHERE e.queue = v_queue) r
+                 ORDER BY r.id DESC) t
          WHERE t.newer >= v_max
          LIMIT 1;
         CONTINUE WHEN v_cut IS NULL;

@@ -308,7 +308,8 @@ SAME_ROW_OPTIONS = [
 COMPARED = (
     "name, data, state, priority, lifo, max_attempts, backoff, timeout_ms, options,"
     " available_at - created_at AS delay, enqueued_seq IS NULL AS unsequenced,"
-    " order_key - coalesce(enqueued_seq, 0) * (CASE WHEN lifo THEN -1 ELSE 1 END) AS bucket"
+    " order_key - coalesce(enqueued_seq, 0) * (CASE WHEN lifo THEN -1 ELSE 1 END) AS bucket,"
+    " id = key::text AS id_is_key"
 )
 
 

@@ -13,9 +13,9 @@ from tests.postgres.conftest import refused
 # lane.trim_events (parameters for its variables).
 READ_SQL = "SELECT * FROM lane.read_events($1, $2, $3, $4)"
 CUT_SQL = (
-    "SELECT t.id FROM (SELECT e.id, sum(coalesce(cardinality(e.job_ids), 1))"
-    " OVER (ORDER BY e.id DESC ROWS UNBOUNDED PRECEDING) - coalesce(cardinality(e.job_ids), 1)"
-    " AS newer FROM lane.events e WHERE e.queue = $1 ORDER BY e.id DESC) t"
+    "SELECT t.id FROM (SELECT r.id, sum(r.n) OVER (ORDER BY r.id DESC ROWS UNBOUNDED"
+    " PRECEDING) - r.n AS newer FROM (SELECT e.id, coalesce(cardinality(e.job_ids), 1) AS n"
+    " FROM lane.events e WHERE e.queue = $1) r ORDER BY r.id DESC) t"
     " WHERE t.newer >= $2 LIMIT 1"
 )
 TRIM_SQL = "DELETE FROM lane.events WHERE queue = $1 AND id <= $2"
