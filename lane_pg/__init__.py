@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from lane_pg.backend import JobQueueBackend, connect
 from lane_pg.errors import (
     ConfigurationError,
+    DeduplicationConflict,
     InvalidJobId,
     InvalidOptions,
     InvalidPayload,
@@ -36,6 +37,7 @@ from lane_pg.types import (
     Backoff,
     ClaimedJob,
     Completion,
+    DeduplicationOptions,
     Failure,
     FinalizeOutcome,
     Job,
@@ -73,6 +75,8 @@ __all__ = [
     "ClaimedJob",
     "Completion",
     "ConfigurationError",
+    "DeduplicationConflict",
+    "DeduplicationOptions",
     "Failure",
     "FinalizeOutcome",
     "InvalidJobId",

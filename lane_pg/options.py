@@ -25,12 +25,14 @@ from typing import Any, Literal, TypeAlias
 from lane_pg.errors import InvalidJobId, InvalidOptions, InvalidPriority
 
 __all__ = [
+    "DEDUPLICATION_KEYS",
     "MAX_COUNT",
     "MAX_DURATION_MS",
     "MAX_JOB_ID_LENGTH",
     "MAX_PRIORITY",
     "OPTION_KEYS",
     "RETENTION_KEYS",
+    "Deduplication",
     "JobRetention",
     "ParsedOptions",
     "RetentionRule",
@@ -81,6 +83,34 @@ class JobRetention:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class Deduplication:
+    """A parsed ``deduplication`` option (DEDUP-1..9): while a job owns ``id`` in its
+    queue, adds carrying the same id return that job instead of a new one."""
+
+    id: str
+    ttl_ms: int | None = None
+    """Blocks duplicates this long from the add, also after the owner finished (DEDUP-4);
+    None blocks until the owner finishes (DEDUP-3)."""
+    extend_ttl: bool = False
+    """A duplicate restarts the owner's TTL (DEDUP-6)."""
+    replace_delayed: bool = False
+    """A duplicate replaces an owner that is still delayed (DEDUP-7)."""
+    keep_last_if_active: bool = False
+    """A duplicate arriving while the owner runs is kept (only the latest) and added when
+    the owner finishes (DEDUP-9)."""
+
+
+DEDUPLICATION_KEYS: tuple[str, ...] = (
+    "id",
+    "ttl_ms",
+    "extend_ttl",
+    "replace_delayed",
+    "keep_last_if_active",
+)
+_DEDUPLICATION_FLAGS = ("extend_ttl", "replace_delayed", "keep_last_if_active")
+
+
 RetentionRule: TypeAlias = JobRetention | Literal[True] | None
 """A parsed ``remove_on_complete`` / ``remove_on_fail``: True deletes the finished job
 itself, a JobRetention cleans by age and count, None (false, null, absent) keeps it."""
@@ -102,6 +132,7 @@ class ParsedOptions:
     timeout_ms: int | None = None
     remove_on_complete: RetentionRule = None
     remove_on_fail: RetentionRule = None
+    deduplication: Deduplication | None = None
 
 
 def _is_count(value: _JSON, maximum: int) -> bool:
@@ -219,6 +250,34 @@ def _retention(key: str) -> Callable[[_JSON], RetentionRule]:
     return check
 
 
+def _deduplication(value: _JSON) -> Deduplication:
+    # One predicate and one message for the whole object, as lane._check_options has.
+    valid = (
+        isinstance(value, dict)
+        and all(key in DEDUPLICATION_KEYS for key in value)
+        and isinstance(value.get("id"), str)
+        and 1 <= len(value["id"]) <= MAX_JOB_ID_LENGTH
+        and (value.get("ttl_ms") is None or _is_count(value["ttl_ms"], MAX_DURATION_MS))
+        and value.get("ttl_ms") != 0
+        and all(
+            value.get(flag) is None or isinstance(value[flag], bool)
+            for flag in _DEDUPLICATION_FLAGS
+        )
+        and not (value.get("extend_ttl") and value.get("ttl_ms") is None)
+    )
+    if not valid:
+        raise InvalidOptions(
+            f"invalid deduplication {value!r}: use {{'id': '1-{MAX_JOB_ID_LENGTH} characters',"
+            f" 'ttl_ms': 1..{MAX_DURATION_MS}, 'extend_ttl': bool, 'replace_delayed': bool,"
+            " 'keep_last_if_active': bool}; extend_ttl needs ttl_ms"
+        )
+    return Deduplication(
+        id=value["id"],
+        ttl_ms=value.get("ttl_ms"),
+        **{flag: bool(value.get(flag)) for flag in _DEDUPLICATION_FLAGS},
+    )
+
+
 _CHECKS: dict[str, Callable[[_JSON], Any]] = {
     "lifo": _lifo,
     "job_id": validate_custom_job_id,
@@ -229,6 +288,7 @@ _CHECKS: dict[str, Callable[[_JSON], Any]] = {
     "timeout_ms": _duration("timeout_ms"),
     "remove_on_fail": _retention("remove_on_fail"),
     "remove_on_complete": _retention("remove_on_complete"),
+    "deduplication": _deduplication,
 }
 OPTION_KEYS: tuple[str, ...] = tuple(sorted(_CHECKS, key=jsonb_key_order))
 """Every key of an options document, in jsonb's key order (the order errors are found)."""

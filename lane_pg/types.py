@@ -2,7 +2,7 @@
 
 Options travel to PostgreSQL as one ``jsonb`` document whose keys are the same ones a
 psql user writes by hand (``job_id``, ``priority``, ``lifo``, ``delay_ms``, ``attempts``,
-``backoff``, ``timeout_ms``, ``remove_on_complete``, ``remove_on_fail``).
+``backoff``, ``timeout_ms``, ``remove_on_complete``, ``remove_on_fail``, ``deduplication``).
 ``JobOptions.to_json`` produces it, checked by ``lane_pg.options.parse_options`` (the rules
 of the stored function ``lane._check_options``, tested equal), so a bad ``JobOptions`` is
 refused before any SQL is sent. A dict document goes to the stored functions as written:
@@ -271,6 +271,45 @@ _DEFAULTS: dict[str, JSON] = {"priority": 0, "lifo": False, "delay_ms": 0, "atte
 
 
 @dataclass(frozen=True, slots=True)
+class DeduplicationOptions:
+    """Deduplication of adds by an id of the caller's (DEDUP-1..9; the ``deduplication``
+    option document, checked by ``lane._check_options``).
+
+    While a job owns ``id`` in its queue, an add carrying the same id returns that job
+    instead of storing a new one. Without ``ttl`` the owner blocks until it completes,
+    fails for good or is removed; with ``ttl`` it blocks for that long from the add, also
+    after it finished. ``extend_ttl`` makes every duplicate restart the TTL (debounce);
+    ``replace_delayed`` makes a duplicate replace an owner that is still delayed;
+    ``keep_last_if_active`` keeps the latest duplicate that arrives while the owner runs
+    and adds it when the owner finishes.
+    """
+
+    id: str
+    ttl: Duration | None = None
+    extend_ttl: bool = False
+    replace_delayed: bool = False
+    keep_last_if_active: bool = False
+
+    def to_json(self) -> dict[str, JSON]:
+        """The ``deduplication`` document (only the keys that differ from the defaults)."""
+        doc: dict[str, JSON] = {"id": self.id}
+        if self.ttl is not None:
+            doc["ttl_ms"] = to_millis(self.ttl, "deduplication ttl")
+        for flag in ("extend_ttl", "replace_delayed", "keep_last_if_active"):
+            if getattr(self, flag) is not False:
+                doc[flag] = getattr(self, flag)
+        return doc
+
+
+def _deduplication_json(value: DeduplicationOptions | str | None) -> JSON:
+    if isinstance(value, DeduplicationOptions):
+        return value.to_json()
+    if isinstance(value, str):
+        return {"id": value}
+    return value  # None, or something parse_options refuses with its message
+
+
+@dataclass(frozen=True, slots=True)
 class JobOptions:
     """Per-job options (ADD-8). Every field is optional; defaults are BullMQ's."""
 
@@ -283,6 +322,8 @@ class JobOptions:
     timeout: Duration | None = None
     remove_on_complete: Retention | None = None
     remove_on_fail: Retention | None = None
+    deduplication: DeduplicationOptions | str | None = None
+    """A ``DeduplicationOptions``, or just its id (simple deduplication, DEDUP-1)."""
 
     def to_json(self) -> dict[str, JSON]:
         """The ``options jsonb`` document ``lane.add_job`` takes (only non-default keys).
@@ -300,6 +341,7 @@ class JobOptions:
             "timeout_ms": None if self.timeout is None else to_millis(self.timeout, "timeout"),
             "remove_on_complete": _retention_json(self.remove_on_complete),
             "remove_on_fail": _retention_json(self.remove_on_fail),
+            "deduplication": _deduplication_json(self.deduplication),
         }
         parse_options(full)
         return {
@@ -389,6 +431,11 @@ class Job:
     failed_reason: str | None
     stacktrace: list[str]
     options: dict[str, JSON] = field(default_factory=dict)
+    deduplication_id: str | None = None
+    """The id this job deduplicates by (its ``deduplication`` option), whether or not it
+    still owns it (``get_deduplication_job_id`` tells the current owner)."""
+    repeat_key: str | None = None
+    """The repeat series this job is an occurrence of (REP-1)."""
 
     @property
     def payload(self) -> JSON:

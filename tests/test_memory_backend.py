@@ -121,7 +121,7 @@ async def test_duplicate_custom_id_is_a_no_op(backend: MemoryBackend) -> None:
     first = await backend.add_job(Q, "a", {"v": 1}, {"job_id": "x"})
     again = await backend.add_job(Q, "a", {"v": 2}, {"job_id": "x"})
     assert again == first
-    assert [e[0] for e in await events(backend)] == ["added", "waiting"]
+    assert [e[0] for e in await events(backend)] == ["added", "waiting", "duplicated"]
     assert (await backend.add_job(Q, "b")).enqueued_seq == 2
 
 

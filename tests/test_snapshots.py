@@ -42,6 +42,8 @@ def _fields(**changes: object) -> dict[str, object]:
         "failed_reason": None,
         "stacktrace": [],
         "options": {"attempts": 2},
+        "deduplication_id": "acct:1",
+        "repeat_key": None,
     }
     values.update(changes)
     return values
@@ -109,6 +111,8 @@ def test_rows_map_every_column_to_its_field() -> None:
         "failed_reason": "why",
         "stacktrace": ["frame"],
         "options": '{"attempts": 14}',
+        "dedup_id": "acct:42",
+        "repeat_key": "heartbeat",
     }
     job = job_from_row(row, new_claimed_job)
     decoded = {
@@ -121,7 +125,8 @@ def test_rows_map_every_column_to_its_field() -> None:
         if name == "backoff":
             assert job.backoff is not None and job.backoff.delay_ms == 10
         else:
-            assert getattr(job, name) == decoded.get(name, row[name]), name
+            column = {"deduplication_id": "dedup_id"}.get(name, name)
+            assert getattr(job, name) == decoded.get(name, row[column]), name
     assert type(job) is ClaimedJob
 
     added = plain_job("q", "8", "send", {"b": 2}, 21, 22, t[0])

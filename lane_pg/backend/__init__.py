@@ -24,7 +24,9 @@ Common rules
   ``added {name}``, ``waiting {prev?}``, ``delayed {delay (epoch ms), prev?, failedReason?}``,
   ``active {prev}``, ``completed {prev, returnvalue}``, ``failed {prev, failedReason}``,
   ``retries-exhausted {attemptsMade}``, ``stalled {reason}``, ``drained {}`` (no job id),
-  ``removed {prev}``, ``progress {data}``, ``paused {}``, ``resumed {}``.
+  ``removed {prev}``, ``progress {data}``, ``paused {}``, ``resumed {}``,
+  ``duplicated {}`` (an add whose custom id exists), ``debounced`` / ``deduplicated``
+  ``{deduplicationId, deduplicatedJobId}`` (``lane_pg.backend.dedup``).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from lane_pg.backend.capabilities import (
     ReclaimsSpace,
     WakeupSource,
 )
+from lane_pg.backend.dedup import Deduplicator
 from lane_pg.backend.maintain import Maintainer
 from lane_pg.backend.produce import Producer
 from lane_pg.backend.read import Reader
@@ -49,6 +52,7 @@ from lane_pg.backend.url import backend_kind, connect, resolve_url
 
 __all__ = [
     "Administrator",
+    "Deduplicator",
     "HasDedicatedConnection",
     "HasLeader",
     "HasWakeups",
@@ -68,7 +72,7 @@ __all__ = [
 
 
 @runtime_checkable
-class JobQueueBackend(Producer, Settler, Administrator, Reader, Maintainer, Protocol):
+class JobQueueBackend(Producer, Settler, Administrator, Deduplicator, Reader, Maintainer, Protocol):
     """Connection-level job queue: every method names the queue(s) it acts on.
 
     A caller that needs one role only (a producer, a dashboard) can type against that role.

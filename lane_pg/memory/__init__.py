@@ -13,6 +13,7 @@ changes anything.
 from __future__ import annotations
 
 from lane_pg.memory.add import _Adding
+from lane_pg.memory.dedup import _Deduplicating
 from lane_pg.memory.leader import MemoryLeader
 from lane_pg.memory.logs import _Logs
 from lane_pg.memory.maintain import _Maintaining
@@ -24,7 +25,9 @@ from lane_pg.memory.settle import _Settling
 __all__ = ["MemoryBackend", "MemoryLeader"]
 
 
-class MemoryBackend(_Adding, _Settling, _Maintaining, _QueueSettings, _Managing, _Logs, _Reading):
+class MemoryBackend(
+    _Adding, _Deduplicating, _Settling, _Maintaining, _QueueSettings, _Managing, _Logs, _Reading
+):
     """Reference implementation of ``JobQueueBackend`` kept entirely in memory: the shared
     store (``_store``) plus one mixin per entity, as sql/functions/ has one file each."""
 

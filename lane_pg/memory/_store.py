@@ -18,11 +18,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from lane_pg.errors import (
+    DeduplicationConflict,
     InvalidOptions,
     JobNotFound,
     LockMismatch,
 )
-from lane_pg.options import ParsedOptions, RetentionRule
+from lane_pg.options import Deduplication, ParsedOptions, RetentionRule
 from lane_pg.types import (
     ALL_STATES,
     DEFAULT_KEEP_COMPLETED,
@@ -174,6 +175,8 @@ class _Record:
     failed_reason: str | None = None
     stacktrace: list[str] = field(default_factory=list)
     logs: list[LogEntry] = field(default_factory=list)
+    dedup_id: str | None = None
+    repeat_key: str | None = None
 
     def snapshot(self) -> Job:
         # Deep copies: a snapshot must not change when the stored job does.
@@ -205,12 +208,35 @@ class _Record:
             failed_reason=self.failed_reason,
             stacktrace=list(self.stacktrace),
             options=copy.deepcopy(self.options),
+            deduplication_id=self.dedup_id,
+            repeat_key=self.repeat_key,
         )
 
     def finish_order(self) -> tuple[datetime, int]:
         """Oldest-first order of finished jobs for retention."""
         assert self.finished_at is not None
         return (self.finished_at, self.key)
+
+
+@dataclass(slots=True)
+class _Owner:
+    """A ``lane.dedup_owners`` row: the job that owns a deduplication id in its queue."""
+
+    job_key: int
+    job_id: str
+    expires_at: datetime | None
+    keep_last: bool
+    next_job: _NewJob | None = None
+    """The latest duplicate kept while a keep-last owner runs (DEDUP-9)."""
+
+
+@dataclass(slots=True)
+class _Batch:
+    """The jobs one add call stores, whose events wait until the call has stored them all,
+    and the events of later specs that met one of those jobs (written after it)."""
+
+    jobs: list[_Record] = field(default_factory=list)
+    later: list[tuple[str, str, dict[str, JSON]]] = field(default_factory=list)
 
 
 def _state_index() -> dict[JobState, dict[str, _Record]]:
@@ -227,6 +253,7 @@ class _Queue:
     waiting: list[tuple[int, int, str]] = field(default_factory=list)
     delayed: list[tuple[datetime, int, str]] = field(default_factory=list)
     events: list[QueueEvent] = field(default_factory=list)
+    owners: dict[str, _Owner] = field(default_factory=dict)
     max_events: int = 10_000
     keep_completed: int | None = DEFAULT_KEEP_COMPLETED
     keep_failed: int | None = DEFAULT_KEEP_FAILED
@@ -406,6 +433,7 @@ class _Store:
             q, "completed", job.id, {"prev": "active", "returnvalue": copy.deepcopy(result)}, now
         )
         snapshot = job.snapshot()
+        self._dedup_finish(q, job, now)
         self._after_finish(q, job, job.remove_on_complete, now)
         return snapshot
 
@@ -452,6 +480,7 @@ class _Store:
         if job.attempts_made >= job.max_attempts:
             self._emit(q, "retries-exhausted", job.id, {"attemptsMade": job.attempts_made}, now)
         snapshot = job.snapshot()
+        self._dedup_finish(q, job, now)
         self._after_finish(q, job, job.remove_on_fail, now)
         return snapshot
 
@@ -482,6 +511,178 @@ class _Store:
     def _delete_all(self, q: _Queue, jobs: Iterable[_Record]) -> None:
         for job in jobs:
             self._delete(q, job)
+
+    # ----------------------------------------------------------------- adding (ADD, DEDUP)
+
+    def _insert(
+        self, queue: str, new: _NewJob, now: datetime, batch: _Batch | None = None
+    ) -> _Record:
+        """Store one new job (lane._store_jobs for one spec), or give the job that keeps its
+        custom id (ADD-3) or deduplication id (DEDUP-1). With ``batch`` (one call's jobs so
+        far) the new job's events wait for ``_emit_batch``."""
+        q = self._queue(queue)
+        opts = new.options.parsed
+        if opts.job_id is not None and opts.job_id in q.jobs:
+            # ADD-3: no write, no sequence; only `duplicated`, after the job's own `added`.
+            stored = q.jobs[opts.job_id]
+            if batch is not None and any(job is stored for job in batch.jobs):
+                batch.later.append(("duplicated", stored.id, {}))
+            else:
+                self._emit(q, "duplicated", stored.id, {}, now)
+            return stored
+        self._last_key += 1
+        key = self._last_key
+        # A generated id is the key's text, as lane._store_jobs gives it (migration 0008).
+        job_id = opts.job_id if opts.job_id is not None else str(key)
+        if opts.deduplication is not None:
+            owner = self._dedup_take(q, opts.deduplication, new, key, job_id, now, batch)
+            if owner is not None:
+                return owner
+        delayed = opts.delay_ms > 0
+        job = _Record(
+            queue=queue,
+            id=job_id,
+            key=key,
+            name=new.name,
+            data=new.data,
+            state="delayed" if delayed else "waiting",
+            priority=opts.priority,
+            lifo=opts.lifo,
+            order_key=opts.priority * PRIORITY_BUCKET + BUCKET_MIDDLE,
+            created_at=now,
+            available_at=now + opts.delay_ms * _MILLISECOND,
+            max_attempts=opts.attempts,
+            backoff=new.options.backoff,
+            timeout_ms=opts.timeout_ms,
+            options=opts.document,
+            remove_on_complete=opts.remove_on_complete,
+            remove_on_fail=opts.remove_on_fail,
+            dedup_id=None if opts.deduplication is None else opts.deduplication.id,
+        )
+        self._store(q, job)
+        if delayed:
+            heapq.heappush(q.delayed, (job.available_at, job.key, job.id))
+        else:
+            self._enqueue(q, job)
+        if batch is None:
+            self._emit_batch(q, _Batch([job]), now)
+        else:
+            batch.jobs.append(job)
+        return job
+
+    def _emit_batch(self, q: _Queue, batch: _Batch, now: datetime) -> None:
+        """The events of jobs added by one call, in the order lane._store_jobs writes its
+        event rows: every 'added', then every 'waiting', then every 'delayed', then the
+        events of specs that met one of these jobs."""
+        jobs = batch.jobs
+        for job in jobs:
+            self._emit(q, "added", job.id, {"name": job.name}, now)
+        for job in jobs:
+            if job.state == "waiting":
+                self._emit(q, "waiting", job.id, {}, now)
+        for job in jobs:
+            if job.state == "delayed":
+                self._emit(q, "delayed", job.id, {"delay": _epoch_ms(job.available_at)}, now)
+        for event, job_id, data in batch.later:
+            self._emit(q, event, job_id, data, now)
+
+    # ------------------------------------------------- deduplication owners (15_dedup.sql)
+
+    def _owner_job(self, q: _Queue, owner: _Owner, now: datetime) -> _Record | None:
+        """lane._dedup_owner_job: the owner's job while the owner blocks duplicates."""
+        job = q.jobs.get(owner.job_id)
+        if job is None or job.key != owner.job_key:
+            return None
+        if job.state == "active" and owner.keep_last:
+            return job
+        if owner.expires_at is not None:
+            return job if owner.expires_at > now else None
+        return job if job.state not in ("completed", "failed") else None
+
+    def _dedup_events(
+        self, q: _Queue, owner_id: str, dedup_id: str, loser_id: str, now: datetime
+    ) -> None:
+        data: dict[str, JSON] = {"deduplicationId": dedup_id, "deduplicatedJobId": loser_id}
+        self._emit(q, "debounced", owner_id, data, now)
+        self._emit(q, "deduplicated", owner_id, dict(data), now)
+
+    def _dedup_take(
+        self,
+        q: _Queue,
+        dedup: Deduplication,
+        new: _NewJob,
+        key: int,
+        job_id: str,
+        now: datetime,
+        batch: _Batch | None,
+    ) -> _Record | None:
+        """lane._dedup_take: None when the new job owns the id now, else the job that
+        keeps it. An owner added earlier in the same call deduplicates plainly (DEDUP-20),
+        as lane._store_jobs does for an owner it has not stored yet."""
+        expires = None if dedup.ttl_ms is None else now + dedup.ttl_ms * _MILLISECOND
+        fresh = _Owner(key, job_id, expires, dedup.keep_last_if_active)
+        owner = q.owners.get(dedup.id)
+        holder = None if owner is None else self._owner_job(q, owner, now)
+        if owner is None or holder is None:
+            q.owners[dedup.id] = fresh
+            return None
+        if batch is not None and any(job is holder for job in batch.jobs):
+            data: dict[str, JSON] = {"deduplicationId": dedup.id, "deduplicatedJobId": job_id}
+            batch.later += [("debounced", holder.id, data), ("deduplicated", holder.id, dict(data))]
+            return holder
+        if dedup.replace_delayed and holder.state == "delayed":
+            self._delete(q, holder)
+            self._emit(q, "removed", holder.id, {"prev": "delayed"}, now)
+            fresh.expires_at = expires if dedup.extend_ttl else owner.expires_at
+            q.owners[dedup.id] = fresh
+            self._dedup_events(q, job_id, dedup.id, holder.id, now)
+            return None
+        if dedup.keep_last_if_active and holder.state == "active":
+            owner.next_job = new
+            owner.keep_last = True
+            owner.expires_at = None
+        elif dedup.extend_ttl:
+            owner.expires_at = expires
+        self._dedup_events(q, holder.id, dedup.id, job_id, now)
+        return holder
+
+    def _dedup_finish(self, q: _Queue, job: _Record, now: datetime) -> None:
+        """lane._dedup_finish for one job that just completed or failed for good."""
+        owner = None if job.dedup_id is None else q.owners.get(job.dedup_id)
+        if owner is None or job.dedup_id is None or owner.job_key != job.key:
+            return
+        if (
+            owner.next_job is not None
+            or owner.keep_last
+            or owner.expires_at is None
+            or owner.expires_at <= now
+        ):
+            del q.owners[job.dedup_id]
+        if owner.next_job is not None:
+            self._insert(q.name, owner.next_job, now)
+
+    def _dedup_release(self, q: _Queue, job: _Record) -> None:
+        """lane._dedup_release: a deleted job gives up its id while the row names it."""
+        owner = None if job.dedup_id is None else q.owners.get(job.dedup_id)
+        if owner is not None and job.dedup_id is not None and owner.job_key == job.key:
+            del q.owners[job.dedup_id]
+
+    def _dedup_reclaim(self, q: _Queue, job: _Record, now: datetime) -> None:
+        """lane._dedup_reclaim: a retried job takes its id back (DEDUP-13)."""
+        if job.dedup_id is None:
+            return
+        dedup = _parse_options(job.options).parsed.deduplication
+        assert dedup is not None
+        owner = q.owners.get(job.dedup_id)
+        if owner is not None and owner.job_key != job.key:
+            holder = self._owner_job(q, owner, now)
+            if holder is not None:
+                raise DeduplicationConflict(
+                    f"deduplication id {job.dedup_id!r} of queue {q.name} is held by job"
+                    f" {holder.id}: job {job.id} cannot be retried until it is released"
+                )
+        expires = None if dedup.ttl_ms is None else now + dedup.ttl_ms * _MILLISECOND
+        q.owners[job.dedup_id] = _Owner(job.key, job.id, expires, dedup.keep_last_if_active)
 
 
 def _event_bound(value: str | int) -> int:

@@ -60,6 +60,7 @@ class _Managing(_Store):
         moment = self._now(now)
         q, job = self._require(queue, job_id)
         self._require_state(job, ("completed", "failed"), "retry")
+        self._dedup_reclaim(q, job, moment)  # DEDUP-13: before any change
         previous = job.state
         job.return_value = None
         job.failed_reason = None
@@ -81,6 +82,7 @@ class _Managing(_Store):
         q, job = found
         if job.state == "active" and job.lease_expires_at and job.lease_expires_at >= moment:
             raise JobLocked(f"job {job_id!r} is active under a lease that has not expired")
+        self._dedup_release(q, job)  # DEDUP-12
         self._delete(q, job)
         self._emit(q, "removed", job.id, {"prev": job.state}, moment)
         return True

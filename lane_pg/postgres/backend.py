@@ -648,6 +648,28 @@ class PostgresBackend(SpaceUpkeep):
     async def is_queue_paused(self, queue: str) -> bool:
         return cast(bool, await self._fetchval("SELECT lane.is_queue_paused($1)", queue))
 
+    # ----------------------------------------------------------------- deduplication
+    async def get_deduplication_job_id(
+        self, queue: str, dedup_id: str, *, now: datetime | None = None
+    ) -> str | None:
+        return cast(
+            str | None,
+            await self._fetchval(
+                "SELECT lane.get_deduplication_job_id($1, $2, $3)", queue, dedup_id, now
+            ),
+        )
+
+    async def remove_deduplication_key(self, queue: str, dedup_id: str) -> bool:
+        return cast(
+            bool,
+            await self._fetchval("SELECT lane.remove_deduplication_key($1, $2)", queue, dedup_id),
+        )
+
+    async def expire_dedup_owners(self, *, limit: int = 1000, now: datetime | None = None) -> int:
+        return cast(
+            int, await self._fetchval("SELECT lane.expire_dedup_owners($1, $2)", limit, now)
+        )
+
     # ----------------------------------------------------------------- reading
     async def get_job(self, queue: str, job_id: str) -> Job | None:
         rows = await self._fetch(

@@ -44,6 +44,8 @@ JOB_COLUMNS = ", ".join(
         "j.failed_reason",
         "j.stacktrace",
         "j.options::text AS options",
+        "j.dedup_id",
+        "j.repeat_key",
     ]
 )
 """Select-list over a ``lane.jobs`` row aliased ``j``."""
@@ -101,6 +103,8 @@ def job_from_row(row: Mapping[str, Any], cls: type[J] = new_job) -> J:  # type: 
         row["failed_reason"],
         list(stacktrace) if stacktrace else [],
         options if isinstance(options, dict) else {},
+        row["dedup_id"],
+        row["repeat_key"],
     )
 
 
@@ -147,6 +151,8 @@ def plain_job(
         None,  # failed_reason
         [],  # stacktrace
         {},  # options
+        None,  # deduplication_id
+        None,  # repeat_key
     )
 
 

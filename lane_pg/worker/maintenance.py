@@ -2,9 +2,9 @@
 
 ``maintenance_tasks`` lists today's upkeep, each with its own name, interval and
 coroutine: stalled recovery, promotion of due delayed jobs, event trimming, pruning of
-finished jobs and vacuum. ``MaintenanceScheduler`` runs whichever is due while this worker
-leads; later upkeep (repeat schedules, dedup expiry, flow settlement) is one more
-``PeriodicTask`` in the list, not a longer loop.
+finished jobs, expiry of deduplication owners and vacuum. ``MaintenanceScheduler`` runs
+whichever is due while this worker leads; later upkeep (repeat schedules, flow settlement)
+is one more ``PeriodicTask`` in the list, not a longer loop.
 
 Leadership is a lease (``Leader``, a backend capability): ``Leadership`` renews it every
 third of ``leader_lease`` while it holds it and asks as often while another worker does,
@@ -224,11 +224,19 @@ def maintenance_tasks(backend: JobQueueBackend, config: WorkerConfig) -> list[Pe
                 break
         return f"{pruned} finished jobs pruned" if pruned else ""
 
+    async def expire_owners() -> str:
+        # Rows whose TTL ran out block nothing; without this sweep every TTL add (a unique
+        # push) would leave its row for good. One probe of dedup_owners_expiry_idx when
+        # none is due.
+        expired = await backend.expire_dedup_owners(limit=DEFAULT_PRUNE_BATCH)
+        return f"{expired} expired deduplication owners deleted" if expired else ""
+
     tasks = [
         PeriodicTask("stalled recovery", config.recovery_interval, recover),
         PeriodicTask("promotion", config.promote_interval, promote),
         PeriodicTask("event trimming", config.trim_interval, trim, at_exit=True),
         PeriodicTask("pruning", config.prune_interval, prune, at_exit=True),
+        PeriodicTask("deduplication expiry", config.prune_interval, expire_owners),
     ]
     threshold = config.vacuum_min_dead
     if threshold is not None and isinstance(backend, ReclaimsSpace):

@@ -351,10 +351,36 @@ BEGIN
                     '%s must be true, false, a count (0..2147483647), or '
                     '{"age_ms", "count", "limit"}, got %s', v_key, v_value));
             END IF;
+        WHEN 'deduplication' THEN
+            -- DEDUP-1..9: lane._dedup_take reads it.
+            IF NOT (CASE WHEN jsonb_typeof(v_value) <> 'object' THEN false
+                   ELSE NOT EXISTS (SELECT 1 FROM jsonb_object_keys(v_value) k
+                                     WHERE k NOT IN ('id', 'ttl_ms', 'extend_ttl',
+                                                     'replace_delayed', 'keep_last_if_active'))
+                        AND jsonb_typeof(v_value -> 'id') IS NOT DISTINCT FROM 'string'
+                        AND length(v_value ->> 'id') BETWEEN 1 AND 255
+                        AND (coalesce(jsonb_typeof(v_value -> 'ttl_ms'), 'null') = 'null'
+                             OR lane._is_json_count(v_value -> 'ttl_ms', 9223372036854)
+                                AND v_value -> 'ttl_ms' <> '0'::jsonb)
+                        AND NOT EXISTS (
+                            SELECT 1 FROM unnest(ARRAY['extend_ttl', 'replace_delayed',
+                                                       'keep_last_if_active']) f
+                             WHERE coalesce(jsonb_typeof(v_value -> f), 'null')
+                                   NOT IN ('null', 'boolean'))
+                        AND NOT (v_value -> 'extend_ttl' IS NOT DISTINCT FROM 'true'::jsonb
+                                 AND coalesce(jsonb_typeof(v_value -> 'ttl_ms'), 'null') = 'null')
+                   END)
+            THEN
+                PERFORM lane._fail('LN003', format(
+                    'invalid deduplication %s: use {"id": "1-255 characters", '
+                    '"ttl_ms": 1..9223372036854, "extend_ttl": bool, "replace_delayed": bool, '
+                    '"keep_last_if_active": bool}; extend_ttl needs ttl_ms', v_value));
+            END IF;
         ELSE
             PERFORM lane._fail('LN003', format(
-                'unknown option %L: known options are attempts, backoff, delay_ms, job_id, '
-                'lifo, priority, remove_on_complete, remove_on_fail, timeout_ms', v_key));
+                'unknown option %L: known options are attempts, backoff, deduplication, '
+                'delay_ms, job_id, lifo, priority, remove_on_complete, remove_on_fail, '
+                'timeout_ms', v_key));
         END CASE;
     END LOOP;
 END $$;

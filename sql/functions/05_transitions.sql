@@ -151,6 +151,9 @@ BEGIN
         PERFORM lane._emit(v_job.queue, 'retries-exhausted', v_job.id,
                            jsonb_build_object('attemptsMade', v_job.attempts_made), p_now);
     END IF;
+    IF v_job.dedup_id IS NOT NULL THEN
+        PERFORM lane._dedup_finish(ARRAY[v_job.key], p_now);  -- DEDUP-3..10, before retention
+    END IF;
     PERFORM lane._apply_retention(v_job.queue, 'failed', v_job.options -> 'remove_on_fail',
                                   v_job.key, 1, p_now);
     PERFORM lane._drained_check(v_job.queue, p_now);

@@ -19,12 +19,25 @@ LANGUAGE plpgsql AS $$
 DECLARE
     v_n integer := coalesce(cardinality(p_names), 0);
     v_custom_ids boolean;
+    v_slow boolean;
     v_keys bigint[];
     v_ids text[];
     v_seqs bigint[];
     v_fresh boolean[];
     v_taken text[];
     v_custom text;
+    v_dedup jsonb;
+    v_owner_key bigint;
+    v_pos integer;
+    v_owners bigint[];
+    v_pending_ids text[] := '{}';
+    v_pending_keys bigint[] := '{}';
+    -- Events of specs that met a job an earlier spec of this call adds: written after that
+    -- job's own `added` (which the INSERT below writes).
+    v_later_events text[] := '{}';
+    v_later_ids text[] := '{}';
+    v_later_datas jsonb[] := '{}';
+    v_added text[] := '{}';  -- the custom ids this call adds
     v_i integer;
     v_record boolean;
     v_delay bigint;
@@ -42,7 +55,11 @@ BEGIN
     v_record := coalesce((SELECT record_events FROM lane.queues WHERE name = p_queue), true);
     v_one_name := v_record AND p_names[1] = ALL (p_names);
     v_custom_ids := EXISTS (SELECT 1 FROM unnest(p_options) o WHERE o ->> 'job_id' IS NOT NULL);
-    IF NOT v_custom_ids THEN
+    -- Custom ids and deduplication ids decide spec by spec, in input order, whether a
+    -- spec is new (the slow path below); a batch with neither (the common case) is all new.
+    v_slow := v_custom_ids OR EXISTS (SELECT 1 FROM unnest(p_options) o
+                                       WHERE jsonb_typeof(o -> 'deduplication') = 'object');
+    IF NOT v_slow THEN
         -- Every spec is new: ids and enqueue sequences (for jobs due now) in input order.
         -- A generated id is its key's text (migration 0008).
         v_keys := ARRAY(SELECT nextval('lane.jobs_key_seq') FROM generate_series(1, v_n));
@@ -59,11 +76,13 @@ BEGIN
                              WHERE (o ->> 'delay_ms')::bigint > 0);
         END IF;
     ELSE
-        -- A custom id already stored, or repeated earlier in the call, is not new.
+        -- A custom id already stored, or repeated earlier in the call, is not new; nor is
+        -- a spec whose deduplication id another job owns (v_owners: that job's key).
         v_ids := array_fill(NULL::text, ARRAY[v_n]);
         v_keys := array_fill(NULL::bigint, ARRAY[v_n]);
         v_seqs := array_fill(NULL::bigint, ARRAY[v_n]);
         v_fresh := array_fill(false, ARRAY[v_n]);
+        v_owners := array_fill(NULL::bigint, ARRAY[v_n]);
         -- A custom id is never its key's text: jobs_custom_id_idx holds every one.
         v_taken := ARRAY(SELECT j.id FROM lane.jobs j
                           WHERE j.queue = p_queue AND j.id <> j.key::text
@@ -71,17 +90,52 @@ BEGIN
                                                    WHERE o ->> 'job_id' IS NOT NULL)));
         FOR v_i IN 1 .. v_n LOOP
             v_custom := p_options[v_i] ->> 'job_id';
-            IF v_custom IS NULL THEN
-                v_keys[v_i] := nextval('lane.jobs_key_seq');
-                v_ids[v_i] := v_keys[v_i]::text;
-                v_fresh[v_i] := true;
-            ELSE
-                v_ids[v_i] := v_custom;
-                IF NOT v_custom = ANY (v_taken) THEN
-                    v_keys[v_i] := nextval('lane.jobs_key_seq');
-                    v_fresh[v_i] := true;
-                    v_taken := v_taken || v_custom;
+            v_ids[v_i] := v_custom;
+            IF v_custom = ANY (v_taken) THEN
+                -- ADD-3, EVS-4: the stored job, untouched; only `duplicated` says so.
+                IF v_custom = ANY (v_added) THEN
+                    v_later_events := v_later_events || 'duplicated'::text;
+                    v_later_ids := v_later_ids || v_custom;
+                    v_later_datas := v_later_datas || '{}'::jsonb;
+                ELSE
+                    PERFORM lane._emit(p_queue, 'duplicated', v_custom, '{}', p_now);
                 END IF;
+                CONTINUE;
+            END IF;
+            v_keys[v_i] := nextval('lane.jobs_key_seq');
+            v_ids[v_i] := coalesce(v_custom, v_keys[v_i]::text);
+            v_dedup := p_options[v_i] -> 'deduplication';
+            IF jsonb_typeof(v_dedup) = 'object' THEN
+                v_pos := array_position(v_pending_ids, v_dedup ->> 'id');
+                IF v_pos IS NOT NULL THEN
+                    -- DEDUP-20: an earlier spec of this call owns the id, and is not stored
+                    -- yet: deduplicated against it, whatever this spec's flags say.
+                    v_owner_key := v_pending_keys[v_pos];
+                    v_later_events := v_later_events || ARRAY['debounced', 'deduplicated'];
+                    v_later_ids := v_later_ids
+                                   || array_fill(v_ids[array_position(v_keys, v_owner_key)],
+                                                 ARRAY[2]);
+                    v_later_datas := v_later_datas
+                                     || array_fill(jsonb_build_object(
+                                                       'deduplicationId', v_dedup ->> 'id',
+                                                       'deduplicatedJobId', v_ids[v_i]),
+                                                   ARRAY[2]);
+                ELSE
+                    v_owner_key := lane._dedup_take(p_queue, v_dedup, v_keys[v_i], v_ids[v_i],
+                                                    p_names[v_i], p_datas[v_i], p_options[v_i],
+                                                    p_now);
+                END IF;
+                IF v_owner_key IS NOT NULL THEN
+                    v_owners[v_i] := v_owner_key;
+                    CONTINUE;
+                END IF;
+                v_pending_ids := v_pending_ids || (v_dedup ->> 'id');
+                v_pending_keys := v_pending_keys || v_keys[v_i];
+            END IF;
+            v_fresh[v_i] := true;
+            IF v_custom IS NOT NULL THEN
+                v_taken := v_taken || v_custom;
+                v_added := v_added || v_custom;
             END IF;
             v_delay := coalesce((p_options[v_i] ->> 'delay_ms')::bigint, 0);
             IF v_fresh[v_i] AND v_delay = 0 THEN
@@ -152,7 +206,7 @@ BEGIN
     WITH inserted AS (
         INSERT INTO lane.jobs (key, queue, id, name, data, state, priority, lifo, order_key,
                                enqueued_seq, created_at, available_at, max_attempts,
-                               backoff, timeout_ms, options)
+                               backoff, timeout_ms, options, dedup_id)
         OVERRIDING SYSTEM VALUE
         SELECT u.key, $1, u.id, u.name, coalesce(u.data, 'null'::jsonb),
                CASE WHEN u.seq IS NULL THEN 'delayed' ELSE 'waiting' END,
@@ -166,7 +220,8 @@ BEGIN
                coalesce((u.opt ->> 'attempts')::integer, 1),
                nullif(u.opt -> 'backoff', 'null'::jsonb),
                (u.opt ->> 'timeout_ms')::bigint,
-               u.opt
+               u.opt,
+               u.opt -> 'deduplication' ->> 'id'
           FROM unnest($2, $3, $4, $5, $6, $7, $9)
                WITH ORDINALITY AS u(id, name, data, opt, seq, fresh, key, ord)
          WHERE u.fresh
@@ -182,15 +237,23 @@ BEGIN
            v_events)
     INTO keys, ids, enqueued_seqs, order_keys
     USING p_queue, v_ids, p_names, p_datas, p_options, v_seqs, v_fresh, p_now, v_keys;
+    FOR v_i IN 1 .. cardinality(v_later_events) LOOP
+        PERFORM lane._emit(p_queue, v_later_events[v_i], v_later_ids[v_i], v_later_datas[v_i],
+                           p_now);
+    END LOOP;
     -- ADD-4/5: jobs due now wake the claimers (a spec whose custom id existed wakes them
     -- needlessly, which is harmless).
     IF EXISTS (SELECT 1 FROM unnest(v_seqs) s WHERE s IS NOT NULL) THEN
         PERFORM lane._wake(p_queue);
     END IF;
-    IF v_custom_ids THEN
-        -- Every spec's job, new or already stored, by its unique (queue, id).
-        keys := ARRAY(SELECT k.key FROM lane._job_keys(array_fill(p_queue, ARRAY[v_n]), v_ids) k
-                       ORDER BY k.ord);
+    IF v_slow THEN
+        -- Every spec's job: the owner of its deduplication id, else the job stored under
+        -- its id (new, already stored, or a concurrent add's that committed first).
+        keys := ARRAY(SELECT coalesce(o.key, k.key)
+                        FROM unnest(v_owners) WITH ORDINALITY AS o(key, ord)
+                        LEFT JOIN lane._job_keys(array_fill(p_queue, ARRAY[v_n]), v_ids) k
+                          ON k.ord = o.ord
+                       ORDER BY o.ord);
         SELECT array_agg(j.id ORDER BY u.ord), array_agg(j.enqueued_seq ORDER BY u.ord),
                array_agg(j.order_key ORDER BY u.ord)
           INTO ids, enqueued_seqs, order_keys
@@ -239,8 +302,9 @@ BEGIN
     IF NOT v_known THEN
         INSERT INTO lane.queues (name) VALUES (p_queue) ON CONFLICT DO NOTHING;
     END IF;
-    IF v_options ->> 'job_id' IS NOT NULL THEN
-        -- A custom id may name a stored job (ADD-3): the general path handles it.
+    IF v_options ->> 'job_id' IS NOT NULL OR v_options ? 'deduplication' THEN
+        -- A custom id may name a stored job (ADD-3), a deduplication id another job's
+        -- (DEDUP-1): the general path handles both.
         v_key := (lane._store_jobs(p_queue, ARRAY[p_name], ARRAY[p_data], ARRAY[v_options],
                                    v_now)).keys[1];
         SELECT * INTO v_job FROM lane.jobs WHERE key = v_key;

@@ -12,6 +12,7 @@ DECLARE
     v_keys bigint[] := lane._lock_held(p_queues, p_ids, p_tokens);
     v_done lane.jobs[];
     v_ords bigint[];
+    v_owners boolean;
     v_row record;
 BEGIN
     WITH input AS (
@@ -29,11 +30,13 @@ BEGIN
            AND j.queue = i.queue AND j.id = i.id AND j.state = 'active' AND j.lock_token = i.token
         RETURNING j AS job, i.ord
     )
-    SELECT array_agg(d.job ORDER BY d.ord), array_agg(d.ord ORDER BY d.ord)
-      INTO v_done, v_ords FROM done d;
+    SELECT array_agg(d.job ORDER BY d.ord), array_agg(d.ord ORDER BY d.ord),
+           bool_or((d.job).dedup_id IS NOT NULL)
+      INTO v_done, v_ords, v_owners FROM done d;
     IF v_done IS NULL THEN
         RETURN;
     END IF;
+
     -- Only for the queues that record events.
     -- One event row per queue and 1,024 jobs (migration 0007).
     INSERT INTO lane.events (queue, event, datas, job_ids, created_at)
@@ -46,6 +49,13 @@ BEGIN
      WHERE coalesce(q.record_events, true)
      GROUP BY d.queue, (d.ordinality - 1) / 1024
      ORDER BY min(d.ordinality);
+    -- DEDUP-3..10, after the `completed` events (a kept next job's `added` follows them)
+    -- and before retention may delete the rows; a batch of plain jobs pays only the
+    -- bool_or above.
+    IF v_owners THEN
+        PERFORM lane._dedup_finish(ARRAY(SELECT d.key FROM unnest(v_done) d
+                                          WHERE d.dedup_id IS NOT NULL), p_now);
+    END IF;
     -- Retention: each distinct policy once per queue; age limits scale with the batch.
     FOR v_row IN
         SELECT d.queue, d.options -> 'remove_on_complete' AS policy, count(*)::integer AS n,

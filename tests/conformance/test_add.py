@@ -114,9 +114,12 @@ async def test_add_idempotent_custom_id_ADD_3(
     assert again == first  # unchanged: data, name, priority, created_at, enqueued_seq
     assert again.data == {"v": 1}
     assert await backend.get_job(queue_name, first.id) == first
-    assert await queue_snapshot(backend, queue_name) == before  # no row, no event
+    counts, seen = await queue_snapshot(backend, queue_name)
+    assert counts == before[0]  # no row
+    # No added / waiting again: only `duplicated` (EVS-4) says an add met the id.
+    assert [(event, job) for _, event, job in seen[len(before[1]) :]] == [("duplicated", first.id)]
     names = [name for name, _ in await job_event_list(backend, queue_name, first.id)]
-    assert names == ["added", "waiting"]
+    assert names == ["added", "waiting", "duplicated"]
 
 
 async def test_add_duplicate_custom_id_keeps_waiting_position_ADD_3(
@@ -446,7 +449,7 @@ async def test_add_bulk_repeated_custom_id_in_call_ADD_11(
     assert (jobs[2].name, jobs[2].data) == ("a", 1)
     assert (await backend.get_job_counts(queue_name, ["waiting"]))["waiting"] == 2
     names = [name for name, _ in await job_event_list(backend, queue_name, "dup")]
-    assert names == ["added", "waiting"]
+    assert names == ["added", "waiting", "duplicated"]  # EVS-4, after the job's own
 
 
 async def test_add_bulk_empty_returns_empty_ADD_11(
@@ -478,7 +481,9 @@ async def test_duplicate_custom_id_of_finished_job_returns_it_unchanged_ADD_3(
 
     assert again == done
     assert again.state == "completed"
-    assert await queue_snapshot(backend, queue_name) == before
+    counts, seen = await queue_snapshot(backend, queue_name)
+    assert counts == before[0]
+    assert [(event, job) for _, event, job in seen[len(before[1]) :]] == [("duplicated", "once")]
 
 
 async def test_custom_id_length_limit_ADD_4(

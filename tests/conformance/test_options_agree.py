@@ -23,6 +23,7 @@ from lane_pg.backend import JobQueueBackend
 from lane_pg.errors import InvalidJobId, InvalidOptions, InvalidPriority, LaneError
 from lane_pg.memory import MemoryBackend
 from lane_pg.options import (
+    DEDUPLICATION_KEYS,
     MAX_COUNT,
     MAX_DURATION_MS,
     MAX_JOB_ID_LENGTH,
@@ -93,6 +94,20 @@ valid_retentions = st.one_of(
         },
     ),
 )
+valid_deduplications = st.fixed_dictionaries(
+    {"id": st.text(min_size=1, max_size=8)},
+    optional={
+        "ttl_ms": st.none() | _bounded(1, MAX_DURATION_MS),
+        "replace_delayed": st.none() | st.booleans(),
+        "keep_last_if_active": st.none() | st.booleans(),
+    },
+).flatmap(
+    # extend_ttl only where a TTL is given: without one it is refused (see FAULTY).
+    lambda doc: st.fixed_dictionaries(
+        {key: st.just(value) for key, value in doc.items()},
+        optional={"extend_ttl": st.booleans()} if doc.get("ttl_ms") is not None else {},
+    )
+)
 VALID: dict[str, st.SearchStrategy[Any]] = {
     "job_id": st.text(min_size=0, max_size=11).map(lambda text: f"j{text}"),
     "priority": _bounded(0, MAX_PRIORITY),
@@ -103,6 +118,7 @@ VALID: dict[str, st.SearchStrategy[Any]] = {
     "backoff": valid_backoffs,
     "remove_on_complete": valid_retentions,
     "remove_on_fail": valid_retentions,
+    "deduplication": valid_deduplications,
 }
 assert set(VALID) == set(OPTION_KEYS)
 UNKNOWN_KEYS = ["bogus", "Priority", "delay", "", "é", "jobid", "zz"]
@@ -133,6 +149,22 @@ FAULTY: dict[str, st.SearchStrategy[Any]] = {
     ),
     "remove_on_fail": st.one_of(
         _faulty_object(valid_retentions, [*RETENTION_KEYS, "Count"]), anything
+    ),
+    "deduplication": st.one_of(
+        _faulty_object(valid_deduplications, [*DEDUPLICATION_KEYS, "ttl"]),
+        st.sampled_from(
+            [
+                {"id": ""},
+                {"id": "x" * (MAX_JOB_ID_LENGTH + 1)},
+                {"id": "a", "ttl_ms": 0},
+                {"id": "a", "extend_ttl": True},
+                {"id": "a", "extend_ttl": False},
+                {"id": "a", "extend_ttl": True, "ttl_ms": None},
+                {"id": 5},
+                {"ttl_ms": 5},
+            ]
+        ),
+        anything,
     ),
 }
 
@@ -176,6 +208,7 @@ def _meaning(job: Job) -> dict[str, Any]:
         "timeout_ms": job.timeout_ms,
         "backoff": job.backoff,
         "options": job.options,
+        "deduplication_id": job.deduplication_id,
     }
 
 
@@ -262,6 +295,22 @@ RULES: list[tuple[dict[str, Any], type[LaneError] | None]] = [
     ({"remove_on_fail": {"count": MAX_COUNT + 1}}, InvalidOptions),
     ({"remove_on_fail": {"limit": True}}, InvalidOptions),
     ({"remove_on_fail": {"age": 1}}, InvalidOptions),
+    # DEDUP-1..9: one object, every sub-key checked, and extend_ttl only with a TTL.
+    ({"deduplication": {"id": "a"}}, None),
+    ({"deduplication": {"id": "x" * MAX_JOB_ID_LENGTH, "ttl_ms": MAX_DURATION_MS}}, None),
+    ({"deduplication": {"id": "a", "ttl_ms": 1, "extend_ttl": True}}, None),
+    ({"deduplication": {"id": "a", "replace_delayed": None, "keep_last_if_active": True}}, None),
+    ({"deduplication": {"id": "a", "extend_ttl": False}}, None),
+    ({"deduplication": {"id": "a", "extend_ttl": True}}, InvalidOptions),
+    ({"deduplication": {"id": "a", "ttl_ms": 0}}, InvalidOptions),
+    ({"deduplication": {"id": "a", "ttl_ms": MAX_DURATION_MS + 1}}, InvalidOptions),
+    ({"deduplication": {"id": ""}}, InvalidOptions),
+    ({"deduplication": {"id": "x" * (MAX_JOB_ID_LENGTH + 1)}}, InvalidOptions),
+    ({"deduplication": {"id": None}}, InvalidOptions),
+    ({"deduplication": {"id": "a", "ttl": 5}}, InvalidOptions),
+    ({"deduplication": {"id": "a", "keep_last_if_active": 1}}, InvalidOptions),
+    ({"deduplication": "a"}, InvalidOptions),
+    ({"deduplication": None}, None),
     # The first bad key in jsonb order (shorter first, then bytewise) is reported.
     ({"attempts": 0, "job_id": "0"}, InvalidJobId),
     ({"priority": -1, "lifo": "x"}, InvalidOptions),

@@ -1,0 +1,52 @@
+"""Deduplication owners (DEDUP): reading and releasing the owner of a deduplication id.
+
+An add whose options carry ``deduplication`` (``DeduplicationOptions``) claims the id for
+its job, or returns the job that owns it (``Producer.add_job``). The owner of an id is one
+row per (queue, id) (``lane.dedup_owners``), written in the adder's transaction: an add
+that rolls back leaves no owner. The rules every backend follows:
+
+* An owner blocks duplicates while its job exists and carries the id, and: for as long as
+  it runs when it is a keep-last owner; until its TTL runs out when it has one (also after
+  the job finished, DEDUP-4); until its job finishes otherwise (DEDUP-3).
+* A duplicate returns the owner and writes ``debounced`` and ``deduplicated`` on the
+  owner's id, with ``{deduplicationId, deduplicatedJobId}`` naming the skipped job
+  (DEDUP-2). ``extend_ttl`` restarts the owner's TTL (DEDUP-6); ``replace_delayed``
+  removes a delayed owner (``removed prev=delayed``) and stores the new job as the owner,
+  keeping the old expiry unless ``extend_ttl`` (DEDUP-7, -8); ``keep_last_if_active``
+  keeps the latest duplicate that arrives while the owner runs and stores it when the
+  owner completes or fails for good, its delay counted from then (DEDUP-9, -10, -16).
+* Completion and terminal failure release the id unless a TTL still runs; removal
+  releases it; ``retry_job`` takes it back or raises ``DeduplicationConflict`` (DEDUP-12,
+  -13). A release only ever removes the row that names the releasing job.
+* Within one bulk add, a spec whose id an earlier spec of the call took is deduplicated
+  against it, whatever its flags (DEDUP-20).
+* A row that no longer blocks (its job gone, not its job, finished, or expired) is
+  replaced or deleted wherever it is met (DEDUP-15, A10).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Protocol, runtime_checkable
+
+
+@runtime_checkable
+class Deduplicator(Protocol):
+    """Reading and releasing the owner of a deduplication id (DEDUP-14, -15)."""
+
+    async def get_deduplication_job_id(
+        self, queue: str, dedup_id: str, *, now: datetime | None = None
+    ) -> str | None:
+        """The id of the job that owns ``dedup_id`` now, or None; a row that no longer
+        blocks is deleted on the way (DEDUP-15)."""
+        ...
+
+    async def remove_deduplication_key(self, queue: str, dedup_id: str) -> bool:
+        """Free ``dedup_id`` whatever holds it, with any kept next job; the owner job is
+        not touched (DEDUP-14). True when there was an owner row."""
+        ...
+
+    async def expire_dedup_owners(self, *, limit: int = 1000, now: datetime | None = None) -> int:
+        """Delete up to ``limit`` owner rows whose TTL ran out (a running keep-last owner
+        keeps its row); returns how many went. The maintenance leader runs it."""
+        ...

@@ -1,0 +1,49 @@
+"""Deduplication owners (DEDUP): ``lane.get_deduplication_job_id`` and friends."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from lane_pg.memory._store import _Store
+from lane_pg.types import validate_queue_name
+
+
+class _Deduplicating(_Store):
+    """Reading and releasing the owner of a deduplication id (DEDUP-14, -15)."""
+
+    async def get_deduplication_job_id(
+        self, queue: str, dedup_id: str, *, now: datetime | None = None
+    ) -> str | None:
+        validate_queue_name(queue)
+        q = self._queues.get(queue)
+        owner = None if q is None else q.owners.get(dedup_id)
+        if q is None or owner is None:
+            return None
+        holder = self._owner_job(q, owner, self._now(now))
+        if holder is None:
+            del q.owners[dedup_id]
+            return None
+        return holder.id
+
+    async def remove_deduplication_key(self, queue: str, dedup_id: str) -> bool:
+        validate_queue_name(queue)
+        q = self._queues.get(queue)
+        return q is not None and q.owners.pop(dedup_id, None) is not None
+
+    async def expire_dedup_owners(self, *, limit: int = 1000, now: datetime | None = None) -> int:
+        moment = self._now(now)
+        expired = sorted(
+            (owner.expires_at, q.name, dedup_id)
+            for q in self._queues.values()
+            for dedup_id, owner in q.owners.items()
+            if owner.expires_at is not None
+            and owner.expires_at <= moment
+            and not (owner.keep_last and self._runs(q.name, owner.job_id, owner.job_key))
+        )[: max(limit, 0)]
+        for _, name, dedup_id in expired:
+            del self._queues[name].owners[dedup_id]
+        return len(expired)
+
+    def _runs(self, queue: str, job_id: str, key: int) -> bool:
+        found = self._find(queue, job_id)
+        return found is not None and found[1].key == key and found[1].state == "active"

@@ -1,0 +1,273 @@
+-- lane_pg stored functions: Deduplication owners (DEDUP).
+-- Applied in file-name order after the migrations, on every migrate (lane_pg/postgres/schema.py).
+--
+-- One lane.dedup_owners row per (queue, dedup id) names the job that owns the id. Its
+-- primary key is the only thing that makes ownership unique: an add writes its owner row
+-- with INSERT ... ON CONFLICT DO NOTHING in the adder's own transaction, so a concurrent
+-- adder of the same id waits on that uncommitted index entry and then sees either the
+-- committed owner or, when the first adder rolled back, no row and inserts its own. There
+-- is no advisory lock and no existence check before the insert (Oban #1087/#1093: an
+-- advisory-lock check answered "duplicate" for an insert that then rolled back).
+-- Promotion, claims and every other movement of a job never touch this table (Oban #1416:
+-- uniqueness enforced on job rows made a promotion UPDATE fail forever); only add,
+-- finalisation, removal, retry and the calls below do, and every release deletes the row
+-- only while it still names the releasing job's key (BullMQ #3232: a removal deleted a
+-- newer owner's key). A row whose job is gone, or is not the job it names, or no longer
+-- blocks (finished without TTL, TTL run out) is replaced or deleted where it is met, so a
+-- stray row never blocks an id for good (BullMQ #4311).
+
+-- The job of an owner row when the row still blocks duplicates at p_now, else NULL
+-- (DEDUP-3, -4, -15, -16): the job must exist, be in the row's queue and carry its dedup
+-- id; a keep-last owner blocks for as long as it runs, whatever its TTL; otherwise a row
+-- with a TTL blocks until it runs out (also after its job finished), and one without
+-- blocks until its job finishes.
+CREATE OR REPLACE FUNCTION lane._dedup_owner_job(p_owner lane.dedup_owners, p_now timestamptz)
+RETURNS lane.jobs LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_job lane.jobs;
+BEGIN
+    SELECT * INTO v_job FROM lane.jobs WHERE key = p_owner.job_key;
+    IF NOT FOUND OR v_job.queue <> p_owner.queue
+       OR v_job.dedup_id IS DISTINCT FROM p_owner.dedup_id THEN
+        RETURN NULL;
+    ELSIF v_job.state = 'active' AND p_owner.keep_last THEN
+        RETURN v_job;
+    ELSIF p_owner.expires_at IS NOT NULL THEN
+        RETURN CASE WHEN p_owner.expires_at > p_now THEN v_job END;
+    END IF;
+    RETURN CASE WHEN v_job.state NOT IN ('completed', 'failed') THEN v_job END;
+END $$;
+
+-- DEDUP-2: the pair of events a deduplicated add writes, on the job that keeps the id,
+-- naming the job that lost it (the skipped candidate, or the delayed owner replaced).
+CREATE OR REPLACE FUNCTION lane._dedup_events(p_queue text, p_owner_id text, p_dedup_id text,
+                                              p_loser_id text, p_now timestamptz)
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    v_data jsonb := jsonb_build_object('deduplicationId', p_dedup_id,
+                                       'deduplicatedJobId', p_loser_id);
+BEGIN
+    PERFORM lane._emit(p_queue, 'debounced', p_owner_id, v_data, p_now);
+    PERFORM lane._emit(p_queue, 'deduplicated', p_owner_id, v_data, p_now);
+END $$;
+
+-- An add's claim on its dedup id (DEDUP-1..9), for the new job (p_key, p_id) about to be
+-- stored with (p_name, p_data, p_options): NULL when the new job owns the id now (the
+-- caller stores it), else the key of the job that keeps it (the caller stores nothing and
+-- returns that job). What a live owner does to the add:
+-- * replace_delayed and the owner is a delayed job outside any flow: the owner is
+--   removed (`removed prev=delayed`) and the new job owns the id, keeping the owner's
+--   expiry unless extend_ttl (DEDUP-7, -8);
+-- * keep_last_if_active and the owner is active: the add is kept as the owner's next job
+--   (only the latest), stored when the owner finishes, and the owner's expiry is dropped
+--   while it runs (DEDUP-9, -16);
+-- * extend_ttl: the owner's expiry restarts at p_now (DEDUP-6);
+-- and in every case `debounced` + `deduplicated` (DEDUP-2).
+CREATE OR REPLACE FUNCTION lane._dedup_take(p_queue text, p_dedup jsonb, p_key bigint,
+                                            p_id text, p_name text, p_data jsonb,
+                                            p_options jsonb, p_now timestamptz)
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    v_dedup_id text := p_dedup ->> 'id';
+    v_expires timestamptz := p_now + (p_dedup ->> 'ttl_ms')::bigint * interval '1 millisecond';
+    v_keep_last boolean := coalesce((p_dedup ->> 'keep_last_if_active')::boolean, false);
+    v_extend boolean := coalesce((p_dedup ->> 'extend_ttl')::boolean, false);
+    v_owner lane.dedup_owners;
+    v_job lane.jobs;
+BEGIN
+    LOOP
+        INSERT INTO lane.dedup_owners (queue, dedup_id, job_id, job_key, expires_at,
+                                       keep_last, created_at)
+        VALUES (p_queue, v_dedup_id, p_id, p_key, v_expires, v_keep_last, p_now)
+        ON CONFLICT DO NOTHING;
+        IF FOUND THEN
+            RETURN NULL;
+        END IF;
+        SELECT * INTO v_owner FROM lane.dedup_owners
+         WHERE queue = p_queue AND dedup_id = v_dedup_id FOR UPDATE;
+        -- Released between the two statements (its job finished or was removed): again.
+        CONTINUE WHEN NOT FOUND;
+        v_job := lane._dedup_owner_job(v_owner, p_now);
+        IF v_job.key IS NULL THEN
+            -- A stale or expired row: the new job takes it over (DEDUP-15, A10).
+            UPDATE lane.dedup_owners
+               SET job_id = p_id, job_key = p_key, expires_at = v_expires,
+                   keep_last = v_keep_last, next_job = NULL, created_at = p_now
+             WHERE queue = p_queue AND dedup_id = v_dedup_id;
+            RETURN NULL;
+        END IF;
+        IF coalesce((p_dedup ->> 'replace_delayed')::boolean, false)
+           AND v_job.state = 'delayed' AND v_job.parent_id IS NULL THEN
+            -- Locked, then checked again: promotion may have moved it meanwhile.
+            SELECT * INTO v_job FROM lane.jobs WHERE key = v_job.key FOR UPDATE;
+            IF v_job.state = 'delayed' THEN
+                DELETE FROM lane.job_logs WHERE job_key = v_job.key;
+                DELETE FROM lane.jobs WHERE key = v_job.key;
+                PERFORM lane._emit(p_queue, 'removed', v_job.id, '{"prev": "delayed"}', p_now);
+                UPDATE lane.dedup_owners
+                   SET job_id = p_id, job_key = p_key, keep_last = v_keep_last, next_job = NULL,
+                       expires_at = CASE WHEN v_extend THEN v_expires ELSE expires_at END
+                 WHERE queue = p_queue AND dedup_id = v_dedup_id;
+                PERFORM lane._dedup_events(p_queue, p_id, v_dedup_id, v_job.id, p_now);
+                RETURN NULL;
+            END IF;
+        END IF;
+        IF v_keep_last AND v_job.state = 'active' THEN
+            UPDATE lane.dedup_owners
+               SET next_job = jsonb_build_object('name', p_name, 'data', p_data,
+                                                 'options', p_options),
+                   keep_last = true, expires_at = NULL
+             WHERE queue = p_queue AND dedup_id = v_dedup_id;
+        ELSIF v_extend THEN
+            UPDATE lane.dedup_owners SET expires_at = v_expires
+             WHERE queue = p_queue AND dedup_id = v_dedup_id;
+        END IF;
+        PERFORM lane._dedup_events(p_queue, v_job.id, v_dedup_id, p_id, p_now);
+        RETURN v_job.key;
+    END LOOP;
+END $$;
+
+-- Finalisation of owners (DEDUP-3, -4, -9, -10): for each of the given jobs, just finished
+-- (completed, or failed for good) and locked by the caller, that still owns its dedup id:
+-- a kept next job is stored now (its delay counted from p_now) and owns the id; otherwise
+-- the row goes unless a TTL still runs (a keep-last owner's does not: it had none while
+-- it ran). Called before retention may delete the jobs, so a TTL owner outlives its row
+-- (DEDUP-5).
+CREATE OR REPLACE FUNCTION lane._dedup_finish(p_keys bigint[], p_now timestamptz)
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    v_owner lane.dedup_owners;
+BEGIN
+    FOR v_owner IN
+        SELECT o.* FROM lane.jobs j
+          JOIN lane.dedup_owners o
+            ON o.queue = j.queue AND o.dedup_id = j.dedup_id AND o.job_key = j.key
+         WHERE j.key = ANY (p_keys) AND j.dedup_id IS NOT NULL
+         ORDER BY o.queue, o.dedup_id
+           FOR UPDATE OF o
+    LOOP
+        IF v_owner.next_job IS NOT NULL
+           OR v_owner.keep_last OR v_owner.expires_at IS NULL OR v_owner.expires_at <= p_now THEN
+            DELETE FROM lane.dedup_owners
+             WHERE queue = v_owner.queue AND dedup_id = v_owner.dedup_id;
+        END IF;
+        IF v_owner.next_job IS NOT NULL THEN
+            -- Through the add path: it takes the id again (the row is gone), keeps a custom
+            -- id (BullMQ #4030), and writes the job's added / waiting | delayed events.
+            PERFORM lane._store_jobs(v_owner.queue, ARRAY[v_owner.next_job ->> 'name'],
+                                     ARRAY[v_owner.next_job -> 'data'],
+                                     ARRAY[v_owner.next_job -> 'options'], p_now);
+        END IF;
+    END LOOP;
+END $$;
+
+-- DEDUP-12, MGMT-16: a job about to be deleted gives up its dedup id, with any kept next
+-- job, but only while the row still names it.
+CREATE OR REPLACE FUNCTION lane._dedup_release(p_job lane.jobs)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    IF p_job.dedup_id IS NOT NULL THEN
+        DELETE FROM lane.dedup_owners
+         WHERE queue = p_job.queue AND dedup_id = p_job.dedup_id AND job_key = p_job.key;
+    END IF;
+END $$;
+
+-- DEDUP-13: a retried job takes its dedup id back, with its TTL counted again from p_now;
+-- LN009 when another job still holds it (a retained TTL owner included).
+CREATE OR REPLACE FUNCTION lane._dedup_reclaim(p_job lane.jobs, p_now timestamptz)
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    v_dedup jsonb := p_job.options -> 'deduplication';
+    v_expires timestamptz;
+    v_owner lane.dedup_owners;
+    v_holder lane.jobs;
+BEGIN
+    IF p_job.dedup_id IS NULL THEN
+        RETURN;
+    END IF;
+    v_expires := p_now + (v_dedup ->> 'ttl_ms')::bigint * interval '1 millisecond';
+    LOOP
+        INSERT INTO lane.dedup_owners (queue, dedup_id, job_id, job_key, expires_at,
+                                       keep_last, created_at)
+        VALUES (p_job.queue, p_job.dedup_id, p_job.id, p_job.key, v_expires,
+                coalesce((v_dedup ->> 'keep_last_if_active')::boolean, false), p_now)
+        ON CONFLICT DO NOTHING;
+        IF FOUND THEN
+            RETURN;
+        END IF;
+        SELECT * INTO v_owner FROM lane.dedup_owners
+         WHERE queue = p_job.queue AND dedup_id = p_job.dedup_id FOR UPDATE;
+        CONTINUE WHEN NOT FOUND;
+        IF v_owner.job_key IS DISTINCT FROM p_job.key THEN
+            v_holder := lane._dedup_owner_job(v_owner, p_now);
+            IF v_holder.key IS NOT NULL THEN
+                PERFORM lane._fail('LN009', format(
+                    'deduplication id %L of queue %s is held by job %s: job %s cannot be '
+                    'retried until it is released', p_job.dedup_id, p_job.queue, v_holder.id,
+                    p_job.id));
+            END IF;
+        END IF;
+        UPDATE lane.dedup_owners
+           SET job_id = p_job.id, job_key = p_job.key, expires_at = v_expires, next_job = NULL,
+               keep_last = coalesce((v_dedup ->> 'keep_last_if_active')::boolean, false),
+               created_at = p_now
+         WHERE queue = p_job.queue AND dedup_id = p_job.dedup_id;
+        RETURN;
+    END LOOP;
+END $$;
+
+-- DEDUP-15: the id of the job that owns p_dedup_id now, or NULL; a row that no longer
+-- blocks (its job gone, mismatched, finished without TTL, or its TTL run out) is deleted
+-- here, with any kept next job.
+CREATE OR REPLACE FUNCTION lane.get_deduplication_job_id(p_queue text, p_dedup_id text,
+                                                         p_now timestamptz DEFAULT NULL)
+RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    v_owner lane.dedup_owners;
+    v_job lane.jobs;
+BEGIN
+    SELECT * INTO v_owner FROM lane.dedup_owners
+     WHERE queue = p_queue AND dedup_id = p_dedup_id FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    v_job := lane._dedup_owner_job(v_owner, coalesce(p_now, clock_timestamp()));
+    IF v_job.key IS NULL THEN
+        DELETE FROM lane.dedup_owners WHERE queue = p_queue AND dedup_id = p_dedup_id;
+    END IF;
+    RETURN v_job.id;
+END $$;
+
+-- DEDUP-14: frees p_dedup_id (and drops a kept next job) whatever holds it; the owner job
+-- itself is not touched. True when there was a row.
+CREATE OR REPLACE FUNCTION lane.remove_deduplication_key(p_queue text, p_dedup_id text)
+RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM lane.dedup_owners WHERE queue = p_queue AND dedup_id = p_dedup_id;
+    RETURN FOUND;
+END $$;
+
+-- Periodic upkeep: deletes up to p_limit owner rows whose TTL ran out (none of them blocks
+-- anything any more, DEDUP-4), oldest expiry first, through dedup_owners_expiry_idx. A
+-- keep-last owner that is running is kept: its TTL does not count while it runs. Without
+-- this, every TTL add (a unique push, say) would leave its row behind for good. Returns
+-- how many went.
+CREATE OR REPLACE FUNCTION lane.expire_dedup_owners(p_limit integer DEFAULT 1000,
+                                                    p_now timestamptz DEFAULT NULL)
+RETURNS integer LANGUAGE plpgsql AS $$
+DECLARE
+    v_now timestamptz := coalesce(p_now, clock_timestamp());
+    v_count integer;
+BEGIN
+    DELETE FROM lane.dedup_owners o
+     WHERE (o.queue, o.dedup_id) IN (
+            SELECT e.queue, e.dedup_id FROM lane.dedup_owners e
+             WHERE e.expires_at <= v_now
+               AND NOT (e.keep_last AND EXISTS (SELECT 1 FROM lane.jobs j
+                                                 WHERE j.key = e.job_key AND j.state = 'active'))
+             ORDER BY e.expires_at
+             LIMIT p_limit
+               FOR UPDATE SKIP LOCKED);
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    RETURN v_count;
+END $$;
