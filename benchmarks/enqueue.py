@@ -1,8 +1,9 @@
-"""W1 (enqueue one at a time) and W2 (bulk enqueue)."""
+"""W1 (enqueue one at a time), W2 (bulk enqueue) and D1 (deduplicated adds)."""
 
 from __future__ import annotations
 
 import json
+import statistics
 import time
 from collections.abc import Awaitable, Callable
 
@@ -115,6 +116,83 @@ async def w1(rep: Reporter, runs: int, n: int) -> None:
         raw=None,
         notes=f"{common}; baseline: one plain INSERT per job, no NOTIFY",
     )
+
+
+async def d1(rep: Reporter, runs: int, n: int) -> None:
+    """W1 with a deduplication id: every add a new id (each becomes an owner), and every
+    add the same id (each after the first is a duplicate), next to plain W1 adds and the
+    raw INSERT in the same run. Target: >= 0.8x plain W1 (issue 10)."""
+    progress(f"D1 deduplicated adds one at a time: {n} jobs x {runs} runs")
+    admin = await asyncpg.connect(bench_dsn())
+    backend = await PostgresBackend.connect(bench_dsn(), min_size=1, max_size=1)
+    conn = await asyncpg.connect(bench_dsn())
+    payloads = [json.dumps(_payload(i)) for i in range(n)]
+    fresh = [json.dumps({"deduplication": {"id": f"acct:{i}"}}) for i in range(n)]
+    same = json.dumps({"deduplication": {"id": "acct:0"}})
+
+    async def plain() -> None:
+        for p in payloads:
+            await conn.execute("SELECT lane.add_job($1, 'noop', $2::jsonb)", QUEUE, p)
+
+    async def new_ids() -> None:
+        for p, options in zip(payloads, fresh, strict=True):
+            await conn.execute(
+                "SELECT lane.add_job($1, 'noop', $2::jsonb, $3::jsonb)", QUEUE, p, options
+            )
+
+    async def duplicates() -> None:
+        for p in payloads:
+            await conn.execute(
+                "SELECT lane.add_job($1, 'noop', $2::jsonb, $3::jsonb)", QUEUE, p, same
+            )
+
+    async def via_backend() -> None:
+        for i in range(n):
+            await backend.add_job(
+                QUEUE, "noop", _payload(i), {"deduplication": {"id": f"acct:{i}"}}
+            )
+
+    async def via_backend_plain() -> None:
+        for i in range(n):
+            await backend.add_job(QUEUE, "noop", _payload(i))
+
+    async def via_raw() -> None:
+        for p in payloads:
+            await raw.insert_one(conn, QUEUE, p, notify=False)
+
+    bodies = {
+        "plain": plain,
+        "new": new_ids,
+        "duplicate": duplicates,
+        "backend_plain": via_backend_plain,
+        "backend_new": via_backend,
+        "raw": via_raw,
+    }
+    try:
+        results = await _runs(admin, runs, n, bodies)
+    finally:
+        await backend.close()
+        await conn.close()
+        await admin.close()
+    base = results["raw"]
+    common = f"{n} adds, one client, one autocommit call each; median of {runs} runs"
+    for key, plain_key, subject, what in (
+        ("plain", "plain", "SELECT lane.add_job, no deduplication (W1)", "the plain path"),
+        ("new", "plain", "SELECT lane.add_job, a new deduplication id each", "each owns its id"),
+        ("duplicate", "plain", "SELECT lane.add_job, one deduplication id", "all but one dedup"),
+        ("backend_plain", "backend_plain", "PostgresBackend.add_job, no deduplication (W1)", "-"),
+        ("backend_new", "backend_plain", "PostgresBackend.add_job, a new id each", "backend"),
+    ):
+        ratio = statistics.median(results[key]) / statistics.median(results[plain_key])
+        rep.figure(
+            "D1",
+            subject,
+            results[key],
+            "jobs/s",
+            raw=base,
+            notes=f"{common}; {what}; {ratio:.2f}x the same caller's plain W1 of this run",
+            ratio_to_plain=round(ratio, 3),
+        )
 
 
 async def w2(rep: Reporter, runs: int, n: int, chunk: int) -> None:

@@ -27,7 +27,7 @@ from benchmarks.common import (
     server_settings,
 )
 
-WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6")
+WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6", "D1")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -98,6 +98,8 @@ async def main(args: argparse.Namespace) -> int:
     try:
         if "W1" in args.only:
             await enqueue.w1(rep, runs, 500 if quick else 5000)
+        if "D1" in args.only:
+            await enqueue.d1(rep, runs, 500 if quick else 5000)
         if "W2" in args.only:
             await enqueue.w2(rep, runs, 10_000 if quick else 100_000, 1000)
         if "W3" in args.only:
