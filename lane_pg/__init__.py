@@ -27,10 +27,12 @@ from lane_pg.errors import (
     LaneError,
     LeaseLost,
     LockMismatch,
+    RepeatConflict,
     SchemaVersionMismatch,
     UnrecoverableJobError,
     ValidationError,
 )
+from lane_pg.schedule import RepeatOptions
 from lane_pg.types import (
     ALL_STATES,
     DEFAULT_LANES,
@@ -53,6 +55,7 @@ from lane_pg.types import (
     QueueDemand,
     QueueEvent,
     QueueRetention,
+    RepeatInfo,
     StalledOutcome,
 )
 
@@ -105,6 +108,9 @@ __all__ = [
     "QueueDemand",
     "QueueEvent",
     "QueueRetention",
+    "RepeatConflict",
+    "RepeatInfo",
+    "RepeatOptions",
     "SchemaVersionMismatch",
     "StalledOutcome",
     "UnrecoverableJobError",

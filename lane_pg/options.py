@@ -13,7 +13,8 @@ JSON integers (``5.0``, ``true`` and ``"5"`` are not), within the range the stor
 the later arithmetic can hold; the first key found wrong in jsonb's key order (shorter keys
 first, then bytewise) is the one reported, as ``lane._check_options`` walks ``jsonb_each``.
 
-This module imports nothing but ``lane_pg.errors``: ``lane_pg.types`` builds on it.
+This module imports nothing but ``lane_pg.errors`` and ``lane_pg.schedule`` (the repeat
+document's rules): ``lane_pg.types`` builds on it.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
 from lane_pg.errors import InvalidJobId, InvalidOptions, InvalidPriority
+from lane_pg.schedule import RepeatSpec, check_repeat
 
 __all__ = [
     "DEDUPLICATION_KEYS",
@@ -133,6 +135,7 @@ class ParsedOptions:
     remove_on_complete: RetentionRule = None
     remove_on_fail: RetentionRule = None
     deduplication: Deduplication | None = None
+    repeat: RepeatSpec | None = None
 
 
 def _is_count(value: _JSON, maximum: int) -> bool:
@@ -289,6 +292,7 @@ _CHECKS: dict[str, Callable[[_JSON], Any]] = {
     "remove_on_fail": _retention("remove_on_fail"),
     "remove_on_complete": _retention("remove_on_complete"),
     "deduplication": _deduplication,
+    "repeat": check_repeat,
 }
 OPTION_KEYS: tuple[str, ...] = tuple(sorted(_CHECKS, key=jsonb_key_order))
 """Every key of an options document, in jsonb's key order (the order errors are found)."""
@@ -314,4 +318,10 @@ def parse_options(document: _JSON) -> ParsedOptions:
                 f"unknown option {key!r}: known options are {', '.join(sorted(OPTION_KEYS))}"
             )
         values[key] = check(value)
+    # As lane._check_options, after every key: a series schedules and names its occurrences.
+    if "repeat" in values and (values.get("job_id") is not None or values.get("delay_ms", 0) != 0):
+        raise InvalidOptions(
+            "repeat does not take job_id or delay_ms: every occurrence gets its own id, due"
+            " when its schedule says"
+        )
     return ParsedOptions(document=document, **values)

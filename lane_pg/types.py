@@ -29,6 +29,7 @@ from lane_pg.options import OPTION_KEYS as OPTION_KEYS
 from lane_pg.options import JobRetention as JobRetention
 from lane_pg.options import validate_custom_job_id as validate_custom_job_id
 from lane_pg.options import validate_priority as validate_priority
+from lane_pg.schedule import RepeatOptions
 
 JobState: TypeAlias = Literal[
     "waiting", "delayed", "active", "waiting-children", "completed", "failed"
@@ -324,6 +325,8 @@ class JobOptions:
     remove_on_fail: Retention | None = None
     deduplication: DeduplicationOptions | str | None = None
     """A ``DeduplicationOptions``, or just its id (simple deduplication, DEDUP-1)."""
+    repeat: RepeatOptions | None = None
+    """Makes the job the first occurrence of a series (REP-1)."""
 
     def to_json(self) -> dict[str, JSON]:
         """The ``options jsonb`` document ``lane.add_job`` takes (only non-default keys).
@@ -342,6 +345,7 @@ class JobOptions:
             "remove_on_complete": _retention_json(self.remove_on_complete),
             "remove_on_fail": _retention_json(self.remove_on_fail),
             "deduplication": _deduplication_json(self.deduplication),
+            "repeat": self.repeat.to_json() if isinstance(self.repeat, RepeatOptions) else None,
         }
         parse_options(full)
         return {
@@ -389,6 +393,24 @@ def options_json(options: Options, what: str = "options") -> str:
     transaction usable; a dict goes to the stored functions as it is: SQL is the authority
     on documents, and ``parse_options`` is tested to agree with it."""
     return _options_text(options, what)
+
+
+@dataclass(frozen=True, slots=True)
+class RepeatInfo:
+    """One live repeat series (REP-11): its key, the owner occurrence and when it is due,
+    how many occurrences there were, and its schedule."""
+
+    key: str
+    job_id: str
+    name: str
+    next_at: datetime
+    count: int
+    every_ms: int | None
+    pattern: str | None
+    tz: str | None
+    limit: int | None
+    end_at: datetime | None
+    options: dict[str, JSON]
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,6 +47,7 @@ from lane_pg.backend.dedup import Deduplicator
 from lane_pg.backend.maintain import Maintainer
 from lane_pg.backend.produce import Producer
 from lane_pg.backend.read import Reader
+from lane_pg.backend.repeat import Repeater
 from lane_pg.backend.settle import Settler
 from lane_pg.backend.url import backend_kind, connect, resolve_url
 
@@ -63,6 +64,7 @@ __all__ = [
     "Producer",
     "Reader",
     "ReclaimsSpace",
+    "Repeater",
     "Settler",
     "WakeupSource",
     "backend_kind",
@@ -72,7 +74,9 @@ __all__ = [
 
 
 @runtime_checkable
-class JobQueueBackend(Producer, Settler, Administrator, Deduplicator, Reader, Maintainer, Protocol):
+class JobQueueBackend(
+    Producer, Settler, Administrator, Deduplicator, Repeater, Reader, Maintainer, Protocol
+):
     """Connection-level job queue: every method names the queue(s) it acts on.
 
     A caller that needs one role only (a producer, a dashboard) can type against that role.

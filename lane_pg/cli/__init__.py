@@ -30,6 +30,7 @@ COMMANDS: tuple[str, ...] = (
     "resume",
     "retention",
     "events",
+    "repeats",
 )
 
 EXIT_ERROR = 1

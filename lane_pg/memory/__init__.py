@@ -20,13 +20,22 @@ from lane_pg.memory.maintain import _Maintaining
 from lane_pg.memory.manage import _Managing
 from lane_pg.memory.queue import _QueueSettings
 from lane_pg.memory.read import _Reading
+from lane_pg.memory.repeat import _Repeating
 from lane_pg.memory.settle import _Settling
 
 __all__ = ["MemoryBackend", "MemoryLeader"]
 
 
 class MemoryBackend(
-    _Adding, _Deduplicating, _Settling, _Maintaining, _QueueSettings, _Managing, _Logs, _Reading
+    _Adding,
+    _Deduplicating,
+    _Repeating,
+    _Settling,
+    _Maintaining,
+    _QueueSettings,
+    _Managing,
+    _Logs,
+    _Reading,
 ):
     """Reference implementation of ``JobQueueBackend`` kept entirely in memory: the shared
     store (``_store``) plus one mixin per entity, as sql/functions/ has one file each."""

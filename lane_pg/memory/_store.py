@@ -20,10 +20,13 @@ from datetime import UTC, datetime, timedelta
 from lane_pg.errors import (
     DeduplicationConflict,
     InvalidOptions,
+    JobLocked,
     JobNotFound,
     LockMismatch,
+    RepeatConflict,
 )
 from lane_pg.options import Deduplication, ParsedOptions, RetentionRule
+from lane_pg.schedule import RepeatSpec, check_repeat, repeat_next
 from lane_pg.types import (
     ALL_STATES,
     DEFAULT_KEEP_COMPLETED,
@@ -231,12 +234,63 @@ class _Owner:
 
 
 @dataclass(slots=True)
+class _Series:
+    """A ``lane.repeat_schedulers`` row: a repeat series and its owner occurrence."""
+
+    job_key: int
+    job_id: str
+    template: _NewJob
+    spec: RepeatSpec
+    count: int
+    next_at: datetime
+    """The owner's scheduled tick: the anchor of the next one."""
+
+
+def series_key(name: str, repeat: JSON) -> str:
+    """lane._repeat_key: the document's key, else the job name with the schedule."""
+    if repeat.get("key") is not None:
+        return str(repeat["key"])
+    if repeat.get("every_ms") is not None:
+        return f"{name}:every:{repeat['every_ms']}"
+    zone = "" if repeat.get("tz") is None else f":{repeat['tz']}"
+    return f"{name}:cron:{repeat['pattern']}{zone}"
+
+
+def check_series_left(specs: Sequence[_NewJob], now: datetime) -> None:
+    """ADD-13 for a whole call before it writes: every series it starts has an occurrence
+    left (a spec continuing a series started earlier in the call is not checked, as in
+    lane._store_jobs)."""
+    seen: set[str] = set()
+    for new in specs:
+        if new.options.parsed.repeat is None:
+            continue
+        key = series_key(new.name, new.options.parsed.document["repeat"])
+        if key not in seen:
+            first_occurrence(new, now)
+            seen.add(key)
+
+
+def first_occurrence(new: _NewJob, now: datetime) -> datetime:
+    """The first tick of a new job's series (lane._repeat_take); InvalidOptions when the
+    series has none left (ADD-13). Checked for a whole call before it writes anything."""
+    spec = new.options.parsed.repeat
+    assert spec is not None
+    first = repeat_next(spec, None, now)
+    if first is None:
+        key = series_key(new.name, new.options.parsed.document["repeat"])
+        raise InvalidOptions(f"repeat series {key!r} has no occurrence left: its end_at has passed")
+    return first
+
+
+@dataclass(slots=True)
 class _Batch:
     """The jobs one add call stores, whose events wait until the call has stored them all,
     and the events of later specs that met one of those jobs (written after it)."""
 
     jobs: list[_Record] = field(default_factory=list)
     later: list[tuple[str, str, dict[str, JSON]]] = field(default_factory=list)
+    series: dict[str, _Record] = field(default_factory=dict)
+    """The repeat series this call starts (or continues), by key."""
 
 
 def _state_index() -> dict[JobState, dict[str, _Record]]:
@@ -254,6 +308,7 @@ class _Queue:
     delayed: list[tuple[datetime, int, str]] = field(default_factory=list)
     events: list[QueueEvent] = field(default_factory=list)
     owners: dict[str, _Owner] = field(default_factory=dict)
+    series: dict[str, _Series] = field(default_factory=dict)
     max_events: int = 10_000
     keep_completed: int | None = DEFAULT_KEEP_COMPLETED
     keep_failed: int | None = DEFAULT_KEEP_FAILED
@@ -434,6 +489,7 @@ class _Store:
         )
         snapshot = job.snapshot()
         self._dedup_finish(q, job, now)
+        self._repeat_finish(q, job, now)
         self._after_finish(q, job, job.remove_on_complete, now)
         return snapshot
 
@@ -481,6 +537,7 @@ class _Store:
             self._emit(q, "retries-exhausted", job.id, {"attemptsMade": job.attempts_made}, now)
         snapshot = job.snapshot()
         self._dedup_finish(q, job, now)
+        self._repeat_release(q, job)
         self._after_finish(q, job, job.remove_on_fail, now)
         return snapshot
 
@@ -507,6 +564,15 @@ class _Store:
             finished = [j for j in finished if q.jobs.get(j.id) is j]
         if policy.count is not None:
             self._delete_all(q, finished[: max(len(finished) - policy.count, 0)])
+
+    def _remove(self, q: _Queue, job: _Record, now: datetime) -> None:
+        """lane.remove_job for a found job (MGMT-16): a live lease protects it."""
+        if job.state == "active" and job.lease_expires_at and job.lease_expires_at >= now:
+            raise JobLocked(f"job {job.id!r} is active under a lease that has not expired")
+        self._dedup_release(q, job)  # DEDUP-12
+        self._repeat_release(q, job)  # REP-7
+        self._delete(q, job)
+        self._emit(q, "removed", job.id, {"prev": job.state}, now)
 
     def _delete_all(self, q: _Queue, jobs: Iterable[_Record]) -> None:
         for job in jobs:
@@ -538,7 +604,19 @@ class _Store:
             owner = self._dedup_take(q, opts.deduplication, new, key, job_id, now, batch)
             if owner is not None:
                 return owner
-        delayed = opts.delay_ms > 0
+        due = now + opts.delay_ms * _MILLISECOND
+        repeat_key = None
+        if opts.repeat is not None:
+            repeat_key = series_key(new.name, opts.document["repeat"])
+            if batch is not None and repeat_key in batch.series:  # REP-6 within the call
+                started = batch.series[repeat_key]
+                batch.later.append(("duplicated", started.id, {}))
+                return started
+            taken = self._repeat_take(q, repeat_key, new, key, job_id, now)
+            if isinstance(taken, _Record):
+                return taken
+            due = max(taken, now)
+        delayed = due > now
         job = _Record(
             queue=queue,
             id=job_id,
@@ -550,7 +628,7 @@ class _Store:
             lifo=opts.lifo,
             order_key=opts.priority * PRIORITY_BUCKET + BUCKET_MIDDLE,
             created_at=now,
-            available_at=now + opts.delay_ms * _MILLISECOND,
+            available_at=due,
             max_attempts=opts.attempts,
             backoff=new.options.backoff,
             timeout_ms=opts.timeout_ms,
@@ -558,8 +636,11 @@ class _Store:
             remove_on_complete=opts.remove_on_complete,
             remove_on_fail=opts.remove_on_fail,
             dedup_id=None if opts.deduplication is None else opts.deduplication.id,
+            repeat_key=repeat_key,
         )
         self._store(q, job)
+        if repeat_key is not None and batch is not None:
+            batch.series[repeat_key] = job
         if delayed:
             heapq.heappush(q.delayed, (job.available_at, job.key, job.id))
         else:
@@ -585,6 +666,87 @@ class _Store:
                 self._emit(q, "delayed", job.id, {"delay": _epoch_ms(job.available_at)}, now)
         for event, job_id, data in batch.later:
             self._emit(q, event, job_id, data, now)
+
+    # ------------------------------------------------------ repeat series (16_repeat.sql)
+
+    def _series_owner(self, q: _Queue, key: str, row: _Series) -> _Record | None:
+        """lane._repeat_owner: the row's owner while it is one (exists, unfinished)."""
+        job = q.jobs.get(row.job_id)
+        if job is None or job.key != row.job_key or job.repeat_key != key:
+            return None
+        return None if job.state in ("completed", "failed") else job
+
+    def _repeat_take(
+        self, q: _Queue, key: str, new: _NewJob, job_key: int, job_id: str, now: datetime
+    ) -> _Record | datetime:
+        """lane._repeat_take: the live owner (``duplicated`` on it), or the tick the new
+        job, the series' next occurrence, is due at."""
+        first = first_occurrence(new, now)
+        row = q.series.get(key)
+        if row is not None:
+            owner = self._series_owner(q, key, row)
+            if owner is not None:
+                self._emit(q, "duplicated", owner.id, {}, now)
+                return owner
+            finished = q.jobs.get(row.job_id)
+            if (
+                finished is not None
+                and finished.key == row.job_key
+                and finished.repeat_key == key
+                and finished.state == "completed"
+            ):
+                following = repeat_next(row.spec, row.next_at, now)
+                if following is None:
+                    raise InvalidOptions(f"repeat series {key!r} has no occurrence left")
+                row.job_key, row.job_id = job_key, job_id
+                row.count += 1
+                row.next_at = following
+                return following
+        spec = new.options.parsed.repeat
+        assert spec is not None
+        q.series[key] = _Series(job_key, job_id, new, spec, 1, first)
+        return first
+
+    def _repeat_finish(self, q: _Queue, job: _Record, now: datetime) -> None:
+        """lane._repeat_finish for one job that just completed (REP-2..4)."""
+        row = None if job.repeat_key is None else q.series.get(job.repeat_key)
+        if row is None or job.repeat_key is None or row.job_key != job.key:
+            return
+        limit = row.spec.limit if row.spec.limit is not None else 2**31 - 1
+        if row.count >= limit or repeat_next(row.spec, row.next_at, now) is None:
+            del q.series[job.repeat_key]
+            return
+        template = row.template
+        self._insert(
+            q.name, _NewJob(template.name, _json_copy(template.data), template.options), now
+        )
+
+    def _repeat_release(self, q: _Queue, job: _Record) -> None:
+        """lane._repeat_release (REP-7)."""
+        row = None if job.repeat_key is None else q.series.get(job.repeat_key)
+        if row is not None and job.repeat_key is not None and row.job_key == job.key:
+            del q.series[job.repeat_key]
+
+    def _repeat_reclaim(self, q: _Queue, job: _Record, now: datetime, *, apply: bool) -> None:
+        """lane._repeat_reclaim (REP-15); with ``apply`` False only its check."""
+        if job.repeat_key is None:
+            return
+        row = q.series.get(job.repeat_key)
+        if row is not None:
+            owner = self._series_owner(q, job.repeat_key, row)
+            if owner is not None and owner.key != job.key:
+                raise RepeatConflict(
+                    f"repeat series {job.repeat_key!r} of queue {q.name} is owned by job"
+                    f" {owner.id}: job {job.id} cannot be retried while it runs"
+                )
+            if apply:
+                row.job_key, row.job_id, row.next_at = job.key, job.id, now
+            return
+        if not apply:
+            return
+        template = _NewJob(job.name, _json_copy(job.data), _parse_options(job.options))
+        spec = check_repeat(job.options["repeat"])
+        q.series[job.repeat_key] = _Series(job.key, job.id, template, spec, 1, now)
 
     # ------------------------------------------------- deduplication owners (15_dedup.sql)
 
@@ -667,8 +829,9 @@ class _Store:
         if owner is not None and job.dedup_id is not None and owner.job_key == job.key:
             del q.owners[job.dedup_id]
 
-    def _dedup_reclaim(self, q: _Queue, job: _Record, now: datetime) -> None:
-        """lane._dedup_reclaim: a retried job takes its id back (DEDUP-13)."""
+    def _dedup_reclaim(self, q: _Queue, job: _Record, now: datetime, *, apply: bool) -> None:
+        """lane._dedup_reclaim: a retried job takes its id back (DEDUP-13); with ``apply``
+        False only its check."""
         if job.dedup_id is None:
             return
         dedup = _parse_options(job.options).parsed.deduplication
@@ -681,6 +844,8 @@ class _Store:
                     f"deduplication id {job.dedup_id!r} of queue {q.name} is held by job"
                     f" {holder.id}: job {job.id} cannot be retried until it is released"
                 )
+        if not apply:
+            return
         expires = None if dedup.ttl_ms is None else now + dedup.ttl_ms * _MILLISECOND
         q.owners[job.dedup_id] = _Owner(job.key, job.id, expires, dedup.keep_last_if_active)
 

@@ -9,6 +9,7 @@ from lane_pg.memory._store import (
     _Batch,
     _parse_spec,
     _Store,
+    check_series_left,
 )
 from lane_pg.types import (
     JSON,
@@ -33,7 +34,9 @@ class _Adding(_Store):
     ) -> Job:
         validate_queue_name(queue)
         new = _parse_spec(name, data, options)
-        return self._insert(queue, new, self._now(now)).snapshot()
+        moment = self._now(now)
+        check_series_left([new], moment)
+        return self._insert(queue, new, moment).snapshot()
 
     async def add_jobs(
         self, queue: str, specs: Sequence[JobSpec], *, now: datetime | None = None
@@ -41,6 +44,7 @@ class _Adding(_Store):
         validate_queue_name(queue)
         parsed = [_parse_spec(spec.name, spec.data, spec.options) for spec in specs]
         moment = self._now(now)
+        check_series_left(parsed, moment)
         batch = _Batch()
         jobs = [self._insert(queue, new, moment, batch) for new in parsed]
         if batch.jobs or batch.later:

@@ -7,7 +7,6 @@ from datetime import datetime
 
 from lane_pg.errors import (
     InvalidOptions,
-    JobLocked,
     JobStateConflict,
 )
 from lane_pg.memory._store import (
@@ -60,7 +59,10 @@ class _Managing(_Store):
         moment = self._now(now)
         q, job = self._require(queue, job_id)
         self._require_state(job, ("completed", "failed"), "retry")
-        self._dedup_reclaim(q, job, moment)  # DEDUP-13: before any change
+        # DEDUP-13 and REP-15, both checked before either changes anything.
+        for apply in (False, True):
+            self._dedup_reclaim(q, job, moment, apply=apply)
+            self._repeat_reclaim(q, job, moment, apply=apply)
         previous = job.state
         job.return_value = None
         job.failed_reason = None
@@ -80,11 +82,7 @@ class _Managing(_Store):
         if found is None:
             return False
         q, job = found
-        if job.state == "active" and job.lease_expires_at and job.lease_expires_at >= moment:
-            raise JobLocked(f"job {job_id!r} is active under a lease that has not expired")
-        self._dedup_release(q, job)  # DEDUP-12
-        self._delete(q, job)
-        self._emit(q, "removed", job.id, {"prev": job.state}, moment)
+        self._remove(q, job, moment)
         return True
 
     async def update_job_data(

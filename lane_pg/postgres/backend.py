@@ -28,6 +28,7 @@ from lane_pg.postgres.arguments import (
 )
 from lane_pg.postgres.leader import PostgresLeader
 from lane_pg.postgres.notifier import Notifier
+from lane_pg.postgres.owners import OwnerCalls
 from lane_pg.postgres.rows import (
     EVENT_COLUMNS,
     JOB_COLUMNS,
@@ -82,7 +83,7 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
     """
 
 
-class PostgresBackend(SpaceUpkeep):
+class PostgresBackend(SpaceUpkeep, OwnerCalls):
     """Job queue backend over PostgreSQL (schema ``lane`` unless configured)."""
 
     def __init__(self, pool: asyncpg.Pool, schema: str = "lane", dsn: str | None = None) -> None:
@@ -647,28 +648,6 @@ class PostgresBackend(SpaceUpkeep):
 
     async def is_queue_paused(self, queue: str) -> bool:
         return cast(bool, await self._fetchval("SELECT lane.is_queue_paused($1)", queue))
-
-    # ----------------------------------------------------------------- deduplication
-    async def get_deduplication_job_id(
-        self, queue: str, dedup_id: str, *, now: datetime | None = None
-    ) -> str | None:
-        return cast(
-            str | None,
-            await self._fetchval(
-                "SELECT lane.get_deduplication_job_id($1, $2, $3)", queue, dedup_id, now
-            ),
-        )
-
-    async def remove_deduplication_key(self, queue: str, dedup_id: str) -> bool:
-        return cast(
-            bool,
-            await self._fetchval("SELECT lane.remove_deduplication_key($1, $2)", queue, dedup_id),
-        )
-
-    async def expire_dedup_owners(self, *, limit: int = 1000, now: datetime | None = None) -> int:
-        return cast(
-            int, await self._fetchval("SELECT lane.expire_dedup_owners($1, $2)", limit, now)
-        )
 
     # ----------------------------------------------------------------- reading
     async def get_job(self, queue: str, job_id: str) -> Job | None:

@@ -260,7 +260,7 @@ $$;
 -- range for type bigint"); a backoff object missing its delays was accepted as well (its
 -- NULL checks were not false) and retried at once.
 CREATE OR REPLACE FUNCTION lane._check_options(p_options jsonb)
-RETURNS void LANGUAGE plpgsql IMMUTABLE AS $$
+RETURNS void LANGUAGE plpgsql STABLE AS $$  -- STABLE: lane._check_repeat reads the zone list
 DECLARE
     v_key text;
     v_id text;
@@ -376,13 +376,24 @@ BEGIN
                     '"ttl_ms": 1..9223372036854, "extend_ttl": bool, "replace_delayed": bool, '
                     '"keep_last_if_active": bool}; extend_ttl needs ttl_ms', v_value));
             END IF;
+        WHEN 'repeat' THEN
+            PERFORM lane._check_repeat(v_value);  -- REP-1, REP-5 (08_schedule.sql)
         ELSE
             PERFORM lane._fail('LN003', format(
                 'unknown option %L: known options are attempts, backoff, deduplication, '
                 'delay_ms, job_id, lifo, priority, remove_on_complete, remove_on_fail, '
-                'timeout_ms', v_key));
+                'repeat, timeout_ms', v_key));
         END CASE;
     END LOOP;
+    -- A series schedules its occurrences and names each (lane._repeat_take): no delay and
+    -- no custom id of the caller's.
+    IF jsonb_typeof(p_options -> 'repeat') = 'object'
+       AND (coalesce(jsonb_typeof(p_options -> 'job_id'), 'null') <> 'null'
+            OR coalesce(p_options -> 'delay_ms', '0'::jsonb) NOT IN ('0'::jsonb, 'null'::jsonb)) THEN
+        PERFORM lane._fail('LN003',
+            'repeat does not take job_id or delay_ms: every occurrence gets its own id, due '
+            'when its schedule says');
+    END IF;
 END $$;
 
 CREATE OR REPLACE FUNCTION lane._check_name(p_name text)

@@ -38,6 +38,11 @@ DECLARE
     v_later_ids text[] := '{}';
     v_later_datas jsonb[] := '{}';
     v_added text[] := '{}';  -- the custom ids this call adds
+    v_series text;
+    v_series_ids text[] := '{}';  -- the repeat series this call adds an occurrence of
+    v_series_keys bigint[] := '{}';
+    v_taken_series record;
+    v_dues timestamptz[];  -- a repeat occurrence's tick, in place of its options' delay_ms
     v_i integer;
     v_record boolean;
     v_delay bigint;
@@ -58,7 +63,8 @@ BEGIN
     -- Custom ids and deduplication ids decide spec by spec, in input order, whether a
     -- spec is new (the slow path below); a batch with neither (the common case) is all new.
     v_slow := v_custom_ids OR EXISTS (SELECT 1 FROM unnest(p_options) o
-                                       WHERE jsonb_typeof(o -> 'deduplication') = 'object');
+                                       WHERE jsonb_typeof(o -> 'deduplication') = 'object'
+                                          OR jsonb_typeof(o -> 'repeat') = 'object');
     IF NOT v_slow THEN
         -- Every spec is new: ids and enqueue sequences (for jobs due now) in input order.
         -- A generated id is its key's text (migration 0008).
@@ -83,6 +89,7 @@ BEGIN
         v_seqs := array_fill(NULL::bigint, ARRAY[v_n]);
         v_fresh := array_fill(false, ARRAY[v_n]);
         v_owners := array_fill(NULL::bigint, ARRAY[v_n]);
+        v_dues := array_fill(NULL::timestamptz, ARRAY[v_n]);
         -- A custom id is never its key's text: jobs_custom_id_idx holds every one.
         v_taken := ARRAY(SELECT j.id FROM lane.jobs j
                           WHERE j.queue = p_queue AND j.id <> j.key::text
@@ -132,12 +139,38 @@ BEGIN
                 v_pending_ids := v_pending_ids || (v_dedup ->> 'id');
                 v_pending_keys := v_pending_keys || v_keys[v_i];
             END IF;
+            IF jsonb_typeof(p_options[v_i] -> 'repeat') = 'object' THEN
+                v_series := lane._repeat_key(p_names[v_i], p_options[v_i] -> 'repeat');
+                v_pos := array_position(v_series_ids, v_series);
+                IF v_pos IS NOT NULL THEN
+                    -- REP-6 within the call: an earlier spec starts this series.
+                    v_owners[v_i] := v_series_keys[v_pos];
+                    v_later_events := v_later_events || 'duplicated'::text;
+                    v_later_ids := v_later_ids || v_ids[array_position(v_keys, v_owners[v_i])];
+                    v_later_datas := v_later_datas || '{}'::jsonb;
+                    CONTINUE;
+                END IF;
+                v_taken_series := lane._repeat_take(p_queue, v_keys[v_i], v_ids[v_i],
+                                                    p_names[v_i], p_datas[v_i], p_options[v_i],
+                                                    p_now);
+                IF v_taken_series.owner_key IS NOT NULL THEN
+                    v_owners[v_i] := v_taken_series.owner_key;
+                    CONTINUE;
+                END IF;
+                v_dues[v_i] := v_taken_series.due_at;
+                v_series_ids := v_series_ids || v_series;
+                v_series_keys := v_series_keys || v_keys[v_i];
+            END IF;
             v_fresh[v_i] := true;
             IF v_custom IS NOT NULL THEN
                 v_taken := v_taken || v_custom;
                 v_added := v_added || v_custom;
             END IF;
-            v_delay := coalesce((p_options[v_i] ->> 'delay_ms')::bigint, 0);
+            v_delay := CASE WHEN v_dues[v_i] IS NULL
+                            THEN coalesce((p_options[v_i] ->> 'delay_ms')::bigint, 0)
+                            WHEN v_dues[v_i] <= p_now THEN 0
+                            ELSE greatest(lane._epoch_ms(v_dues[v_i]) - lane._epoch_ms(p_now), 1)
+                       END;
             IF v_fresh[v_i] AND v_delay = 0 THEN
                 v_seqs[v_i] := nextval('lane.enqueue_seq');
             ELSIF v_fresh[v_i] THEN
@@ -206,7 +239,7 @@ BEGIN
     WITH inserted AS (
         INSERT INTO lane.jobs (key, queue, id, name, data, state, priority, lifo, order_key,
                                enqueued_seq, created_at, available_at, max_attempts,
-                               backoff, timeout_ms, options, dedup_id)
+                               backoff, timeout_ms, options, dedup_id, repeat_key)
         OVERRIDING SYSTEM VALUE
         SELECT u.key, $1, u.id, u.name, coalesce(u.data, 'null'::jsonb),
                CASE WHEN u.seq IS NULL THEN 'delayed' ELSE 'waiting' END,
@@ -216,14 +249,18 @@ BEGIN
                                coalesce((u.opt ->> 'lifo')::boolean, false),
                                coalesce(u.seq, 0)),
                u.seq, $8,
-               $8 + coalesce((u.opt ->> 'delay_ms')::bigint, 0) * interval '1 millisecond',
+               CASE WHEN u.due > $8 THEN u.due
+                    ELSE $8 + coalesce((u.opt ->> 'delay_ms')::bigint, 0)
+                              * interval '1 millisecond' END,
                coalesce((u.opt ->> 'attempts')::integer, 1),
                nullif(u.opt -> 'backoff', 'null'::jsonb),
                (u.opt ->> 'timeout_ms')::bigint,
                u.opt,
-               u.opt -> 'deduplication' ->> 'id'
-          FROM unnest($2, $3, $4, $5, $6, $7, $9)
-               WITH ORDINALITY AS u(id, name, data, opt, seq, fresh, key, ord)
+               u.opt -> 'deduplication' ->> 'id',
+               CASE WHEN jsonb_typeof(u.opt -> 'repeat') = 'object'
+                    THEN lane._repeat_key(u.name, u.opt -> 'repeat') END
+          FROM unnest($2, $3, $4, $5, $6, $7, $9, $10)
+               WITH ORDINALITY AS u(id, name, data, opt, seq, fresh, key, due, ord)
          WHERE u.fresh
          ORDER BY u.ord
         %s
@@ -236,7 +273,8 @@ BEGIN
                    ELSE '' END,
            v_events)
     INTO keys, ids, enqueued_seqs, order_keys
-    USING p_queue, v_ids, p_names, p_datas, p_options, v_seqs, v_fresh, p_now, v_keys;
+    USING p_queue, v_ids, p_names, p_datas, p_options, v_seqs, v_fresh, p_now, v_keys,
+          v_dues;
     FOR v_i IN 1 .. cardinality(v_later_events) LOOP
         PERFORM lane._emit(p_queue, v_later_events[v_i], v_later_ids[v_i], v_later_datas[v_i],
                            p_now);
@@ -303,8 +341,9 @@ BEGIN
     IF NOT v_known THEN
         INSERT INTO lane.queues (name) VALUES (p_queue) ON CONFLICT DO NOTHING;
     END IF;
-    IF v_options ->> 'job_id' IS NOT NULL THEN
-        -- A custom id may name a stored job (ADD-3): the general path handles it.
+    IF v_options ->> 'job_id' IS NOT NULL OR jsonb_typeof(v_options -> 'repeat') = 'object' THEN
+        -- A custom id may name a stored job (ADD-3), a repeat its series' owner (REP-6):
+        -- the general path handles both.
         v_key := (lane._store_jobs(p_queue, ARRAY[p_name], ARRAY[p_data], ARRAY[v_options],
                                    v_now)).keys[1];
         SELECT * INTO v_job FROM lane.jobs WHERE key = v_key;

@@ -13,6 +13,7 @@ DECLARE
     v_done lane.jobs[];
     v_ords bigint[];
     v_owners boolean;
+    v_series boolean;
     v_row record;
 BEGIN
     WITH input AS (
@@ -31,8 +32,8 @@ BEGIN
         RETURNING j AS job, i.ord
     )
     SELECT array_agg(d.job ORDER BY d.ord), array_agg(d.ord ORDER BY d.ord),
-           bool_or((d.job).dedup_id IS NOT NULL)
-      INTO v_done, v_ords, v_owners FROM done d;
+           bool_or((d.job).dedup_id IS NOT NULL), bool_or((d.job).repeat_key IS NOT NULL)
+      INTO v_done, v_ords, v_owners, v_series FROM done d;
     IF v_done IS NULL THEN
         RETURN;
     END IF;
@@ -55,6 +56,10 @@ BEGIN
     IF v_owners THEN
         PERFORM lane._dedup_finish(ARRAY(SELECT d.key FROM unnest(v_done) d
                                           WHERE d.dedup_id IS NOT NULL), p_now);
+    END IF;
+    IF v_series THEN  -- REP-2..4: the next occurrence, in this transaction
+        PERFORM lane._repeat_finish(ARRAY(SELECT d.key FROM unnest(v_done) d
+                                           WHERE d.repeat_key IS NOT NULL), p_now);
     END IF;
     -- Retention: each distinct policy once per queue; age limits scale with the batch.
     FOR v_row IN

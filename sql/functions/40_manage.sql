@@ -61,6 +61,7 @@ BEGIN
     END IF;
     -- DEDUP-13: before any write, so a conflict changes nothing.
     PERFORM lane._dedup_reclaim(v_job, coalesce(p_now, clock_timestamp()));
+    PERFORM lane._repeat_reclaim(v_job, coalesce(p_now, clock_timestamp()));  -- REP-15
     UPDATE lane.jobs
        SET failed_reason = NULL, return_value = NULL, processed_at = NULL, finished_at = NULL,
            attempts_made = 0, attempts_started = 0, stalled_count = 0, stacktrace = '{}'
@@ -88,6 +89,7 @@ BEGIN
             p_id, v_job.lease_expires_at));
     END IF;
     PERFORM lane._dedup_release(v_job);  -- DEDUP-12
+    PERFORM lane._repeat_release(v_job);  -- REP-7
     DELETE FROM lane.job_logs WHERE job_key = v_job.key;
     DELETE FROM lane.jobs WHERE key = v_job.key;
     PERFORM lane._emit(p_queue, 'removed', p_id, jsonb_build_object('prev', v_job.state), v_now);

@@ -108,6 +108,23 @@ valid_deduplications = st.fixed_dictionaries(
         optional={"extend_ttl": st.booleans()} if doc.get("ttl_ms") is not None else {},
     )
 )
+valid_repeats = st.one_of(
+    st.fixed_dictionaries(
+        {"every_ms": _bounded(1, MAX_DURATION_MS)},
+        optional={"limit": st.none() | _bounded(1, MAX_COUNT), "key": st.text(min_size=1)},
+    ),
+    st.fixed_dictionaries(
+        {
+            "pattern": st.sampled_from(
+                ["* * * * *", "0 0 2 * * * *", "*/5 * * * * *", "0 9 * * MON"]
+            )
+        },
+        optional={
+            "tz": st.sampled_from(["UTC", "Europe/Berlin", None]),
+            "end_at": st.sampled_from([None, 0, 4_102_444_800_000]),  # 1970, 2100
+        },
+    ),
+)
 VALID: dict[str, st.SearchStrategy[Any]] = {
     "job_id": st.text(min_size=0, max_size=11).map(lambda text: f"j{text}"),
     "priority": _bounded(0, MAX_PRIORITY),
@@ -119,6 +136,7 @@ VALID: dict[str, st.SearchStrategy[Any]] = {
     "remove_on_complete": valid_retentions,
     "remove_on_fail": valid_retentions,
     "deduplication": valid_deduplications,
+    "repeat": valid_repeats,
 }
 assert set(VALID) == set(OPTION_KEYS)
 UNKNOWN_KEYS = ["bogus", "Priority", "delay", "", "é", "jobid", "zz"]
@@ -149,6 +167,22 @@ FAULTY: dict[str, st.SearchStrategy[Any]] = {
     ),
     "remove_on_fail": st.one_of(
         _faulty_object(valid_retentions, [*RETENTION_KEYS, "Count"]), anything
+    ),
+    "repeat": st.one_of(
+        _faulty_object(valid_repeats, ["every_ms", "pattern", "tz", "limit", "end_at", "key"]),
+        st.sampled_from(
+            [
+                {"every_ms": 0},
+                {"pattern": "* * * *"},
+                {"pattern": "61 * * * *"},
+                {"pattern": "* * * * * * 2030"},
+                {"pattern": "* * * * *", "tz": "Mars/Base"},
+                {"every_ms": 5, "tz": "UTC"},
+                {"every_ms": 5, "pattern": "* * * * *"},
+                {"limit": 3},
+            ]
+        ),
+        anything,
     ),
     "deduplication": st.one_of(
         _faulty_object(valid_deduplications, [*DEDUPLICATION_KEYS, "ttl"]),
@@ -209,6 +243,7 @@ def _meaning(job: Job) -> dict[str, Any]:
         "backoff": job.backoff,
         "options": job.options,
         "deduplication_id": job.deduplication_id,
+        "repeat_key": job.repeat_key,
     }
 
 
@@ -311,6 +346,15 @@ RULES: list[tuple[dict[str, Any], type[LaneError] | None]] = [
     ({"deduplication": {"id": "a", "keep_last_if_active": 1}}, InvalidOptions),
     ({"deduplication": "a"}, InvalidOptions),
     ({"deduplication": None}, None),
+    # REP-1, REP-5, ADD-13: the schedule's own rules are tests/test_schedule.py's.
+    ({"repeat": {"every_ms": 1000}}, None),
+    ({"repeat": {"pattern": "0 0 2 * * * *", "tz": "Europe/Berlin", "limit": 3}}, None),
+    ({"repeat": {"every_ms": 1000}, "delay_ms": 0}, None),
+    ({"repeat": {"every_ms": 1000}, "delay_ms": 5}, InvalidOptions),
+    ({"repeat": {"every_ms": 1000}, "job_id": "x"}, InvalidOptions),
+    ({"repeat": {"every_ms": 1000, "end_at": 0}}, InvalidOptions),  # ended long before NOW
+    ({"repeat": {"pattern": "* * * *"}}, InvalidOptions),
+    ({"repeat": {"every_ms": 1, "bogus": 1}}, InvalidOptions),
     # The first bad key in jsonb order (shorter first, then bytewise) is reported.
     ({"attempts": 0, "job_id": "0"}, InvalidJobId),
     ({"priority": -1, "lifo": "x"}, InvalidOptions),
@@ -335,4 +379,5 @@ async def test_option_rules_ADD_8(
         return
     job = await backend.add_job(queue_name, "n", None, document, now=NOW)
     assert job.options == document
-    assert job.state == ("delayed" if document.get("delay_ms") else "waiting")
+    delayed = document.get("delay_ms") or "pattern" in document.get("repeat", {})
+    assert job.state == ("delayed" if delayed else "waiting")

@@ -1,0 +1,112 @@
+"""Repeat series (REP): ``lane.upsert_repeat``, ``lane.list_repeats`` and friends."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from lane_pg.errors import InvalidOptions, JobStateConflict
+from lane_pg.memory._store import (
+    _parse_spec,
+    _Queue,
+    _Series,
+    _Store,
+    check_series_left,
+    series_key,
+)
+from lane_pg.types import JSON, Job, JobOptions, RepeatInfo, validate_queue_name
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+class _Repeating(_Store):
+    """Managing repeat series (REP-8..12)."""
+
+    def _live_series(self, q: _Queue) -> list[tuple[str, _Series]]:
+        """The queue's series with a live owner; the others are deleted (REP-11)."""
+        for key in [key for key, row in q.series.items() if not self._series_owner(q, key, row)]:
+            del q.series[key]
+        return list(q.series.items())
+
+    def _info(self, q: _Queue, key: str, row: _Series) -> RepeatInfo:
+        owner = q.jobs[row.job_id]
+        spec = row.spec
+        return RepeatInfo(
+            key=key,
+            job_id=owner.id,
+            name=row.template.name,
+            next_at=owner.available_at,
+            count=row.count,
+            every_ms=spec.every_ms,
+            pattern=spec.pattern,
+            tz=spec.tz,
+            limit=spec.limit,
+            end_at=None if spec.end_at is None else _EPOCH + timedelta(milliseconds=spec.end_at),
+            options=dict(row.template.options.parsed.document),
+        )
+
+    async def upsert_repeat(
+        self,
+        queue: str,
+        name: str,
+        data: JSON = None,
+        options: JobOptions | dict[str, JSON] | None = None,
+        *,
+        now: datetime | None = None,
+    ) -> Job:
+        validate_queue_name(queue)
+        new = _parse_spec(name, data, options)
+        if new.options.parsed.repeat is None:
+            raise InvalidOptions('upsert_repeat needs options with a "repeat" document')
+        moment = self._now(now)
+        q = self._queue(queue)
+        key = series_key(name, new.options.parsed.document["repeat"])
+        row = q.series.get(key)
+        owner = None if row is None else self._series_owner(q, key, row)
+        if owner is not None and owner.state == "active":
+            raise JobStateConflict(
+                f"job {owner.id} owns repeat series {key!r} and is active: it cannot be replaced"
+            )
+        check_series_left([new], moment)
+        if owner is not None:
+            self._dedup_release(q, owner)
+            self._delete(q, owner)
+            self._emit(q, "removed", owner.id, {"prev": owner.state}, moment)
+        return self._insert(queue, new, moment).snapshot()
+
+    async def remove_repeat(
+        self, queue: str, key: str, *, now: datetime | None = None
+    ) -> str | None:
+        q = self._queues.get(queue)
+        row = None if q is None else q.series.get(key)
+        if q is None or row is None:
+            return None
+        owner = self._series_owner(q, key, row)
+        if owner is not None:
+            self._remove(q, owner, self._now(now))  # JobLocked before any change
+        q.series.pop(key, None)
+        return None if owner is None else owner.id
+
+    async def get_repeat(self, queue: str, key: str) -> RepeatInfo | None:
+        q = self._queues.get(queue)
+        if q is None:
+            return None
+        found = dict(self._live_series(q)).get(key)
+        return None if found is None else self._info(q, key, found)
+
+    async def list_repeats(
+        self, queue: str, start: int = 0, end: int = -1, *, ascending: bool = False
+    ) -> list[RepeatInfo]:
+        q = self._queues.get(queue)
+        if q is None:
+            return []
+        infos = sorted(
+            (self._info(q, key, row) for key, row in self._live_series(q)),
+            key=lambda info: info.key,
+        )
+        infos.sort(key=lambda info: info.next_at, reverse=not ascending)  # stable: key order
+        first = max(start, 0)
+        return infos[first:] if end < 0 else infos[first : max(end + 1, first)]
+
+    async def count_repeats(self, queue: str) -> int:
+        q = self._queues.get(queue)
+        return 0 if q is None else len(self._live_series(q))
