@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import asyncpg
 
-from benchmarks import enqueue, health, processing, sustained
+from benchmarks import enqueue, health, processing, repeat, sustained
 from benchmarks.common import (
     Reporter,
     bench_dsn,
@@ -27,7 +27,7 @@ from benchmarks.common import (
     server_settings,
 )
 
-WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6", "D1")
+WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6", "D1", "R1")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -108,6 +108,8 @@ async def main(args: argparse.Namespace) -> int:
             concurrency = processing.DEFAULT_CONCURRENCY
         if "W4" in args.only:
             await processing.w4(rep, runs, 100 if quick else 500, concurrency)
+        if "R1" in args.only:
+            await repeat.r1(rep, 10.0 if quick else 60.0, concurrency)
         if "W5" in args.only:
             duration = args.w5_duration or (12.0 if quick else 60.0)
             rates = [int(r) for r in args.w5_rates.split(",")]

@@ -344,3 +344,39 @@ async def test_cron_successor_is_the_next_match_REP_2_REP_5(
     )
     [successor] = await unfinished(backend, queue_name)
     assert successor.available_at == datetime(2026, 3, 31, 0, 30, tzinfo=UTC)
+
+
+async def test_keep_last_duplicate_becomes_the_next_occurrence_DEDUP_11_REP_17(
+    backend: JobQueueBackend, queue_name: str, clock: Clock
+) -> None:
+    """A repeat owner that also deduplicates with keep-last: the latest duplicate kept
+    while it ran is the series' next occurrence (counted), and the regular successor of
+    that turn is not written."""
+    options = {**every(60_000, key="k"), "deduplication": {"id": "d", "keep_last_if_active": True}}
+    await backend.add_job(queue_name, "n", {"v": 1}, options, now=clock.at())
+    running = await claim(backend, queue_name, clock, 1)
+    await backend.add_job(queue_name, "n", {"v": 2}, options, now=clock.at(2))
+    await complete(backend, running, clock, 3)
+    [successor] = await unfinished(backend, queue_name)
+    assert successor.data == {"v": 2}
+    assert successor.available_at == clock.at(60)  # the series' next tick
+    info = await backend.get_repeat(queue_name, "k")
+    assert info is not None and (info.job_id, info.count) == (successor.id, 2)
+    assert await backend.get_deduplication_job_id(queue_name, "d") == successor.id
+
+
+async def test_a_stalled_occurrence_is_requeued_not_duplicated_REP_2(
+    backend: JobQueueBackend, queue_name: str, clock: Clock
+) -> None:
+    """A crash loop: the worker dies holding the occurrence; recovery puts the same job
+    back, and only its eventual completion writes the next one."""
+    first = await backend.add_job(queue_name, "n", None, every(60_000, key="k"), now=clock.at())
+    await claim(backend, queue_name, clock, 1)
+    await backend.recover_stalled([queue_name], max_stalled_count=5, now=clock.at(40))
+    again = await claim(backend, queue_name, clock, 41)
+    assert again.id == first.id
+    await backend.recover_stalled([queue_name], max_stalled_count=5, now=clock.at(80))
+    assert [job.id for job in await unfinished(backend, queue_name)] == [first.id]
+    await complete(backend, await claim(backend, queue_name, clock, 81), clock, 82)
+    [successor] = await unfinished(backend, queue_name)
+    assert successor.available_at == clock.at(120)
