@@ -33,10 +33,12 @@ from hypothesis.stateful import (
 from lane_pg.errors import LaneError
 from lane_pg.memory import MemoryBackend
 from lane_pg.postgres.backend import PostgresBackend
+from lane_pg.schedule import RepeatOptions
 from lane_pg.types import (
     ALL_STATES,
     Backoff,
     Completion,
+    DeduplicationOptions,
     Failure,
     Job,
     JobOptions,
@@ -125,6 +127,10 @@ class JobStateMachine(RuleBasedStateMachine):
                     self.queue,
                 )
                 await conn.execute("DELETE FROM lane.jobs WHERE queue = $1", self.queue)
+                await conn.execute("DELETE FROM lane.dedup_owners WHERE queue = $1", self.queue)
+                await conn.execute(
+                    "DELETE FROM lane.repeat_schedulers WHERE queue = $1", self.queue
+                )
                 await conn.execute("DELETE FROM lane.events WHERE queue = $1", self.queue)
                 await conn.execute("DELETE FROM lane.queues WHERE name = $1", self.queue)
             await self.real.close()
@@ -172,6 +178,66 @@ class JobStateMachine(RuleBasedStateMachine):
             )
         )
         self.remember([model_job], [real_job])
+
+    @rule(
+        dedup_id=st.sampled_from(["a", "b"]),
+        ttl_s=st.sampled_from([None, 1, 3]),
+        extend=st.booleans(),
+        replace=st.booleans(),
+        keep_last=st.booleans(),
+        delay_s=st.sampled_from([0, 0, 2]),
+        data=st.integers(0, 9),
+        bulk=st.booleans(),
+    )
+    def add_deduplicated(
+        self,
+        dedup_id: str,
+        ttl_s: int | None,
+        extend: bool,
+        replace: bool,
+        keep_last: bool,
+        delay_s: int,
+        data: int,
+        bulk: bool,
+    ) -> None:
+        """DEDUP-1..10, -20: every mode, alone or twice in one bulk add."""
+        dedup = DeduplicationOptions(
+            dedup_id,
+            ttl=ttl_s,
+            extend_ttl=extend and ttl_s is not None,
+            replace_delayed=replace,
+            keep_last_if_active=keep_last,
+        )
+        options = JobOptions(deduplication=dedup, delay=delay_s)
+        if bulk:
+            specs = [JobSpec("dedup", data, options), JobSpec("dedup", data + 1, options)]
+            model_jobs, real_jobs = self.both(
+                lambda backend, _: backend.add_jobs(self.queue, specs, now=self.now)
+            )
+            self.remember(model_jobs, real_jobs)
+            return
+        model_job, real_job = self.both(
+            lambda backend, _: backend.add_job(self.queue, "dedup", data, options, now=self.now)
+        )
+        self.remember([model_job], [real_job])
+
+    @rule(
+        key=st.sampled_from(["r1", "r2"]),
+        every_s=st.sampled_from([1, 3]),
+        limit=st.sampled_from([None, 2]),
+        upsert=st.booleans(),
+    )
+    def add_repeat(self, key: str, every_s: int, limit: int | None, upsert: bool) -> None:
+        """REP-2..8: series started, duplicated or replaced; their successors appear at
+        completion (learned by ``learn_ids``)."""
+        options = JobOptions(repeat=RepeatOptions.every(every_s, limit=limit, key=key))
+        model_job, real_job = self.both(
+            lambda backend, _: (backend.upsert_repeat if upsert else backend.add_job)(
+                self.queue, "tick", None, options, now=self.now
+            )
+        )
+        if not isinstance(model_job, type):
+            self.remember([model_job], [real_job])
 
     @rule(count=st.integers(1, 4), priority=st.integers(0, 2))
     def add_bulk(self, count: int, priority: int) -> None:
@@ -364,11 +430,31 @@ class JobStateMachine(RuleBasedStateMachine):
         assert model_count == real_count
 
     # ----------------------------------------------------------------- invariants
-    @invariant()
-    def same_jobs_and_counts(self) -> None:
+    def learn_ids(self, model_jobs: list[Job], real_jobs: list[Job]) -> None:
+        """Jobs no call returned (a kept duplicate or a repeat successor, stored by a
+        finalisation) pair up in creation order: both backends create them in the same
+        order, and generated ids grow with it."""
+        known = set(self.ids.values())
+        model_new = sorted(
+            (j.id for j in model_jobs if j.id not in self.ids and j.id.isdigit()), key=int
+        )
+        real_new = sorted(
+            (j.id for j in real_jobs if j.id not in known and j.id.isdigit()), key=int
+        )
+        assert len(model_new) == len(real_new), (model_new, real_new)
+        self.ids.update(zip(model_new, real_new, strict=True))
+
+    def pages(self) -> tuple[Any, Any]:
+        """Both backends' jobs, with the ids of jobs stored by finalisations learned."""
         model_page, real_page = self.both(
             lambda backend, _: backend.list_jobs(self.queue, list(ALL_STATES), limit=1000)
         )
+        self.learn_ids(model_page.items, real_page.items)
+        return model_page, real_page
+
+    @invariant()
+    def same_jobs_and_counts(self) -> None:
+        model_page, real_page = self.pages()
         assert model_page.total == real_page.total
         real_by_id = {job.id: job for job in real_page.items}
         for model_job in model_page.items:
@@ -384,14 +470,46 @@ class JobStateMachine(RuleBasedStateMachine):
         assert model_paused == real_paused
 
     @invariant()
+    def same_owners_and_series(self) -> None:
+        self.pages()
+        for dedup_id in ("a", "b"):
+            model_owner, real_owner = self.both(
+                lambda backend, _, d=dedup_id: backend.get_deduplication_job_id(
+                    self.queue, d, now=self.now
+                )
+            )
+            assert (None if model_owner is None else self.real_id(model_owner)) == real_owner
+        model_series, real_series = self.both(
+            lambda backend, _: backend.list_repeats(self.queue, ascending=True)
+        )
+        assert [
+            (i.key, self.real_id(i.job_id), i.count, i.next_at, i.every_ms, i.limit)
+            for i in model_series
+        ] == [(i.key, i.job_id, i.count, i.next_at, i.every_ms, i.limit) for i in real_series]
+
+    @invariant()
     def same_events(self) -> None:
+        self.pages()
         model_events, real_events = self.both(
             lambda backend, _: backend.read_events(self.queue, "-", "+", 10_000)
         )
+        known = set(self.ids.values())
+
+        def loser(data: dict[str, Any], mapped: bool) -> dict[str, Any]:
+            # A skipped candidate was never stored: its generated id has no counterpart.
+            if "deduplicatedJobId" not in data:
+                return data
+            loser_id = data["deduplicatedJobId"]
+            if mapped:
+                loser_id = self.ids.get(loser_id, "?")
+            elif loser_id not in known:
+                loser_id = "?"
+            return {**data, "deduplicatedJobId": loser_id}
+
         assert [
-            (e.event, None if e.job_id is None else self.real_id(e.job_id), e.data)
+            (e.event, None if e.job_id is None else self.real_id(e.job_id), loser(e.data, True))
             for e in model_events
-        ] == [(e.event, e.job_id, e.data) for e in real_events]
+        ] == [(e.event, e.job_id, loser(e.data, False)) for e in real_events]
 
 
 def test_postgres_follows_the_memory_model(pg_dsn: str) -> None:
