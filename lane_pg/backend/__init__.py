@@ -41,6 +41,7 @@ from lane_pg.backend.capabilities import (
     ReclaimsSpace,
     WakeupSource,
 )
+from lane_pg.backend.limits import ClaimLimits
 from lane_pg.backend.maintain import Maintainer
 from lane_pg.backend.produce import Producer
 from lane_pg.backend.read import Reader
@@ -49,6 +50,7 @@ from lane_pg.backend.url import backend_kind, connect, resolve_url
 
 __all__ = [
     "Administrator",
+    "ClaimLimits",
     "HasDedicatedConnection",
     "HasLeader",
     "HasWakeups",
@@ -68,7 +70,7 @@ __all__ = [
 
 
 @runtime_checkable
-class JobQueueBackend(Producer, Settler, Administrator, Reader, Maintainer, Protocol):
+class JobQueueBackend(Producer, Settler, Administrator, ClaimLimits, Reader, Maintainer, Protocol):
     """Connection-level job queue: every method names the queue(s) it acts on.
 
     A caller that needs one role only (a producer, a dashboard) can type against that role.

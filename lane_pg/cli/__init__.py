@@ -30,6 +30,7 @@ COMMANDS: tuple[str, ...] = (
     "resume",
     "retention",
     "events",
+    "limits",
 )
 
 EXIT_ERROR = 1
