@@ -83,11 +83,16 @@ class ClaimLimits(Protocol):
         ...
 
     async def next_claim_in(
-        self, queues: Sequence[str] | None = None, rate_limit: JobRateLimit | None = None
+        self,
+        queues: Sequence[str] | None = None,
+        rate_limit: JobRateLimit | None = None,
+        *,
+        delayed: bool = True,
     ) -> timedelta | None:
         """How long until a claim of these queues (every queue when None) may get a job it
-        cannot get now: the next delayed job's due time (``next_due_in``), or when a
-        rate-limited queue that has waiting jobs admits a claim again (``rate_limit`` is
-        the worker-local limit, as passed to ``claim_jobs``). None when neither applies:
-        a paused or maxed queue is woken by its resume or a freed slot (CLAIM-9/11)."""
+        cannot get now: the next delayed job's due time (``next_due_in``; left out when
+        ``delayed`` is false), or when a rate-limited queue that has waiting jobs admits a
+        claim again (``rate_limit`` is the worker-local limit, as passed to
+        ``claim_jobs``). None when neither applies: a paused or maxed queue is woken by its
+        resume or a freed slot (CLAIM-9/11)."""
         ...

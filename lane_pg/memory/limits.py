@@ -170,13 +170,17 @@ class _Limits(_Store):
         )
 
     async def next_claim_in(
-        self, queues: Sequence[str] | None = None, rate_limit: JobRateLimit | None = None
+        self,
+        queues: Sequence[str] | None = None,
+        rate_limit: JobRateLimit | None = None,
+        *,
+        delayed: bool = True,
     ) -> timedelta | None:
         local = _checked_limit(rate_limit, "rate_limit")
         moment = self._now(None)
         waits: list[int] = []
         for q in self._selected(queues):
-            due = [job.available_at for job in q.by_state["delayed"].values()]
+            due = [job.available_at for job in q.by_state["delayed"].values()] if delayed else []
             if due:
                 waits.append(max(0, _ceil_ms(min(due) - moment)))
             if q.paused or not q.by_state["waiting"]:

@@ -104,13 +104,18 @@ class ClaimLimitCalls:
         return cast(bool, await self._fetchval("SELECT lane.is_maxed($1)", queue))
 
     async def next_claim_in(
-        self, queues: Sequence[str] | None = None, rate_limit: JobRateLimit | None = None
+        self,
+        queues: Sequence[str] | None = None,
+        rate_limit: JobRateLimit | None = None,
+        *,
+        delayed: bool = True,
     ) -> timedelta | None:
         max_jobs, duration_ms = rate_limit_arguments(rate_limit)
         millis = await self._fetchval(
-            "SELECT lane.next_claim_in_ms($1::text[], $2, $3)",
+            "SELECT lane.next_claim_in_ms($1::text[], $2, $3, $4)",
             None if queues is None else list(queues),
             max_jobs,
             duration_ms,
+            delayed,
         )
         return None if millis is None else timedelta(milliseconds=millis)

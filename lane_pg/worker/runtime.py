@@ -216,14 +216,34 @@ class Worker:
                 and not self._running
                 and not self._settlement.has_unsettled()
             ):
-                log.info(
-                    "worker %s: nothing ready and nothing running (burst): done", self.worker_id
-                )
-                return
+                throttled = await self._throttled_for()
+                if throttled is None:
+                    log.info(
+                        "worker %s: nothing ready and nothing running (burst): done",
+                        self.worker_id,
+                    )
+                    return
+                # Waiting jobs held back by a rate limit are ready work: drain them too.
+                await asyncio.sleep(min(throttled, self.config.poll_interval))
+                continue
             if claim_failed:
                 await asyncio.sleep(min(self.config.poll_interval, 1.0))
             else:
                 await self._idle_wait(free > 0)
+
+    async def _throttled_for(self) -> float | None:
+        """Seconds until a rate-limited queue of this worker that has waiting jobs admits a
+        claim again; None when no such queue exists (delayed jobs do not count: a burst
+        worker leaves them, as before)."""
+        queues = [lane.name for lane in self._lanes] or None
+        try:
+            wait = await self._claimer.next_claim_in(
+                queues, self.config.claim_rate_limit, delayed=False
+            )
+        except Exception as exc:
+            log.debug("next_claim_in failed: %s", exc)
+            return None
+        return None if wait is None else max(wait.total_seconds(), 0.001)
 
     async def _idle_wait(self, has_room: bool) -> None:
         """Sleep until a wake-up, a freed slot, the next due delayed job, the moment a

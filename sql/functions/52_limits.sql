@@ -251,17 +251,19 @@ RETURNS boolean LANGUAGE sql STABLE AS $$
 $$;
 
 -- CLAIM-7/11: milliseconds until a claim of these queues (all when NULL) may find work it
--- cannot take now: the next delayed job's due time (lane.next_due_in_ms), or the time a
--- rate-limited queue with waiting jobs admits a claim again (p_rate_max / p_rate_duration_ms
--- the worker-local limit, which wins as in the claim). NULL when neither applies: a paused
--- or maxed queue waits for its resume or a freed slot, which NOTIFY.
+-- cannot take now: the next delayed job's due time (lane.next_due_in_ms; left out when
+-- p_delayed is false), or the time a rate-limited queue with waiting jobs admits a claim
+-- again (p_rate_max / p_rate_duration_ms the worker-local limit, which wins as in the
+-- claim). NULL when neither applies: a paused or maxed queue waits for its resume or a
+-- freed slot, which NOTIFY.
 CREATE OR REPLACE FUNCTION lane.next_claim_in_ms(p_queues text[] DEFAULT NULL,
                                                  p_rate_max integer DEFAULT NULL,
-                                                 p_rate_duration_ms integer DEFAULT NULL)
+                                                 p_rate_duration_ms integer DEFAULT NULL,
+                                                 p_delayed boolean DEFAULT true)
 RETURNS bigint LANGUAGE plpgsql STABLE AS $$
 DECLARE
     v_now timestamptz := clock_timestamp();
-    v_wait bigint := lane.next_due_in_ms(p_queues);
+    v_wait bigint := CASE WHEN p_delayed THEN lane.next_due_in_ms(p_queues) END;
     v_ms bigint;
     v_row record;
 BEGIN

@@ -331,3 +331,4 @@ async def test_next_claim_in_keeps_the_next_due_delayed_job_CLAIM_7(
     await backend.add_job(queue_name, "d", options={"delay_ms": 30_000})
     wait = await backend.next_claim_in([queue_name])
     assert wait is not None and timedelta(seconds=25) < wait <= timedelta(seconds=30)
+    assert await backend.next_claim_in([queue_name], delayed=False) is None  # burst's question

@@ -128,3 +128,29 @@ async def test_a_worker_local_limit_claims_without_spinning_RATE_1(queue_name: s
     finally:
         await app.close()
     assert claims <= 12, claims
+
+
+async def test_a_burst_worker_drains_a_throttled_queue_before_it_exits_CLAIM_11(
+    queue_name: str,
+) -> None:
+    """Throttled waiting jobs are ready work: burst mode waits out the window for them
+    (while a delayed job is still left behind, as before)."""
+    app = lane_pg.App("memory://")
+    done: list[str] = []
+
+    @app.processor("n")
+    async def work(job: lane_pg.Job, ctx: lane_pg.JobContext) -> None:
+        done.append(job.id)
+
+    try:
+        backend = await app.backend()
+        await backend.set_claim_rate_limit(queue_name, JobRateLimit(1, 0.2))
+        for _ in range(3):
+            await app.add_job(queue_name, "n")
+        later = await app.add_job(queue_name, "n", options={"delay_ms": 60_000})
+        worker = await app.create_worker(lanes=(lane_pg.Lane(queue_name),), burst=True)
+        await asyncio.wait_for(worker.run(), 10)
+        assert len(done) == 3
+        assert await backend.get_job_state(queue_name, later.id) == "delayed"
+    finally:
+        await app.close()
