@@ -48,24 +48,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_connection_arguments(parser)
 
 
-def parse_rate(text: str) -> JobRateLimit | None:
-    """``N/DURATION`` (a ``JobRateLimit``) or ``none`` (None: no limit)."""
+def parse_rate(text: str, option: str = "--rate") -> JobRateLimit | None:
+    """``N/DURATION`` (a ``JobRateLimit``) or ``none`` (None: no limit); errors name
+    ``option``."""
     value = text.strip()
     if value.lower() == NONE:
         return None
     match = _RATE.fullmatch(value)
     if match is None:
         raise CommandError(
-            f"--rate {text!r}: expected N/DURATION such as 100/1s, 5/500ms or 60/1m, or {NONE!r}"
+            f"{option} {text!r}: expected N/DURATION such as 100/1s, 5/500ms or 60/1m, or {NONE!r}"
         )
     amount = float(match["amount"]) if match["amount"] else 1.0
     millis = amount * _UNITS_MS[match["unit"]]
     if millis != int(millis):
-        raise CommandError(f"--rate {text!r}: the duration must be whole milliseconds")
+        raise CommandError(f"{option} {text!r}: the duration must be whole milliseconds")
     try:
         return JobRateLimit(int(match["max"]), timedelta(milliseconds=int(millis)))
     except InvalidOptions as exc:
-        raise CommandError(f"--rate {text!r}: {exc}") from exc
+        raise CommandError(f"{option} {text!r}: {exc}") from exc
 
 
 def parse_max_active(text: str) -> int | None:

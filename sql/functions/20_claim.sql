@@ -26,9 +26,10 @@ DECLARE
     v_paused boolean;
     v_record boolean;
     v_limited boolean;
+    v_locked boolean := false;
     v_blocked_until timestamptz;
     v_due boolean;
-    v_at timestamptz;
+    v_at timestamptz := v_now;  -- a limited claim's own time, set under its lock
     v_window_ms integer;
     v_claimed integer;
     v_i integer;
@@ -51,7 +52,8 @@ BEGIN
         -- UPDATE: each plpgsql statement costs its own executor start here. Measured on
         -- claims of one job (interleaved, medians of 500): 548 -> 483 us; the bare UPDATE
         -- in a one-statement function 359 us.
-        SELECT q.paused, q.record_events, q.rate_max IS NOT NULL OR q.max_active IS NOT NULL,
+        SELECT q.paused, q.record_events,
+               q.rate_max IS NOT NULL OR q.max_active IS NOT NULL OR q.rate_blocked_until > v_now,
                q.rate_blocked_until,
                EXISTS (SELECT 1 FROM lane.jobs j
                         WHERE j.queue = q.name AND j.state = 'delayed' AND j.available_at <= v_now)
@@ -65,15 +67,29 @@ BEGIN
             PERFORM lane._promote_due(ARRAY[v_queue], v_now, false);
         END IF;
         CONTINUE WHEN v_paused;
-        CONTINUE WHEN v_blocked_until > v_now;  -- RATE-6
-        v_at := v_now;
-        v_window_ms := NULL;
+        -- The plain path pays this one test and the one after the claim.
         IF v_limited OR p_rate_max IS NOT NULL THEN
+            CONTINUE WHEN v_blocked_until > v_now;  -- RATE-6
+            IF NOT v_locked THEN
+                -- Every limited queue this claim may still visit, locked at once in name
+                -- order: claimers whose lanes list two limited queues in opposite orders
+                -- would otherwise each hold one row and wait for the other's (deadlock).
+                PERFORM 1 FROM lane.queues q
+                 WHERE q.name = ANY (p_queues[v_i:])
+                   AND (q.rate_max IS NOT NULL OR q.max_active IS NOT NULL
+                        OR p_rate_max IS NOT NULL)
+                 ORDER BY q.name FOR UPDATE;
+                v_locked := true;
+            END IF;
             -- RATE-4/9: min(free slots, rate capacity, demand); nothing moves at 0, so a
             -- throttled job keeps its attempts.
             SELECT l.o_allowed, l.o_claimed_at, l.o_window_ms INTO v_limit, v_at, v_window_ms
               FROM lane._limited_claim(v_queue, v_limit, p_rate_max, p_rate_duration_ms, p_now) l;
-            CONTINUE WHEN v_limit <= 0;
+            IF v_limit <= 0 THEN
+                v_at := v_now;  -- the next queue starts from the call's time again
+                v_window_ms := NULL;
+                CONTINUE;
+            END IF;
         END IF;
         -- `j.key = ANY(ARRAY(...))` keeps a primary-key lookup whatever the (possibly
         -- stale) statistics say; the events come from the updated rows, not a join back.
@@ -101,9 +117,13 @@ BEGIN
         )
         SELECT * FROM claimed c ORDER BY c.order_key, c.key;
         GET DIAGNOSTICS v_claimed = ROW_COUNT;
-        IF v_window_ms IS NOT NULL AND v_claimed > 0 THEN
-            INSERT INTO lane.claim_log (queue, claimed_at, jobs, window_ms)
-            VALUES (v_queue, v_at, v_claimed, v_window_ms);
+        IF v_window_ms IS NOT NULL OR v_at <> v_now THEN
+            IF v_window_ms IS NOT NULL AND v_claimed > 0 THEN
+                INSERT INTO lane.claim_log (queue, claimed_at, jobs, window_ms)
+                VALUES (v_queue, v_at, v_claimed, v_window_ms);
+            END IF;
+            v_at := v_now;
+            v_window_ms := NULL;
         END IF;
         -- No re-notify here (CLAIM-8): every LISTENing worker already received the
         -- wake-up that made these jobs ready, and a NOTIFY in each claim would serialise

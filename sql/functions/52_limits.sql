@@ -263,10 +263,19 @@ CREATE OR REPLACE FUNCTION lane.next_claim_in_ms(p_queues text[] DEFAULT NULL,
 RETURNS bigint LANGUAGE plpgsql STABLE AS $$
 DECLARE
     v_now timestamptz := clock_timestamp();
-    v_wait bigint := CASE WHEN p_delayed THEN lane.next_due_in_ms(p_queues) END;
+    v_wait bigint;
     v_ms bigint;
     v_row record;
 BEGIN
+    IF p_delayed THEN
+        -- lane.next_due_in_ms's query, inlined: a LANGUAGE sql function called from
+        -- plpgsql is planned on every call (~100 us of this function's ~350 us, measured).
+        SELECT CASE WHEN min(j.available_at) IS NOT NULL THEN greatest(0, ceil(
+                   extract(epoch FROM min(j.available_at) - v_now) * 1000))::bigint END
+          INTO v_wait
+          FROM lane.jobs j
+         WHERE j.state = 'delayed' AND (p_queues IS NULL OR j.queue = ANY (p_queues));
+    END IF;
     FOR v_row IN
         SELECT q.name, coalesce(p_rate_max, q.rate_max) AS rate_max,
                CASE WHEN p_rate_max IS NOT NULL THEN p_rate_duration_ms

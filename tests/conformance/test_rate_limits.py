@@ -332,3 +332,19 @@ async def test_next_claim_in_keeps_the_next_due_delayed_job_CLAIM_7(
     wait = await backend.next_claim_in([queue_name])
     assert wait is not None and timedelta(seconds=25) < wait <= timedelta(seconds=30)
     assert await backend.next_claim_in([queue_name], delayed=False) is None  # burst's question
+
+
+async def test_a_throttled_queue_leaves_no_log_for_the_next_queue_RATE_4(
+    backend: JobQueueBackend, queue_name: str, queue_b: str, clock: Clock
+) -> None:
+    """The exhausted queue's window must not be logged against the plain queue after it:
+    the plain queue then keeps no limiter state (ttl -2)."""
+    await add(backend, queue_name, 3, clock)
+    await add(backend, queue_b, 3, clock)
+    await backend.set_claim_rate_limit(queue_name, JobRateLimit(1, 10))
+    assert len(await claim(backend, queue_name, 1, 0, clock)) == 1
+    demands = [QueueDemand(queue_name, 3), QueueDemand(queue_b, 3)]
+    claimed = await backend.claim_jobs("w", demands, LEASE, now=clock.at(1))
+    assert [job.queue for job in claimed] == [queue_b] * 3
+    assert await backend.get_claim_rate_limit_ttl(queue_b, now=clock.at(1)) == -2
+    assert all(job.processed_at == clock.at(1) for job in claimed)

@@ -19,6 +19,7 @@ import pytest
 
 from lane_pg import JobRateLimit, JobSpec, QueueDemand
 from lane_pg.postgres.backend import PostgresBackend
+from tests.helpers import eventually
 from tests.postgres.test_wakeup_sql import CHANNEL, Wakeups
 
 LEASE_MS = 30_000
@@ -321,3 +322,36 @@ async def test_the_claim_log_is_trimmed_by_later_claims(pg_dsn: str, queue_name:
     finally:
         await conn.close()
     assert rows == 1  # each claim deleted the one before it, older than its window
+
+
+async def test_claims_listing_limited_queues_in_opposite_orders_do_not_deadlock(
+    pg_dsn: str, queue_name: str
+) -> None:
+    """T1 holds queue a (an open claim), T2 claims [b, a], then T1 claims b. Locking one
+    row at a time, T2 would hold b waiting for a while T1 waits for b: a deadlock. The
+    claim locks every limited queue it may visit in name order, so T2 waits holding none."""
+    first, second = sorted([queue_name, f"{queue_name}_b"])
+    one = await asyncpg.connect(pg_dsn)
+    two = await asyncpg.connect(pg_dsn)
+    try:
+        for queue in (first, second):
+            await _fill(one, queue, 2)
+            await one.execute("SELECT lane.set_max_active_jobs($1, 5)", queue)
+        pid_two = await two.fetchval("SELECT pg_backend_pid()")
+        claim_many = "SELECT id FROM lane.claim_jobs('w', $1::text[], ARRAY[1, 1], 30000)"
+        async with one.transaction():
+            await one.fetch(CLAIM, "w", first, 1, None, None)
+            waiting = asyncio.create_task(two.fetch(claim_many, [second, first]))
+
+            async def two_waits_for_a_lock() -> bool:
+                kind = await one.fetchval(
+                    "SELECT wait_event_type FROM pg_stat_activity WHERE pid = $1", pid_two
+                )
+                return kind == "Lock"
+
+            await eventually(two_waits_for_a_lock, timeout=10)
+            assert len(await one.fetch(CLAIM, "w", second, 1, None, None)) == 1
+        assert len(await asyncio.wait_for(waiting, 10)) == 2  # then T2 claimed from both
+    finally:
+        await one.close()
+        await two.close()

@@ -10,12 +10,17 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 from typing import Any
 
+import pytest
+
 import lane_pg
-from lane_pg import JobRateLimit
+from lane_pg import JobRateLimit, JobSpec
 from lane_pg.memory import MemoryBackend
+from lane_pg.postgres.backend import PostgresBackend
 from tests.helpers import eventually
+from tests.worker.conftest import Workers, queue_args
 
 SLOW_POLL = 30.0
 
@@ -154,3 +159,31 @@ async def test_a_burst_worker_drains_a_throttled_queue_before_it_exits_CLAIM_11(
         assert await backend.get_job_state(queue_name, later.id) == "delayed"
     finally:
         await app.close()
+
+
+async def test_worker_command_claim_rate_RATE_1(
+    workers: Workers, backend: PostgresBackend, queue_name: str
+) -> None:
+    """``python -m lane_pg worker --claim-rate 2/400ms --burst``: every job runs, no
+    window of 400 ms holds more than 2 claims."""
+    await backend.add_jobs(queue_name, [JobSpec("record", {"n": n}) for n in range(5)])
+    worker = await workers.run(
+        *queue_args(queue_name), "--burst", "--claim-rate", "2/400ms", timeout=30
+    )
+    assert worker.returncode == 0, worker.describe()
+    page = await backend.list_jobs(queue_name, ["completed"])
+    starts = sorted(job.processed_at for job in page.items if job.processed_at is not None)
+    assert len(starts) == 5
+    window = timedelta(milliseconds=400)
+    assert all(sum(1 for t in starts if start <= t < start + window) <= 2 for start in starts), (
+        starts
+    )
+
+
+@pytest.mark.parametrize("value", ["2", "0/1s", "2/0ms", "x/1s"])
+async def test_worker_command_refuses_a_bad_claim_rate_RATE_1(
+    workers: Workers, queue_name: str, value: str
+) -> None:
+    worker = await workers.run(*queue_args(queue_name), f"--claim-rate={value}", timeout=30)
+    assert worker.returncode == 1, worker.describe()
+    assert "--claim-rate" in worker.stderr(), worker.describe()
