@@ -93,6 +93,8 @@ class ClaimLimits(Protocol):
         cannot get now: the next delayed job's due time (``next_due_in``; left out when
         ``delayed`` is false), or when a rate-limited queue that has waiting jobs admits a
         claim again (``rate_limit`` is the worker-local limit, as passed to
-        ``claim_jobs``). None when neither applies: a paused or maxed queue is woken by its
-        resume or a freed slot (CLAIM-9/11)."""
+        ``claim_jobs``): zero when it admits one already (the window may have freed since
+        the caller's claim). None when neither applies: a paused or maxed queue is woken
+        by its resume or a freed slot (CLAIM-9/11). Pass only the queues the caller can
+        claim from now, or a zero makes it claim again for nothing."""
         ...

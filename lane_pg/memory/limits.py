@@ -193,8 +193,11 @@ class _Limits(_Store):
             rate_max, rate_ms = q.rate_max, q.rate_duration_ms
             if local is not None:
                 rate_max, rate_ms = local.max, local.duration_ms
+            if rate_max is None and wait == 0:
+                continue  # neither limited nor blocked: nothing to time
             if rate_max is not None:
                 wait = max(wait, _rate_wait_ms(q, rate_max, rate_ms, moment))
-            if wait > 0:
-                waits.append(wait)
+            if wait == 0 and q.max_active is not None and len(q.by_state["active"]) >= q.max_active:
+                continue  # admitted but maxed: woken by the finish that frees a slot
+            waits.append(wait)
         return timedelta(milliseconds=min(waits)) if waits else None

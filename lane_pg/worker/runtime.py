@@ -206,7 +206,7 @@ class Worker:
                     # a wake-up (a NOTIFY, a freed slot, a due delayed job) instead of
                     # asking again at once: one empty claim less per job at low load (W4:
                     # claims per job 3.8 -> 3.0 -> 2.0 with the slot wake-up in finish()).
-                    await self._idle_wait(self._free_slots() > 0)
+                    await self._idle_wait(self._free_slots() > 0, demands)
                 continue
             # A failed claim says nothing about the queue being empty: burst mode keeps going.
             if (
@@ -216,26 +216,35 @@ class Worker:
                 and not self._running
                 and not self._settlement.has_unsettled()
             ):
-                throttled = await self._throttled_for()
+                throttled = await self._throttled_for(demands)
                 if throttled is None:
                     log.info(
                         "worker %s: nothing ready and nothing running (burst): done",
                         self.worker_id,
                     )
                     return
-                # Waiting jobs held back by a rate limit are ready work: drain them too.
-                await asyncio.sleep(min(throttled, self.config.poll_interval))
+                # Waiting jobs held back by a rate limit are ready work: drain them too
+                # (a stop() still ends the wait at once).
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(min(throttled, self.config.poll_interval)):
+                        await self._wake.wait()
                 continue
             if claim_failed:
                 await asyncio.sleep(min(self.config.poll_interval, 1.0))
             else:
-                await self._idle_wait(free > 0)
+                await self._idle_wait(free > 0, demands)
 
-    async def _throttled_for(self) -> float | None:
+    def _claimable(self, demands: list[QueueDemand]) -> list[str] | None:
+        """The queues the last claim asked (None: every queue, for a worker without lanes).
+        A lane at its concurrency is left out: ``next_claim_in`` could say "now" for it,
+        and its freed slot wakes the loop anyway (``RunningJobs.settle``)."""
+        return [demand.queue for demand in demands] if self._lanes else None
+
+    async def _throttled_for(self, demands: list[QueueDemand]) -> float | None:
         """Seconds until a rate-limited queue of this worker that has waiting jobs admits a
-        claim again; None when no such queue exists (delayed jobs do not count: a burst
-        worker leaves them, as before)."""
-        queues = [lane.name for lane in self._lanes] or None
+        claim again (a millisecond when it does already); None when no such queue exists
+        (delayed jobs do not count: a burst worker leaves them, as before)."""
+        queues = self._claimable(demands)
         try:
             wait = await self._claimer.next_claim_in(
                 queues, self.config.claim_rate_limit, delayed=False
@@ -245,7 +254,7 @@ class Worker:
             return None
         return None if wait is None else max(wait.total_seconds(), 0.001)
 
-    async def _idle_wait(self, has_room: bool) -> None:
+    async def _idle_wait(self, has_room: bool, demands: list[QueueDemand]) -> None:
         """Sleep until a wake-up, a freed slot, the next due delayed job, the moment a
         rate-limited queue admits claims again, or the poll.
 
@@ -257,9 +266,10 @@ class Worker:
         finish that frees a slot (CLAIM-9)."""
         timeout = self.config.poll_interval
         if has_room and not self.config.burst:
-            queues = [lane.name for lane in self._lanes] or None
             try:
-                due = await self._claimer.next_claim_in(queues, self.config.claim_rate_limit)
+                due = await self._claimer.next_claim_in(
+                    self._claimable(demands), self.config.claim_rate_limit
+                )
             except Exception as exc:
                 log.debug("next_claim_in failed: %s", exc)
                 due = None

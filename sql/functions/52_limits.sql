@@ -254,8 +254,9 @@ $$;
 -- cannot take now: the next delayed job's due time (lane.next_due_in_ms; left out when
 -- p_delayed is false), or the time a rate-limited queue with waiting jobs admits a claim
 -- again (p_rate_max / p_rate_duration_ms the worker-local limit, which wins as in the
--- claim). NULL when neither applies: a paused or maxed queue waits for its resume or a
--- freed slot, which NOTIFY.
+-- claim): 0 when it admits one already, since the window may have freed between the
+-- caller's claim and this call. NULL when neither applies: a paused or maxed queue waits
+-- for its resume or a freed slot, which NOTIFY.
 CREATE OR REPLACE FUNCTION lane.next_claim_in_ms(p_queues text[] DEFAULT NULL,
                                                  p_rate_max integer DEFAULT NULL,
                                                  p_rate_duration_ms integer DEFAULT NULL,
@@ -280,7 +281,7 @@ BEGIN
         SELECT q.name, coalesce(p_rate_max, q.rate_max) AS rate_max,
                CASE WHEN p_rate_max IS NOT NULL THEN p_rate_duration_ms
                     ELSE q.rate_duration_ms END AS rate_ms,
-               q.rate_blocked_until
+               q.rate_blocked_until, q.max_active
           FROM lane.queues q
          WHERE (p_queues IS NULL OR q.name = ANY (p_queues)) AND NOT q.paused
            AND (q.rate_max IS NOT NULL OR q.rate_blocked_until > v_now OR p_rate_max IS NOT NULL)
@@ -295,9 +296,15 @@ BEGIN
             v_ms := greatest(v_ms, lane._rate_wait_ms(v_row.name, v_row.rate_max, v_row.rate_ms,
                                                       v_now));
         END IF;
-        IF v_ms > 0 THEN
-            v_wait := least(v_wait, v_ms);
+        IF v_ms = 0 AND v_row.max_active IS NOT NULL THEN
+            -- Admitted by the limiter but maxed: the finish that frees a slot wakes us.
+            CONTINUE WHEN (SELECT count(*) FROM (SELECT 1 FROM lane.jobs j
+                                                  WHERE j.state = 'active'
+                                                    AND j.queue = v_row.name
+                                                  LIMIT v_row.max_active) a)
+                          >= v_row.max_active;
         END IF;
+        v_wait := least(v_wait, v_ms);
     END LOOP;
     RETURN v_wait;
 END $$;

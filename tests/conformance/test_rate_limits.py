@@ -307,12 +307,13 @@ async def test_next_claim_in_says_when_the_window_frees_CLAIM_11(
     await add(backend, queue_name, 3, clock)
     assert await backend.next_claim_in([queue_name]) is None  # waiting work, no limit
     await backend.set_claim_rate_limit(queue_name, JobRateLimit(1, 60))
-    assert await backend.next_claim_in([queue_name]) is None  # capacity left: no wait
+    # Admitted now (the window may have freed since the caller's claim): claim again.
+    assert await backend.next_claim_in([queue_name]) == timedelta(0)
     assert len(await claim(backend, queue_name, 3, 0, clock)) == 1
     wait = await backend.next_claim_in([queue_name])
     assert wait is not None and timedelta(0) < wait <= timedelta(seconds=60)
     local = JobRateLimit(5, 60)
-    assert await backend.next_claim_in([queue_name], local) is None  # local wins: room left
+    assert await backend.next_claim_in([queue_name], local) == timedelta(0)  # local wins
 
 
 async def test_next_claim_in_does_not_time_a_maxed_queue_CLAIM_9(
@@ -321,7 +322,10 @@ async def test_next_claim_in_does_not_time_a_maxed_queue_CLAIM_9(
     await add(backend, queue_name, 2, clock)
     await backend.set_max_active_jobs(queue_name, 1)
     assert len(await claim(backend, queue_name, 2, 0, clock)) == 1
-    # Maxed: woken by the finish that frees the slot (a NOTIFY), not by a timer.
+    # Maxed: woken by the finish that frees the slot (a NOTIFY), not by a timer, even
+    # where the limiter would admit a claim now.
+    assert await backend.next_claim_in([queue_name]) is None
+    await backend.set_claim_rate_limit(queue_name, JobRateLimit(5, 60))
     assert await backend.next_claim_in([queue_name]) is None
 
 

@@ -92,6 +92,12 @@ async def test_a_throttled_worker_sleeps_until_the_window_frees_CLAIM_11(
             await app.add_job(queue_name, "n")
         running = [await _run(app, queue_name)]
         await eventually(lambda: len(done) == 3, timeout=10)
+
+        async def all_completed() -> bool:  # a handler ends before its outcome is written
+            counts = await backend.get_job_counts(queue_name, ["completed"])
+            return counts.get("completed") == 3
+
+        await eventually(all_completed, timeout=10)
         page = await backend.list_jobs(queue_name, ["completed"])
     finally:
         await _stop(*running)
