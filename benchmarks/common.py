@@ -20,7 +20,9 @@ import asyncpg
 from lane_pg.postgres.schema import migrate
 
 REPO = Path(__file__).resolve().parent.parent
-BENCH_DB = "lane_bench"
+BENCH_DB = os.environ.get("LANE_BENCH_DB", "lane_bench")
+"""The database every run drops and creates again; ``LANE_BENCH_DB`` names another, so runs
+of several checkouts on one server do not drop each other's."""
 QUEUE = "bench"
 
 

@@ -2,7 +2,7 @@
 
 Prints one JSON line per figure to stdout (progress goes to stderr). Each workload runs
 lane_pg and a raw-SQL baseline (benchmarks/raw.py) against the same freshly created
-database, ``lane_bench``. See benchmarks/README.md.
+database, ``lane_bench`` (``$LANE_BENCH_DB``). See benchmarks/README.md.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import asyncpg
 
-from benchmarks import enqueue, health, processing, repeat, sustained
+from benchmarks import enqueue, health, limits, processing, repeat, sustained
 from benchmarks.common import (
     Reporter,
     bench_dsn,
@@ -27,7 +27,7 @@ from benchmarks.common import (
     server_settings,
 )
 
-WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6", "D1", "R1")
+WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6", "D1", "R1", "W7")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -75,6 +75,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="also run W6 with remove_on_complete: true (default: the shipped retention only)",
     )
+    parser.add_argument(
+        "--w7-limited",
+        type=int,
+        default=None,
+        help="jobs of W7's rate-limited queue (1,000/s; default 5000, --quick 2000)",
+    )
     parser.add_argument("--keep-db", action="store_true", help="leave lane_bench behind")
     args = parser.parse_args(argv)
     args.only = [w.strip().upper() for w in args.only.split(",") if w.strip()]
@@ -118,6 +124,9 @@ async def main(args: argparse.Namespace) -> int:
             total = args.w6_total or (20_000 if quick else 1_000_000)
             size = args.w6_round or (10_000 if quick else 100_000)
             await health.w6(rep, total, size, concurrency, args.w6_raw, args.w6_all_variants)
+        if "W7" in args.only:
+            limited = args.w7_limited or (2000 if quick else 5000)
+            await limits.w7(rep, runs, 5000 if quick else 20_000, limited, concurrency)
     finally:
         if not args.keep_db:
             await drop_database()

@@ -247,6 +247,45 @@ class QueueRetention:
         return cls(DEFAULT_KEEP_COMPLETED, DEFAULT_KEEP_FAILED)
 
 
+@dataclass(frozen=True, slots=True)
+class JobRateLimit:
+    """At most ``max`` jobs claimed from a queue in any window of ``duration`` (RATE-1/2).
+
+    Any window: the limiter keeps a log of the claims, so "5 per second" never lets 6 jobs
+    start within one second, across every worker of the queue, wherever the second begins
+    (a fixed window would let 10 start around its boundary). ``duration`` is whole
+    milliseconds, 1 ms to 2147483647 ms (a float is seconds); ``max`` 1 to 2147483647.
+    """
+
+    max: int
+    duration: Duration
+
+    def __post_init__(self) -> None:
+        if (
+            isinstance(self.max, bool)
+            or not isinstance(self.max, int)
+            or not 1 <= self.max <= _MAX_INT4
+        ):
+            raise InvalidOptions(
+                f"a rate limit's max must be an integer between 1 and {_MAX_INT4}, got {self.max!r}"
+            )
+        millis = to_millis(self.duration, "a rate limit's duration")
+        if not 1 <= millis <= _MAX_INT4:
+            raise InvalidOptions(
+                f"a rate limit's duration must be 1 ms to {_MAX_INT4} ms, got {self.duration!r}"
+            )
+        object.__setattr__(self, "duration", timedelta(milliseconds=millis))
+
+    @property
+    def duration_ms(self) -> int:
+        return to_millis(self.duration, "duration")
+
+    def __str__(self) -> str:
+        """``5/1s``, ``100/500ms``: the form the ``limits`` command takes."""
+        ms = self.duration_ms
+        return f"{self.max}/{ms // 1000}s" if ms % 1000 == 0 else f"{self.max}/{ms}ms"
+
+
 def validate_prune_batch(batch: int) -> int:
     """``prune_finished``'s batch: at least 1 job per queue and state."""
     if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= _MAX_INT4:

@@ -44,6 +44,7 @@ from lane_pg.backend.capabilities import (
     WakeupSource,
 )
 from lane_pg.backend.dedup import Deduplicator
+from lane_pg.backend.limits import ClaimLimits
 from lane_pg.backend.maintain import Maintainer
 from lane_pg.backend.produce import Producer
 from lane_pg.backend.read import Reader
@@ -53,6 +54,7 @@ from lane_pg.backend.url import backend_kind, connect, resolve_url
 
 __all__ = [
     "Administrator",
+    "ClaimLimits",
     "Deduplicator",
     "HasDedicatedConnection",
     "HasLeader",
@@ -75,7 +77,15 @@ __all__ = [
 
 @runtime_checkable
 class JobQueueBackend(
-    Producer, Settler, Administrator, Deduplicator, Repeater, Reader, Maintainer, Protocol
+    Producer,
+    Settler,
+    Administrator,
+    ClaimLimits,
+    Deduplicator,
+    Repeater,
+    Reader,
+    Maintainer,
+    Protocol,
 ):
     """Connection-level job queue: every method names the queue(s) it acts on.
 

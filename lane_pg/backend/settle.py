@@ -16,6 +16,7 @@ from lane_pg.types import (
     Failure,
     FinalizeOutcome,
     Job,
+    JobRateLimit,
     LeaseRef,
     QueueDemand,
 )
@@ -33,12 +34,19 @@ class Settler(Protocol):
         *,
         total: int | None = None,
         now: datetime | None = None,
+        rate_limit: JobRateLimit | None = None,
     ) -> list[ClaimedJob]:
         """Claim up to ``demand.limit`` jobs from each queue, queues in the given order.
 
         For each queue in turn: promote every due delayed job (``available_at <= now``) to
-        waiting (``waiting prev=delayed``, promoted in ``available_at`` order); skip the
-        queue if paused; move the next waiting jobs to ``active`` with a fresh
+        waiting (``waiting prev=delayed``, promoted in ``available_at`` order), waking no
+        one (CLAIM-3); skip the queue if paused or blocked by ``rate_limit_claims_for``;
+        under limits (``ClaimLimits``: ``rate_limit``, the worker-local limit, else the
+        queue's shared one, and ``max_active``) take at most min(demand, free slots, rate
+        capacity), counted from the stored active jobs and claim log at this claim's
+        moment, and nothing at all when maxed (no rate capacity used, RATE-9); a job not
+        taken keeps its state and attempts (RATE-4). Move the next waiting jobs to
+        ``active`` with a fresh
         ``lock_token``, ``worker_id``, ``processed_at = now``, ``lease_expires_at = now +
         lease`` and ``attempts_started + 1``, writing ``active prev=waiting``. ``total``
         caps the number claimed over all queues, so a queue earlier in the list is always

@@ -31,6 +31,7 @@ COMMANDS: tuple[str, ...] = (
     "retention",
     "events",
     "repeats",
+    "limits",
 )
 
 EXIT_ERROR = 1

@@ -6,7 +6,7 @@ already claimed run to the end, nothing new is claimed. ``python -m lane_pg resu
 the workers. Both are idempotent; an unknown queue is created (as ``lane.add_job`` would).
 
 This module also holds ``open_backend``, the connection step shared by the commands that
-talk to a backend (pause, resume, stats, retention, events): ``lane_pg.backend.connect``.
+talk to a backend (pause, resume, stats, retention, events, limits): ``lane_pg.backend.connect``.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ import sys
 
 from lane_pg.app import App
 from lane_pg.cli.common import DEFAULT_SCHEMA, CommandError, add_connection_arguments
+from lane_pg.cli.limits import parse_rate
 from lane_pg.errors import LaneError
 from lane_pg.types import Lane
 from lane_pg.worker import WorkerConfig
@@ -52,6 +53,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--poll-interval", type=float, default=poll, help=f"slow poll behind NOTIFY ({poll:g} s)"
     )
     parser.add_argument("--worker-id", default=None, help="default: host-pid-random")
+    parser.add_argument(
+        "--claim-rate",
+        default=None,
+        metavar="N/DURATION",
+        help="this worker's claim rate limit, counted over every worker of each queue and"
+        " preferred to the queue's own (e.g. 100/1s, 5/500ms)",
+    )
     add_connection_arguments(parser)
 
 
@@ -100,6 +108,8 @@ def run(args: argparse.Namespace) -> int:
     }
     if args.worker_id:
         settings["worker_id"] = args.worker_id
+    if args.claim_rate is not None:
+        settings["claim_rate_limit"] = parse_rate(args.claim_rate, "--claim-rate")
     try:
         config = WorkerConfig(**settings)  # type: ignore[arg-type]
     except LaneError as exc:

@@ -297,6 +297,18 @@ def _state_index() -> dict[JobState, dict[str, _Record]]:
     return {state: {} for state in ALL_STATES}
 
 
+@dataclass(frozen=True, slots=True)
+class _LoggedClaim:
+    """One ``lane.claim_log`` row: a claim that took jobs under a rate limit."""
+
+    claimed_at: datetime
+    jobs: int
+    window_ms: int
+
+    def expires(self, window_ms: int | None = None) -> datetime:
+        return self.claimed_at + (window_ms or self.window_ms) * _MILLISECOND
+
+
 @dataclass(slots=True)
 class _Queue:
     name: str
@@ -313,6 +325,12 @@ class _Queue:
     keep_completed: int | None = DEFAULT_KEEP_COMPLETED
     keep_failed: int | None = DEFAULT_KEEP_FAILED
     record_events: bool = True
+    # Claim limits (lane.queues columns, migration 0009's lane.claim_log; memory/limits.py).
+    rate_max: int | None = None
+    rate_duration_ms: int | None = None
+    max_active: int | None = None
+    rate_blocked_until: datetime | None = None
+    claim_log: list[_LoggedClaim] = field(default_factory=list)
 
     def drained(self) -> bool:
         return not self.by_state["waiting"] and not self.by_state["active"]

@@ -10,8 +10,8 @@ from lane_pg.memory._store import (
     _epoch_ms,
     _json_copy,
     _same_token,
-    _Store,
 )
+from lane_pg.memory.limits import _checked_limit, _Limits
 from lane_pg.types import (
     JSON,
     ClaimedJob,
@@ -20,6 +20,7 @@ from lane_pg.types import (
     Failure,
     FinalizeOutcome,
     Job,
+    JobRateLimit,
     LeaseRef,
     QueueDemand,
     check_json,
@@ -27,7 +28,7 @@ from lane_pg.types import (
 )
 
 
-class _Settling(_Store):
+class _Settling(_Limits):
     """Claims, leases and outcomes (CLAIM, FIN, RETRY): the worker's hot path."""
 
     async def claim_jobs(
@@ -38,8 +39,10 @@ class _Settling(_Store):
         *,
         total: int | None = None,
         now: datetime | None = None,
+        rate_limit: JobRateLimit | None = None,
     ) -> list[ClaimedJob]:
         lease_ms = to_millis(lease, "lease")
+        local = _checked_limit(rate_limit, "rate_limit")
         moment = self._now(now)
         claimed: list[ClaimedJob] = []
         for demand in demands:
@@ -54,12 +57,23 @@ class _Settling(_Store):
             self._promote_due(q, moment)
             if q.paused:
                 continue
+            if q.rate_blocked_until is not None and q.rate_blocked_until > moment:
+                continue  # RATE-6
+            window_ms = None
+            if q.rate_max is not None or q.max_active is not None or local is not None:
+                room, window_ms = self._limited_claim(q, room, local, moment)
+                if room <= 0:
+                    continue  # RATE-4/9: nothing moves, attempts unchanged
+            taken = 0
             for _ in range(room):
                 job = self._pop_waiting(q)
                 if job is None:
                     break
                 self._activate(q, job, worker_id, lease_ms, moment)
                 claimed.append(ClaimedJob.from_job(job.snapshot()))
+                taken += 1
+            if window_ms is not None and taken > 0:
+                self._log_claim(q, moment, taken, window_ms)
         return claimed
 
     async def renew_leases(

@@ -27,6 +27,7 @@ from lane_pg.postgres.arguments import (
     token_text,
 )
 from lane_pg.postgres.leader import PostgresLeader
+from lane_pg.postgres.limits import ClaimLimitCalls, rate_limit_arguments
 from lane_pg.postgres.notifier import Notifier
 from lane_pg.postgres.owners import OwnerCalls
 from lane_pg.postgres.rows import (
@@ -49,6 +50,7 @@ from lane_pg.types import (
     Job,
     JobOptions,
     JobPage,
+    JobRateLimit,
     JobSpec,
     JobState,
     LeaseRef,
@@ -83,7 +85,7 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
     """
 
 
-class PostgresBackend(SpaceUpkeep, OwnerCalls):
+class PostgresBackend(SpaceUpkeep, OwnerCalls, ClaimLimitCalls):
     """Job queue backend over PostgreSQL (schema ``lane`` unless configured)."""
 
     def __init__(self, pool: asyncpg.Pool, schema: str = "lane", dsn: str | None = None) -> None:
@@ -317,17 +319,32 @@ class PostgresBackend(SpaceUpkeep, OwnerCalls):
         *,
         total: int | None = None,
         now: datetime | None = None,
+        rate_limit: JobRateLimit | None = None,
     ) -> list[ClaimedJob]:
-        rows = await self._fetch(
-            f"SELECT {JOB_COLUMNS} FROM lane.claim_jobs($1, $2::text[], $3::int[], $4, $5, $6)"
-            " AS j",
-            worker_id,
-            [demand.queue for demand in demands],
-            [demand.limit for demand in demands],
-            to_millis(lease, "lease"),
-            total,
-            now,
-        )
+        if rate_limit is None:
+            # The plain claim keeps its statement (and its warm prepared plan).
+            rows = await self._fetch(
+                f"SELECT {JOB_COLUMNS} FROM lane.claim_jobs($1, $2::text[], $3::int[], $4, $5,"
+                " $6) AS j",
+                worker_id,
+                [demand.queue for demand in demands],
+                [demand.limit for demand in demands],
+                to_millis(lease, "lease"),
+                total,
+                now,
+            )
+        else:
+            rows = await self._fetch(
+                f"SELECT {JOB_COLUMNS} FROM lane.claim_jobs($1, $2::text[], $3::int[], $4, $5,"
+                " $6, $7, $8) AS j",
+                worker_id,
+                [demand.queue for demand in demands],
+                [demand.limit for demand in demands],
+                to_millis(lease, "lease"),
+                total,
+                now,
+                *rate_limit_arguments(rate_limit),
+            )
         # Every claimed row is active under its fresh token (ClaimedJob's lock_token: str).
         return [job_from_row(row, new_claimed_job) for row in rows]
 

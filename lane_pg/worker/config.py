@@ -8,7 +8,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from lane_pg.errors import InvalidOptions
-from lane_pg.types import Lane
+from lane_pg.types import JobRateLimit, Lane
 
 
 def _default_worker_id() -> str:
@@ -74,6 +74,10 @@ class WorkerConfig:
     (``ctx.has_lost_lease()``, ``ctx.ensure_lease()`` raising ``LeaseLost``, context writes
     refused), so it can stop at a safe point (WORK-8); its result is never written."""
     summary_interval: float = 60.0
+    claim_rate_limit: JobRateLimit | None = None
+    """A worker-local claim rate limit (RATE-1): every claim of this worker takes at most
+    ``max`` jobs per ``duration`` from each queue, counted in the database over every
+    worker that claims from the queue; it wins over the queue's shared limit (RATE-3)."""
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -106,6 +110,12 @@ class WorkerConfig:
             )
         if not 0 < self.renew_fraction < 1:
             raise InvalidOptions("renew_fraction must be within (0, 1)")
+        if self.claim_rate_limit is not None and not isinstance(
+            self.claim_rate_limit, JobRateLimit
+        ):
+            raise InvalidOptions(
+                f"claim_rate_limit must be a JobRateLimit or None, got {self.claim_rate_limit!r}"
+            )
         names = [lane.name for lane in self.lanes]
         if len(names) != len(set(names)):
             raise InvalidOptions(f"a lane is listed twice: {names}")

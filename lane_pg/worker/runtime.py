@@ -183,7 +183,11 @@ class Worker:
             if demands:
                 try:
                     jobs = await self._claimer.claim_jobs(
-                        self.worker_id, demands, lease, total=free
+                        self.worker_id,
+                        demands,
+                        lease,
+                        total=free,
+                        rate_limit=self.config.claim_rate_limit,
                     )
                 except Exception as exc:  # a lost connection must not kill the worker
                     claim_failed = True
@@ -192,7 +196,7 @@ class Worker:
                 self._runner.start(job, JobContext(self.backend, job, self.worker_id))
             if jobs:
                 # Let the handlers begin before this loop's next statement (the sleep's
-                # next_due_in or the next claim) is built and sent: W4 measured 0.32 ms
+                # next_claim_in or the next claim) is built and sent: W4 measured 0.32 ms
                 # from a job's task creation to its handler's start without this turn.
                 await asyncio.sleep(0)
             found_work = bool(jobs)
@@ -202,7 +206,7 @@ class Worker:
                     # a wake-up (a NOTIFY, a freed slot, a due delayed job) instead of
                     # asking again at once: one empty claim less per job at low load (W4:
                     # claims per job 3.8 -> 3.0 -> 2.0 with the slot wake-up in finish()).
-                    await self._idle_wait(self._free_slots() > 0)
+                    await self._idle_wait(self._free_slots() > 0, demands)
                 continue
             # A failed claim says nothing about the queue being empty: burst mode keeps going.
             if (
@@ -212,29 +216,62 @@ class Worker:
                 and not self._running
                 and not self._settlement.has_unsettled()
             ):
-                log.info(
-                    "worker %s: nothing ready and nothing running (burst): done", self.worker_id
-                )
-                return
+                throttled = await self._throttled_for(demands)
+                if throttled is None:
+                    log.info(
+                        "worker %s: nothing ready and nothing running (burst): done",
+                        self.worker_id,
+                    )
+                    return
+                # Waiting jobs held back by a rate limit are ready work: drain them too
+                # (a stop() still ends the wait at once).
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(min(throttled, self.config.poll_interval)):
+                        await self._wake.wait()
+                continue
             if claim_failed:
                 await asyncio.sleep(min(self.config.poll_interval, 1.0))
             else:
-                await self._idle_wait(free > 0)
+                await self._idle_wait(free > 0, demands)
 
-    async def _idle_wait(self, has_room: bool) -> None:
-        """Sleep until a wake-up, a freed slot, the next due delayed job, or the poll.
+    def _claimable(self, demands: list[QueueDemand]) -> list[str] | None:
+        """The queues the last claim asked (None: every queue, for a worker without lanes).
+        A lane at its concurrency is left out: ``next_claim_in`` could say "now" for it,
+        and its freed slot wakes the loop anyway (``RunningJobs.settle``)."""
+        return [demand.queue for demand in demands] if self._lanes else None
+
+    async def _throttled_for(self, demands: list[QueueDemand]) -> float | None:
+        """Seconds until a rate-limited queue of this worker that has waiting jobs admits a
+        claim again (a millisecond when it does already); None when no such queue exists
+        (delayed jobs do not count: a burst worker leaves them, as before)."""
+        queues = self._claimable(demands)
+        try:
+            wait = await self._claimer.next_claim_in(
+                queues, self.config.claim_rate_limit, delayed=False
+            )
+        except Exception as exc:
+            log.debug("next_claim_in failed: %s", exc)
+            return None
+        return None if wait is None else max(wait.total_seconds(), 0.001)
+
+    async def _idle_wait(self, has_room: bool, demands: list[QueueDemand]) -> None:
+        """Sleep until a wake-up, a freed slot, the next due delayed job, the moment a
+        rate-limited queue admits claims again, or the poll.
 
         A job that becomes due earlier than the delayed job this sleep was timed for (a
         delayed add, a retry with backoff, a reschedule, a move to delayed) sends a wake-up
         (``lane._wake_for_due``): the loop claims, finds nothing due, and times the next
-        sleep again."""
+        sleep again. A throttled claim (CLAIM-11) sleeps until its limiter's window frees,
+        so it does not spin; a maxed queue's claimers are woken by the NOTIFY of the
+        finish that frees a slot (CLAIM-9)."""
         timeout = self.config.poll_interval
         if has_room and not self.config.burst:
-            queues = [lane.name for lane in self._lanes] or None
             try:
-                due = await self._claimer.next_due_in(queues)
+                due = await self._claimer.next_claim_in(
+                    self._claimable(demands), self.config.claim_rate_limit
+                )
             except Exception as exc:
-                log.debug("next_due_in failed: %s", exc)
+                log.debug("next_claim_in failed: %s", exc)
                 due = None
             if due is not None:
                 timeout = min(timeout, max(due.total_seconds(), 0.001))

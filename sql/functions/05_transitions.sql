@@ -122,6 +122,7 @@ BEGIN
     PERFORM 1 FROM lane.jobs WHERE queue = p_queue AND state = 'waiting'
      ORDER BY order_key, key LIMIT 1;
     IF FOUND THEN
+        PERFORM lane._wake_if_capped(p_queue);  -- CLAIM-9 (52_limits.sql)
         RETURN;
     END IF;
     PERFORM 1 FROM lane.jobs WHERE state = 'active' AND queue = p_queue

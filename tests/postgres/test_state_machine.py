@@ -42,6 +42,7 @@ from lane_pg.types import (
     Failure,
     Job,
     JobOptions,
+    JobRateLimit,
     JobSpec,
     LeaseRef,
     QueueDemand,
@@ -132,6 +133,7 @@ class JobStateMachine(RuleBasedStateMachine):
                     "DELETE FROM lane.repeat_schedulers WHERE queue = $1", self.queue
                 )
                 await conn.execute("DELETE FROM lane.events WHERE queue = $1", self.queue)
+                await conn.execute("DELETE FROM lane.claim_log WHERE queue = $1", self.queue)
                 await conn.execute("DELETE FROM lane.queues WHERE name = $1", self.queue)
             await self.real.close()
 
@@ -247,11 +249,19 @@ class JobStateMachine(RuleBasedStateMachine):
         )
         self.remember(model_jobs, real_jobs)
 
-    @rule(limit=st.integers(1, 3), lease_s=st.sampled_from([2, 5]))
-    def claim(self, limit: int, lease_s: int) -> None:
+    @rule(
+        limit=st.integers(1, 3),
+        lease_s=st.sampled_from([2, 5]),
+        local=st.sampled_from([None, None, JobRateLimit(2, 3)]),
+    )
+    def claim(self, limit: int, lease_s: int, local: JobRateLimit | None) -> None:
         model_jobs, real_jobs = self.both(
             lambda backend, _: backend.claim_jobs(
-                "worker", [QueueDemand(self.queue, limit)], lease_s, now=self.now
+                "worker",
+                [QueueDemand(self.queue, limit)],
+                lease_s,
+                now=self.now,
+                rate_limit=local,
             )
         )
         self.remember(model_jobs, real_jobs)
@@ -420,6 +430,24 @@ class JobStateMachine(RuleBasedStateMachine):
         )
         assert model_record == real_record == record
 
+    @rule(
+        rate=st.sampled_from([None, JobRateLimit(1, 2), JobRateLimit(3, 4)]),
+        max_active=st.sampled_from([None, 1, 2]),
+    )
+    def set_claim_limits(self, rate: JobRateLimit | None, max_active: int | None) -> None:
+        # RATE-2/7: the claims after this follow the limits on both backends (same jobs).
+        async def apply(backend: Any, _: bool) -> None:
+            if rate is None:
+                await backend.clear_claim_rate_limit(self.queue)
+            else:
+                await backend.set_claim_rate_limit(self.queue, rate)
+            if max_active is None:
+                await backend.clear_max_active_jobs(self.queue)
+            else:
+                await backend.set_max_active_jobs(self.queue, max_active)
+
+        self.both(apply)
+
     @rule(batch=st.integers(1, 3))
     def prune_finished(self, batch: int) -> None:
         # Completions at the same self.now tie on finished_at: the invariants check that
@@ -430,6 +458,15 @@ class JobStateMachine(RuleBasedStateMachine):
         assert model_count == real_count
 
     # ----------------------------------------------------------------- invariants
+    @invariant()
+    def same_limiter(self) -> None:
+        model_ttl, real_ttl = self.both(
+            lambda backend, _: backend.get_claim_rate_limit_ttl(self.queue, now=self.now)
+        )
+        assert model_ttl == real_ttl
+        model_maxed, real_maxed = self.both(lambda backend, _: backend.is_maxed(self.queue))
+        assert model_maxed == real_maxed
+
     def learn_ids(self, model_jobs: list[Job], real_jobs: list[Job]) -> None:
         """Jobs no call returned (a kept duplicate or a repeat successor, stored by a
         finalisation) pair up in creation order: both backends create them in the same

@@ -1,6 +1,6 @@
 """A claimed job's handler starts before the worker's next statement (W4 latency): the
 claim loop yields once after starting its jobs, so the handlers' first steps run before
-the loop builds and sends its next query (the sleep's next_due_in, or the next claim).
+the loop builds and sends its next query (the sleep's next_claim_in, or the next claim).
 An order of calls, not a timing."""
 
 from __future__ import annotations
@@ -25,19 +25,19 @@ async def test_handlers_start_before_the_next_backend_call_W4(queue_name: str) -
     try:
         backend = await app.backend()
         assert isinstance(backend, MemoryBackend)
-        claim, next_due = backend.claim_jobs, backend.next_due_in
+        claim, next_claim = backend.claim_jobs, backend.next_claim_in
 
         async def claim_jobs(*args: Any, **kwargs: Any) -> Any:
             jobs = await claim(*args, **kwargs)
             calls.append(f"claim {[job.id for job in jobs]}")
             return jobs
 
-        async def next_due_in(*args: Any, **kwargs: Any) -> Any:
-            calls.append("next_due_in")
-            return await next_due(*args, **kwargs)
+        async def next_claim_in(*args: Any, **kwargs: Any) -> Any:
+            calls.append("next_claim_in")
+            return await next_claim(*args, **kwargs)
 
         backend.claim_jobs = claim_jobs  # type: ignore[method-assign]
-        backend.next_due_in = next_due_in  # type: ignore[method-assign]
+        backend.next_claim_in = next_claim_in  # type: ignore[method-assign]
         job = await app.add_job(queue_name, "send")
         worker = await app.create_worker(lanes=(lane_pg.Lane(queue_name),), poll_interval=0.05)
         task = asyncio.create_task(worker.run())
