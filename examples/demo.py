@@ -1,4 +1,8 @@
-"""lane_pg in one file: enqueue three jobs and process them with a tiny claim loop.
+"""lane_pg in one file: enqueue jobs and process them with a tiny claim loop.
+
+Three plain jobs (one delayed, one that fails once and is retried), a deduplicated add
+that returns the job already holding its id, and a repeat series that runs three times,
+each run's successor written by its completion.
 
     make demo            # or: python examples/demo.py
 
@@ -15,13 +19,15 @@ import sys
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
-from lane_pg import Backoff, Job, JobOptions, QueueDemand
+from lane_pg import Backoff, DeduplicationOptions, Job, JobOptions, QueueDemand, RepeatOptions
 from lane_pg.postgres.backend import PostgresBackend
 from lane_pg.postgres.embedded import resolve_dsn
 from lane_pg.postgres.schema import migrate
 
 QUEUE = "demo"
 DEADLINE_SECONDS = 15.0
+SERIES = "demo-heartbeat"
+SERIES_RUNS = 3
 
 
 # --------------------------------------------------------------------------- handlers
@@ -39,10 +45,15 @@ async def flaky_report(job: Job) -> dict[str, int]:
     return {"rows": 42}
 
 
+async def heartbeat(job: Job) -> str:
+    return "beat"
+
+
 HANDLERS: dict[str, Callable[[Job], Awaitable[object]]] = {
     "send_email": send_email,
     "send_reminder": send_reminder,
     "flaky_report": flaky_report,
+    "heartbeat": heartbeat,
 }
 
 
@@ -69,14 +80,26 @@ async def main() -> int:
         ]
         for job in jobs:
             show("added", job)
+        # Deduplication: while the first job owns "invoice:7", a second add returns it.
+        unique = JobOptions(deduplication=DeduplicationOptions("invoice:7"))
+        first = await backend.add_job(QUEUE, "send_email", {"to": "bob@example.com"}, unique)
+        again = await backend.add_job(QUEUE, "send_email", {"to": "eve@example.com"}, unique)
+        show("added", first, "(owns deduplication id invoice:7)")
+        show("deduped", again, f"(same job: {again.id == first.id})")
+        jobs.append(first)
+        # A repeat series: every 300 ms, three runs in all.
+        series = JobOptions(repeat=RepeatOptions.every(0.3, limit=SERIES_RUNS, key=SERIES))
+        beat = await backend.add_job(QUEUE, "heartbeat", None, series)
+        show("added", beat, "(series, 3 runs)")
         ours = {job.id for job in jobs}
-        return 0 if await process(backend, ours) else 1
+        return 0 if await process(backend, ours, int(beat.id)) else 1
     finally:
         await backend.close()
 
 
-async def process(backend: PostgresBackend, ours: set[str]) -> bool:
-    """Claim and run jobs until every job in ``ours`` is completed or the deadline passes."""
+async def process(backend: PostgresBackend, ours: set[str], first_beat: int) -> bool:
+    """Claim and run jobs until every job in ``ours`` is completed and the series that
+    started with job ``first_beat`` ran its course, or the deadline passes."""
     worker_id = f"demo-{os.getpid()}"
     loop = asyncio.get_running_loop()
     deadline = loop.time() + DEADLINE_SECONDS
@@ -97,15 +120,20 @@ async def process(backend: PostgresBackend, ours: set[str]) -> bool:
                 show("completed", done, f"result={result!r}")
 
         states = {job_id: await backend.get_job(QUEUE, job_id) for job_id in ours}
-        if all(job is not None and job.state == "completed" for job in states.values()):
-            print("all three jobs completed")
+        done = await backend.list_jobs(QUEUE, ["completed"], descending=True, limit=20)
+        ran = sum(j.repeat_key == SERIES and int(j.id) >= first_beat for j in done.items)
+        series_over = ran == SERIES_RUNS and await backend.get_repeat(QUEUE, SERIES) is None
+        if series_over and all(j is not None and j.state == "completed" for j in states.values()):
+            print(f"all {len(ours)} jobs completed; the series ran {ran} times and ended")
             return True
         if any(job is None or job.state == "failed" for job in states.values()):
             print("a demo job failed for good", file=sys.stderr)
             return False
         if not claimed:
             # Nothing ready: sleep until the next delayed job is due (at most 1 s).
+            series = await backend.get_repeat(QUEUE, SERIES)
             due = [j.available_at for j in states.values() if j and j.state == "delayed"]
+            due += [] if series is None else [series.next_at]
             wait = min((d - datetime.now(UTC)).total_seconds() for d in due) if due else 0.1
             await asyncio.sleep(min(max(wait, 0.02), 1.0, max(deadline - loop.time(), 0)))
     print(f"gave up after {DEADLINE_SECONDS:.0f}s", file=sys.stderr)

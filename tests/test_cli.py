@@ -145,11 +145,12 @@ async def test_without_dsn_uses_the_embedded_server(tmp_path: Path) -> None:
         await asyncio.to_thread(release_embedded, pgdata)
 
 
-async def test_demo_completes_its_three_jobs(empty_db: str) -> None:
+async def test_demo_completes_its_jobs_and_its_series(empty_db: str) -> None:
     done = await asyncio.to_thread(
         python, str(REPO / "examples" / "demo.py"), dsn=empty_db, timeout=60
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert done.stdout.count("completed ") >= 3
+    assert done.stdout.count("completed ") >= 7  # 4 jobs (1 after a retry) + 3 runs
     assert "failed     flaky_report" in done.stdout
-    assert "all three jobs completed" in done.stdout
+    assert "(same job: True)" in done.stdout
+    assert "all 4 jobs completed; the series ran 3 times and ended" in done.stdout
