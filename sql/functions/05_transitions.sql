@@ -155,7 +155,9 @@ BEGIN
     IF v_job.dedup_id IS NOT NULL THEN
         PERFORM lane._dedup_finish(ARRAY[v_job.key], p_now);  -- DEDUP-3..10, before retention
     END IF;
-    PERFORM lane._repeat_release(v_job);  -- REP-7: a failed owner ends its series
+    IF v_job.repeat_key IS NOT NULL THEN
+        PERFORM lane._repeat_release(v_job);  -- REP-7: a failed owner ends its series
+    END IF;
     PERFORM lane._apply_retention(v_job.queue, 'failed', v_job.options -> 'remove_on_fail',
                                   v_job.key, 1, p_now);
     PERFORM lane._drained_check(v_job.queue, p_now);
