@@ -34,6 +34,9 @@ async def r1(rep: Reporter, duration: float, concurrency: int) -> None:
     conn = await asyncpg.connect(bench_dsn())
     producer = await asyncpg.connect(bench_dsn())
     await reset(conn)
+    # Keep every finished job: the default retention (newest 10,000 completed) would prune
+    # the early occurrences the counts below are taken from.
+    await conn.execute("SELECT lane.set_queue_retention($1, NULL, NULL)", QUEUE)
     procs = [spawn(lane_worker_args(concurrency, burst=False)) for _ in range(2)]
     added = 0
     try:

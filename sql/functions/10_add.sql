@@ -18,6 +18,7 @@ CREATE OR REPLACE FUNCTION lane._store_jobs(p_queue text, p_names text[], p_data
 LANGUAGE plpgsql AS $$
 DECLARE
     v_n integer := coalesce(cardinality(p_names), 0);
+    v_plain boolean;
     v_custom_ids boolean;
     v_slow boolean;
     v_keys bigint[];
@@ -59,12 +60,20 @@ BEGIN
     END IF;
     v_record := coalesce((SELECT record_events FROM lane.queues WHERE name = p_queue), true);
     v_one_name := v_record AND p_names[1] = ALL (p_names);
-    v_custom_ids := EXISTS (SELECT 1 FROM unnest(p_options) o WHERE o ->> 'job_id' IS NOT NULL);
-    -- Custom ids and deduplication ids decide spec by spec, in input order, whether a
-    -- spec is new (the slow path below); a batch with neither (the common case) is all new.
-    v_slow := v_custom_ids OR EXISTS (SELECT 1 FROM unnest(p_options) o
-                                       WHERE jsonb_typeof(o -> 'deduplication') = 'object'
-                                          OR jsonb_typeof(o -> 'repeat') = 'object');
+    -- Custom ids, deduplication ids and repeat series decide spec by spec, in input order,
+    -- whether a spec is new (the slow path below); a batch with none of them (the common
+    -- case) is all new. A batch of default options (W2) is told by one array comparison,
+    -- and skips the option scans and the two column expressions of the slow path: with
+    -- them, a 1,000-spec add_jobs_brief took 7.77 ms against 7.55 before deduplication
+    -- and repeat existed; without, 7.53 / 7.74 against 7.51 / 7.70 (medians of 35,
+    -- interleaved, two rounds).
+    v_plain := '{}'::jsonb = ALL (p_options);
+    v_custom_ids := NOT v_plain
+                    AND EXISTS (SELECT 1 FROM unnest(p_options) o WHERE o ->> 'job_id' IS NOT NULL);
+    v_slow := v_custom_ids
+              OR NOT v_plain AND EXISTS (SELECT 1 FROM unnest(p_options) o
+                                          WHERE jsonb_typeof(o -> 'deduplication') = 'object'
+                                             OR jsonb_typeof(o -> 'repeat') = 'object');
     IF NOT v_slow THEN
         -- Every spec is new: ids and enqueue sequences (for jobs due now) in input order.
         -- A generated id is its key's text (migration 0008).
@@ -256,9 +265,7 @@ BEGIN
                nullif(u.opt -> 'backoff', 'null'::jsonb),
                (u.opt ->> 'timeout_ms')::bigint,
                u.opt,
-               u.opt -> 'deduplication' ->> 'id',
-               CASE WHEN jsonb_typeof(u.opt -> 'repeat') = 'object'
-                    THEN lane._repeat_key(u.name, u.opt -> 'repeat') END
+               %s
           FROM unnest($2, $3, $4, $5, $6, $7, $9, $10)
                WITH ORDINALITY AS u(id, name, data, opt, seq, fresh, key, due, ord)
          WHERE u.fresh
@@ -269,8 +276,13 @@ BEGIN
     -- One sort feeds the four arrays (an ORDER BY per aggregate sorted four times).
     SELECT array_agg(n.key), array_agg(n.id), array_agg(n.enqueued_seq), array_agg(n.order_key)
       FROM (SELECT * FROM inserted ORDER BY key) n
-    $insert$, CASE WHEN v_custom_ids THEN 'ON CONFLICT (queue, id) WHERE id <> key::text DO NOTHING'
-                   ELSE '' END,
+    $insert$, CASE WHEN v_slow
+                   THEN 'u.opt -> ''deduplication'' ->> ''id'', CASE WHEN jsonb_typeof('
+                        'u.opt -> ''repeat'') = ''object'' THEN lane._repeat_key(u.name, '
+                        'u.opt -> ''repeat'') END'
+                   ELSE 'NULL::text, NULL::text' END,
+           CASE WHEN v_custom_ids THEN 'ON CONFLICT (queue, id) WHERE id <> key::text DO NOTHING'
+                ELSE '' END,
            v_events)
     INTO keys, ids, enqueued_seqs, order_keys
     USING p_queue, v_ids, p_names, p_datas, p_options, v_seqs, v_fresh, p_now, v_keys,
