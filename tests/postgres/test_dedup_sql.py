@@ -296,3 +296,45 @@ async def test_bad_deduplication_document_refused_in_sql_DEDUP_1(
     )
     assert "extend_ttl needs ttl_ms" in message
     assert await conn.fetchval("SELECT count(*) FROM lane.jobs WHERE queue = $1", queue_name) == 0
+
+
+async def test_concurrent_adds_of_one_custom_id_keep_one_job_ADD_3(
+    connections: list[asyncpg.Connection], queue_name: str
+) -> None:
+    """lane.add_job takes a custom id itself (no per-spec path): 8 connections add the same
+    custom id at once, 40 % rolling back, over 30 rounds. Every committed add returns the
+    one stored job, and none raises: a loser of the insert race waits for the winner's
+    commit and returns its job (ON CONFLICT), or inserts its own when the winner rolled
+    back."""
+    rng = random.Random(3)
+    adders = connections[:ADDERS]
+    for round_no in range(30):
+        custom = f"order-{round_no}"
+        start = asyncio.Event()
+
+        async def add(
+            conn: asyncpg.Connection, custom: str = custom, start: asyncio.Event = start
+        ) -> str | None:
+            await start.wait()
+            transaction = conn.transaction()
+            await transaction.start()
+            job_id = await conn.fetchval(
+                "SELECT id FROM lane.add_job($1, 'n', 'null', $2::jsonb)",
+                queue_name,
+                json.dumps({"job_id": custom}),
+            )
+            await asyncio.sleep(rng.random() * 0.003)
+            if rng.random() < 0.4:
+                await transaction.rollback()
+                return None
+            await transaction.commit()
+            return str(job_id)
+
+        tasks = [asyncio.ensure_future(add(conn)) for conn in adders]
+        start.set()
+        committed = {job_id for job_id in await asyncio.gather(*tasks) if job_id is not None}
+        stored = await connections[ADDERS].fetchval(
+            "SELECT count(*) FROM lane.jobs WHERE queue = $1 AND id = $2", queue_name, custom
+        )
+        assert committed in (set(), {custom}), round_no
+        assert stored == (1 if committed else 0), round_no

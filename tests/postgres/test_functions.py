@@ -304,9 +304,13 @@ SAME_ROW_OPTIONS = [
     {"attempts": 4, "backoff": {"type": "fixed", "delay_ms": 250}},
     {"timeout_ms": 1500, "remove_on_complete": True, "remove_on_fail": {"count": 3}},
     {"backoff": None, "priority": None},
+    {"job_id": "custom-1", "priority": 2},
+    {"deduplication": {"id": "d", "ttl_ms": 5000}, "delay_ms": 1000},
+    {"job_id": "custom-2", "deduplication": {"id": "d2", "keep_last_if_active": True}},
 ]
 COMPARED = (
-    "name, data, state, priority, lifo, max_attempts, backoff, timeout_ms, options,"
+    "CASE WHEN id <> key::text THEN id END AS custom_id, dedup_id, repeat_key,"
+    " name, data, state, priority, lifo, max_attempts, backoff, timeout_ms, options,"
     " available_at - created_at AS delay, enqueued_seq IS NULL AS unsequenced,"
     " order_key - coalesce(enqueued_seq, 0) * (CASE WHEN lifo THEN -1 ELSE 1 END) AS bucket,"
     " id = key::text AS id_is_key"
@@ -318,13 +322,14 @@ async def test_add_job_and_add_jobs_store_the_same_row_ADD_1_ADD_11(
     conn: asyncpg.Connection, queue_name: str, options: dict[str, object]
 ) -> None:
     doc = json.dumps(options)
+    # Two queues: a custom or deduplication id would make the second add return the first.
     single = await conn.fetchval(
         "SELECT (lane.add_job($1, 'mail', '{\"to\": 1}', $2::jsonb)).key", queue_name, doc
     )
     bulk = await conn.fetchval(
         "SELECT key FROM lane.add_jobs($1, ARRAY['mail'], ARRAY['{\"to\": 1}'::jsonb],"
         " ARRAY[$2::jsonb])",
-        queue_name,
+        f"{queue_name}_b",
         doc,
     )
     rows = [
@@ -337,9 +342,8 @@ async def test_add_job_and_add_jobs_store_the_same_row_ADD_1_ADD_11(
             # a delayed event carries its absolute due time: compare its keys only
             (r["event"], sorted(json.loads(r["data"])))
             for r in await conn.fetch(
-                "SELECT event, data::text FROM lane.event_log WHERE queue = $1 AND job_id ="
-                " (SELECT id FROM lane.jobs WHERE key = $2) ORDER BY id",
-                queue_name,
+                "SELECT event, data::text FROM lane.event_log WHERE (queue, job_id) ="
+                " (SELECT queue, id FROM lane.jobs WHERE key = $1) ORDER BY id",
                 key,
             )
         ]
