@@ -5,12 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from lane_pg.memory._store import (
-    _Batch,
-    _parse_spec,
-    _Store,
-    check_series_left,
-)
+from lane_pg.memory._records import _Batch, _parse_spec, check_series_left
+from lane_pg.memory._store import _Store
 from lane_pg.types import (
     JSON,
     Job,

@@ -9,10 +9,7 @@ from lane_pg.errors import (
     InvalidOptions,
     ValidationError,
 )
-from lane_pg.memory._store import (
-    _MILLISECOND,
-    _Leadership,
-)
+from lane_pg.memory._records import _MILLISECOND, _Leadership
 from lane_pg.types import (
     Duration,
     to_millis,

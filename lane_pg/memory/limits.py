@@ -7,7 +7,8 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 
 from lane_pg.errors import InvalidOptions
-from lane_pg.memory._store import _MILLISECOND, _LoggedClaim, _Queue, _Store
+from lane_pg.memory._records import _MILLISECOND, _LoggedClaim, _Queue
+from lane_pg.memory._store import _Store
 from lane_pg.types import Duration, JobRateLimit, to_millis, validate_queue_name
 
 _MAX_INT4 = 2**31 - 1

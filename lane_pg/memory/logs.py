@@ -4,11 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from lane_pg.memory._store import (
-    _lrange,
-    _non_negative_int,
-    _Store,
-)
+from lane_pg.memory._records import _lrange, _non_negative_int
+from lane_pg.memory._store import _Store
 from lane_pg.types import (
     LogEntry,
     LogPage,

@@ -5,12 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from lane_pg.memory._store import (
-    LEASE_EXPIRED,
-    STALLED_REASON,
-    _Record,
-    _Store,
-)
+from lane_pg.memory._records import LEASE_EXPIRED, STALLED_REASON, _Record
+from lane_pg.memory._store import _Store
 from lane_pg.types import (
     DEFAULT_PRUNE_BATCH,
     JobState,

@@ -9,13 +9,8 @@ from lane_pg.errors import (
     InvalidOptions,
     JobStateConflict,
 )
-from lane_pg.memory._store import (
-    _MILLISECOND,
-    _epoch_ms,
-    _json_copy,
-    _Record,
-    _Store,
-)
+from lane_pg.memory._records import _MILLISECOND, _epoch_ms, _json_copy, _Record
+from lane_pg.memory._store import _Store
 from lane_pg.types import (
     JSON,
     Duration,

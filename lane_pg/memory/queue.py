@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from lane_pg.memory._store import (
-    _Store,
-)
+from lane_pg.memory._store import _Store
 from lane_pg.types import (
     QueueRetention,
     validate_queue_name,

@@ -6,12 +6,8 @@ import copy
 from collections.abc import Sequence
 from dataclasses import replace
 
-from lane_pg.memory._store import (
-    _check_state,
-    _event_bound,
-    _non_negative_int,
-    _Store,
-)
+from lane_pg.memory._records import _check_state, _non_negative_int
+from lane_pg.memory._store import _event_bound, _Store
 from lane_pg.types import (
     ALL_STATES,
     Job,

@@ -5,14 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from lane_pg.errors import InvalidOptions, JobStateConflict
-from lane_pg.memory._store import (
-    _parse_spec,
-    _Queue,
-    _Series,
-    _Store,
-    check_series_left,
-    series_key,
-)
+from lane_pg.memory._records import _parse_spec, _Queue, _Series, check_series_left, series_key
+from lane_pg.memory._store import _Store
 from lane_pg.types import JSON, Job, JobOptions, RepeatInfo, validate_queue_name
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

@@ -5,12 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from lane_pg.memory._store import (
-    _MILLISECOND,
-    _epoch_ms,
-    _json_copy,
-    _same_token,
-)
+from lane_pg.memory._records import _MILLISECOND, _epoch_ms, _json_copy, _same_token
 from lane_pg.memory.limits import _checked_limit, _Limits
 from lane_pg.types import (
     JSON,
