@@ -156,6 +156,7 @@ BEGIN
         PERFORM lane._emit(p_queue, 'delayed', p_id,
                            jsonb_build_object('delay', lane._epoch_ms(v_job.available_at),
                                               'prev', 'active', 'failedReason', p_reason), p_now);
+        PERFORM lane._wake_if_capped(p_queue);  -- CLAIM-9: its slot is free
     ELSE
         PERFORM lane._make_waiting(ARRAY[v_job.key], 'active', p_now);
         PERFORM lane._wake(p_queue);
@@ -242,5 +243,6 @@ BEGIN
     PERFORM lane._emit(p_queue, 'delayed', p_id,
                        jsonb_build_object('delay', lane._epoch_ms(v_job.available_at),
                                           'prev', 'active'), v_now);
+    PERFORM lane._wake_if_capped(p_queue);  -- CLAIM-9: its slot is free
     RETURN v_job;
 END $$;

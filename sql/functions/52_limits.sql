@@ -98,7 +98,8 @@ BEGIN
 END $$;
 
 -- CLAIM-9: called when a job of p_queue stopped being active while waiting work remains
--- (lane._drained_check): wakes the claimers max_active held back. A queue without
+-- (lane._drained_check, after a completion or a terminal failure) and when a run moves to
+-- delayed (a retry with backoff, lane.delay_job): wakes the claimers max_active held back. A queue without
 -- max_active sends nothing, so the plain finish path pays one primary-key probe.
 CREATE OR REPLACE FUNCTION lane._wake_if_capped(p_queue text)
 RETURNS void LANGUAGE plpgsql AS $$

@@ -355,3 +355,40 @@ async def test_claims_listing_limited_queues_in_opposite_orders_do_not_deadlock(
     finally:
         await one.close()
         await two.close()
+
+
+@pytest.mark.parametrize("move", ["retry to delayed", "delay_job"])
+async def test_a_slot_freed_into_delayed_wakes_maxed_claimers_CLAIM_9(
+    wakeups: Wakeups, queue_name: str, move: str
+) -> None:
+    """A run that leaves active for delayed (a retry with backoff, delay_job) frees its slot
+    as a completion does: claimers held back by max_active are woken, not left to their
+    poll. An earlier delayed job keeps lane._wake_for_due quiet, so the NOTIFY counted
+    is the freed slot's."""
+    conn = wakeups.writer
+    await conn.execute(
+        "SELECT lane.add_job($1, 'first', '{}',"
+        ' \'{"attempts": 2, "backoff": {"type": "fixed", "delay_ms": 60000}}\')',
+        queue_name,
+    )
+    await _fill(conn, queue_name, 3)
+    await conn.execute("SELECT lane.add_job($1, 'later', '{}', '{\"delay_ms\": 1000}')", queue_name)
+    await conn.execute("SELECT lane.set_max_active_jobs($1, 1)", queue_name)
+    (job,) = await conn.fetch(
+        "SELECT id, name, lock_token FROM lane.claim_jobs('w', ARRAY[$1], ARRAY[1], 30000)",
+        queue_name,
+    )
+    assert job["name"] == "first"
+    if move == "delay_job":
+        call = conn.fetch(
+            "SELECT lane.delay_job($1, $2, $3, 60000)", queue_name, job["id"], job["lock_token"]
+        )
+    else:
+        call = conn.fetch(
+            "SELECT lane.fail_job($1, $2, $3, 'busy')", queue_name, job["id"], job["lock_token"]
+        )
+    assert await wakeups.woke(queue_name, call) == 1
+    state = await conn.fetchval(
+        "SELECT state FROM lane.jobs WHERE queue = $1 AND id = $2", queue_name, job["id"]
+    )
+    assert state == "delayed"
