@@ -492,9 +492,8 @@ class _Store:
     def _dedup_events(
         self, q: _Queue, owner_id: str, dedup_id: str, loser_id: str, now: datetime
     ) -> None:
-        data: dict[str, JSON] = {"deduplicationId": dedup_id, "deduplicatedJobId": loser_id}
-        self._emit(q, "debounced", owner_id, data, now)
-        self._emit(q, "deduplicated", owner_id, dict(data), now)
+        self._emit(q, "debounced", owner_id, _dedup_event_data(dedup_id, loser_id), now)
+        self._emit(q, "deduplicated", owner_id, _dedup_event_data(dedup_id, loser_id), now)
 
     def _dedup_take(
         self,
@@ -517,8 +516,10 @@ class _Store:
             q.owners[dedup.id] = fresh
             return None
         if batch is not None and any(job is holder for job in batch.jobs):
-            data: dict[str, JSON] = {"deduplicationId": dedup.id, "deduplicatedJobId": job_id}
-            batch.later += [("debounced", holder.id, data), ("deduplicated", holder.id, dict(data))]
+            batch.later += [
+                (event, holder.id, _dedup_event_data(dedup.id, job_id))
+                for event in ("debounced", "deduplicated")
+            ]
             return holder
         if dedup.replace_delayed and holder.state == "delayed":
             self._delete(q, holder)
@@ -576,6 +577,11 @@ class _Store:
             return
         expires = None if dedup.ttl_ms is None else now + dedup.ttl_ms * _MILLISECOND
         q.owners[job.dedup_id] = _Owner(job.key, job.id, expires, dedup.keep_last_if_active)
+
+
+def _dedup_event_data(dedup_id: str, loser_id: str) -> dict[str, JSON]:
+    """lane._dedup_event_data: what `debounced` and `deduplicated` carry (DEDUP-2)."""
+    return {"deduplicationId": dedup_id, "deduplicatedJobId": loser_id}
 
 
 def _event_bound(value: str | int) -> int:

@@ -132,9 +132,8 @@ BEGIN
                                    || array_fill(v_ids[array_position(v_keys, v_owner_key)],
                                                  ARRAY[2]);
                     v_later_datas := v_later_datas
-                                     || array_fill(jsonb_build_object(
-                                                       'deduplicationId', v_dedup ->> 'id',
-                                                       'deduplicatedJobId', v_ids[v_i]),
+                                     || array_fill(lane._dedup_event_data(v_dedup ->> 'id',
+                                                                          v_ids[v_i]),
                                                    ARRAY[2]);
                 ELSE
                     v_owner_key := lane._dedup_take(p_queue, v_dedup, v_keys[v_i], v_ids[v_i],

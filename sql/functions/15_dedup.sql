@@ -38,14 +38,19 @@ BEGIN
     RETURN CASE WHEN v_job.state NOT IN ('completed', 'failed') THEN v_job END;
 END $$;
 
--- DEDUP-2: the pair of events a deduplicated add writes, on the job that keeps the id,
--- naming the job that lost it (the skipped candidate, or the delayed owner replaced).
+-- DEDUP-2: the data of the `debounced` and `deduplicated` events, naming the id and the job
+-- that lost it (the skipped candidate, or the delayed owner replaced).
+CREATE OR REPLACE FUNCTION lane._dedup_event_data(p_dedup_id text, p_loser_id text)
+RETURNS jsonb LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT jsonb_build_object('deduplicationId', p_dedup_id, 'deduplicatedJobId', p_loser_id)
+$$;
+
+-- DEDUP-2: the pair of events a deduplicated add writes, on the job that keeps the id.
 CREATE OR REPLACE FUNCTION lane._dedup_events(p_queue text, p_owner_id text, p_dedup_id text,
                                               p_loser_id text, p_now timestamptz)
 RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
-    v_data jsonb := jsonb_build_object('deduplicationId', p_dedup_id,
-                                       'deduplicatedJobId', p_loser_id);
+    v_data jsonb := lane._dedup_event_data(p_dedup_id, p_loser_id);
 BEGIN
     PERFORM lane._emit(p_queue, 'debounced', p_owner_id, v_data, p_now);
     PERFORM lane._emit(p_queue, 'deduplicated', p_owner_id, v_data, p_now);
