@@ -28,6 +28,7 @@ from lane_pg.schedule import RepeatSpec, check_repeat
 
 __all__ = [
     "DEDUPLICATION_KEYS",
+    "FLOW_POLICY_FLAGS",
     "MAX_COUNT",
     "MAX_DURATION_MS",
     "MAX_JOB_ID_LENGTH",
@@ -35,6 +36,7 @@ __all__ = [
     "OPTION_KEYS",
     "RETENTION_KEYS",
     "Deduplication",
+    "FlowPolicy",
     "JobRetention",
     "ParsedOptions",
     "RetentionRule",
@@ -136,6 +138,34 @@ class ParsedOptions:
     remove_on_fail: RetentionRule = None
     deduplication: Deduplication | None = None
     repeat: RepeatSpec | None = None
+    fail_parent_on_failure: bool = False
+    ignore_dependency_on_failure: bool = False
+    remove_dependency_on_failure: bool = False
+    continue_parent_on_failure: bool = False
+
+    @property
+    def parent_policy(self) -> FlowPolicy:
+        """What this job's terminal failure does to its flow parent (FLOW-5..9)."""
+        for flag, policy in _FLOW_FLAGS.items():
+            if getattr(self, flag):
+                return policy
+        return "fail"
+
+
+FlowPolicy: TypeAlias = Literal["fail", "fail-deferred", "ignore", "remove", "continue"]
+"""A flow edge's failure policy as ``lane.flow_deps.policy`` stores it (lane._flow_policy):
+``fail`` (the default) fails a waiting parent at once; ``fail-deferred``
+(``fail_parent_on_failure``) releases it to be failed by the worker that claims it;
+``ignore`` and ``continue`` record the failure and let it run, ``continue`` at once;
+``remove`` forgets the child."""
+
+_FLOW_FLAGS: dict[str, FlowPolicy] = {
+    "fail_parent_on_failure": "fail-deferred",
+    "ignore_dependency_on_failure": "ignore",
+    "remove_dependency_on_failure": "remove",
+    "continue_parent_on_failure": "continue",
+}
+FLOW_POLICY_FLAGS: tuple[str, ...] = tuple(_FLOW_FLAGS)
 
 
 def _is_count(value: _JSON, maximum: int) -> bool:
@@ -281,6 +311,15 @@ def _deduplication(value: _JSON) -> Deduplication:
     )
 
 
+def _flag(key: str) -> Callable[[_JSON], bool]:
+    def check(value: _JSON) -> bool:
+        if not isinstance(value, bool):
+            raise InvalidOptions(f"{key} must be true or false, got {value!r}")
+        return value
+
+    return check
+
+
 _CHECKS: dict[str, Callable[[_JSON], Any]] = {
     "lifo": _lifo,
     "job_id": validate_custom_job_id,
@@ -293,6 +332,7 @@ _CHECKS: dict[str, Callable[[_JSON], Any]] = {
     "remove_on_complete": _retention("remove_on_complete"),
     "deduplication": _deduplication,
     "repeat": check_repeat,
+    **{flag: _flag(flag) for flag in _FLOW_FLAGS},
 }
 OPTION_KEYS: tuple[str, ...] = tuple(sorted(_CHECKS, key=jsonb_key_order))
 """Every key of an options document, in jsonb's key order (the order errors are found)."""
@@ -318,7 +358,14 @@ def parse_options(document: _JSON) -> ParsedOptions:
                 f"unknown option {key!r}: known options are {', '.join(sorted(OPTION_KEYS))}"
             )
         values[key] = check(value)
-    # As lane._check_options, after every key: a series schedules and names its occurrences.
+    # As lane._check_options, after every key: one failure policy per child, and a series
+    # schedules and names its occurrences.
+    if sum(1 for flag in _FLOW_FLAGS if values.get(flag) is True) > 1:
+        raise InvalidOptions(
+            "a flow child takes at most one of fail_parent_on_failure,"
+            " ignore_dependency_on_failure, remove_dependency_on_failure and"
+            " continue_parent_on_failure"
+        )
     if "repeat" in values and (values.get("job_id") is not None or values.get("delay_ms", 0) != 0):
         raise InvalidOptions(
             "repeat does not take job_id or delay_ms: every occurrence gets its own id, due"

@@ -307,7 +307,16 @@ def _retention_json(value: Retention | None) -> JSON:
 
 
 # Values a JobOptions field leaves out of the document (BullMQ's defaults).
-_DEFAULTS: dict[str, JSON] = {"priority": 0, "lifo": False, "delay_ms": 0, "attempts": 1}
+_DEFAULTS: dict[str, JSON] = {
+    "priority": 0,
+    "lifo": False,
+    "delay_ms": 0,
+    "attempts": 1,
+    "fail_parent_on_failure": False,
+    "ignore_dependency_on_failure": False,
+    "remove_dependency_on_failure": False,
+    "continue_parent_on_failure": False,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -366,6 +375,17 @@ class JobOptions:
     """A ``DeduplicationOptions``, or just its id (simple deduplication, DEDUP-1)."""
     repeat: RepeatOptions | None = None
     """Makes the job the first occurrence of a series (REP-1)."""
+    fail_parent_on_failure: bool = False
+    """As a flow child: a terminal failure releases the parent with a deferred failure,
+    which the worker that claims it applies before its processor runs (FLOW-9)."""
+    ignore_dependency_on_failure: bool = False
+    """As a flow child: a terminal failure is recorded (ignored bucket) and the parent goes
+    on when its other children finish (FLOW-6)."""
+    remove_dependency_on_failure: bool = False
+    """As a flow child: a terminal failure drops the dependency, unrecorded (FLOW-7)."""
+    continue_parent_on_failure: bool = False
+    """As a flow child: a terminal failure is recorded and releases the parent at once
+    (FLOW-8)."""
 
     def to_json(self) -> dict[str, JSON]:
         """The ``options jsonb`` document ``lane.add_job`` takes (only non-default keys).
@@ -385,6 +405,10 @@ class JobOptions:
             "remove_on_fail": _retention_json(self.remove_on_fail),
             "deduplication": _deduplication_json(self.deduplication),
             "repeat": self.repeat.to_json() if isinstance(self.repeat, RepeatOptions) else None,
+            "fail_parent_on_failure": self.fail_parent_on_failure,
+            "ignore_dependency_on_failure": self.ignore_dependency_on_failure,
+            "remove_dependency_on_failure": self.remove_dependency_on_failure,
+            "continue_parent_on_failure": self.continue_parent_on_failure,
         }
         parse_options(full)
         return {
@@ -497,6 +521,12 @@ class Job:
     still owns it (``get_deduplication_job_id`` tells the current owner)."""
     repeat_key: str | None = None
     """The repeat series this job is an occurrence of (REP-1)."""
+    parent_queue: str | None = None
+    parent_id: str | None = None
+    """The flow parent this job is a child of (FLOW-1), None for a job outside any flow."""
+    deferred_failure: str | None = None
+    """A flow parent's failure, set by a child's (FLOW-9), that the worker claiming it
+    applies instead of running it (WORK-11)."""
 
     @property
     def payload(self) -> JSON:
@@ -615,7 +645,7 @@ class Failure:
     discard_retry: bool = False
 
 
-FinalizeStatus: TypeAlias = Literal["ok", "lock_mismatch", "not_found"]
+FinalizeStatus: TypeAlias = Literal["ok", "lock_mismatch", "not_found", "pending_dependencies"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,6 +44,9 @@ def _fields(**changes: object) -> dict[str, object]:
         "options": {"attempts": 2},
         "deduplication_id": "acct:1",
         "repeat_key": None,
+        "parent_queue": "flows",
+        "parent_id": "p-1",
+        "deferred_failure": None,
     }
     values.update(changes)
     return values
@@ -113,6 +116,9 @@ def test_rows_map_every_column_to_its_field() -> None:
         "options": '{"attempts": 14}',
         "dedup_id": "acct:42",
         "repeat_key": "heartbeat",
+        "parent_queue": "flows",
+        "parent_id": "p-9",
+        "deferred_failure": "child 3 failed",
     }
     job = job_from_row(row, new_claimed_job)
     decoded = {

@@ -26,7 +26,8 @@ Common rules
   ``retries-exhausted {attemptsMade}``, ``stalled {reason}``, ``drained {}`` (no job id),
   ``removed {prev}``, ``progress {data}``, ``paused {}``, ``resumed {}``,
   ``duplicated {}`` (an add whose custom id exists), ``debounced`` / ``deduplicated``
-  ``{deduplicationId, deduplicatedJobId}`` (``lane_pg.backend.dedup``).
+  ``{deduplicationId, deduplicatedJobId}`` (``lane_pg.backend.dedup``),
+  ``waiting-children {prev?}`` (a flow parent waiting, ``lane_pg.flows``).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from lane_pg.backend.capabilities import (
     WakeupSource,
 )
 from lane_pg.backend.dedup import Deduplicator
+from lane_pg.backend.flow import Flows
 from lane_pg.backend.limits import ClaimLimits
 from lane_pg.backend.maintain import Maintainer
 from lane_pg.backend.produce import Producer
@@ -56,6 +58,7 @@ __all__ = [
     "Administrator",
     "ClaimLimits",
     "Deduplicator",
+    "Flows",
     "HasDedicatedConnection",
     "HasLeader",
     "HasWakeups",
@@ -83,6 +86,7 @@ class JobQueueBackend(
     ClaimLimits,
     Deduplicator,
     Repeater,
+    Flows,
     Reader,
     Maintainer,
     Protocol,

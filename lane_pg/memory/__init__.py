@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from lane_pg.memory.add import _Adding
 from lane_pg.memory.dedup import _Deduplicating
+from lane_pg.memory.flow import _Flowing
 from lane_pg.memory.leader import MemoryLeader
 from lane_pg.memory.logs import _Logs
 from lane_pg.memory.maintain import _Maintaining
@@ -30,6 +31,7 @@ class MemoryBackend(
     _Adding,
     _Deduplicating,
     _Repeating,
+    _Flowing,
     _Settling,
     _Maintaining,
     _QueueSettings,

@@ -170,6 +170,11 @@ class _Record:
     logs: list[LogEntry] = field(default_factory=list)
     dedup_id: str | None = None
     repeat_key: str | None = None
+    parent_queue: str | None = None
+    parent_id: str | None = None
+    deps_pending: int | None = None
+    """A flow parent's children still unprocessed (``lane.jobs.deps_pending``)."""
+    deferred_failure: str | None = None
 
     def snapshot(self) -> Job:
         # Deep copies: a snapshot must not change when the stored job does.
@@ -203,12 +208,29 @@ class _Record:
             options=copy.deepcopy(self.options),
             deduplication_id=self.dedup_id,
             repeat_key=self.repeat_key,
+            parent_queue=self.parent_queue,
+            parent_id=self.parent_id,
+            deferred_failure=self.deferred_failure,
         )
 
     def finish_order(self) -> tuple[datetime, int]:
         """Oldest-first order of finished jobs for retention."""
         assert self.finished_at is not None
         return (self.finished_at, self.key)
+
+
+@dataclass(slots=True)
+class _Dep:
+    """A ``lane.flow_deps`` row: one child of a parent, its bucket and what it left."""
+
+    child_queue: str
+    child_id: str
+    child_key: int
+    bucket: str
+    policy: str
+    seq: int
+    value: JSON = None
+    reason: str | None = None
 
 
 @dataclass(slots=True)

@@ -30,6 +30,7 @@ from lane_pg.memory._records import (
     BUCKET_MIDDLE,
     PRIORITY_BUCKET,
     _Batch,
+    _Dep,
     _epoch_ms,
     _json_copy,
     _Leadership,
@@ -71,6 +72,9 @@ class _Store:
         self._last_seq = 0
         self._last_event_id = 0
         self._leaders: dict[str, _Leadership] = {}
+        # lane.flow_deps: a parent's dependency rows by child, in attach (seq) order.
+        self._deps: dict[int, dict[tuple[str, str], _Dep]] = {}
+        self._last_dep_seq = 0
 
     def _now(self, now: datetime | None) -> datetime:
         return _utc(self._clock() if now is None else now)
@@ -138,9 +142,12 @@ class _Store:
         q.by_state[job.state][job.id] = job
 
     def _delete(self, q: _Queue, job: _Record) -> None:
-        # Heap entries go stale and are skipped; the logs live on the record.
+        # Heap entries go stale and are skipped; the logs live on the record. A parent's
+        # dependency rows go with it (lane._flow_forget).
         del q.jobs[job.id]
         del q.by_state[job.state][job.id]
+        if job.deps_pending is not None:
+            self._deps.pop(job.key, None)
 
     def _enqueue(self, q: _Queue, job: _Record, *, front: bool = False) -> None:
         """Give a waiting job a fresh sequence and its order key (ORD-1..3)."""
@@ -218,6 +225,8 @@ class _Store:
         snapshot = job.snapshot()
         self._dedup_finish(q, job, now)
         self._repeat_finish(q, job, now)
+        if job.parent_id is not None:
+            self._flow_resolve([job], "completed", now)
         self._after_finish(q, job, job.remove_on_complete, now)
         return snapshot
 
@@ -255,17 +264,21 @@ class _Store:
         return job.backoff.delay_for(job.attempts_made, uniform)
 
     def _finalize_terminal(self, q: _Queue, job: _Record, reason: str, now: datetime) -> Job:
-        """``active -> failed`` for fail_job and stalled recovery alike (FIN-4, STALL-4)."""
+        """``active -> failed`` for fail_job and stalled recovery alike (FIN-4, STALL-4), and
+        ``waiting-children -> failed`` for a parent a child fails (FLOW-5)."""
+        prev = job.state
         self._end_lease(job)
         self._set_state(q, job, "failed")
         job.failed_reason = reason
         job.finished_at = now
-        self._emit(q, "failed", job.id, {"prev": "active", "failedReason": reason}, now)
+        self._emit(q, "failed", job.id, {"prev": prev, "failedReason": reason}, now)
         if job.attempts_made >= job.max_attempts:
             self._emit(q, "retries-exhausted", job.id, {"attemptsMade": job.attempts_made}, now)
         snapshot = job.snapshot()
         self._dedup_finish(q, job, now)
         self._repeat_release(q, job)
+        if job.parent_id is not None:
+            self._flow_resolve([job], "failed", now)
         self._after_finish(q, job, job.remove_on_fail, now)
         return snapshot
 
@@ -297,10 +310,24 @@ class _Store:
         """lane.remove_job for a found job (MGMT-16): a live lease protects it."""
         if job.state == "active" and job.lease_expires_at and job.lease_expires_at >= now:
             raise JobLocked(f"job {job.id!r} is active under a lease that has not expired")
-        self._dedup_release(q, job)  # DEDUP-12
-        self._repeat_release(q, job)  # REP-7
-        self._delete(q, job)
-        self._emit(q, "removed", job.id, {"prev": job.state}, now)
+        self._remove_jobs([(q, job)], now)
+
+    def _remove_jobs(self, jobs: Sequence[tuple[_Queue, _Record]], now: datetime) -> None:
+        """lane._remove_jobs: `removed {prev}` and the owners' release per job, in order;
+        a pending flow child told to its parent (FLOW-26); then the rows go."""
+        for q, job in jobs:
+            self._emit(q, "removed", job.id, {"prev": job.state}, now)
+            self._dedup_release(q, job)  # DEDUP-12
+            self._repeat_release(q, job)  # REP-7
+        pending = [
+            job
+            for _, job in jobs
+            if job.parent_id is not None and job.state not in ("completed", "failed")
+        ]
+        if pending:
+            self._flow_resolve(pending, "removed", now)
+        for q, job in jobs:
+            self._delete(q, job)
 
     def _delete_all(self, q: _Queue, jobs: Iterable[_Record]) -> None:
         for job in jobs:
@@ -309,11 +336,19 @@ class _Store:
     # ----------------------------------------------------------------- adding (ADD, DEDUP)
 
     def _insert(
-        self, queue: str, new: _NewJob, now: datetime, batch: _Batch | None = None
+        self,
+        queue: str,
+        new: _NewJob,
+        now: datetime,
+        batch: _Batch | None = None,
+        *,
+        parent: _Record | None = None,
+        hold: bool = False,
     ) -> _Record:
         """Store one new job (lane._store_jobs for one spec), or give the job that keeps its
         custom id (ADD-3) or deduplication id (DEDUP-1). With ``batch`` (one call's jobs so
-        far) the new job's events wait for ``_emit_batch``."""
+        far) the new job's events wait for ``_emit_batch``. A flow child names its
+        ``parent``; with ``hold`` (children of its own) it waits in waiting-children."""
         q = self._queue(queue)
         opts = new.options.parsed
         if opts.job_id is not None and opts.job_id in q.jobs:
@@ -351,7 +386,7 @@ class _Store:
             key=key,
             name=new.name,
             data=new.data,
-            state="delayed" if delayed else "waiting",
+            state="waiting-children" if hold else "delayed" if delayed else "waiting",
             priority=opts.priority,
             lifo=opts.lifo,
             order_key=opts.priority * PRIORITY_BUCKET + BUCKET_MIDDLE,
@@ -365,11 +400,15 @@ class _Store:
             remove_on_fail=opts.remove_on_fail,
             dedup_id=None if opts.deduplication is None else opts.deduplication.id,
             repeat_key=repeat_key,
+            parent_queue=None if parent is None else parent.queue,
+            parent_id=None if parent is None else parent.id,
         )
         self._store(q, job)
         if repeat_key is not None and batch is not None:
             batch.series[repeat_key] = job
-        if delayed:
+        if hold:
+            pass  # a parent takes its sequence when released
+        elif delayed:
             heapq.heappush(q.delayed, (job.available_at, job.key, job.id))
         else:
             self._enqueue(q, job)
@@ -392,8 +431,103 @@ class _Store:
         for job in jobs:
             if job.state == "delayed":
                 self._emit(q, "delayed", job.id, {"delay": _epoch_ms(job.available_at)}, now)
+        for job in jobs:
+            if job.state == "waiting-children":
+                self._emit(q, "waiting-children", job.id, {}, now)
         for event, job_id, data in batch.later:
             self._emit(q, event, job_id, data, now)
+
+    # ------------------------------------------------------------ flows (17_flow.sql)
+
+    def _parent_of(self, job: _Record) -> tuple[_Queue, _Record] | None:
+        if job.parent_queue is None or job.parent_id is None:
+            return None
+        return self._find(job.parent_queue, job.parent_id)
+
+    def _flow_release(self, parents: Iterable[_Record], now: datetime) -> None:
+        """lane._flow_release: waiting-children parents to waiting, or delayed while their
+        own delay is not due (FLOW-3, FLOW-29); the due ones first, each in key order."""
+        held = sorted((p for p in parents if p.state == "waiting-children"), key=lambda p: p.key)
+        for parent in [p for p in held if p.available_at <= now]:
+            q = self._queue(parent.queue)
+            self._move_to_waiting(q, parent)
+            self._emit(q, "waiting", parent.id, {"prev": "waiting-children"}, now)
+        for parent in [p for p in held if p.available_at > now]:
+            q = self._queue(parent.queue)
+            self._move_to_delayed(q, parent, parent.available_at)
+            data = {"delay": _epoch_ms(parent.available_at), "prev": "waiting-children"}
+            self._emit(q, "delayed", parent.id, data, now)
+
+    def _flow_resolve(self, children: Sequence[_Record], outcome: str, now: datetime) -> None:
+        """lane._flow_resolve: children's terminal outcomes ('completed', 'failed',
+        'removed') told to their parents, parents in key order."""
+        tallies: dict[int, tuple[_Record, list[tuple[_Dep, _Record]]]] = {}
+        for child in children:
+            found = self._parent_of(child)
+            if found is None:
+                continue
+            parent = found[1]
+            dep = self._deps.get(parent.key, {}).get((child.queue, child.id))
+            if dep is None or dep.bucket != "unprocessed":
+                continue
+            tallies.setdefault(parent.key, (parent, []))[1].append((dep, child))
+        release: list[_Record] = []
+        for parent_key in sorted(tallies):
+            parent, resolved = tallies[parent_key]
+            for dep, child in resolved:
+                dep.bucket = _resolved_bucket(outcome, dep.policy)
+                dep.value = copy.deepcopy(child.return_value) if outcome == "completed" else None
+                dep.reason = child.failed_reason if outcome == "failed" else None
+            failing = [(d, c) for d, c in resolved if d.policy in ("fail", "fail-deferred")]
+            assert parent.deps_pending is not None
+            parent.deps_pending -= len(resolved)
+            if outcome == "failed" and failing:
+                why = min(
+                    f"child {c.id} of queue {c.queue} failed: {c.failed_reason}" for _, c in failing
+                )
+                if parent.state == "waiting-children" and any(
+                    d.policy == "fail" for d, _ in failing
+                ):
+                    self._finalize_terminal(self._queue(parent.queue), parent, why, now)
+                    continue
+                if parent.state not in ("completed", "failed") and parent.deferred_failure is None:
+                    parent.deferred_failure = why
+            early = outcome == "failed" and any(
+                d.policy in ("continue", "fail-deferred") for d, _ in resolved
+            )
+            if parent.state == "waiting-children" and (parent.deps_pending <= 0 or early):
+                release.append(parent)
+        self._flow_release(release, now)
+
+    def _flow_restore(self, child: _Record, now: datetime) -> None:
+        """lane._flow_restore: a retried child is pending again (FLOW-27)."""
+        found = self._parent_of(child)
+        if found is None:
+            return
+        pq, parent = found
+        dep = self._deps.get(parent.key, {}).get((child.queue, child.id))
+        if dep is None or dep.bucket == "unprocessed":
+            return
+        was = dep.bucket
+        dep.bucket, dep.value, dep.reason, dep.child_key = "unprocessed", None, None, child.key
+        parent.deps_pending = (parent.deps_pending or 0) + 1
+        if was == "failed" and not any(
+            d.bucket == "failed" for d in self._deps[parent.key].values()
+        ):
+            parent.deferred_failure = None
+        if parent.state in ("waiting", "delayed"):
+            prev = parent.state
+            self._set_state(pq, parent, "waiting-children")
+            parent.enqueued_seq = None
+            self._emit(pq, "waiting-children", parent.id, {"prev": prev}, now)
+
+    def _blocked_by_children(self, job: _Record) -> bool:
+        """FIN-8: a parent with a pending child, or a child failure that fails it."""
+        if job.deps_pending is None:
+            return False
+        return job.deps_pending > 0 or any(
+            dep.bucket == "failed" for dep in self._deps.get(job.key, {}).values()
+        )
 
     # ------------------------------------------------------ repeat series (16_repeat.sql)
 
@@ -521,7 +655,7 @@ class _Store:
                 for event in ("debounced", "deduplicated")
             ]
             return holder
-        if dedup.replace_delayed and holder.state == "delayed":
+        if dedup.replace_delayed and holder.state == "delayed" and holder.parent_id is None:
             self._delete(q, holder)
             self._emit(q, "removed", holder.id, {"prev": "delayed"}, now)
             fresh.expires_at = expires if dedup.extend_ttl else owner.expires_at
@@ -577,6 +711,15 @@ class _Store:
             return
         expires = None if dedup.ttl_ms is None else now + dedup.ttl_ms * _MILLISECOND
         q.owners[job.dedup_id] = _Owner(job.key, job.id, expires, dedup.keep_last_if_active)
+
+
+def _resolved_bucket(outcome: str, policy: str) -> str:
+    """The bucket a pending dependency moves to (lane._flow_resolve's CASE)."""
+    if outcome == "completed":
+        return "processed"
+    if outcome == "removed" or policy == "remove":
+        return "removed"
+    return "ignored" if policy in ("ignore", "continue") else "failed"
 
 
 def _dedup_event_data(dedup_id: str, loser_id: str) -> dict[str, JSON]:

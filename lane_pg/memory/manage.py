@@ -67,8 +67,14 @@ class _Managing(_Store):
         job.attempts_made = 0
         job.attempts_started = 0
         job.stalled_count = 0
-        self._move_to_waiting(q, job)
-        self._emit(q, "waiting", job.id, {"prev": previous}, moment)
+        if job.parent_id is not None:
+            self._flow_restore(job, moment)  # FLOW-27
+        if job.deps_pending is not None and job.deps_pending > 0:
+            self._set_state(q, job, "waiting-children")
+            self._emit(q, "waiting-children", job.id, {"prev": previous}, moment)
+        else:
+            self._move_to_waiting(q, job)
+            self._emit(q, "waiting", job.id, {"prev": previous}, moment)
         return job.snapshot()
 
     async def remove_job(self, queue: str, job_id: str, *, now: datetime | None = None) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
+from lane_pg.errors import PendingDependencies
 from lane_pg.memory._records import _MILLISECOND, _epoch_ms, _json_copy, _same_token
 from lane_pg.memory.limits import _checked_limit, _Limits
 from lane_pg.types import (
@@ -97,6 +98,12 @@ class _Settling(_Limits):
         result = _json_copy(check_json(result, "result"))
         moment = self._now(now)
         q, job = self._owned(queue, job_id, token)
+        if self._blocked_by_children(job):
+            raise PendingDependencies(
+                f"job {job_id} of queue {queue} cannot complete: {job.deps_pending} of its"
+                " children are pending"
+                + ("" if job.deferred_failure is None else f" and {job.deferred_failure}")
+            )
         return self._complete(q, job, result, moment)
 
     async def complete_jobs(
@@ -109,8 +116,11 @@ class _Settling(_Limits):
             refused = self._outcome_of(item.queue, item.id, item.token)
             if refused is None:
                 q, job = self._require(item.queue, item.id)
-                self._complete(q, job, result, moment)
-                refused = FinalizeOutcome(item.queue, item.id, "ok", "completed")
+                if self._blocked_by_children(job):  # FIN-8: still held, still active
+                    refused = FinalizeOutcome(item.queue, item.id, "pending_dependencies", None)
+                else:
+                    self._complete(q, job, result, moment)
+                    refused = FinalizeOutcome(item.queue, item.id, "ok", "completed")
             outcomes.append(refused)
         return outcomes
 

@@ -46,6 +46,9 @@ JOB_COLUMNS = ", ".join(
         "j.options::text AS options",
         "j.dedup_id",
         "j.repeat_key",
+        "j.parent_queue",
+        "j.parent_id",
+        "j.deferred_failure",
     ]
 )
 """Select-list over a ``lane.jobs`` row aliased ``j``."""
@@ -105,6 +108,9 @@ def job_from_row(row: Mapping[str, Any], cls: type[J] = new_job) -> J:  # type: 
         options if isinstance(options, dict) else {},
         row["dedup_id"],
         row["repeat_key"],
+        row["parent_queue"],
+        row["parent_id"],
+        row["deferred_failure"],
     )
 
 
@@ -153,6 +159,9 @@ def plain_job(
         {},  # options
         None,  # deduplication_id
         None,  # repeat_key
+        None,  # parent_queue
+        None,  # parent_id
+        None,  # deferred_failure
     )
 
 

@@ -378,13 +378,31 @@ BEGIN
             END IF;
         WHEN 'repeat' THEN
             PERFORM lane._check_repeat(v_value);  -- REP-1, REP-5 (08_schedule.sql)
+        WHEN 'fail_parent_on_failure', 'ignore_dependency_on_failure', 'remove_dependency_on_failure', 'continue_parent_on_failure' THEN
+            -- FLOW-5..9: what a flow child's terminal failure does to its parent.
+            IF jsonb_typeof(v_value) <> 'boolean' THEN
+                PERFORM lane._fail('LN003', format('%s must be true or false, got %s',
+                                                   v_key, v_value));
+            END IF;
         ELSE
             PERFORM lane._fail('LN003', format(
-                'unknown option %L: known options are attempts, backoff, deduplication, '
-                'delay_ms, job_id, lifo, priority, remove_on_complete, remove_on_fail, '
-                'repeat, timeout_ms', v_key));
+                'unknown option %L: known options are attempts, backoff, '
+                'continue_parent_on_failure, deduplication, delay_ms, '
+                'fail_parent_on_failure, ignore_dependency_on_failure, job_id, lifo, '
+                'priority, remove_dependency_on_failure, remove_on_complete, '
+                'remove_on_fail, repeat, timeout_ms', v_key));
         END CASE;
     END LOOP;
+    IF (SELECT count(*) FROM unnest(ARRAY['fail_parent_on_failure',
+                                          'ignore_dependency_on_failure',
+                                          'remove_dependency_on_failure',
+                                          'continue_parent_on_failure']) f
+         WHERE p_options -> f = 'true'::jsonb) > 1 THEN
+        PERFORM lane._fail('LN003',
+            'a flow child takes at most one of fail_parent_on_failure, '
+            'ignore_dependency_on_failure, remove_dependency_on_failure and '
+            'continue_parent_on_failure');
+    END IF;
     -- A series schedules its occurrences and names each (lane._repeat_take): no delay and
     -- no custom id of the caller's.
     IF jsonb_typeof(p_options -> 'repeat') = 'object'

@@ -105,7 +105,12 @@ BEGIN
     END IF;
     IF cardinality(v_doomed) > 0 THEN
         DELETE FROM lane.job_logs WHERE job_key = ANY (v_doomed);
-        DELETE FROM lane.jobs WHERE key = ANY (v_doomed);
+        WITH gone AS (DELETE FROM lane.jobs WHERE key = ANY (v_doomed)
+                      RETURNING key, deps_pending)
+        SELECT array_agg(key) FILTER (WHERE deps_pending IS NOT NULL) INTO v_doomed FROM gone;
+        IF v_doomed IS NOT NULL THEN
+            PERFORM lane._flow_forget(v_doomed);  -- a finished parent's results go with it
+        END IF;
     END IF;
 END $$;
 
@@ -157,6 +162,11 @@ BEGIN
     END IF;
     IF v_job.repeat_key IS NOT NULL THEN
         PERFORM lane._repeat_release(v_job);  -- REP-7: a failed owner ends its series
+    END IF;
+    IF v_job.parent_id IS NOT NULL THEN
+        -- FLOW-5..10 on every path to a terminal failure (fail_job, discard, stalled
+        -- recovery: STALL-4), before remove_on_fail may delete the row (BullMQ #1752).
+        PERFORM lane._flow_resolve(ARRAY[v_job], 'failed', p_now);
     END IF;
     PERFORM lane._apply_retention(v_job.queue, 'failed', v_job.options -> 'remove_on_fail',
                                   v_job.key, 1, p_now);

@@ -11,10 +11,19 @@
 -- 8.2 ms for the row-returning version (the narrow RETURNING, one sort for the four
 -- arrays), where a plain unnest INSERT of the same rows takes 5.8 ms; a generated id is its
 -- key's text (migration 0008), so those specs take no unique (queue, id) entry.
+--
+-- A flow (17_flow.sql) also gives the children's parent (p_parent_queue, p_parent_id) and,
+-- in p_holds, which specs have children of their own: those go in waiting-children, with
+-- `added` + `waiting-children`, and no enqueue sequence until released. fresh[i] says
+-- whether spec i's job is the one this call inserted.
 CREATE OR REPLACE FUNCTION lane._store_jobs(p_queue text, p_names text[], p_datas jsonb[],
                                             p_options jsonb[], p_now timestamptz,
+                                            p_parent_queue text DEFAULT NULL,
+                                            p_parent_id text DEFAULT NULL,
+                                            p_holds boolean[] DEFAULT NULL,
                                             OUT keys bigint[], OUT ids text[],
-                                            OUT enqueued_seqs bigint[], OUT order_keys bigint[])
+                                            OUT enqueued_seqs bigint[], OUT order_keys bigint[],
+                                            OUT fresh boolean[])
 LANGUAGE plpgsql AS $$
 DECLARE
     v_n integer := coalesce(cardinality(p_names), 0);
@@ -56,6 +65,7 @@ BEGIN
         ids := '{}';
         enqueued_seqs := '{}';
         order_keys := '{}';
+        fresh := '{}';
         RETURN;
     END IF;
     v_record := coalesce((SELECT record_events FROM lane.queues WHERE name = p_queue), true);
@@ -186,6 +196,16 @@ BEGIN
             END IF;
         END LOOP;
     END IF;
+    IF p_holds IS NOT NULL AND true = ANY (p_holds) THEN
+        -- A parent waits for its children: no sequence, and its delay counts at release.
+        v_seqs := ARRAY(SELECT CASE WHEN h.hold THEN NULL ELSE h.seq END
+                          FROM unnest(v_seqs, p_holds) WITH ORDINALITY AS h(seq, hold, ord)
+                         ORDER BY h.ord);
+        v_min_delay := (SELECT min(coalesce((h.opt ->> 'delay_ms')::bigint, 0))
+                          FROM unnest(p_options, p_holds, v_fresh) AS h(opt, hold, fresh)
+                         WHERE h.fresh AND NOT h.hold
+                           AND coalesce((h.opt ->> 'delay_ms')::bigint, 0) > 0);
+    END IF;
     -- The batch's earliest delayed job may be due before every sleeping worker's timer:
     -- one probe per call, before the rows exist (lane._wake_for_due). A batch that also
     -- adds a job due now wakes the claimers below anyway. Measured (1,000 specs per call,
@@ -224,7 +244,7 @@ BEGIN
                        array_agg(jsonb_build_object('delay', lane._epoch_ms(b.available_at))
                                  ORDER BY b.key),
                        array_agg(b.id ORDER BY b.key)
-                  FROM batches b WHERE b.state = 'delayed' GROUP BY b.chunk) b
+                  FROM batches b WHERE b.state = 'delayed' GROUP BY b.chunk%s) b
          ORDER BY b.k, b.chunk
     )$events$,
             -- One name for the whole call (the common case): one 'added' data, no array.
@@ -232,7 +252,13 @@ BEGIN
                  THEN 'jsonb_build_object(''name'', min(b.name)) AS data, NULL::jsonb[] AS datas'
                  ELSE '''{}''::jsonb AS data,'
                       ' array_agg(jsonb_build_object(''name'', b.name) ORDER BY b.key) AS datas'
-            END);
+            END,
+            -- A flow's parents (p_holds): their `waiting-children`, after the others.
+            CASE WHEN p_holds IS NOT NULL AND true = ANY (p_holds)
+                 THEN ' UNION ALL SELECT 4, ''waiting-children'', b.chunk, ''{}''::jsonb,'
+                      ' NULL::jsonb[], array_agg(b.id ORDER BY b.key) FROM batches b'
+                      ' WHERE b.state = ''waiting-children'' GROUP BY b.chunk'
+                 ELSE '' END);
     END IF;
 
     -- The new rows feed the events INSERT through RETURNING: no join back to lane.jobs,
@@ -247,10 +273,12 @@ BEGIN
     WITH inserted AS (
         INSERT INTO lane.jobs (key, queue, id, name, data, state, priority, lifo, order_key,
                                enqueued_seq, created_at, available_at, max_attempts,
-                               backoff, timeout_ms, options, dedup_id, repeat_key)
+                               backoff, timeout_ms, options, dedup_id, repeat_key,
+                               parent_queue, parent_id)
         OVERRIDING SYSTEM VALUE
         SELECT u.key, $1, u.id, u.name, coalesce(u.data, 'null'::jsonb),
-               CASE WHEN u.seq IS NULL THEN 'delayed' ELSE 'waiting' END,
+               CASE WHEN u.hold THEN 'waiting-children'
+                    WHEN u.seq IS NULL THEN 'delayed' ELSE 'waiting' END,
                coalesce((u.opt ->> 'priority')::integer, 0),
                coalesce((u.opt ->> 'lifo')::boolean, false),
                lane._order_key(coalesce((u.opt ->> 'priority')::integer, 0),
@@ -264,9 +292,10 @@ BEGIN
                nullif(u.opt -> 'backoff', 'null'::jsonb),
                (u.opt ->> 'timeout_ms')::bigint,
                u.opt,
-               %s
-          FROM unnest($2, $3, $4, $5, $6, $7, $9, $10)
-               WITH ORDINALITY AS u(id, name, data, opt, seq, fresh, key, due, ord)
+               %s,
+               $12, $13
+          FROM unnest($2, $3, $4, $5, $6, $7, $9, $10, $11)
+               WITH ORDINALITY AS u(id, name, data, opt, seq, fresh, key, due, hold, ord)
          WHERE u.fresh
          ORDER BY u.ord
         %s
@@ -285,7 +314,7 @@ BEGIN
            v_events)
     INTO keys, ids, enqueued_seqs, order_keys
     USING p_queue, v_ids, p_names, p_datas, p_options, v_seqs, v_fresh, p_now, v_keys,
-          v_dues;
+          v_dues, p_holds, p_parent_queue, p_parent_id;
     FOR v_i IN 1 .. cardinality(v_later_events) LOOP
         PERFORM lane._emit(p_queue, v_later_events[v_i], v_later_ids[v_i], v_later_datas[v_i],
                            p_now);
@@ -295,6 +324,7 @@ BEGIN
     IF EXISTS (SELECT 1 FROM unnest(v_seqs) s WHERE s IS NOT NULL) THEN
         PERFORM lane._wake(p_queue);
     END IF;
+    fresh := v_fresh;
     IF v_slow THEN
         -- Every spec's job: the owner of its deduplication id, else the job stored under
         -- its id (new, already stored, or a concurrent add's that committed first).
@@ -309,6 +339,10 @@ BEGIN
           FROM unnest(keys) WITH ORDINALITY AS u(key, ord)
           JOIN lane.jobs j ON j.key = u.key
          WHERE j.key = ANY (keys);
+        -- A spec that lost its custom id to a concurrent add inserted nothing.
+        fresh := ARRAY(SELECT f.fresh AND f.key = f.mine
+                         FROM unnest(v_fresh, keys, v_keys) WITH ORDINALITY AS f(fresh, key, mine, ord)
+                        ORDER BY f.ord);
     END IF;
 END $$;
 

@@ -14,7 +14,9 @@ DECLARE
     v_ords bigint[];
     v_owners boolean;
     v_series boolean;
+    v_children boolean;
     v_row record;
+    v_parents bigint[];
 BEGIN
     WITH input AS (
         SELECT DISTINCT ON (i.queue, i.id, i.token) *
@@ -29,11 +31,17 @@ BEGIN
           FROM input i
          WHERE j.key = ANY (v_keys)
            AND j.queue = i.queue AND j.id = i.id AND j.state = 'active' AND j.lock_token = i.token
+           -- FIN-8: a flow parent completes only once no child is pending or failing it.
+           AND CASE WHEN j.deps_pending IS NULL THEN true
+                    ELSE j.deps_pending <= 0
+                         AND NOT EXISTS (SELECT 1 FROM lane.flow_deps f
+                                          WHERE f.parent_key = j.key AND f.bucket = 'failed') END
         RETURNING j AS job, i.ord
     )
     SELECT array_agg(d.job ORDER BY d.ord), array_agg(d.ord ORDER BY d.ord),
-           bool_or((d.job).dedup_id IS NOT NULL), bool_or((d.job).repeat_key IS NOT NULL)
-      INTO v_done, v_ords, v_owners, v_series FROM done d;
+           bool_or((d.job).dedup_id IS NOT NULL), bool_or((d.job).repeat_key IS NOT NULL),
+           bool_or((d.job).parent_id IS NOT NULL)
+      INTO v_done, v_ords, v_owners, v_series, v_children FROM done d;
     IF v_done IS NULL THEN
         RETURN;
     END IF;
@@ -61,6 +69,10 @@ BEGIN
         PERFORM lane._repeat_finish(ARRAY(SELECT d.key FROM unnest(v_done) d
                                            WHERE d.repeat_key IS NOT NULL), p_now);
     END IF;
+    IF v_children THEN  -- FLOW-3, FLOW-4: values under their parents, fan-in release
+        PERFORM lane._flow_resolve(ARRAY(SELECT d FROM unnest(v_done) d
+                                          WHERE d.parent_id IS NOT NULL), 'completed', p_now);
+    END IF;
     -- Retention: each distinct policy once per queue; age limits scale with the batch.
     FOR v_row IN
         SELECT d.queue, d.options -> 'remove_on_complete' AS policy, count(*)::integer AS n,
@@ -73,9 +85,17 @@ BEGIN
             DELETE FROM lane.job_logs WHERE job_key IN (
                 SELECT d.key FROM unnest(v_done) d
                  WHERE d.queue = v_row.queue AND d.options -> 'remove_on_complete' = 'true'::jsonb);
-            DELETE FROM lane.jobs WHERE key IN (
-                SELECT d.key FROM unnest(v_done) d
-                 WHERE d.queue = v_row.queue AND d.options -> 'remove_on_complete' = 'true'::jsonb);
+            WITH gone AS (
+                DELETE FROM lane.jobs WHERE key IN (
+                    SELECT d.key FROM unnest(v_done) d
+                     WHERE d.queue = v_row.queue
+                       AND d.options -> 'remove_on_complete' = 'true'::jsonb)
+                RETURNING key, deps_pending)
+            SELECT array_agg(key) FILTER (WHERE deps_pending IS NOT NULL) INTO v_parents
+              FROM gone;
+            IF v_parents IS NOT NULL THEN
+                PERFORM lane._flow_forget(v_parents);
+            END IF;
         ELSE
             PERFORM lane._apply_retention(v_row.queue, 'completed', v_row.policy, v_row.key,
                                           v_row.n, p_now);
@@ -100,6 +120,10 @@ BEGIN
     )
     SELECT i.ord::integer, i.queue, i.id,
            CASE WHEN d.ord IS NOT NULL THEN 'ok'
+                WHEN EXISTS (SELECT 1 FROM lane.jobs j
+                              WHERE j.key = lane._find_key(i.queue, i.id) AND j.state = 'active'
+                                AND j.lock_token = p_tokens[i.ord] AND j.deps_pending IS NOT NULL)
+                     THEN 'pending_dependencies'  -- FIN-8: still held, still active
                 WHEN lane._find_key(i.queue, i.id) IS NOT NULL
                      THEN 'lock_mismatch'
                 ELSE 'not_found' END,
@@ -116,7 +140,18 @@ RETURNS lane.jobs LANGUAGE plpgsql AS $$
 DECLARE
     v_job lane.jobs;
 BEGIN
-    PERFORM lane._owned_job(p_queue, p_id, p_token);
+    v_job := lane._owned_job(p_queue, p_id, p_token);
+    IF v_job.deps_pending IS NOT NULL THEN
+        IF v_job.deps_pending > 0 OR EXISTS (SELECT 1 FROM lane.flow_deps f
+                                              WHERE f.parent_key = v_job.key
+                                                AND f.bucket = 'failed') THEN
+            PERFORM lane._fail('LN008', format(
+                'job %s of queue %s cannot complete: %s of its children are pending%s',
+                p_id, p_queue, v_job.deps_pending,
+                CASE WHEN v_job.deferred_failure IS NOT NULL
+                     THEN ' and ' || v_job.deferred_failure ELSE '' END));
+        END IF;
+    END IF;
     SELECT (d.job).* INTO v_job
       FROM lane._complete(ARRAY[p_queue], ARRAY[p_id], ARRAY[p_token], ARRAY[p_result],
                           coalesce(p_now, clock_timestamp())) d;

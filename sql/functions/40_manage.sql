@@ -66,10 +66,59 @@ BEGIN
        SET failed_reason = NULL, return_value = NULL, processed_at = NULL, finished_at = NULL,
            attempts_made = 0, attempts_started = 0, stalled_count = 0, stacktrace = '{}'
      WHERE key = v_key;
-    PERFORM lane._make_waiting(ARRAY[v_key], v_job.state, coalesce(p_now, clock_timestamp()));
-    PERFORM lane._wake(p_queue);
+    IF v_job.parent_id IS NOT NULL THEN
+        PERFORM lane._flow_restore(v_job, coalesce(p_now, clock_timestamp()));  -- FLOW-27
+    END IF;
+    IF v_job.deps_pending > 0 THEN
+        -- A parent whose children are pending again waits for them (FLOW-27).
+        UPDATE lane.jobs SET state = 'waiting-children' WHERE key = v_key;
+        PERFORM lane._emit(p_queue, 'waiting-children', p_id,
+                           jsonb_build_object('prev', v_job.state),
+                           coalesce(p_now, clock_timestamp()));
+    ELSE
+        PERFORM lane._make_waiting(ARRAY[v_key], v_job.state, coalesce(p_now, clock_timestamp()));
+        PERFORM lane._wake(p_queue);
+    END IF;
     SELECT * INTO v_job FROM lane.jobs WHERE key = v_key;
     RETURN v_job;
+END $$;
+
+-- The one removal of job rows (locked by the caller), for every path that removes jobs:
+-- in input order, each writes `removed {prev}` and releases what it owns (DEDUP-12,
+-- REP-7); a pending flow child is told to its parent (FLOW-26, FLOW-29, MGMT-29) and a
+-- parent's dependency rows go with it; then the logs and rows are deleted.
+CREATE OR REPLACE FUNCTION lane._remove_jobs(p_keys bigint[], p_now timestamptz)
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    v_jobs lane.jobs[];
+    v_job lane.jobs;
+BEGIN
+    v_jobs := ARRAY(SELECT j FROM unnest(p_keys) WITH ORDINALITY AS k(key, ord)
+                      JOIN lane.jobs j ON j.key = k.key
+                     WHERE j.key = ANY (p_keys) ORDER BY k.ord);
+    FOREACH v_job IN ARRAY v_jobs LOOP
+        PERFORM lane._emit(v_job.queue, 'removed', v_job.id,
+                           jsonb_build_object('prev', v_job.state), p_now);
+        IF v_job.dedup_id IS NOT NULL THEN
+            PERFORM lane._dedup_release(v_job);
+        END IF;
+        IF v_job.repeat_key IS NOT NULL THEN
+            PERFORM lane._repeat_release(v_job);
+        END IF;
+    END LOOP;
+    IF EXISTS (SELECT 1 FROM unnest(v_jobs) j
+                WHERE j.parent_id IS NOT NULL AND j.state NOT IN ('completed', 'failed')) THEN
+        PERFORM lane._flow_resolve(
+            ARRAY(SELECT j FROM unnest(v_jobs) j
+                   WHERE j.parent_id IS NOT NULL AND j.state NOT IN ('completed', 'failed')),
+            'removed', p_now);
+    END IF;
+    IF EXISTS (SELECT 1 FROM unnest(v_jobs) j WHERE j.deps_pending IS NOT NULL) THEN
+        PERFORM lane._flow_forget(ARRAY(SELECT j.key FROM unnest(v_jobs) j
+                                         WHERE j.deps_pending IS NOT NULL));
+    END IF;
+    DELETE FROM lane.job_logs WHERE job_key = ANY (p_keys);
+    DELETE FROM lane.jobs WHERE key = ANY (p_keys);
 END $$;
 
 -- MGMT-16: a live lease protects a job; an expired one does not.
@@ -88,11 +137,7 @@ BEGIN
             'job %s is active under a lease until %s: it cannot be removed',
             p_id, v_job.lease_expires_at));
     END IF;
-    PERFORM lane._dedup_release(v_job);  -- DEDUP-12
-    PERFORM lane._repeat_release(v_job);  -- REP-7
-    DELETE FROM lane.job_logs WHERE job_key = v_job.key;
-    DELETE FROM lane.jobs WHERE key = v_job.key;
-    PERFORM lane._emit(p_queue, 'removed', p_id, jsonb_build_object('prev', v_job.state), v_now);
+    PERFORM lane._remove_jobs(ARRAY[v_job.key], v_now);
     RETURN true;
 END $$;
 

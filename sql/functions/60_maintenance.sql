@@ -126,8 +126,13 @@ BEGIN
                 END IF;
                 DELETE FROM lane.job_logs WHERE job_key = ANY ((SELECT v_logged)::bigint[]);
             END IF;
-            DELETE FROM lane.jobs WHERE key = ANY (v_doomed);
-            GET DIAGNOSTICS v_deleted = ROW_COUNT;
+            WITH gone AS (DELETE FROM lane.jobs WHERE key = ANY (v_doomed)
+                          RETURNING key, deps_pending)
+            SELECT count(*), array_agg(key) FILTER (WHERE deps_pending IS NOT NULL)
+              INTO v_deleted, v_doomed FROM gone;
+            IF v_doomed IS NOT NULL THEN
+                PERFORM lane._flow_forget(v_doomed);  -- a finished parent's results
+            END IF;
             v_total := v_total + v_deleted;
         END LOOP;
     END LOOP;

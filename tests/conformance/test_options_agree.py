@@ -24,6 +24,7 @@ from lane_pg.errors import InvalidJobId, InvalidOptions, InvalidPriority, LaneEr
 from lane_pg.memory import MemoryBackend
 from lane_pg.options import (
     DEDUPLICATION_KEYS,
+    FLOW_POLICY_FLAGS,
     MAX_COUNT,
     MAX_DURATION_MS,
     MAX_JOB_ID_LENGTH,
@@ -137,6 +138,7 @@ VALID: dict[str, st.SearchStrategy[Any]] = {
     "remove_on_fail": valid_retentions,
     "deduplication": valid_deduplications,
     "repeat": valid_repeats,
+    **dict.fromkeys(FLOW_POLICY_FLAGS, st.booleans()),
 }
 assert set(VALID) == set(OPTION_KEYS)
 UNKNOWN_KEYS = ["bogus", "Priority", "delay", "", "é", "jobid", "zz"]

@@ -1,0 +1,375 @@
+"""Flows (FLOW): ``lane.add_flow_nodes``, ``lane.add_flow_children`` and the dependency
+reads and cuts of sql/functions/17_flow.sql; the transitions they share with completion,
+failure and removal (``_flow_resolve``, ``_flow_release``, ``_flow_restore``) are in
+``_store``."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from lane_pg.backend.flow import FlowReads, check_page_request
+from lane_pg.errors import (
+    FailedChildren,
+    InvalidJobId,
+    InvalidOptions,
+    InvalidQueueName,
+    ParentConflict,
+)
+from lane_pg.flows import (
+    ChildRef,
+    DependencyKind,
+    Flow,
+    FlowDependencies,
+    FlowDependency,
+    FlowDependencyCounts,
+    FlowDependencyPage,
+    FlowJob,
+)
+from lane_pg.memory._records import _Batch, _Dep, _NewJob, _parse_spec, _Record
+from lane_pg.memory._store import _Store
+from lane_pg.options import FLOW_POLICY_FLAGS
+from lane_pg.types import JSON, Job, validate_queue_name
+
+_NODE_KEYS = ("queue", "name", "data", "options", "children")
+
+
+@dataclass(slots=True)
+class _Node:
+    """One checked flow node."""
+
+    queue: str
+    new: _NewJob
+    children: list[_Node] = field(default_factory=list)
+
+    @property
+    def job_id(self) -> str | None:
+        return self.new.options.parsed.job_id
+
+
+def _check_flow(document: JSON, parent_queue: str | None) -> _Node:
+    """lane._check_flow: every node checked, breadth first, before anything is written."""
+    root: _Node | None = None
+    pending: list[tuple[JSON, str | None, _Node | None]] = [(document, parent_queue, None)]
+    seen: set[tuple[str, str]] = set()
+    position = 0
+    while position < len(pending):
+        node, default_queue, parent = pending[position]
+        if not isinstance(node, dict):
+            raise InvalidOptions(
+                'a flow node must be a JSON object {"queue", "name", "data", "options",'
+                f' "children"}}, got {node!r}'
+            )
+        if any(key not in _NODE_KEYS for key in node):
+            raise InvalidOptions(
+                f"unknown flow node key in {node!r}: a node takes queue, name, data, options"
+                " and children"
+            )
+        given = node.get("queue")
+        if given is not None and not isinstance(given, str):
+            raise InvalidQueueName(f"a queue name must be a string, got {given!r}")
+        queue = given if given is not None else default_queue
+        if queue is None:
+            raise InvalidQueueName("the flow's root needs a queue")
+        validate_queue_name(queue)
+        name = node.get("name")
+        if not isinstance(name, str):
+            raise InvalidOptions(f"invalid job name {name!r}: use 1-255 characters")
+        options = node.get("options")
+        options = {} if options is None else options
+        if (
+            isinstance(options, dict)
+            and position == 0
+            and parent_queue is None
+            and any(options.get(flag) is not None for flag in FLOW_POLICY_FLAGS)
+        ):
+            raise InvalidOptions(
+                "a failure-policy flag belongs on a child (it says what its parent does when"
+                " it fails); the root of a flow has no parent"
+            )
+        checked = _Node(queue, _parse_spec(name, node.get("data"), options))
+        job_id = checked.job_id
+        if job_id is not None:
+            if (queue, job_id) in seen:
+                raise InvalidJobId(f"job id {job_id!r} appears twice in queue {queue} of one flow")
+            seen.add((queue, job_id))
+        children = node.get("children")
+        if checked.new.options.parsed.repeat is not None and (
+            position > 0 or parent_queue is not None or "children" in node
+        ):
+            raise InvalidOptions(
+                "repeat options cannot be part of a flow: a series schedules lone jobs"
+            )
+        if children is not None:
+            if not isinstance(children, list):
+                raise InvalidOptions(
+                    f"children must be a JSON array of flow nodes, got {children!r}"
+                )
+            pending.extend((child, queue, checked) for child in children)
+        if parent is None:
+            root = checked
+        else:
+            parent.children.append(checked)
+        position += 1
+    assert root is not None
+    return root
+
+
+class _Flowing(_Store, FlowReads):
+    """Flows (FLOW-1..29)."""
+
+    @contextmanager
+    def _all_or_nothing(self) -> Iterator[None]:
+        """A flow is one transaction: a refusal met while writing (ParentConflict) puts
+        every record back as it was."""
+        saved = copy.deepcopy(
+            (
+                self._queues,
+                self._deps,
+                self._last_key,
+                self._last_seq,
+                self._last_event_id,
+                self._last_dep_seq,
+            )
+        )
+        try:
+            yield
+        except BaseException:
+            (
+                self._queues,
+                self._deps,
+                self._last_key,
+                self._last_seq,
+                self._last_event_id,
+                self._last_dep_seq,
+            ) = saved
+            raise
+
+    def _flow_attach(
+        self, parent: _Record, children: list[_Node], path: tuple[int, ...], now: datetime
+    ) -> list[tuple[tuple[int, ...], _Record]]:
+        """lane._flow_attach: the children stored (one batch per queue, in order of first
+        appearance) and attached, then their own children."""
+        stored: list[tuple[tuple[int, ...], _Record]] = []
+        if not children:
+            return stored
+        queues = list(dict.fromkeys(child.queue for child in children))
+        pending = 0
+        failed: list[_Record] = []
+        nested: list[tuple[int, _Record, _Node]] = []
+        deps = self._deps.setdefault(parent.key, {})
+        for queue in queues:
+            group = [(ord_, c) for ord_, c in enumerate(children, 1) if c.queue == queue]
+            batch = _Batch()
+            records: list[tuple[_Record, bool]] = []
+            for _, child in group:
+                before = len(batch.jobs)
+                record = self._insert(
+                    queue, child.new, now, batch, parent=parent, hold=bool(child.children)
+                )
+                records.append((record, len(batch.jobs) > before))
+            if batch.jobs or batch.later:
+                self._emit_batch(self._queue(queue), batch, now)
+            for (ord_, child), (record, fresh) in zip(group, records, strict=True):
+                if not fresh and record.id != child.job_id:
+                    continue  # DEDUP-17: the owner of its deduplication id, not attached
+                if (record.parent_queue, record.parent_id) != (parent.queue, parent.id):
+                    if record.parent_id is not None and self._parent_of(record) is not None:
+                        raise ParentConflict(
+                            f"job {record.id} of queue {record.queue} belongs to parent"
+                            f" {record.parent_id} of queue {record.parent_queue}: remove that"
+                            " dependency (remove_child_dependency) before attaching it"
+                            " elsewhere"
+                        )
+                    record.parent_queue, record.parent_id = parent.queue, parent.id
+                bucket = "processed" if record.state == "completed" else "unprocessed"
+                dep = deps.get((record.queue, record.id))
+                if dep is not None:
+                    dep.child_key = record.key
+                else:
+                    self._last_dep_seq += 1
+                    deps[(record.queue, record.id)] = _Dep(
+                        record.queue,
+                        record.id,
+                        record.key,
+                        bucket,
+                        child.new.options.parsed.parent_policy,
+                        self._last_dep_seq,
+                        copy.deepcopy(record.return_value) if bucket == "processed" else None,
+                    )
+                    if bucket == "unprocessed":
+                        pending += 1
+                        if record.state == "failed":
+                            failed.append(record)
+                stored.append(((*path, ord_), record))
+                if child.children:
+                    nested.append((ord_, record, child))
+        parent.deps_pending = (parent.deps_pending or 0) + pending
+        for ord_, record, child in nested:
+            stored += self._flow_attach(record, child.children, (*path, ord_), now)
+        if failed:
+            self._flow_resolve(failed, "failed", now)
+        if parent.state == "waiting-children" and parent.deps_pending <= 0:
+            self._flow_release([parent], now)
+        return stored
+
+    async def add_flow(self, flow: FlowJob, *, now: datetime | None = None) -> Flow:
+        root = _check_flow(flow.to_json(), None)
+        moment = self._now(now)
+        with self._all_or_nothing():
+            before = self._last_key
+            record = self._insert(root.queue, root.new, moment, hold=bool(root.children))
+            fresh = record.key > before
+            stored: list[tuple[tuple[int, ...], _Record]] = []
+            if fresh or record.id == root.job_id:  # else DEDUP-19: the owner's flow stands
+                stored = self._flow_attach(record, root.children, (), moment)
+        return Flow(record.snapshot(), _trees(stored, ()))
+
+    async def add_flow_children(
+        self,
+        queue: str,
+        parent_id: str,
+        token: str,
+        children: Sequence[FlowJob],
+        *,
+        now: datetime | None = None,
+    ) -> list[Flow]:
+        validate_queue_name(queue)
+        moment = self._now(now)
+        q, parent = self._owned(queue, parent_id, token)
+        nodes = _check_flow(
+            {"name": parent.name, "children": [child.to_json() for child in children]}, queue
+        ).children
+        if parent.deferred_failure is not None or any(
+            dep.bucket == "failed" for dep in self._deps.get(parent.key, {}).values()
+        ):
+            raise FailedChildren(
+                f"job {parent_id} of queue {queue} has a failed child that fails it: it cannot"
+                " add children"
+            )
+        with self._all_or_nothing():
+            self._set_state(q, parent, "waiting-children")
+            self._end_lease(parent)
+            parent.worker_id = None
+            parent.enqueued_seq = None
+            parent.attempts_started = max(parent.attempts_started - 1, 0)
+            parent.deps_pending = parent.deps_pending or 0
+            self._emit(q, "waiting-children", parent.id, {"prev": "active"}, moment)
+            stored = self._flow_attach(parent, nodes, (), moment)
+            if parent.state == "waiting-children" and parent.deps_pending <= 0:
+                self._flow_release([parent], moment)
+        return _trees(stored, ())
+
+    def _present(self, dep: _Dep) -> _Record | None:
+        found = self._find(dep.child_queue, dep.child_id)
+        return None if found is None or found[1].key != dep.child_key else found[1]
+
+    async def get_flow_dependency_counts(
+        self, queue: str, parent_id: str
+    ) -> FlowDependencyCounts | None:
+        validate_queue_name(queue)
+        found = self._find(queue, parent_id)
+        if found is None:
+            return None
+        deps = list(self._deps.get(found[1].key, {}).values())
+        return FlowDependencyCounts(
+            processed=sum(dep.bucket == "processed" for dep in deps),
+            unprocessed=sum(dep.bucket == "unprocessed" for dep in deps),
+            failed=sum(dep.bucket == "failed" for dep in deps),
+            ignored=sum(dep.bucket == "ignored" for dep in deps),
+            missing=sum(self._present(dep) is None for dep in deps),
+        )
+
+    async def get_flow_dependency_page(
+        self,
+        queue: str,
+        parent_id: str,
+        kind: DependencyKind,
+        cursor: int = 0,
+        count: int = 20,
+    ) -> FlowDependencyPage:
+        validate_queue_name(queue)
+        check_page_request(kind, cursor, count)
+        found = self._find(queue, parent_id)
+        deps = [] if found is None else list(self._deps.get(found[1].key, {}).values())
+        rows = sorted((d for d in deps if d.bucket == kind and d.seq > cursor), key=lambda d: d.seq)
+        page = rows[:count]
+        items = [
+            FlowDependency(
+                ChildRef(dep.child_queue, dep.child_id), copy.deepcopy(dep.value), dep.reason
+            )
+            for dep in page
+        ]
+        return FlowDependencyPage(items, page[-1].seq if len(rows) > count else 0)
+
+    async def get_flow_dependencies(self, queue: str, parent_id: str) -> FlowDependencies | None:
+        validate_queue_name(queue)
+        found = self._find(queue, parent_id)
+        if found is None:
+            return None
+        deps = sorted(self._deps.get(found[1].key, {}).values(), key=lambda d: d.seq)
+        present = [(dep, self._present(dep)) for dep in deps]
+        return FlowDependencies(
+            parent=found[1].snapshot(),
+            children=[child.snapshot() for _, child in present if child is not None],
+            pending_child_ids=[
+                ChildRef(dep.child_queue, dep.child_id)
+                for dep in deps
+                if dep.bucket == "unprocessed"
+            ],
+            missing_child_ids=[
+                ChildRef(dep.child_queue, dep.child_id) for dep, child in present if child is None
+            ],
+        )
+
+    async def remove_unprocessed_children(
+        self, queue: str, parent_id: str, *, now: datetime | None = None
+    ) -> list[Job]:
+        validate_queue_name(queue)
+        moment = self._now(now)
+        _, parent = self._require(queue, parent_id)
+        deps = sorted(self._deps.get(parent.key, {}).values(), key=lambda d: d.seq)
+        doomed = [
+            child
+            for dep in deps
+            if dep.bucket == "unprocessed"
+            and (child := self._present(dep)) is not None
+            and child.state in ("waiting", "delayed", "waiting-children")
+        ]
+        snapshots = [child.snapshot() for child in doomed]
+        self._remove_jobs([(self._queue(child.queue), child) for child in doomed], moment)
+        return snapshots
+
+    async def remove_child_dependency(
+        self, queue: str, child_id: str, *, now: datetime | None = None
+    ) -> bool:
+        validate_queue_name(queue)
+        moment = self._now(now)
+        _, child = self._require(queue, child_id)
+        if child.parent_id is None:
+            return False
+        found = self._parent_of(child)
+        child.parent_queue, child.parent_id = None, None
+        if found is None:
+            return True
+        parent = found[1]
+        dep = self._deps.get(parent.key, {}).pop((queue, child_id), None)
+        if dep is not None and dep.bucket == "unprocessed":
+            assert parent.deps_pending is not None
+            parent.deps_pending -= 1
+            if parent.state == "waiting-children" and parent.deps_pending <= 0:
+                self._flow_release([parent], moment)
+        return True
+
+
+def _trees(stored: list[tuple[tuple[int, ...], _Record]], root: tuple[int, ...]) -> list[Flow]:
+    """The stored nodes under ``root`` as trees, in submission order (snapshots taken
+    now, after the whole call)."""
+    nodes = {path: Flow(record.snapshot()) for path, record in stored}
+    for path in sorted(nodes):
+        if len(path) > len(root) + 1 and path[:-1] in nodes:
+            nodes[path[:-1]].children.append(nodes[path])
+    return [nodes[path] for path in sorted(nodes) if len(path) == len(root) + 1]

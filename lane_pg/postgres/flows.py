@@ -1,0 +1,192 @@
+"""PostgresBackend's flow calls (the ``Flows`` role): one stored function of
+sql/functions/17_flow.sql each; the derived reads come from ``FlowReads``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from lane_pg.backend.flow import FlowReads, check_page_request
+from lane_pg.flows import (
+    ChildRef,
+    DependencyKind,
+    Flow,
+    FlowDependencies,
+    FlowDependency,
+    FlowDependencyCounts,
+    FlowDependencyPage,
+    FlowJob,
+)
+from lane_pg.postgres.rows import JOB_COLUMNS, job_from_row
+from lane_pg.types import Job, dumps_json, validate_queue_name
+
+
+def flow_document(flow: FlowJob) -> str:
+    """The tree as the jsonb text ``lane.add_flow_nodes`` takes."""
+    return dumps_json(flow.to_json(), "flow")
+
+
+def children_document(children: Sequence[FlowJob]) -> str:
+    return dumps_json([child.to_json() for child in children], "children")
+
+
+def flows_from_rows(rows: Sequence[Mapping[str, Any]], root: tuple[int, ...] = ()) -> list[Flow]:
+    """The stored nodes (rows with a ``path`` and the job's columns) as trees: the nodes at
+    ``root`` + one position, each with its own children, in submission order."""
+    nodes: dict[tuple[int, ...], Flow] = {}
+    for row in sorted(rows, key=lambda r: (len(r["path"]), list(r["path"]))):
+        path = tuple(row["path"])
+        node = Flow(job_from_row(row))
+        nodes[path] = node
+        parent = nodes.get(path[:-1])
+        if parent is not None and len(path) > len(root) + 1:
+            parent.children.append(node)
+    return [nodes[path] for path in sorted(nodes) if len(path) == len(root) + 1]
+
+
+class FlowCalls(FlowReads):
+    """The calls, over the statement helpers PostgresBackend defines."""
+
+    async def _fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:
+        raise NotImplementedError
+
+    async def _fetchval(self, sql: str, *args: Any) -> Any:
+        raise NotImplementedError
+
+    async def add_flow(self, flow: FlowJob, *, now: datetime | None = None) -> Flow:
+        rows = await self._fetch(
+            f"SELECT n.path, {JOB_COLUMNS} FROM lane.add_flow_nodes($1::jsonb, $2) n,"
+            " LATERAL (SELECT (n.job).*) j",
+            flow_document(flow),
+            now,
+        )
+        # The root's path is empty: its children are the nodes one position deep.
+        root = next(row for row in rows if not row["path"])
+        return Flow(job_from_row(root), flows_from_rows([r for r in rows if r["path"]]))
+
+    async def add_flow_children(
+        self,
+        queue: str,
+        parent_id: str,
+        token: str,
+        children: Sequence[FlowJob],
+        *,
+        now: datetime | None = None,
+    ) -> list[Flow]:
+        validate_queue_name(queue)
+        rows = await self._fetch(
+            f"SELECT n.path, {JOB_COLUMNS}"
+            " FROM lane.add_flow_children($1, $2, $3::uuid, $4::jsonb, $5) n,"
+            " LATERAL (SELECT (n.job).*) j",
+            queue,
+            parent_id,
+            token,
+            children_document(children),
+            now,
+        )
+        return flows_from_rows(rows)
+
+    async def get_flow_dependency_counts(
+        self, queue: str, parent_id: str
+    ) -> FlowDependencyCounts | None:
+        validate_queue_name(queue)
+        rows = await self._fetch(
+            "SELECT * FROM lane.get_flow_dependency_counts($1, $2)", queue, parent_id
+        )
+        row = rows[0]
+        if row["processed"] is None:
+            return None
+        return FlowDependencyCounts(
+            processed=row["processed"],
+            unprocessed=row["unprocessed"],
+            failed=row["failed"],
+            ignored=row["ignored"],
+            missing=row["missing"],
+        )
+
+    async def get_flow_dependency_page(
+        self,
+        queue: str,
+        parent_id: str,
+        kind: DependencyKind,
+        cursor: int = 0,
+        count: int = 20,
+    ) -> FlowDependencyPage:
+        validate_queue_name(queue)
+        check_page_request(kind, cursor, count)
+        # One row past the page tells whether another page follows.
+        rows = await self._fetch(
+            "SELECT seq, child_queue, child_id, value::text AS value, reason"
+            " FROM lane.get_flow_dependency_page($1, $2, $3, $4, $5)",
+            queue,
+            parent_id,
+            kind,
+            cursor,
+            count + 1,
+        )
+        page = rows[:count]
+        items = [
+            FlowDependency(
+                ChildRef(row["child_queue"], row["child_id"]),
+                None if row["value"] is None else json.loads(row["value"]),
+                row["reason"],
+            )
+            for row in page
+        ]
+        return FlowDependencyPage(items, page[-1]["seq"] if len(rows) > count else 0)
+
+    async def get_flow_dependencies(self, queue: str, parent_id: str) -> FlowDependencies | None:
+        validate_queue_name(queue)
+        parents = await self._fetch(
+            f"SELECT {JOB_COLUMNS} FROM lane.get_job($1, $2) AS j WHERE j.key IS NOT NULL",
+            queue,
+            parent_id,
+        )
+        if not parents:
+            return None
+        rows = await self._fetch(
+            f"SELECT d.bucket, d.child_queue, d.child_id, d.present, {JOB_COLUMNS}"
+            " FROM lane.get_flow_dependencies($1, $2) d"
+            " LEFT JOIN lane.jobs j ON j.key = d.child_key"
+            " ORDER BY d.seq",
+            queue,
+            parent_id,
+        )
+        return FlowDependencies(
+            parent=job_from_row(parents[0]),
+            children=[job_from_row(row) for row in rows if row["present"]],
+            pending_child_ids=[
+                ChildRef(row["child_queue"], row["child_id"])
+                for row in rows
+                if row["bucket"] == "unprocessed"
+            ],
+            missing_child_ids=[
+                ChildRef(row["child_queue"], row["child_id"]) for row in rows if not row["present"]
+            ],
+        )
+
+    async def remove_unprocessed_children(
+        self, queue: str, parent_id: str, *, now: datetime | None = None
+    ) -> list[Job]:
+        validate_queue_name(queue)
+        rows = await self._fetch(
+            f"SELECT {JOB_COLUMNS} FROM lane.remove_unprocessed_children($1, $2, $3) AS j",
+            queue,
+            parent_id,
+            now,
+        )
+        return [job_from_row(row) for row in rows]
+
+    async def remove_child_dependency(
+        self, queue: str, child_id: str, *, now: datetime | None = None
+    ) -> bool:
+        validate_queue_name(queue)
+        return bool(
+            await self._fetchval(
+                "SELECT lane.remove_child_dependency($1, $2, $3)", queue, child_id, now
+            )
+        )

@@ -1,0 +1,613 @@
+-- lane_pg stored functions: Flows: parents, children and their dependencies (FLOW).
+-- Applied in file-name order after the migrations, on every migrate (lane_pg/postgres/schema.py).
+--
+-- A parent waits in `waiting-children` while jobs.deps_pending (its children still
+-- unprocessed, migration 0012) is above 0. Each child has one lane.flow_deps row under
+-- its parent, in one bucket: unprocessed (pending), processed (completed, with its value),
+-- failed (a failure that fails the parent), ignored (a failure the parent tolerates, with
+-- its reason) or removed (gone without a result). The rows stay when the child's own row
+-- goes (FLOW-26, FLOW-28); they go with the parent's row.
+--
+-- Lock order, everywhere: a child's row, then its parent's row, then the parent's
+-- flow_deps rows. Whatever starts from a parent (remove_unprocessed_children,
+-- add_flow_children, a re-submitted flow) takes child rows only with SKIP LOCKED or
+-- NOWAIT, so it never waits on a child whose transaction waits on the parent.
+
+-- The edge policy a child's options ask for (at most one flag, lane._check_flow).
+CREATE OR REPLACE FUNCTION lane._flow_policy(p_options jsonb)
+RETURNS text LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN p_options -> 'fail_parent_on_failure' = 'true'::jsonb THEN 'fail-deferred'
+                WHEN p_options -> 'ignore_dependency_on_failure' = 'true'::jsonb THEN 'ignore'
+                WHEN p_options -> 'remove_dependency_on_failure' = 'true'::jsonb THEN 'remove'
+                WHEN p_options -> 'continue_parent_on_failure' = 'true'::jsonb THEN 'continue'
+                ELSE 'fail' END
+$$;
+
+-- FLOW-3, FLOW-29: the given parents (locked, in waiting-children) go to waiting, or to
+-- delayed while their own delay is not due, each with its event (prev=waiting-children).
+CREATE OR REPLACE FUNCTION lane._flow_release(p_keys bigint[], p_now timestamptz)
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    v_due bigint[];
+    v_later lane.jobs;
+    v_queue text;
+BEGIN
+    v_due := ARRAY(SELECT key FROM lane.jobs
+                    WHERE key = ANY (p_keys) AND state = 'waiting-children'
+                      AND available_at <= p_now ORDER BY key);
+    IF cardinality(v_due) > 0 THEN
+        PERFORM lane._make_waiting(v_due, 'waiting-children', p_now);
+        FOR v_queue IN SELECT DISTINCT queue FROM lane.jobs WHERE key = ANY (v_due) LOOP
+            PERFORM lane._wake(v_queue);
+        END LOOP;
+    END IF;
+    FOR v_later IN
+        SELECT * FROM lane.jobs
+         WHERE key = ANY (p_keys) AND state = 'waiting-children' AND available_at > p_now
+         ORDER BY key
+    LOOP
+        PERFORM lane._wake_for_due(v_later.queue, v_later.available_at, p_now);
+        UPDATE lane.jobs SET state = 'delayed' WHERE key = v_later.key;
+        PERFORM lane._emit(v_later.queue, 'delayed', v_later.id,
+                           jsonb_build_object('delay', lane._epoch_ms(v_later.available_at),
+                                              'prev', 'waiting-children'), p_now);
+    END LOOP;
+END $$;
+
+-- FLOW-3..10, FLOW-26: the terminal outcome of some children (locked by the caller, all
+-- with a parent), p_outcome 'completed', 'failed' or 'removed' (gone while pending), told
+-- to their parents: the pending dependency leaves the unprocessed bucket, the parent's
+-- count drops, and the parent is released, failed or given a deferred failure by the
+-- child's policy, in this transaction. Work per child is one dependency row and one
+-- parent row, whatever the flow's size.
+CREATE OR REPLACE FUNCTION lane._flow_resolve(p_children lane.jobs[], p_outcome text,
+                                              p_now timestamptz)
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    v_parent_keys bigint[];
+    v_row record;
+    v_parent lane.jobs;
+    v_release bigint[] := '{}';
+BEGIN
+    v_parent_keys := ARRAY(SELECT DISTINCT lane._find_key(c.parent_queue, c.parent_id)
+                             FROM unnest(p_children) c WHERE c.parent_id IS NOT NULL);
+    -- Parents after their children (the callers hold those), in key order.
+    PERFORM 1 FROM lane.jobs WHERE key = ANY (v_parent_keys) ORDER BY key FOR UPDATE;
+    FOR v_row IN
+        WITH resolved AS (
+            UPDATE lane.flow_deps d
+               SET bucket = CASE p_outcome
+                                WHEN 'completed' THEN 'processed'
+                                WHEN 'removed' THEN 'removed'
+                                ELSE CASE d.policy WHEN 'ignore' THEN 'ignored'
+                                                   WHEN 'continue' THEN 'ignored'
+                                                   WHEN 'remove' THEN 'removed'
+                                                   ELSE 'failed' END END,
+                   value = CASE WHEN p_outcome = 'completed'
+                                THEN coalesce(c.return_value, 'null'::jsonb) END,
+                   reason = CASE WHEN p_outcome = 'failed' THEN c.failed_reason END,
+                   updated_at = p_now
+              FROM unnest(p_children) c
+             WHERE d.parent_key = lane._find_key(c.parent_queue, c.parent_id)
+               AND d.parent_key = ANY (v_parent_keys)
+               AND d.child_queue = c.queue AND d.child_id = c.id AND d.bucket = 'unprocessed'
+            RETURNING d.parent_key, d.policy, c.queue, c.id, c.failed_reason
+        )
+        SELECT r.parent_key, count(*)::integer AS n,
+               bool_or(r.policy = 'fail') AS fail_now,
+               bool_or(r.policy IN ('fail', 'fail-deferred')) AS fails,
+               bool_or(r.policy IN ('continue', 'fail-deferred')) AS early,
+               min(format('child %s of queue %s failed: %s', r.id, r.queue, r.failed_reason))
+                   FILTER (WHERE r.policy IN ('fail', 'fail-deferred')) AS why
+          FROM resolved r GROUP BY r.parent_key ORDER BY r.parent_key
+    LOOP
+        UPDATE lane.jobs SET deps_pending = deps_pending - v_row.n
+         WHERE key = v_row.parent_key
+        RETURNING * INTO v_parent;
+        IF p_outcome = 'failed' AND v_row.fails THEN
+            IF v_row.fail_now AND v_parent.state = 'waiting-children' THEN
+                -- FLOW-5: the parent fails now, with its own finalisation (its parent's
+                -- policy included).
+                PERFORM lane._fail_terminal(v_parent.key, v_row.why, p_now);
+                CONTINUE;
+            END IF;
+            IF v_parent.state NOT IN ('completed', 'failed') AND v_parent.deferred_failure IS NULL THEN
+                -- FLOW-9: failed by the worker that claims it, before its processor runs
+                -- (also the default policy's, once the parent was released early).
+                UPDATE lane.jobs SET deferred_failure = v_row.why WHERE key = v_parent.key;
+            END IF;
+        END IF;
+        IF v_parent.state = 'waiting-children'
+           AND (v_parent.deps_pending <= 0 OR p_outcome = 'failed' AND v_row.early) THEN
+            v_release := v_release || v_parent.key;
+        END IF;
+    END LOOP;
+    PERFORM lane._flow_release(v_release, p_now);
+END $$;
+
+-- FLOW-27: a retried child (locked) is its parent's pending dependency again; a parent
+-- that was released and has not run yet goes back to waiting-children, and a deferred
+-- failure its failures set is cleared when no failing child is left.
+CREATE OR REPLACE FUNCTION lane._flow_restore(p_child lane.jobs, p_now timestamptz)
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    v_parent lane.jobs;
+    v_was text;
+BEGIN
+    SELECT * INTO v_parent FROM lane.jobs
+     WHERE key = lane._find_key(p_child.parent_queue, p_child.parent_id) FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    SELECT bucket INTO v_was FROM lane.flow_deps
+     WHERE parent_key = v_parent.key AND child_queue = p_child.queue AND child_id = p_child.id
+       FOR UPDATE;
+    IF v_was IS NULL OR v_was = 'unprocessed' THEN
+        RETURN;
+    END IF;
+    UPDATE lane.flow_deps
+       SET bucket = 'unprocessed', value = NULL, reason = NULL, updated_at = p_now,
+           child_key = p_child.key
+     WHERE parent_key = v_parent.key AND child_queue = p_child.queue AND child_id = p_child.id;
+    UPDATE lane.jobs
+       SET deps_pending = coalesce(deps_pending, 0) + 1,
+           deferred_failure = CASE
+               WHEN v_was = 'failed' AND NOT EXISTS (
+                        SELECT 1 FROM lane.flow_deps d
+                         WHERE d.parent_key = v_parent.key AND d.bucket = 'failed')
+               THEN NULL ELSE deferred_failure END
+     WHERE key = v_parent.key
+    RETURNING * INTO v_parent;
+    IF v_parent.state IN ('waiting', 'delayed') THEN
+        UPDATE lane.jobs SET state = 'waiting-children', enqueued_seq = NULL
+         WHERE key = v_parent.key;
+        PERFORM lane._emit(v_parent.queue, 'waiting-children', v_parent.id,
+                           jsonb_build_object('prev', v_parent.state), p_now);
+    END IF;
+END $$;
+
+-- The flow_deps rows of parents whose rows are deleted (a removed or pruned parent: its
+-- results go with it).
+CREATE OR REPLACE FUNCTION lane._flow_forget(p_parent_keys bigint[])
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM lane.flow_deps WHERE parent_key = ANY (p_parent_keys);
+END $$;
+
+-- FLOW-2, ADD-4, ADD-13: every node of a flow checked before anything is written: queue,
+-- name, options (a child's failure-policy flag, at most one), children an array, and no
+-- custom id twice in one queue. Returns the number of nodes.
+CREATE OR REPLACE FUNCTION lane._check_flow(p_node jsonb, p_parent_queue text)
+RETURNS integer LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_nodes jsonb[] := ARRAY[p_node];
+    v_queues text[] := ARRAY[p_parent_queue];
+    v_node jsonb;
+    v_queue text;
+    v_options jsonb;
+    v_flags integer;
+    v_seen text[] := '{}';
+    v_i integer := 1;
+BEGIN
+    WHILE v_i <= cardinality(v_nodes) LOOP
+        v_node := v_nodes[v_i];
+        IF jsonb_typeof(v_node) IS DISTINCT FROM 'object' THEN
+            PERFORM lane._fail('LN003', format(
+                'a flow node must be a JSON object {"queue", "name", "data", "options", '
+                '"children"}, got %s', v_node));
+        END IF;
+        IF EXISTS (SELECT 1 FROM jsonb_object_keys(v_node) k
+                    WHERE k NOT IN ('queue', 'name', 'data', 'options', 'children')) THEN
+            PERFORM lane._fail('LN003', format(
+                'unknown flow node key in %s: a node takes queue, name, data, options and '
+                'children', v_node));
+        END IF;
+        IF coalesce(jsonb_typeof(v_node -> 'queue'), 'string') NOT IN ('string', 'null') THEN
+            PERFORM lane._fail('LN013', format('a queue name must be a string, got %s',
+                                               v_node -> 'queue'));
+        END IF;
+        v_queue := coalesce(v_node ->> 'queue', v_queues[v_i]);
+        IF v_queue IS NULL THEN
+            PERFORM lane._fail('LN013', 'the flow''s root needs a queue');
+        END IF;
+        PERFORM lane._check_queue(v_queue);
+        IF jsonb_typeof(v_node -> 'name') IS DISTINCT FROM 'string' THEN
+            PERFORM lane._fail('LN003', format('invalid job name %s: use 1-255 characters',
+                                               coalesce(v_node -> 'name', 'null')));
+        END IF;
+        PERFORM lane._check_name(v_node ->> 'name');
+        v_options := coalesce(nullif(v_node -> 'options', 'null'::jsonb), '{}'::jsonb);
+        IF jsonb_typeof(v_options) <> 'object' THEN
+            PERFORM lane._check_options(v_options);  -- raises its own message
+        END IF;
+        v_flags := (SELECT count(*) FROM unnest(ARRAY['fail_parent_on_failure',
+                                                      'ignore_dependency_on_failure',
+                                                      'remove_dependency_on_failure',
+                                                      'continue_parent_on_failure']) f
+                     WHERE v_options ? f AND jsonb_typeof(v_options -> f) <> 'null');
+        IF v_flags > 0 AND v_i = 1 AND p_parent_queue IS NULL THEN
+            PERFORM lane._fail('LN003',
+                'a failure-policy flag belongs on a child (it says what its parent does '
+                'when it fails); the root of a flow has no parent');
+        END IF;
+        PERFORM lane._check_options(v_options);
+        IF v_options ->> 'job_id' IS NOT NULL THEN
+            IF (v_queue || E'\n' || (v_options ->> 'job_id')) = ANY (v_seen) THEN
+                PERFORM lane._fail('LN001', format(
+                    'job id %L appears twice in queue %s of one flow', v_options ->> 'job_id',
+                    v_queue));
+            END IF;
+            v_seen := v_seen || (v_queue || E'\n' || (v_options ->> 'job_id'));
+        END IF;
+        IF jsonb_typeof(v_options -> 'repeat') = 'object' AND (v_i > 1 OR p_parent_queue IS NOT NULL
+                                                            OR v_node ? 'children') THEN
+            PERFORM lane._fail('LN003',
+                'repeat options cannot be part of a flow: a series schedules lone jobs');
+        END IF;
+        IF v_node ? 'children' AND jsonb_typeof(v_node -> 'children') <> 'null' THEN
+            IF jsonb_typeof(v_node -> 'children') <> 'array' THEN
+                PERFORM lane._fail('LN003', format(
+                    'children must be a JSON array of flow nodes, got %s', v_node -> 'children'));
+            END IF;
+            v_nodes := v_nodes || ARRAY(SELECT c FROM jsonb_array_elements(v_node -> 'children') c);
+            v_queues := v_queues || array_fill(v_queue, ARRAY[jsonb_array_length(v_node -> 'children')]);
+        END IF;
+        v_i := v_i + 1;
+    END LOOP;
+    RETURN cardinality(v_nodes);
+END $$;
+
+-- FLOW-1, FLOW-11..13, DEDUP-17: stores p_children (flow nodes, checked) under p_parent
+-- (locked) and attaches them, children of children included; returns each stored node's
+-- path (positions from the top node, 1-based) and key. Per queue, one lane._store_jobs
+-- call stores the new children (with their parent and, for a child with children of its
+-- own, in waiting-children). A spec whose deduplication id another job owns is skipped:
+-- not attached, not returned. An existing custom-id child is attached (its parent
+-- updated), unless it belongs to another retained parent (LN011, ParentConflict); it
+-- counts as processed when completed, and as failing now (its policy applied) when failed.
+CREATE OR REPLACE FUNCTION lane._flow_attach(p_parent lane.jobs, p_children jsonb,
+                                             p_path integer[], p_now timestamptz)
+RETURNS TABLE (path integer[], key bigint) LANGUAGE plpgsql AS $$
+DECLARE
+    v_queue text;
+    v_ords integer[];
+    v_nodes jsonb[];
+    v_stored record;
+    v_child lane.jobs;
+    v_node jsonb;
+    v_options jsonb;
+    v_spec_id text;
+    v_pending integer := 0;
+    v_failed lane.jobs[] := '{}';
+    v_nested integer[] := '{}';
+    v_nested_keys bigint[] := '{}';
+    v_bucket text;
+    v_new boolean;
+    v_i integer;
+BEGIN
+    IF p_children IS NULL OR jsonb_typeof(p_children) <> 'array'
+       OR jsonb_array_length(p_children) = 0 THEN
+        RETURN;
+    END IF;
+    FOR v_queue IN
+        SELECT q.queue FROM (
+            SELECT coalesce(c.node ->> 'queue', p_parent.queue) AS queue, min(c.ord) AS first
+              FROM jsonb_array_elements(p_children) WITH ORDINALITY AS c(node, ord)
+             GROUP BY 1) q
+         ORDER BY q.first
+    LOOP
+        SELECT array_agg(c.ord::integer ORDER BY c.ord), array_agg(c.node ORDER BY c.ord)
+          INTO v_ords, v_nodes
+          FROM jsonb_array_elements(p_children) WITH ORDINALITY AS c(node, ord)
+         WHERE coalesce(c.node ->> 'queue', p_parent.queue) = v_queue;
+        PERFORM lane._ensure_queue(v_queue);
+        v_stored := lane._store_jobs(
+            v_queue,
+            ARRAY(SELECT n ->> 'name' FROM unnest(v_nodes) WITH ORDINALITY u(n, o) ORDER BY o),
+            ARRAY(SELECT coalesce(n -> 'data', 'null'::jsonb)
+                    FROM unnest(v_nodes) WITH ORDINALITY u(n, o) ORDER BY o),
+            ARRAY(SELECT coalesce(nullif(n -> 'options', 'null'::jsonb), '{}'::jsonb)
+                    FROM unnest(v_nodes) WITH ORDINALITY u(n, o) ORDER BY o),
+            p_now, p_parent.queue, p_parent.id,
+            ARRAY(SELECT coalesce(jsonb_typeof(n -> 'children') = 'array'
+                                  AND jsonb_array_length(n -> 'children') > 0, false)
+                    FROM unnest(v_nodes) WITH ORDINALITY u(n, o) ORDER BY o));
+        FOR v_i IN 1 .. cardinality(v_nodes) LOOP
+            v_node := v_nodes[v_i];
+            v_options := coalesce(nullif(v_node -> 'options', 'null'::jsonb), '{}'::jsonb);
+            v_spec_id := v_options ->> 'job_id';
+            -- The rows this call inserted are ours already; an existing one is taken only
+            -- if free (lock order: a child before its parent, which this call holds).
+            SELECT * INTO v_child FROM lane.jobs WHERE lane.jobs.key = v_stored.keys[v_i]
+               FOR UPDATE NOWAIT;
+            IF NOT v_stored.fresh[v_i] AND v_child.id IS DISTINCT FROM v_spec_id THEN
+                CONTINUE;  -- DEDUP-17: the owner of its deduplication id, not attached
+            END IF;
+            IF (v_child.parent_queue, v_child.parent_id) IS DISTINCT FROM (p_parent.queue, p_parent.id) THEN
+                IF v_child.parent_id IS NOT NULL
+                   AND lane._find_key(v_child.parent_queue, v_child.parent_id) IS NOT NULL THEN
+                    PERFORM lane._fail('LN011', format(
+                        'job %s of queue %s belongs to parent %s of queue %s: remove that '
+                        'dependency (remove_child_dependency) before attaching it elsewhere',
+                        v_child.id, v_child.queue, v_child.parent_id, v_child.parent_queue));
+                END IF;
+                UPDATE lane.jobs SET parent_queue = p_parent.queue, parent_id = p_parent.id
+                 WHERE lane.jobs.key = v_child.key
+                RETURNING * INTO v_child;
+            END IF;
+            v_bucket := CASE WHEN v_child.state = 'completed' THEN 'processed'
+                             ELSE 'unprocessed' END;
+            -- A child attached before keeps its dependency row (FLOW-11), which now names
+            -- this row of it.
+            UPDATE lane.flow_deps d SET child_key = v_child.key
+             WHERE d.parent_key = p_parent.key AND d.child_queue = v_child.queue
+               AND d.child_id = v_child.id;
+            v_new := NOT FOUND;
+            IF v_new THEN
+                INSERT INTO lane.flow_deps (parent_key, child_queue, child_id, child_key,
+                                            bucket, policy, value, updated_at)
+                VALUES (p_parent.key, v_child.queue, v_child.id, v_child.key, v_bucket,
+                        lane._flow_policy(v_options),
+                        CASE WHEN v_bucket = 'processed'
+                             THEN coalesce(v_child.return_value, 'null'::jsonb) END, p_now);
+            END IF;
+            IF v_new AND v_bucket = 'unprocessed' THEN
+                v_pending := v_pending + 1;
+                IF v_child.state = 'failed' THEN
+                    v_failed := v_failed || v_child;
+                END IF;
+            END IF;
+            path := p_path || v_ords[v_i];
+            key := v_child.key;
+            RETURN NEXT;
+            IF jsonb_typeof(v_node -> 'children') = 'array' THEN
+                v_nested := v_nested || v_ords[v_i];
+                v_nested_keys := v_nested_keys || v_child.key;
+            END IF;
+        END LOOP;
+    END LOOP;
+    UPDATE lane.jobs SET deps_pending = coalesce(deps_pending, 0) + v_pending
+     WHERE lane.jobs.key = p_parent.key;
+    -- Children of children, once this level is counted (a grandchild's outcome may
+    -- already release its parent).
+    FOR v_i IN 1 .. cardinality(v_nested) LOOP
+        SELECT * INTO v_child FROM lane.jobs WHERE lane.jobs.key = v_nested_keys[v_i];
+        RETURN QUERY SELECT * FROM lane._flow_attach(v_child, p_children -> (v_nested[v_i] - 1) -> 'children',
+                                                     p_path || v_nested[v_i], p_now);
+    END LOOP;
+    IF cardinality(v_failed) > 0 THEN
+        PERFORM lane._flow_resolve(v_failed, 'failed', p_now);
+    END IF;
+    SELECT * INTO v_child FROM lane.jobs WHERE lane.jobs.key = p_parent.key;
+    IF v_child.state = 'waiting-children' AND v_child.deps_pending <= 0 THEN
+        PERFORM lane._flow_release(ARRAY[v_child.key], p_now);  -- FLOW-12
+    END IF;
+END $$;
+
+-- The stored nodes as they are once the whole call has run (paths as text: arrays of
+-- different lengths do not aggregate). A caller's statement cannot join them itself: its
+-- snapshot predates the call's writes.
+CREATE OR REPLACE FUNCTION lane._flow_rows(p_paths text[], p_keys bigint[])
+RETURNS TABLE (path integer[], job lane.jobs) LANGUAGE sql STABLE AS $$
+    SELECT n.path::integer[], j
+      FROM unnest(p_paths, p_keys) WITH ORDINALITY AS n(path, key, ord)
+      JOIN lane.jobs j ON j.key = n.key
+     ORDER BY n.ord
+$$;
+
+-- FLOW-1: a whole tree, all or nothing; returns every stored node's path ({} for the
+-- root, then child positions, 1-based) and row. A root with a custom id that exists keeps
+-- its data and state and still takes the new children (FLOW-11); a root whose
+-- deduplication id another job owns gives that owner and adds nothing (DEDUP-19).
+CREATE OR REPLACE FUNCTION lane.add_flow_nodes(p_flow jsonb, p_now timestamptz DEFAULT NULL)
+RETURNS TABLE (path integer[], job lane.jobs) LANGUAGE plpgsql AS $$
+DECLARE
+    v_now timestamptz := coalesce(p_now, clock_timestamp());
+    v_queue text := p_flow ->> 'queue';
+    v_options jsonb;
+    v_root lane.jobs;
+    v_stored record;
+    v_has_children boolean;
+    v_paths text[] := '{}';
+    v_keys bigint[] := '{}';
+BEGIN
+    PERFORM lane._check_flow(p_flow, NULL);
+    v_options := coalesce(nullif(p_flow -> 'options', 'null'::jsonb), '{}'::jsonb);
+    v_has_children := coalesce(jsonb_typeof(p_flow -> 'children') = 'array'
+                               AND jsonb_array_length(p_flow -> 'children') > 0, false);
+    PERFORM lane._ensure_queue(v_queue);
+    v_stored := lane._store_jobs(v_queue, ARRAY[p_flow ->> 'name'],
+                                 ARRAY[coalesce(p_flow -> 'data', 'null'::jsonb)],
+                                 ARRAY[v_options], v_now, NULL, NULL, ARRAY[v_has_children]);
+    SELECT * INTO v_root FROM lane.jobs WHERE lane.jobs.key = v_stored.keys[1] FOR UPDATE;
+    -- DEDUP-19: a root that is another job's duplicate gives that job's flow as it stands.
+    IF v_stored.fresh[1] OR v_root.id = v_options ->> 'job_id' THEN
+        SELECT coalesce(array_agg(a.path::text ORDER BY a.ord), '{}'),
+               coalesce(array_agg(a.key ORDER BY a.ord), '{}')
+          INTO v_paths, v_keys
+          FROM lane._flow_attach(v_root, p_flow -> 'children', '{}', v_now)
+               WITH ORDINALITY AS a(path, key, ord);
+    END IF;
+    RETURN QUERY SELECT * FROM lane._flow_rows('{}'::text || v_paths, v_root.key || v_keys);
+END $$;
+
+-- The interface for SQL callers: `SELECT lane.add_flow('{"queue": ..., "children": [...]}')`
+-- gives the parent's id.
+CREATE OR REPLACE FUNCTION lane.add_flow(p_flow jsonb, p_now timestamptz DEFAULT NULL)
+RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    v_id text;
+BEGIN
+    SELECT (n.job).id INTO v_id FROM lane.add_flow_nodes(p_flow, p_now) n WHERE n.path = '{}';
+    RETURN v_id;
+END $$;
+
+-- FLOW-14, FLOW-15: an active parent, under its token, adds children (the same node
+-- shape) and waits for them in waiting-children: its lease ends, and the run does not
+-- count as an attempt (its next claim is the same attempt going on). Released at once
+-- if nothing it attached is pending. Refused (LN012) while a child failure fails it.
+CREATE OR REPLACE FUNCTION lane.add_flow_children(p_queue text, p_id text, p_token uuid,
+                                                  p_children jsonb,
+                                                  p_now timestamptz DEFAULT NULL)
+RETURNS TABLE (path integer[], job lane.jobs) LANGUAGE plpgsql AS $$
+DECLARE
+    v_now timestamptz := coalesce(p_now, clock_timestamp());
+    v_parent lane.jobs := lane._owned_job(p_queue, p_id, p_token);
+    v_paths text[] := '{}';
+    v_keys bigint[] := '{}';
+BEGIN
+    IF jsonb_typeof(p_children) IS DISTINCT FROM 'array' THEN
+        PERFORM lane._fail('LN003', format(
+            'children must be a JSON array of flow nodes, got %s', p_children));
+    END IF;
+    PERFORM lane._check_flow(jsonb_build_object('name', v_parent.name, 'children', p_children),
+                             p_queue);
+    IF v_parent.deferred_failure IS NOT NULL
+       OR EXISTS (SELECT 1 FROM lane.flow_deps d
+                   WHERE d.parent_key = v_parent.key AND d.bucket = 'failed') THEN
+        PERFORM lane._fail('LN012', format(
+            'job %s of queue %s has a failed child that fails it: it cannot add children',
+            p_id, p_queue));
+    END IF;
+    UPDATE lane.jobs
+       SET state = 'waiting-children', lock_token = NULL, lease_expires_at = NULL,
+           worker_id = NULL, enqueued_seq = NULL,
+           attempts_started = greatest(attempts_started - 1, 0),
+           deps_pending = coalesce(deps_pending, 0)
+     WHERE lane.jobs.key = v_parent.key
+    RETURNING * INTO v_parent;
+    PERFORM lane._emit(p_queue, 'waiting-children', p_id, '{"prev": "active"}', v_now);
+    PERFORM lane._wake_if_capped(p_queue);  -- CLAIM-9: its slot is free
+    SELECT coalesce(array_agg(a.path::text ORDER BY a.ord), '{}'),
+           coalesce(array_agg(a.key ORDER BY a.ord), '{}')
+      INTO v_paths, v_keys
+      FROM lane._flow_attach(v_parent, p_children, '{}', v_now) WITH ORDINALITY AS a(path, key, ord);
+    SELECT * INTO v_parent FROM lane.jobs WHERE lane.jobs.key = v_parent.key;
+    IF v_parent.state = 'waiting-children' AND v_parent.deps_pending <= 0 THEN
+        PERFORM lane._flow_release(ARRAY[v_parent.key], v_now);
+    END IF;
+    RETURN QUERY SELECT * FROM lane._flow_rows(v_paths, v_keys);
+END $$;
+
+-- FLOW-24: removes the parent's pending children that nobody holds and that are not
+-- running (waiting, delayed or waiting-children), each with its `removed` event; their
+-- dependency rows stay (bucket removed: they show as missing) and the parent is released
+-- when nothing is pending. Returns the removed rows.
+CREATE OR REPLACE FUNCTION lane.remove_unprocessed_children(p_queue text, p_id text,
+                                                            p_now timestamptz DEFAULT NULL)
+RETURNS SETOF lane.jobs LANGUAGE plpgsql AS $$
+DECLARE
+    v_now timestamptz := coalesce(p_now, clock_timestamp());
+    v_parent_key bigint := lane._job_key(p_queue, p_id);
+    v_children lane.jobs[];
+BEGIN
+    v_children := ARRAY(
+        SELECT j FROM lane.flow_deps d JOIN lane.jobs j ON j.key = d.child_key
+         WHERE d.parent_key = v_parent_key AND d.bucket = 'unprocessed'
+           AND j.state IN ('waiting', 'delayed', 'waiting-children')
+         ORDER BY d.seq
+           FOR UPDATE OF j SKIP LOCKED);
+    PERFORM lane._remove_jobs(ARRAY(SELECT c.key FROM unnest(v_children) c), v_now);
+    RETURN QUERY SELECT * FROM unnest(v_children);
+END $$;
+
+-- FLOW-25: detaches one child from its parent, whatever its bucket: the dependency row
+-- goes (results included), the child stays with no parent, and the parent is released
+-- when nothing is pending. False when the job has no parent.
+CREATE OR REPLACE FUNCTION lane.remove_child_dependency(p_queue text, p_id text,
+                                                        p_now timestamptz DEFAULT NULL)
+RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+    v_now timestamptz := coalesce(p_now, clock_timestamp());
+    v_child lane.jobs;
+    v_parent lane.jobs;
+    v_was text;
+BEGIN
+    SELECT * INTO v_child FROM lane.jobs WHERE key = lane._job_key(p_queue, p_id);
+    IF v_child.parent_id IS NULL THEN
+        RETURN false;
+    END IF;
+    UPDATE lane.jobs SET parent_queue = NULL, parent_id = NULL WHERE key = v_child.key;
+    SELECT * INTO v_parent FROM lane.jobs
+     WHERE key = lane._find_key(v_child.parent_queue, v_child.parent_id) FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN true;
+    END IF;
+    DELETE FROM lane.flow_deps
+     WHERE parent_key = v_parent.key AND child_queue = p_queue AND child_id = p_id
+    RETURNING bucket INTO v_was;
+    IF v_was = 'unprocessed' THEN
+        UPDATE lane.jobs SET deps_pending = deps_pending - 1 WHERE key = v_parent.key
+        RETURNING * INTO v_parent;
+        IF v_parent.state = 'waiting-children' AND v_parent.deps_pending <= 0 THEN
+            PERFORM lane._flow_release(ARRAY[v_parent.key], v_now);
+        END IF;
+    END IF;
+    RETURN true;
+END $$;
+
+-- FLOW-17: the parent's dependency counts (NULL row values for an unknown parent), each
+-- bucket counted on flow_deps_bucket_idx; missing = attached children whose rows are gone.
+CREATE OR REPLACE FUNCTION lane.get_flow_dependency_counts(p_queue text, p_id text,
+                                                           OUT processed bigint,
+                                                           OUT unprocessed bigint,
+                                                           OUT failed bigint,
+                                                           OUT ignored bigint,
+                                                           OUT missing bigint)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_key bigint := lane._find_key(p_queue, p_id);
+BEGIN
+    IF v_key IS NULL THEN
+        RETURN;
+    END IF;
+    SELECT count(*) FILTER (WHERE d.bucket = 'processed'),
+           count(*) FILTER (WHERE d.bucket = 'unprocessed'),
+           count(*) FILTER (WHERE d.bucket = 'failed'),
+           count(*) FILTER (WHERE d.bucket = 'ignored'),
+           count(*) FILTER (WHERE NOT EXISTS (SELECT 1 FROM lane.jobs j WHERE j.key = d.child_key))
+      INTO processed, unprocessed, failed, ignored, missing
+      FROM lane.flow_deps d WHERE d.parent_key = v_key;
+END $$;
+
+-- FLOW-20: one page of a bucket (processed, unprocessed, ignored, failed), in attach
+-- order from after p_cursor (0: the start); the page's last seq is the next cursor, and
+-- a short page means the end. A keyset range of flow_deps_bucket_idx: the same cost at
+-- any cursor.
+CREATE OR REPLACE FUNCTION lane.get_flow_dependency_page(p_queue text, p_id text, p_kind text,
+                                                         p_cursor bigint DEFAULT 0,
+                                                         p_count integer DEFAULT 20)
+RETURNS TABLE (seq bigint, child_queue text, child_id text, value jsonb, reason text)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_key bigint := lane._find_key(p_queue, p_id);
+BEGIN
+    IF p_kind IS NULL OR p_kind NOT IN ('processed', 'unprocessed', 'ignored', 'failed') THEN
+        PERFORM lane._fail('LN003', format(
+            'invalid dependency kind %L: use processed, unprocessed, ignored or failed', p_kind));
+    END IF;
+    IF p_count IS NULL OR p_count < 1 OR p_cursor IS NULL OR p_cursor < 0 THEN
+        PERFORM lane._fail('LN003', format(
+            'a dependency page needs a cursor >= 0 and a count >= 1, got %s and %s',
+            p_cursor, p_count));
+    END IF;
+    RETURN QUERY
+    SELECT d.seq, d.child_queue, d.child_id, d.value, d.reason
+      FROM lane.flow_deps d
+     WHERE d.parent_key = v_key AND d.bucket = p_kind AND d.seq > p_cursor
+     ORDER BY d.seq
+     LIMIT p_count;
+END $$;
+
+-- FLOW-16: every dependency of a parent with its bucket and whether its child's row is
+-- still there (no rows for an unknown parent or one without children).
+CREATE OR REPLACE FUNCTION lane.get_flow_dependencies(p_queue text, p_id text)
+RETURNS TABLE (seq bigint, child_queue text, child_id text, child_key bigint, bucket text,
+               value jsonb, reason text, present boolean)
+LANGUAGE sql STABLE AS $$
+    SELECT d.seq, d.child_queue, d.child_id, d.child_key, d.bucket, d.value, d.reason,
+           EXISTS (SELECT 1 FROM lane.jobs j WHERE j.key = d.child_key)
+      FROM lane.flow_deps d
+     WHERE d.parent_key = lane._find_key(p_queue, p_id)
+     ORDER BY d.seq
+$$;
