@@ -525,9 +525,7 @@ class _Store:
         """FIN-8: a parent with a pending child, or a child failure that fails it."""
         if job.deps_pending is None:
             return False
-        return job.deps_pending > 0 or any(
-            dep.bucket == "failed" for dep in self._deps.get(job.key, {}).values()
-        )
+        return job.deps_pending > 0 or job.deferred_failure is not None
 
     # ------------------------------------------------------ repeat series (16_repeat.sql)
 

@@ -54,7 +54,7 @@ def _check_flow(document: JSON, parent_queue: str | None) -> _Node:
     """lane._check_flow: every node checked, breadth first, before anything is written."""
     root: _Node | None = None
     pending: list[tuple[JSON, str | None, _Node | None]] = [(document, parent_queue, None)]
-    seen: set[tuple[str, str]] = set()
+    custom_ids: list[tuple[str, str]] = []
     position = 0
     while position < len(pending):
         node, default_queue, parent = pending[position]
@@ -91,11 +91,8 @@ def _check_flow(document: JSON, parent_queue: str | None) -> _Node:
                 " it fails); the root of a flow has no parent"
             )
         checked = _Node(queue, _parse_spec(name, node.get("data"), options))
-        job_id = checked.job_id
-        if job_id is not None:
-            if (queue, job_id) in seen:
-                raise InvalidJobId(f"job id {job_id!r} appears twice in queue {queue} of one flow")
-            seen.add((queue, job_id))
+        if checked.job_id is not None:
+            custom_ids.append((queue, checked.job_id))
         children = node.get("children")
         if checked.new.options.parsed.repeat is not None and (
             position > 0 or parent_queue is not None or "children" in node
@@ -114,6 +111,11 @@ def _check_flow(document: JSON, parent_queue: str | None) -> _Node:
         else:
             parent.children.append(checked)
         position += 1
+    seen: set[tuple[str, str]] = set()
+    for queue, job_id in custom_ids:  # after every node, as in SQL
+        if (queue, job_id) in seen:
+            raise InvalidJobId(f"job id {job_id!r} appears twice in queue {queue} of one flow")
+        seen.add((queue, job_id))
     assert root is not None
     return root
 
@@ -356,7 +358,14 @@ class _Flowing(_Store, FlowReads):
         if found is None:
             return True
         parent = found[1]
-        dep = self._deps.get(parent.key, {}).pop((queue, child_id), None)
+        deps = self._deps.get(parent.key, {})
+        dep = deps.pop((queue, child_id), None)
+        if (
+            dep is not None
+            and dep.bucket == "failed"
+            and not any(d.bucket == "failed" for d in deps.values())
+        ):
+            parent.deferred_failure = None  # FIN-8
         if dep is not None and dep.bucket == "unprocessed":
             assert parent.deps_pending is not None
             parent.deps_pending -= 1

@@ -31,11 +31,10 @@ BEGIN
           FROM input i
          WHERE j.key = ANY (v_keys)
            AND j.queue = i.queue AND j.id = i.id AND j.state = 'active' AND j.lock_token = i.token
-           -- FIN-8: a flow parent completes only once no child is pending or failing it.
+           -- FIN-8: a flow parent completes only once no child is pending or failing it
+           -- (a child failure that fails a parent not yet failed sets deferred_failure).
            AND CASE WHEN j.deps_pending IS NULL THEN true
-                    ELSE j.deps_pending <= 0
-                         AND NOT EXISTS (SELECT 1 FROM lane.flow_deps f
-                                          WHERE f.parent_key = j.key AND f.bucket = 'failed') END
+                    ELSE j.deps_pending <= 0 AND j.deferred_failure IS NULL END
         RETURNING j AS job, i.ord
     )
     SELECT array_agg(d.job ORDER BY d.ord), array_agg(d.ord ORDER BY d.ord),
@@ -142,9 +141,7 @@ DECLARE
 BEGIN
     v_job := lane._owned_job(p_queue, p_id, p_token);
     IF v_job.deps_pending IS NOT NULL THEN
-        IF v_job.deps_pending > 0 OR EXISTS (SELECT 1 FROM lane.flow_deps f
-                                              WHERE f.parent_key = v_job.key
-                                                AND f.bucket = 'failed') THEN
+        IF v_job.deps_pending > 0 OR v_job.deferred_failure IS NOT NULL THEN
             PERFORM lane._fail('LN008', format(
                 'job %s of queue %s cannot complete: %s of its children are pending%s',
                 p_id, p_queue, v_job.deps_pending,

@@ -1,6 +1,8 @@
 -- Undoes 0012_flows.sql: tables only, as every .down.sql.
 
-DROP INDEX lane.flow_deps_bucket_idx;
-ALTER TABLE lane.flow_deps DROP COLUMN seq;
+DROP INDEX lane.flow_deps_child_key_idx;
+DROP INDEX lane.flow_deps_page_idx;
+ALTER TABLE lane.flow_deps RESET (fillfactor);
 ALTER TABLE lane.flow_deps DROP COLUMN child_key;
+ALTER TABLE lane.flow_deps DROP COLUMN seq;
 ALTER TABLE lane.jobs DROP COLUMN deps_pending;
