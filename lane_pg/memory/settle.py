@@ -35,6 +35,7 @@ class _Settling(_Limits):
         total: int | None = None,
         now: datetime | None = None,
         rate_limit: JobRateLimit | None = None,
+        ignore_pause: bool = False,
     ) -> list[ClaimedJob]:
         lease_ms = to_millis(lease, "lease")
         local = _checked_limit(rate_limit, "rate_limit")
@@ -50,7 +51,7 @@ class _Settling(_Limits):
             if q is None:
                 continue
             self._promote_due(q, moment)
-            if q.paused:
+            if q.paused and not ignore_pause:
                 continue
             if q.rate_blocked_until is not None and q.rate_blocked_until > moment:
                 continue  # RATE-6

@@ -320,8 +320,9 @@ class PostgresBackend(SpaceUpkeep, OwnerCalls, ClaimLimitCalls):
         total: int | None = None,
         now: datetime | None = None,
         rate_limit: JobRateLimit | None = None,
+        ignore_pause: bool = False,
     ) -> list[ClaimedJob]:
-        if rate_limit is None:
+        if rate_limit is None and not ignore_pause:
             # The plain claim keeps its statement (and its warm prepared plan).
             rows = await self._fetch(
                 f"SELECT {JOB_COLUMNS} FROM lane.claim_jobs($1, $2::text[], $3::int[], $4, $5,"
@@ -336,7 +337,7 @@ class PostgresBackend(SpaceUpkeep, OwnerCalls, ClaimLimitCalls):
         else:
             rows = await self._fetch(
                 f"SELECT {JOB_COLUMNS} FROM lane.claim_jobs($1, $2::text[], $3::int[], $4, $5,"
-                " $6, $7, $8) AS j",
+                " $6, $7, $8, $9) AS j",
                 worker_id,
                 [demand.queue for demand in demands],
                 [demand.limit for demand in demands],
@@ -344,6 +345,7 @@ class PostgresBackend(SpaceUpkeep, OwnerCalls, ClaimLimitCalls):
                 total,
                 now,
                 *rate_limit_arguments(rate_limit),
+                ignore_pause,
             )
         # Every claimed row is active under its fresh token (ClaimedJob's lock_token: str).
         return [job_from_row(row, new_claimed_job) for row in rows]
