@@ -142,6 +142,9 @@ class _Settling(_Limits):
                 failed = self._fail(
                     q, job, item.reason, item.stacktrace, item.discard_retry, moment
                 )
+                limit = item.stacktrace_limit
+                if limit is not None and len(job.stacktrace) > limit:
+                    job.stacktrace = job.stacktrace[len(job.stacktrace) - limit :]
                 refused = FinalizeOutcome(item.queue, item.id, "ok", failed.state)
             outcomes.append(refused)
         return outcomes

@@ -26,9 +26,16 @@ class Settlement:
     """Queues outcomes of running jobs and writes them in batches."""
 
     def __init__(
-        self, backend: Settler, jobs: RunningJobs, counts: dict[str, int], worker_id: str
+        self,
+        backend: Settler,
+        jobs: RunningJobs,
+        counts: dict[str, int],
+        worker_id: str,
+        *,
+        stacktrace_limit: int | None = None,
     ) -> None:
         self._backend = backend
+        self._stacktrace_limit = stacktrace_limit
         self._jobs = jobs
         self._counts = counts
         self._worker_id = worker_id
@@ -55,8 +62,12 @@ class Settlement:
             return
         job = running.job
         reason = str(error) or type(error).__name__
-        trace = "".join(traceback.format_exception(error)).rstrip()
-        self._failures.append(Failure(job.queue, job.id, job.lock_token, reason, trace, discard))
+        limit = self._stacktrace_limit
+        # WORK-14: a limit of 0 keeps none, so none is formatted or sent.
+        trace = "".join(traceback.format_exception(error)).rstrip() if limit != 0 else None
+        self._failures.append(
+            Failure(job.queue, job.id, job.lock_token, reason, trace, discard, limit)
+        )
         self._wake.set()
         self._jobs.settle(running)
 
