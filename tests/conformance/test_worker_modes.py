@@ -1,5 +1,5 @@
 """The worker's ways of running and its job-runtime options, on every backend (WORK-1/2/4/5/
-13/14, RETRY-2/4, PAUSE-10/11, CLAIM-7/11/13).
+6/13/14, STALL-7, RETRY-2/3/4, PAUSE-10/11, CLAIM-7/11/12/13).
 
 ``run_until_idle``, ``run_once`` and ``run_once_blocking`` are driven in-process, like a
 test or a script would; ``claim_next_blocking`` is called with just a backend. Waits have
@@ -327,6 +327,13 @@ async def test_fixed_retries_give_n_plus_one_attempts_RETRY_2(
     assert (job.state, job.attempts_started, job.attempts_made) == ("failed", 4, 4)
 
 
+async def test_a_plain_add_makes_one_attempt_RETRY_3(
+    backend: JobQueueBackend, queue_name: str
+) -> None:
+    added = await backend.add_job(queue_name, "x")
+    assert (added.max_attempts, added.backoff, added.options) == (1, None, {})
+
+
 # ------------------------------------------------------------------ RETRY-4
 async def test_a_timeout_is_retried_by_default_RETRY_4(
     backend: JobQueueBackend, queue_name: str
@@ -489,6 +496,44 @@ async def test_claim_next_blocking_wakes_for_a_job_added_while_blocked_CLAIM_7(
     claimed = await asyncio.wait_for(blocked, BOUND)
     assert claimed is not None and claimed.id == added.id
     assert time.monotonic() - began < 5  # the NOTIFY, not the poll
+
+
+class DeafWakeups:
+    """A wake-up source that never hears anything (a lost NOTIFY, a LISTEN reconnect)."""
+
+    def __init__(self) -> None:
+        self.waits: list[float | None] = []
+
+    async def start(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+    def wake(self) -> None:
+        return None
+
+    async def wait(self, timeout: float | None) -> bool:  # noqa: ASYNC109 (the protocol's)
+        self.waits.append(timeout)
+        await asyncio.sleep(timeout or 0)
+        return False
+
+
+async def test_claim_next_blocking_rechecks_every_poll_interval_CLAIM_12(
+    backend: JobQueueBackend, queue_name: str
+) -> None:
+    await backend.add_job(queue_name, "x", None, JobOptions(delay=3600))
+    deaf = DeafWakeups()
+    blocked = asyncio.create_task(
+        claim_next_blocking(
+            backend, "script", 30, 20, queues=[queue_name], poll_interval=0.1, wakeups=deaf
+        )
+    )
+    await asyncio.sleep(0.2)  # blocked, and deaf to the add's wake-up
+    added = await backend.add_job(queue_name, "x", "unheard")
+    claimed = await asyncio.wait_for(blocked, BOUND)
+    assert claimed is not None and claimed.id == added.id
+    assert deaf.waits and all(t is not None and t <= 0.1 for t in deaf.waits)
 
 
 async def test_claim_next_blocking_sleeps_out_a_rate_limit_CLAIM_11(
