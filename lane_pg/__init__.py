@@ -24,11 +24,15 @@ from lane_pg.errors import (
     JobLocked,
     JobNotFound,
     JobStateConflict,
+    JobTimedOut,
     LaneError,
     LeaseLost,
     LockMismatch,
+    ManuallyFailed,
+    MaxAttemptsExceeded,
     RepeatConflict,
     SchemaVersionMismatch,
+    TimeoutExceeded,
     UnrecoverableJobError,
     ValidationError,
 )
@@ -57,18 +61,20 @@ from lane_pg.types import (
     QueueEvent,
     QueueRetention,
     RepeatInfo,
+    RetryPolicy,
     StalledOutcome,
 )
 
 if TYPE_CHECKING:
     from lane_pg.app import App
-    from lane_pg.worker import JobContext, Worker, WorkerConfig
+    from lane_pg.worker import JobContext, Worker, WorkerConfig, claim_next_blocking
 
 _LAZY = {
     "App": "lane_pg.app",
     "JobContext": "lane_pg.worker",
     "Worker": "lane_pg.worker",
     "WorkerConfig": "lane_pg.worker",
+    "claim_next_blocking": "lane_pg.worker",
 }
 
 __all__ = [
@@ -100,6 +106,7 @@ __all__ = [
     "JobSpec",
     "JobState",
     "JobStateConflict",
+    "JobTimedOut",
     "Lane",
     "LaneError",
     "LeaseLost",
@@ -107,18 +114,23 @@ __all__ = [
     "LockMismatch",
     "LogEntry",
     "LogPage",
+    "ManuallyFailed",
+    "MaxAttemptsExceeded",
     "QueueDemand",
     "QueueEvent",
     "QueueRetention",
     "RepeatConflict",
     "RepeatInfo",
     "RepeatOptions",
+    "RetryPolicy",
     "SchemaVersionMismatch",
     "StalledOutcome",
+    "TimeoutExceeded",
     "UnrecoverableJobError",
     "ValidationError",
     "Worker",
     "WorkerConfig",
+    "claim_next_blocking",
     "connect",
 ]
 

@@ -131,6 +131,19 @@ class JobTimedOut(LaneError):
     sqlstate = "LN017"
 
 
+class TimeoutExceeded(JobTimedOut):
+    """A timeout that ends the job for good (RETRY-4 with ``fail_on_timeout``, RETRY-9): a
+    kind of ``JobTimedOut``, so it shares its code."""
+
+    def __init__(self, job_name: str, timeout: float) -> None:
+        super().__init__(
+            f"TimeoutExceeded: job {job_name} ran longer than its timeout of {timeout:g}s"
+            " (fail_on_timeout: no retry)"
+        )
+        self.job_name = job_name
+        self.timeout = timeout
+
+
 class UnknownJobName(LaneError):
     """No processor is registered for the job's name (A14): the job fails terminally."""
 
@@ -138,9 +151,26 @@ class UnknownJobName(LaneError):
 
 
 class MaxAttemptsExceeded(LaneError):
-    """The job was delivered more times than its attempts allow (STALL-7)."""
+    """The job was delivered more times than its attempts allow (STALL-7, RETRY-9)."""
 
     sqlstate = "LN019"
+
+    def __init__(self, job_name: str, attempts: int, reason: str) -> None:
+        super().__init__(f"MaxAttemptsExceeded: job {job_name} after {attempts} attempts: {reason}")
+        self.job_name = job_name
+        self.attempts = attempts
+        self.reason = reason
+
+
+class ManuallyFailed(LaneError):
+    """A job failed on purpose by its handler or an operator, not by an error (RETRY-9)."""
+
+    sqlstate = "LN020"
+
+    def __init__(self, job_name: str, reason: str) -> None:
+        super().__init__(f"ManuallyFailed: job {job_name}: {reason}")
+        self.job_name = job_name
+        self.reason = reason
 
 
 class UnrecoverableJobError(Exception):

@@ -213,6 +213,47 @@ class Backoff:
         raise InvalidOptions(f"backoff type must be fixed, exponential or sequence: {doc!r}")
 
 
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """A job's retries as one value (RETRY-2): ``retries`` more tries after the first, each
+    after ``backoff``. Only a Python spelling of the ``attempts`` and ``backoff`` options:
+    ``JobOptions(retry=RetryPolicy.fixed(3, 1))`` stores exactly what
+    ``JobOptions(attempts=4, backoff=Backoff.fixed(1))`` stores."""
+
+    retries: int
+    backoff: Backoff | None = None
+
+    def __post_init__(self) -> None:
+        if (
+            isinstance(self.retries, bool)
+            or not isinstance(self.retries, int)
+            or not 0 <= self.retries < _MAX_INT4
+        ):
+            raise InvalidOptions(
+                f"retries must be an integer between 0 and {_MAX_INT4 - 1}, got {self.retries!r}"
+            )
+
+    @property
+    def max_attempts(self) -> int:
+        """Total tries: the first one plus the retries."""
+        return self.retries + 1
+
+    @classmethod
+    def exponential(cls, retries: int) -> RetryPolicy:
+        """``retries`` retries after 100 ms, doubling each time, at most 30 s, no jitter."""
+        return cls(retries, Backoff.exponential(0.1, cap=30.0))
+
+    @classmethod
+    def fixed(cls, retries: int, delay: Duration) -> RetryPolicy:
+        """``retries`` retries, each ``delay`` after the failure."""
+        return cls(retries, Backoff.fixed(delay))
+
+    @classmethod
+    def none(cls) -> RetryPolicy:
+        """One try, no retry (what a job without options gets)."""
+        return cls(0)
+
+
 Retention: TypeAlias = bool | int | JobRetention
 
 
@@ -386,6 +427,8 @@ class JobOptions:
     continue_parent_on_failure: bool = False
     """As a flow child: a terminal failure is recorded and releases the parent at once
     (FLOW-8)."""
+    retry: RetryPolicy | None = None
+    """``attempts`` and ``backoff`` as one value (RETRY-2); give it or them, not both."""
 
     def to_json(self) -> dict[str, JSON]:
         """The ``options jsonb`` document ``lane.add_job`` takes (only non-default keys).
@@ -393,13 +436,18 @@ class JobOptions:
         Every field is checked by ``parse_options`` (the rules of ``lane._check_options``)
         before the defaults are left out, so ``priority=False`` is refused, not dropped.
         """
+        attempts, backoff = self.attempts, self.backoff
+        if self.retry is not None:
+            if attempts != 1 or backoff is not None:
+                raise InvalidOptions("give retry or attempts and backoff, not both")
+            attempts, backoff = self.retry.max_attempts, self.retry.backoff
         full: dict[str, JSON] = {
             "job_id": self.job_id,
             "priority": self.priority,
             "lifo": self.lifo,
             "delay_ms": to_millis(self.delay, "delay"),
-            "attempts": self.attempts,
-            "backoff": None if self.backoff is None else self.backoff.to_json(),
+            "attempts": attempts,
+            "backoff": None if backoff is None else backoff.to_json(),
             "timeout_ms": None if self.timeout is None else to_millis(self.timeout, "timeout"),
             "remove_on_complete": _retention_json(self.remove_on_complete),
             "remove_on_fail": _retention_json(self.remove_on_fail),
@@ -643,6 +691,9 @@ class Failure:
     reason: str
     stacktrace: str | None = None
     discard_retry: bool = False
+    stacktrace_limit: int | None = None
+    """Keep at most this many tracebacks on the job, the newest (WORK-14); None keeps all
+    (``lane.fail_jobs``' ``p_stacktrace_limits``)."""
 
 
 FinalizeStatus: TypeAlias = Literal["ok", "lock_mismatch", "not_found", "pending_dependencies"]

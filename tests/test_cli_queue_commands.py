@@ -30,12 +30,16 @@ HEADINGS = [
 ]
 
 
-def run_cli(*args: str, dsn: str | None = None) -> subprocess.CompletedProcess[str]:
-    """``python -m lane_pg ARGS`` with no LANE_PG_* variable but ``LANE_PG_DSN=dsn``."""
+def run_cli(
+    *args: str, dsn: str | None = None, extra_env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``python -m lane_pg ARGS`` with no LANE_PG_* variable but ``LANE_PG_DSN=dsn`` and
+    ``extra_env``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("LANE_PG_")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     if dsn is not None:
         env["LANE_PG_DSN"] = dsn
+    env.update(extra_env or {})
     return subprocess.run(
         [sys.executable, "-m", "lane_pg", *args],
         capture_output=True,
@@ -48,8 +52,10 @@ def run_cli(*args: str, dsn: str | None = None) -> subprocess.CompletedProcess[s
     )
 
 
-async def cli(*args: str, dsn: str | None = None) -> subprocess.CompletedProcess[str]:
-    return await asyncio.to_thread(run_cli, *args, dsn=dsn)
+async def cli(
+    *args: str, dsn: str | None = None, extra_env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return await asyncio.to_thread(run_cli, *args, dsn=dsn, extra_env=extra_env)
 
 
 def unique_queue(tag: str) -> str:

@@ -35,6 +35,7 @@ class Settler(Protocol):
         total: int | None = None,
         now: datetime | None = None,
         rate_limit: JobRateLimit | None = None,
+        ignore_pause: bool = False,
     ) -> list[ClaimedJob]:
         """Claim up to ``demand.limit`` jobs from each queue, queues in the given order.
 
@@ -52,6 +53,8 @@ class Settler(Protocol):
         caps the number claimed over all queues, so a queue earlier in the list is always
         served first. Returns the claimed jobs in claim order, each a ``ClaimedJob`` whose
         ``lock_token`` is the token every later write of this run must carry.
+        ``ignore_pause`` claims from paused queues too (PAUSE-10: workers of a process run
+        with ``LANE_PG_PAUSABLE=false``); nothing else changes.
         """
         ...
 

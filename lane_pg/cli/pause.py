@@ -4,6 +4,8 @@
 already claimed run to the end, nothing new is claimed. ``python -m lane_pg resume QUEUE``
 (module ``lane_pg.cli.resume``) calls ``lane.resume_queue``, which clears the flag and wakes
 the workers. Both are idempotent; an unknown queue is created (as ``lane.add_job`` would).
+With ``LANE_PG_PAUSABLE=false`` (workers ignore pauses, PAUSE-10) ``pause`` refuses to run
+and exits 1; ``resume`` still works, so a queue paused before can be let go.
 
 This module also holds ``open_backend``, the connection step shared by the commands that
 talk to a backend (pause, resume, stats, retention, events, limits): ``lane_pg.backend.connect``.
@@ -22,6 +24,7 @@ from lane_pg.cli.common import CommandError, add_connection_arguments, describe_
 from lane_pg.errors import ConfigurationError, LaneError
 from lane_pg.postgres.schema import validate_schema_name
 from lane_pg.types import validate_queue_name
+from lane_pg.worker.config import PAUSABLE_ENV, pausing_enabled
 
 HELP = "pause a queue: workers finish what they hold and claim nothing more from it"
 
@@ -95,5 +98,11 @@ async def set_paused(queue: str, dsn: str | None, schema: str, paused: bool) -> 
 
 
 def run(args: argparse.Namespace) -> int:
+    if not pausing_enabled():
+        # PAUSE-10: say so instead of setting a flag every worker here ignores.
+        raise CommandError(
+            f"pausing is disabled ({PAUSABLE_ENV}=false): workers of this environment ignore"
+            f" pauses, so {args.queue!r} is not paused; unset {PAUSABLE_ENV} to pause"
+        )
     print(asyncio.run(set_paused(args.queue, args.dsn, args.schema, paused=True)))
     return 0

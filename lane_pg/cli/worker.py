@@ -60,6 +60,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="this worker's claim rate limit, counted over every worker of each queue and"
         " preferred to the queue's own (e.g. 100/1s, 5/500ms)",
     )
+    limit = shipped["stacktrace_limit"].default
+    parser.add_argument(
+        "--stacktrace-limit",
+        type=int,
+        default=limit,
+        metavar="N",
+        help=f"tracebacks kept per job, newest last; 0 stores none ({limit})",
+    )
+    parser.add_argument(
+        "--fail-on-timeout",
+        action="store_true",
+        help="a job that exceeds its timeout fails for good (TimeoutExceeded) instead of"
+        " being retried",
+    )
     add_connection_arguments(parser)
 
 
@@ -105,6 +119,8 @@ def run(args: argparse.Namespace) -> int:
         "shutdown_timeout": args.shutdown_timeout,
         "poll_interval": args.poll_interval,
         "burst": args.burst,
+        "stacktrace_limit": args.stacktrace_limit,
+        "fail_on_timeout": args.fail_on_timeout,
     }
     if args.worker_id:
         settings["worker_id"] = args.worker_id

@@ -36,6 +36,7 @@ class _Settling(_Limits):
         total: int | None = None,
         now: datetime | None = None,
         rate_limit: JobRateLimit | None = None,
+        ignore_pause: bool = False,
     ) -> list[ClaimedJob]:
         lease_ms = to_millis(lease, "lease")
         local = _checked_limit(rate_limit, "rate_limit")
@@ -51,7 +52,7 @@ class _Settling(_Limits):
             if q is None:
                 continue
             self._promote_due(q, moment)
-            if q.paused:
+            if q.paused and not ignore_pause:
                 continue
             if q.rate_blocked_until is not None and q.rate_blocked_until > moment:
                 continue  # RATE-6
@@ -151,6 +152,9 @@ class _Settling(_Limits):
                 failed = self._fail(
                     q, job, item.reason, item.stacktrace, item.discard_retry, moment
                 )
+                limit = item.stacktrace_limit
+                if limit is not None and len(job.stacktrace) > limit:
+                    job.stacktrace = job.stacktrace[len(job.stacktrace) - limit :]
                 refused = FinalizeOutcome(item.queue, item.id, "ok", failed.state)
             outcomes.append(refused)
         return outcomes

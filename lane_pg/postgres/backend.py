@@ -321,8 +321,9 @@ class PostgresBackend(SpaceUpkeep, OwnerCalls, ClaimLimitCalls, FlowCalls):
         total: int | None = None,
         now: datetime | None = None,
         rate_limit: JobRateLimit | None = None,
+        ignore_pause: bool = False,
     ) -> list[ClaimedJob]:
-        if rate_limit is None:
+        if rate_limit is None and not ignore_pause:
             # The plain claim keeps its statement (and its warm prepared plan).
             rows = await self._fetch(
                 f"SELECT {JOB_COLUMNS} FROM lane.claim_jobs($1, $2::text[], $3::int[], $4, $5,"
@@ -337,7 +338,7 @@ class PostgresBackend(SpaceUpkeep, OwnerCalls, ClaimLimitCalls, FlowCalls):
         else:
             rows = await self._fetch(
                 f"SELECT {JOB_COLUMNS} FROM lane.claim_jobs($1, $2::text[], $3::int[], $4, $5,"
-                " $6, $7, $8) AS j",
+                " $6, $7, $8, $9) AS j",
                 worker_id,
                 [demand.queue for demand in demands],
                 [demand.limit for demand in demands],
@@ -345,6 +346,7 @@ class PostgresBackend(SpaceUpkeep, OwnerCalls, ClaimLimitCalls, FlowCalls):
                 total,
                 now,
                 *rate_limit_arguments(rate_limit),
+                ignore_pause,
             )
         # Every claimed row is active under its fresh token (ClaimedJob's lock_token: str).
         return [job_from_row(row, new_claimed_job) for row in rows]
@@ -429,7 +431,7 @@ class PostgresBackend(SpaceUpkeep, OwnerCalls, ClaimLimitCalls, FlowCalls):
             return []
         rows = await self._fetch(
             "SELECT queue, id, status, state FROM lane.fail_jobs($1::text[], $2::text[],"
-            " $3::uuid[], $4::text[], $5::text[], $6::bool[], $7)",
+            " $3::uuid[], $4::text[], $5::text[], $6::bool[], $7, $8::int[])",
             [item.queue for item in items],
             [item.id for item in items],
             [token_text(item.token) for item in items],
@@ -437,6 +439,7 @@ class PostgresBackend(SpaceUpkeep, OwnerCalls, ClaimLimitCalls, FlowCalls):
             [item.stacktrace for item in items],
             [item.discard_retry for item in items],
             now,
+            [item.stacktrace_limit for item in items],
         )
         return [outcome(row) for row in rows]
 

@@ -16,14 +16,29 @@ One asyncio event loop per process (DESIGN.md "Worker"), in modules by concern:
 - ``maintenance``: periodic tasks (stalled recovery, promotion, event trimming, pruning,
   vacuum) that one worker at a time runs, the holder of a leadership lease that lapses
   when its holder dies or freezes;
+- ``claiming``: ``claim_next_blocking``, a blocking claim for scripts (CLAIM-7), and the
+  wait it shares with ``Worker.run_once_blocking``;
+- ``pausing``: ``PauseState``, pauses read outside the claim (drivers whose pause is not
+  in it), failing open (PAUSE-11);
 - ``config``: ``WorkerConfig``.
 
 The worker imports no database driver and nothing from ``lane_pg.postgres``: it talks to
 the protocols of ``lane_pg.backend`` only.
 """
 
+from lane_pg.worker.claiming import claim_next_blocking
 from lane_pg.worker.config import WorkerConfig
-from lane_pg.worker.context import JobContext, Processor
+from lane_pg.worker.context import JobContext, JobProcessor, Processor, ProcessorLike
+from lane_pg.worker.pausing import PauseState
 from lane_pg.worker.runtime import Worker
 
-__all__ = ["JobContext", "Processor", "Worker", "WorkerConfig"]
+__all__ = [
+    "JobContext",
+    "JobProcessor",
+    "PauseState",
+    "Processor",
+    "ProcessorLike",
+    "Worker",
+    "WorkerConfig",
+    "claim_next_blocking",
+]

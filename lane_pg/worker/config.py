@@ -10,9 +10,27 @@ from dataclasses import dataclass, field
 from lane_pg.errors import InvalidOptions
 from lane_pg.types import JobRateLimit, Lane
 
+PAUSABLE_ENV = "LANE_PG_PAUSABLE"
+_FALSE = ("false", "0", "no", "off")
+_TRUE = ("true", "1", "yes", "on", "")
+
 
 def _default_worker_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+def pausing_enabled() -> bool:
+    """Whether queue pauses apply in this process: ``$LANE_PG_PAUSABLE`` (PAUSE-10), true
+    unless set to false, 0, no or off; any other value is refused, so a typo does not
+    silently keep pausing on (or off)."""
+    value = os.environ.get(PAUSABLE_ENV, "").strip().lower()
+    if value in _FALSE:
+        return False
+    if value in _TRUE:
+        return True
+    raise InvalidOptions(
+        f"{PAUSABLE_ENV}={os.environ[PAUSABLE_ENV]!r}: use true or false (1/0, yes/no, on/off)"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +97,20 @@ class WorkerConfig:
     ``max`` jobs per ``duration`` from each queue, counted in the database over every
     worker that claims from the queue; it wins over the queue's shared limit (RATE-3)."""
 
+    blocking_claim_timeout: float = 5.0
+    """Seconds ``Worker.run_once_blocking`` waits for a job (WORK-5)."""
+    stacktrace_limit: int | None = 10
+    """Tracebacks kept on a job, newest last (WORK-14); 0 sends none, None keeps all.
+    The worker sends one per failed attempt; the stored list keeps growing past the bound
+    until ``lane.fail_jobs`` trims it (see docs/decisions.md)."""
+    fail_on_timeout: bool = False
+    """A run that exceeds its job's timeout fails the job for good (``TimeoutExceeded``);
+    by default it is a failed attempt (``JobTimedOut``), retried while attempts remain
+    (RETRY-4)."""
+    pausable: bool = field(default_factory=pausing_enabled)
+    """Whether queue pauses stop this worker's claims (PAUSE-10); default
+    ``$LANE_PG_PAUSABLE``, true unless set to false."""
+
     def __post_init__(self) -> None:
         if self.concurrency < 1:
             raise InvalidOptions(f"concurrency must be >= 1, got {self.concurrency}")
@@ -96,17 +128,17 @@ class WorkerConfig:
                 raise InvalidOptions(f"{name} must be positive, got {value}")
         if self.stalled_interval is not None and self.stalled_interval <= 0:
             raise InvalidOptions(f"stalled_interval must be positive, got {self.stalled_interval}")
-        if self.vacuum_min_dead is not None and (
-            isinstance(self.vacuum_min_dead, bool) or self.vacuum_min_dead < 1
+        for name, least, kind in (
+            ("vacuum_min_dead", 1, "a positive count"),
+            ("reindex_min_bytes", 0, "a size in bytes"),
+            ("stacktrace_limit", 0, "a count >= 0"),
         ):
+            count = getattr(self, name)
+            if count is not None and (isinstance(count, bool) or count < least):
+                raise InvalidOptions(f"{name} must be {kind} or None, got {count!r}")
+        if self.blocking_claim_timeout < 0:
             raise InvalidOptions(
-                f"vacuum_min_dead must be a positive count or None, got {self.vacuum_min_dead}"
-            )
-        if self.reindex_min_bytes is not None and (
-            isinstance(self.reindex_min_bytes, bool) or self.reindex_min_bytes < 0
-        ):
-            raise InvalidOptions(
-                f"reindex_min_bytes must be a size in bytes or None, got {self.reindex_min_bytes}"
+                f"blocking_claim_timeout must not be negative, got {self.blocking_claim_timeout}"
             )
         if not 0 < self.renew_fraction < 1:
             raise InvalidOptions("renew_fraction must be within (0, 1)")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import TypeAlias
+from typing import Protocol, TypeAlias, runtime_checkable
 
 from lane_pg.backend import Administrator
-from lane_pg.errors import JobNotFound, LeaseLost, LockMismatch
+from lane_pg.errors import ConfigurationError, JobNotFound, LeaseLost, LockMismatch
 from lane_pg.types import JSON, ClaimedJob, Job
 
 
@@ -86,3 +86,27 @@ class JobContext:
 
 Processor: TypeAlias = Callable[[Job, JobContext], Awaitable[JSON]]
 """``async def handler(job, ctx) -> JSON``: the job is the ``ClaimedJob`` of this run."""
+
+
+@runtime_checkable
+class JobProcessor(Protocol):
+    """A processor as an object (WORK-2): anything with ``async process(job, ctx)``."""
+
+    def process(self, job: Job, ctx: JobContext) -> Awaitable[JSON]: ...
+
+
+ProcessorLike: TypeAlias = Processor | JobProcessor
+"""What a worker accepts as a processor: a function or a ``JobProcessor``."""
+
+
+def as_processor(processor: ProcessorLike) -> Processor:
+    """The function a worker calls for ``processor``: its ``process`` method for an object,
+    the function itself otherwise; resolved once, when the worker is made."""
+    if isinstance(processor, JobProcessor) and callable(processor.process):
+        return processor.process
+    if callable(processor):
+        return processor
+    raise ConfigurationError(
+        f"a processor is an async function (job, ctx) or has an async process(job, ctx)"
+        f" method, got {processor!r}"
+    )

@@ -14,8 +14,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from lane_pg.errors import (
+    FailedChildren,
     JobTimedOut,
     MaxAttemptsExceeded,
+    TimeoutExceeded,
     UnknownJobName,
     UnrecoverableJobError,
 )
@@ -61,6 +63,8 @@ class RunningJobs:
         self._per_lane: dict[str, int] = {}
         self._busy = 0
         self._on_change = on_change
+        self.wake_on_every_finish = False
+        """Call ``on_change`` for every written outcome too (callers waiting for idle)."""
         self.hold_limit = hold_limit
         """The most jobs held at once, outcomes not yet written included: the claim loop
         claims no more than ``hold_limit - len(self)``."""
@@ -105,7 +109,7 @@ class RunningJobs:
         held = self._jobs.pop((job.queue, job.id, job.lock_token), None) is not None
         if held and not running.settling:
             self._release_slot(running)
-        elif held and not at_limit:
+        elif held and not at_limit and not self.wake_on_every_finish:
             # Its slot was freed when its outcome was queued (settle) and the hold limit
             # did not bind: nothing new to claim for. Waking the claim loop here too cost
             # an empty claim and a next_due_in round trip per job (W4).
@@ -118,7 +122,12 @@ class RunningJobs:
 
 
 class JobRunner:
-    """Starts one task per claimed job and maps its processor's outcome (WORK-10)."""
+    """Starts one task per claimed job and maps its processor's outcome (WORK-10).
+
+    ``fallback`` runs the jobs whose name has no processor of its own (a worker made with
+    one processor for every name); without it they fail with ``UnknownJobName``.
+    ``fail_on_timeout`` makes a timeout terminal (RETRY-4).
+    """
 
     def __init__(
         self,
@@ -126,11 +135,16 @@ class JobRunner:
         jobs: RunningJobs,
         settlement: Settlement,
         counts: dict[str, int],
+        *,
+        fallback: Processor | None = None,
+        fail_on_timeout: bool = False,
     ) -> None:
         self._processors = processors
         self._jobs = jobs
         self._settlement = settlement
         self._counts = counts
+        self._fallback = fallback
+        self._fail_on_timeout = fail_on_timeout
 
     def start(self, job: ClaimedJob, context: JobContext) -> Running:
         self._counts["claimed"] += 1
@@ -152,14 +166,20 @@ class JobRunner:
         settlement = self._settlement
         try:
             if job.attempts_started > job.max_attempts:
-                # STALL-7: the budget is spent (a crash consumed it): never run again.
+                # STALL-7: the budget is spent (a crash consumed it): never run again. Here,
+                # in the job's task, so every way of running a job checks it (WORK-13).
                 error: BaseException = MaxAttemptsExceeded(
-                    f"MaxAttemptsExceeded: job {job.name} was delivered"
-                    f" {job.attempts_started} times, allowed {job.max_attempts}"
+                    job.name,
+                    job.attempts_started,
+                    f"delivered {job.attempts_started} times, allowed {job.max_attempts}",
                 )
                 settlement.fail(running, error, discard=True)
                 return
-            processor = self._processors.get(job.name)
+            if job.deferred_failure is not None:
+                # WORK-11, FLOW-9: a child failure failed this parent; it never runs.
+                settlement.fail(running, FailedChildren(job.deferred_failure), discard=True)
+                return
+            processor = self._processors.get(job.name) or self._fallback
             if processor is None:
                 error = UnknownJobName(
                     f"UnknownJobName: no processor is registered for job name {job.name!r}"
@@ -177,8 +197,12 @@ class JobRunner:
                         result = await processor(job, context)
                 check_json(result, "the processor's result")
             except TimeoutError:
-                error = JobTimedOut(f"JobTimedOut: job {job.name} ran longer than {timeout}s")
-                settlement.fail(running, error, discard=context.retry_discarded)
+                if self._fail_on_timeout and timeout is not None:
+                    error = TimeoutExceeded(job.name, timeout)
+                    settlement.fail(running, error, discard=True)
+                else:
+                    error = JobTimedOut(f"JobTimedOut: job {job.name} ran longer than {timeout}s")
+                    settlement.fail(running, error, discard=context.retry_discarded)
             except UnrecoverableJobError as exc:
                 settlement.fail(running, exc, discard=True)
             except asyncio.CancelledError:

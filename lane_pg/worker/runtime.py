@@ -6,20 +6,24 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 
 from lane_pg.backend import (
     HasDedicatedConnection,
     HasLeader,
+    HasWakeups,
     JobQueueBackend,
     Leader,
     WakeupSource,
 )
+from lane_pg.errors import InvalidOptions
 from lane_pg.types import ClaimedJob, Lane, QueueDemand
+from lane_pg.worker.claiming import wait_for_claim
 from lane_pg.worker.config import WorkerConfig
-from lane_pg.worker.context import JobContext, Processor
+from lane_pg.worker.context import JobContext, ProcessorLike, as_processor
 from lane_pg.worker.execution import JobRunner, RunningJobs
 from lane_pg.worker.maintenance import Leadership, MaintenanceScheduler, maintenance_tasks
+from lane_pg.worker.pausing import PauseFilter, PauseState
 from lane_pg.worker.renewal import renew_leases_forever
 from lane_pg.worker.settlement import Settlement
 
@@ -32,24 +36,39 @@ SETTLE_AT_SHUTDOWN = 10.0
 class Worker:
     """Runs processors for the jobs of its lanes until stopped (or idle, in burst mode).
 
+    ``processors`` maps job names to processors (WORK-3), or is one processor for every
+    name; a processor is an async function ``(job, ctx)`` or an object with an async
+    ``process(job, ctx)`` method (WORK-2).
     ``notifier`` wakes the idle claim loop early (PostgreSQL: LISTEN); without one it polls.
     ``leader`` elects the maintenance leader among the backend's workers; by default the
     backend's own (``HasLeader``), and a backend without one makes this worker its only
-    leader.
+    leader. ``pause_state`` is for drivers whose queue pauses live outside the claim
+    (``lane_pg.worker.pausing``); PostgreSQL and memory need none.
+
+    Ways to run it: ``run()`` (or ``start()``, its task) until ``stop()``, or until idle in
+    burst mode, with leases renewed, stalled jobs recovered and upkeep done by the leader;
+    ``run_until_idle(max_jobs)``, ``run_once()`` and ``run_once_blocking()`` for tests and
+    scripts (WORK-4, WORK-5): claims, lease renewal and settlement, no maintenance.
     """
 
     def __init__(
         self,
         backend: JobQueueBackend,
-        processors: Mapping[str, Processor],
+        processors: Mapping[str, ProcessorLike] | ProcessorLike,
         config: WorkerConfig | None = None,
         *,
         notifier: WakeupSource | None = None,
         leader: Leader | None = None,
+        pause_state: PauseState | None = None,
     ) -> None:
         self.backend = backend
         self._claimer: JobQueueBackend = backend
-        self.processors = dict(processors)
+        fallback = None
+        if isinstance(processors, Mapping):
+            self.processors = {name: as_processor(p) for name, p in processors.items()}
+        else:
+            self.processors = {}
+            fallback = as_processor(processors)
         self.config = config or WorkerConfig()
         self.worker_id = self.config.worker_id
         self._notifier = notifier
@@ -58,12 +77,32 @@ class Worker:
         self._lanes = tuple(sorted(self.config.lanes, key=lambda lane: (lane.priority, lane.name)))
         self._wake = asyncio.Event()
         self._stopping = False
+        self._drained = False
+        self._task: asyncio.Task[None] | None = None
+        # PAUSE-10: a worker that ignores pauses reads no pause state at all.
+        self._ignore_pause = not self.config.pausable
+        self._pauses = (
+            PauseFilter(pause_state) if pause_state is not None and self.config.pausable else None
+        )
         self._all_queue_names: list[str] = []
         self._queues_read_at = 0.0
         self.counts = {"claimed": 0, "completed": 0, "failed": 0, "lost": 0, "released": 0}
         self._running = RunningJobs(self._poke, hold_limit=2 * self.config.concurrency)
-        self._settlement = Settlement(backend, self._running, self.counts, self.worker_id)
-        self._runner = JobRunner(self.processors, self._running, self._settlement, self.counts)
+        self._settlement = Settlement(
+            backend,
+            self._running,
+            self.counts,
+            self.worker_id,
+            stacktrace_limit=self.config.stacktrace_limit,
+        )
+        self._runner = JobRunner(
+            self.processors,
+            self._running,
+            self._settlement,
+            self.counts,
+            fallback=fallback,
+            fail_on_timeout=self.config.fail_on_timeout,
+        )
         self.leadership = Leadership(leader, self.worker_id, self.config.leader_lease)
         self.maintenance = MaintenanceScheduler(
             maintenance_tasks(backend, self.config), self.leadership
@@ -95,44 +134,183 @@ class Worker:
         if self._notifier is not None:
             self._notifier.wake()
 
+    def start(self) -> asyncio.Task[None]:
+        """``run()`` in a task of its own (WORK-6): ``stop()`` ends it, and awaiting the
+        task waits for the clean shutdown."""
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self.run(), name=f"lane_pg-worker-{self.worker_id}")
+        return self._task
+
     async def run(self) -> None:
         """The claim loop, until ``stop()`` (or, in burst mode, until idle); then a clean
         shutdown: running jobs finish or are released, results are written."""
-        # The claim loop calls one thing at a time on a connection of its own: its plans
-        # stay warm and it never waits behind renewals, settlements or maintenance for a
-        # pooled one. Sharing the pool, a claim that ran beside a maintenance pass landed
-        # on a newly opened or cold connection and took 7-14 ms instead of <1 (W4 max).
+        self._drained = False
+        async with self._serving(maintenance=True):
+            await self._claim_loop()
+            await self._shutdown(self.config.shutdown_timeout)
+            self._drained = True
+
+    async def run_until_idle(self, max_jobs: int | None = None) -> int:
+        """Claim and run jobs, up to ``concurrency`` at once, until a claim made with
+        nothing running finds nothing (none waiting, or the rest delayed, paused or
+        throttled) or ``max_jobs`` were claimed; then wait for the running ones and their
+        outcomes, and return how many were claimed (WORK-4). ``stop()`` ends it early."""
+        if max_jobs is not None and (isinstance(max_jobs, bool) or max_jobs < 0):
+            raise InvalidOptions(f"max_jobs must be None or a count >= 0, got {max_jobs!r}")
+        first = self.counts["claimed"]
+        async with self._serving(maintenance=False):
+            try:
+                while not self._stopping:
+                    self._wake.clear()
+                    free = self._free_slots()
+                    if max_jobs is not None:
+                        left = max_jobs - (self.counts["claimed"] - first)
+                        if left <= 0:
+                            break  # the running ones finish below
+                        free = min(free, left)
+                    # As in burst mode: a job running or settling may go back to waiting.
+                    had_work = bool(self._running) or self._settlement.has_unsettled()
+                    jobs = await self._claim_for(free) if free > 0 else []
+                    self._start_all(jobs)
+                    if jobs:
+                        continue
+                    if not had_work and not self._running and not self._settlement.has_unsettled():
+                        break
+                    # A freed slot or a written outcome (wake_on_every_finish) ends the wait.
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(self.config.poll_interval):
+                            await self._wake.wait()
+            finally:
+                await self._finish_running()
+        return self.counts["claimed"] - first
+
+    async def run_once(self) -> ClaimedJob | None:
+        """Claim one job if one is ready now, run it and write its outcome (WORK-5);
+        returns the job as claimed, or None at once when nothing could be claimed."""
+        async with self._serving(maintenance=False):
+            try:
+                jobs = await self._claim_for(1)
+                self._start_all(jobs)
+            finally:
+                await self._finish_running()
+        return jobs[0] if jobs else None
+
+    async def run_once_blocking(self, timeout: float | None = None) -> ClaimedJob | None:  # noqa: ASYNC109 (a claim deadline)
+        """``run_once``, waiting up to ``timeout`` (default ``blocking_claim_timeout``)
+        seconds for a job to claim (WORK-5, CLAIM-7): on the worker's notifier, or a LISTEN
+        connection opened for the call; a backend without wake-ups claims once (CLAIM-13)."""
+        block = self.config.blocking_claim_timeout if timeout is None else timeout
+        async with self._serving(maintenance=False), self._wakeups() as wakeups:
+            try:
+
+                async def claim() -> ClaimedJob | None:
+                    jobs = await self._claim_for(1)
+                    return jobs[0] if jobs else None
+
+                job = await wait_for_claim(
+                    claim,
+                    lambda: self._claimer.next_claim_in(
+                        [lane.name for lane in self._lanes] or None, self.config.claim_rate_limit
+                    ),
+                    wakeups,
+                    block_timeout=block,
+                    poll_interval=self.config.poll_interval,
+                )
+                self._start_all([job] if job is not None else [])
+            finally:
+                await self._finish_running()
+        return job
+
+    @contextlib.asynccontextmanager
+    async def _wakeups(self) -> AsyncIterator[WakeupSource | None]:
+        """The worker's notifier, else one of the backend's for this call, else None."""
+        if self._notifier is not None or not isinstance(self.backend, HasWakeups):
+            yield self._notifier
+            return
+        own = self.backend.wakeups(
+            [lane.name for lane in self._lanes] or None,
+            name=f"lane_pg listener {self.worker_id}",
+            health_interval=min(self.config.poll_interval, 5.0),
+        )
+        await own.start()
+        try:
+            yield own
+        finally:
+            await own.close()
+
+    @contextlib.asynccontextmanager
+    async def _serving(self, *, maintenance: bool) -> AsyncIterator[None]:
+        """The tasks beside the claims: lease renewal and settlement always; leadership,
+        maintenance and the summary with ``maintenance`` (``run``), which also claims on a
+        connection of its own."""
         backend = self.backend
-        own = await backend.dedicated() if isinstance(backend, HasDedicatedConnection) else None
+        own = None
+        if maintenance and isinstance(backend, HasDedicatedConnection):
+            # The claim loop calls one thing at a time on a connection of its own: its
+            # plans stay warm and it never waits behind renewals, settlements or
+            # maintenance for a pooled one. Sharing the pool, a claim that ran beside a
+            # maintenance pass landed on a newly opened or cold connection and took 7-14 ms
+            # instead of <1 (W4 max).
+            own = await backend.dedicated()
         self._claimer = own or backend
+        # Outside run() nothing else wakes an idle-waiting caller once the last outcome
+        # is written (run() needs no such wake-up: W4).
+        self._running.wake_on_every_finish = not maintenance
         helpers = [
             asyncio.create_task(
                 renew_leases_forever(backend, self._running, self.config), name="lane_pg-renew"
             ),
             asyncio.create_task(self._settlement.run(), name="lane_pg-settle"),
-            asyncio.create_task(self.leadership.run(), name="lane_pg-leadership"),
-            asyncio.create_task(self.maintenance.run(), name="lane_pg-maintenance"),
-            asyncio.create_task(self._summary_loop(), name="lane_pg-summary"),
         ]
-        drained = False
+        if maintenance:
+            helpers += [
+                asyncio.create_task(self.leadership.run(), name="lane_pg-leadership"),
+                asyncio.create_task(self.maintenance.run(), name="lane_pg-maintenance"),
+                asyncio.create_task(self._summary_loop(), name="lane_pg-summary"),
+            ]
         try:
-            await self._claim_loop()
-            await self._shutdown()
-            drained = True
+            yield
         finally:
             for task in helpers:
                 task.cancel()
             for task in helpers:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-            if drained and self.config.burst:
-                await self.maintenance.final_pass()
-            await self.leadership.resign()
+            if maintenance:
+                if self._drained and self.config.burst:
+                    await self.maintenance.final_pass()
+                await self.leadership.resign()
             if own is not None:
                 await own.close()
-                self._claimer = backend
+            self._claimer = backend
+            self._running.wake_on_every_finish = False
 
     # ----------------------------------------------------------------- claiming
+    async def _claim(self, demands: list[QueueDemand], total: int) -> list[ClaimedJob]:
+        """One ``claim_jobs`` call for ``demands``, the queues a ``PauseState`` names
+        paused left out (PAUSE-11)."""
+        if self._pauses is not None:
+            demands = await self._pauses.unpaused(demands)
+            if not demands:
+                return []
+        return await self._claimer.claim_jobs(
+            self.worker_id,
+            demands,
+            self.config.lease,
+            total=total,
+            rate_limit=self.config.claim_rate_limit,
+            ignore_pause=self._ignore_pause,
+        )
+
+    async def _claim_for(self, free: int) -> list[ClaimedJob]:
+        """Up to ``free`` jobs of this worker's lanes (every queue without lanes)."""
+        demands = await self._demands(free, True)
+        return await self._claim(demands, free) if demands else []
+
+    def _start_all(self, jobs: list[ClaimedJob]) -> None:
+        for job in jobs:
+            self._runner.start(job, JobContext(self.backend, job, self.worker_id))
+
     async def _all_queues(self, refresh: bool) -> list[str]:
         """Every queue, for a worker without lanes; re-read at most once a second unless
         the last claim found nothing (a new queue's first job may be what woke us)."""
@@ -167,7 +345,6 @@ class Worker:
         return demands
 
     async def _claim_loop(self) -> None:
-        lease = self.config.lease
         found_work = False
         while not self._stopping:
             # Cleared before looking, so a slot freed while we claim is not missed.
@@ -182,18 +359,11 @@ class Worker:
             claim_failed = False
             if demands:
                 try:
-                    jobs = await self._claimer.claim_jobs(
-                        self.worker_id,
-                        demands,
-                        lease,
-                        total=free,
-                        rate_limit=self.config.claim_rate_limit,
-                    )
+                    jobs = await self._claim(demands, free)
                 except Exception as exc:  # a lost connection must not kill the worker
                     claim_failed = True
                     log.warning("claim failed (%s: %s); retrying", type(exc).__name__, exc)
-            for job in jobs:
-                self._runner.start(job, JobContext(self.backend, job, self.worker_id))
+            self._start_all(jobs)
             if jobs:
                 # Let the handlers begin before this loop's next statement (the sleep's
                 # next_claim_in or the next claim) is built and sent: W4 measured 0.32 ms
@@ -293,16 +463,21 @@ class Worker:
             )
 
     # ----------------------------------------------------------------- shutdown
-    async def _shutdown(self) -> None:
+    async def _finish_running(self) -> None:
+        """After ``run_once``/``run_until_idle``: the running jobs end on their own (each
+        bounded by its timeout), unless ``stop()`` asked for the shutdown deadline."""
+        await self._shutdown(self.config.shutdown_timeout if self._stopping else None)
+
+    async def _shutdown(self, timeout: float | None) -> None:  # noqa: ASYNC109 (a deadline)
         tasks = [r.task for r in self._running if r.task is not None]
         if tasks:
             log.info(
-                "worker %s: waiting up to %.0fs for %d running jobs",
+                "worker %s: waiting %s for %d running jobs",
                 self.worker_id,
-                self.config.shutdown_timeout,
+                "as long as they run" if timeout is None else f"up to {timeout:.0f}s",
                 len(tasks),
             )
-            _, pending = await asyncio.wait(tasks, timeout=self.config.shutdown_timeout)
+            _, pending = await asyncio.wait(tasks, timeout=timeout)
             for task in pending:
                 task.cancel()  # the job's task releases it back to waiting
             if pending:

@@ -26,9 +26,16 @@ class Settlement:
     """Queues outcomes of running jobs and writes them in batches."""
 
     def __init__(
-        self, backend: Settler, jobs: RunningJobs, counts: dict[str, int], worker_id: str
+        self,
+        backend: Settler,
+        jobs: RunningJobs,
+        counts: dict[str, int],
+        worker_id: str,
+        *,
+        stacktrace_limit: int | None = None,
     ) -> None:
         self._backend = backend
+        self._stacktrace_limit = stacktrace_limit
         self._jobs = jobs
         self._counts = counts
         self._worker_id = worker_id
@@ -55,8 +62,12 @@ class Settlement:
             return
         job = running.job
         reason = str(error) or type(error).__name__
-        trace = "".join(traceback.format_exception(error)).rstrip()
-        self._failures.append(Failure(job.queue, job.id, job.lock_token, reason, trace, discard))
+        limit = self._stacktrace_limit
+        # WORK-14: a limit of 0 keeps none, so none is formatted or sent.
+        trace = "".join(traceback.format_exception(error)).rstrip() if limit != 0 else None
+        self._failures.append(
+            Failure(job.queue, job.id, job.lock_token, reason, trace, discard, limit)
+        )
         self._wake.set()
         self._jobs.settle(running)
 
@@ -134,6 +145,20 @@ class Settlement:
                     outcome.state,
                     self._worker_id,
                 )
+            elif outcome.status == "pending_dependencies" and isinstance(item, Completion):
+                # FIN-8: a flow parent that ran before its children were all done (released
+                # early by continue_parent_on_failure) may not complete: its run fails, and
+                # is retried by its options, under the same token.
+                self._failures.append(
+                    Failure(
+                        item.queue,
+                        item.id,
+                        item.token,
+                        f"PendingDependencies: job {item.id} of queue {item.queue} cannot"
+                        " complete while children are pending or have failed it",
+                    )
+                )
+                self._wake.set()
             else:
                 self._counts["lost"] += 1
                 log.warning(

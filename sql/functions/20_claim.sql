@@ -12,11 +12,13 @@
 -- takes at most what lane._limited_claim allows under the queue row's lock, and a claim
 -- that took jobs under a rate limit is logged in lane.claim_log. A queue without limits
 -- takes no lock and reads its limits in the same queue-row SELECT as before.
+-- p_ignore_pause claims from paused queues too (PAUSE-10: LANE_PG_PAUSABLE=false workers).
 CREATE OR REPLACE FUNCTION lane.claim_jobs(p_worker_id text, p_queues text[], p_limits integer[],
                                            p_lease_ms bigint, p_total integer DEFAULT NULL,
                                            p_now timestamptz DEFAULT NULL,
                                            p_rate_max integer DEFAULT NULL,
-                                           p_rate_duration_ms integer DEFAULT NULL)
+                                           p_rate_duration_ms integer DEFAULT NULL,
+                                           p_ignore_pause boolean DEFAULT false)
 RETURNS SETOF lane.jobs LANGUAGE plpgsql AS $$
 DECLARE
     v_now timestamptz := coalesce(p_now, clock_timestamp());
@@ -66,7 +68,7 @@ BEGIN
         IF v_due THEN
             PERFORM lane._promote_due(ARRAY[v_queue], v_now, false);
         END IF;
-        CONTINUE WHEN v_paused;
+        CONTINUE WHEN v_paused AND NOT p_ignore_pause;
         -- The plain path pays this one test and the one after the claim.
         IF v_limited OR p_rate_max IS NOT NULL THEN
             CONTINUE WHEN v_blocked_until > v_now;  -- RATE-6

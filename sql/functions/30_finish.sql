@@ -158,7 +158,8 @@ END $$;
 -- FIN-3..5: one failure; NULL when the job is missing or not held under p_token.
 CREATE OR REPLACE FUNCTION lane._fail_one(p_queue text, p_id text, p_token uuid, p_reason text,
                                           p_stacktrace text, p_discard boolean,
-                                          p_now timestamptz)
+                                          p_now timestamptz,
+                                          p_stacktrace_limit integer DEFAULT NULL)
 RETURNS lane.jobs LANGUAGE plpgsql AS $$
 DECLARE
     v_job lane.jobs;
@@ -166,8 +167,13 @@ DECLARE
 BEGIN
     UPDATE lane.jobs
        SET attempts_made = attempts_made + 1, failed_reason = p_reason,
+           -- WORK-14: the newest p_stacktrace_limit tracebacks (all when NULL).
            stacktrace = CASE WHEN p_stacktrace IS NULL THEN stacktrace
-                             ELSE stacktrace || p_stacktrace END,
+                             WHEN p_stacktrace_limit IS NULL THEN stacktrace || p_stacktrace
+                             WHEN p_stacktrace_limit <= 0 THEN '{}'
+                             ELSE (stacktrace || p_stacktrace)[greatest(cardinality(stacktrace) + 2
+                                                                       - p_stacktrace_limit, 1):]
+                        END,
            lock_token = NULL, lease_expires_at = NULL
      WHERE key = lane._find_key(p_queue, p_id) AND state = 'active' AND lock_token = p_token
     RETURNING * INTO v_job;
@@ -199,7 +205,8 @@ END $$;
 
 CREATE OR REPLACE FUNCTION lane.fail_jobs(p_queues text[], p_ids text[], p_tokens uuid[],
                                           p_reasons text[], p_stacktraces text[],
-                                          p_discards boolean[], p_now timestamptz DEFAULT NULL)
+                                          p_discards boolean[], p_now timestamptz DEFAULT NULL,
+                                          p_stacktrace_limits integer[] DEFAULT NULL)
 RETURNS TABLE (ord integer, queue text, id text, status text, state text)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -210,7 +217,8 @@ BEGIN
     PERFORM lane._lock_held(p_queues, p_ids, p_tokens);
     FOR v_i IN 1 .. coalesce(cardinality(p_ids), 0) LOOP
         v_job := lane._fail_one(p_queues[v_i], p_ids[v_i], p_tokens[v_i], p_reasons[v_i],
-                                p_stacktraces[v_i], p_discards[v_i], v_now);
+                                p_stacktraces[v_i], p_discards[v_i], v_now,
+                                p_stacktrace_limits[v_i]);
         ord := v_i;
         queue := p_queues[v_i];
         id := p_ids[v_i];
@@ -229,12 +237,13 @@ END $$;
 CREATE OR REPLACE FUNCTION lane.fail_job(p_queue text, p_id text, p_token uuid, p_reason text,
                                          p_stacktrace text DEFAULT NULL,
                                          p_discard_retry boolean DEFAULT false,
-                                         p_now timestamptz DEFAULT NULL)
+                                         p_now timestamptz DEFAULT NULL,
+                                         p_stacktrace_limit integer DEFAULT NULL)
 RETURNS lane.jobs LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM lane._owned_job(p_queue, p_id, p_token);
     RETURN lane._fail_one(p_queue, p_id, p_token, p_reason, p_stacktrace, p_discard_retry,
-                          coalesce(p_now, clock_timestamp()));
+                          coalesce(p_now, clock_timestamp()), p_stacktrace_limit);
 END $$;
 
 -- MGMT-7, ORD-3: back to the very front of its priority bucket.

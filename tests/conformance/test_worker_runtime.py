@@ -1,4 +1,5 @@
-"""The worker runtime in-process, on every backend (WORK-*, RETRY-4/7/8, STALL-7, LANE-5).
+"""The worker runtime in-process, on every backend (WORK-*, RETRY-4/7/8, LANE-5; STALL-7
+is in test_worker_modes.py).
 
 These drive ``Worker`` directly with a short poll interval and no NOTIFY listener, so the
 same test runs against the memory and the PostgreSQL backend. The real-process behaviour
@@ -145,30 +146,6 @@ async def test_higher_priority_lane_is_served_first_with_one_slot_LANE_5(
     )
     await asyncio.wait_for(worker.run(), 30)
     assert started == [control] * 3 + [prompt] * 3
-
-
-async def test_attempt_budget_is_checked_before_dispatch_STALL_7(
-    backend: JobQueueBackend, queue_name: str
-) -> None:
-    calls = 0
-
-    async def never(job: Job, ctx: JobContext) -> JSON:
-        nonlocal calls
-        calls += 1
-        return None
-
-    added = await backend.add_job(queue_name, "never")
-    [claimed] = await backend.claim_jobs("crashed", [QueueDemand(queue_name, 1)], 1)
-    # The first worker died: its lease lapses and recovery puts the job back.
-    later = datetime.now(UTC) + timedelta(seconds=5)
-    await backend.recover_stalled([queue_name], now=later)
-    worker = _worker(backend, {"never": never}, [Lane(queue_name)], burst=True)
-    await asyncio.wait_for(worker.run(), 30)
-    job = await _state(backend, queue_name, added.id)
-    assert calls == 0
-    assert (job.state, job.attempts_started) == ("failed", 2)
-    assert "MaxAttemptsExceeded" in (job.failed_reason or "")
-    assert claimed.lock_token != job.lock_token
 
 
 async def test_lost_lease_is_flagged_and_the_result_not_written_WORK_8_WORK_9(

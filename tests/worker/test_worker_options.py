@@ -1,0 +1,55 @@
+"""Runtime options of a real worker process: ``LANE_PG_PAUSABLE=false`` ignores the queue's
+paused flag (PAUSE-10) while a normal worker honours it; ``--fail-on-timeout`` (RETRY-4)
+and ``--stacktrace-limit`` (WORK-14)."""
+
+from __future__ import annotations
+
+import asyncpg
+
+from lane_pg.postgres.backend import PostgresBackend
+from lane_pg.types import JobOptions, JobSpec
+from tests.worker.conftest import Workers, counts, queue_args
+
+BURST_TIMEOUT = 30.0
+
+
+async def test_a_worker_with_pausing_disabled_drains_a_paused_queue_PAUSE_10(
+    workers: Workers, backend: PostgresBackend, db: asyncpg.Connection, queue_name: str
+) -> None:
+    await backend.add_jobs(queue_name, [JobSpec("noop", n) for n in range(5)])
+    await backend.pause_queue(queue_name)
+
+    honouring = await workers.run(*queue_args(queue_name), "--burst", timeout=BURST_TIMEOUT)
+    assert honouring.returncode == 0, honouring.describe()
+    assert await counts(db, [queue_name]) == {"waiting": 5}
+
+    ignoring = await workers.run(
+        *queue_args(queue_name),
+        "--burst",
+        env={"LANE_PG_PAUSABLE": "false"},
+        timeout=BURST_TIMEOUT,
+    )
+    assert ignoring.returncode == 0, ignoring.describe()
+    assert await counts(db, [queue_name]) == {"completed": 5}
+    assert await backend.is_queue_paused(queue_name)
+
+
+async def test_the_worker_command_takes_the_runtime_options_RETRY_4_WORK_14(
+    workers: Workers, backend: PostgresBackend, db: asyncpg.Connection, queue_name: str
+) -> None:
+    slow = await backend.add_job(
+        queue_name, "sleep", {"seconds": 30}, JobOptions(timeout=0.2, attempts=3)
+    )
+    worker = await workers.run(
+        *queue_args(queue_name),
+        "--burst",
+        "--fail-on-timeout",
+        "--stacktrace-limit",
+        "0",
+        timeout=BURST_TIMEOUT,
+    )
+    assert worker.returncode == 0, worker.describe()
+    job = await backend.get_job(queue_name, slow.id)
+    assert job is not None
+    assert (job.state, job.attempts_started, job.stacktrace) == ("failed", 1, [])
+    assert (job.failed_reason or "").startswith("TimeoutExceeded: job sleep")
