@@ -95,6 +95,42 @@ class Flows(Protocol):
         none."""
         ...
 
+    # The reads ``FlowReads`` derives from the two above, the same for every backend.
+    async def get_flow_dependency_selected_counts(
+        self,
+        queue: str,
+        parent_id: str,
+        *,
+        processed: bool = False,
+        unprocessed: bool = False,
+        ignored: bool = False,
+        failed: bool = False,
+    ) -> FlowDependencySelectedCounts | None: ...
+
+    async def get_flow_dependency_values(
+        self, queue: str, parent_id: str
+    ) -> FlowDependencyValues: ...
+
+    async def get_flow_dependency_pages(
+        self,
+        queue: str,
+        parent_id: str,
+        *,
+        processed: int | None = None,
+        unprocessed: int | None = None,
+        ignored: int | None = None,
+        failed: int | None = None,
+        count: int = 20,
+    ) -> dict[DependencyKind, FlowDependencyPage]: ...
+
+    async def get_flow_children_values(
+        self, queue: str, parent_id: str
+    ) -> dict[ChildRef, JSON]: ...
+
+    async def get_flow_ignored_children_failures(
+        self, queue: str, parent_id: str
+    ) -> dict[ChildRef, str | None]: ...
+
 
 class FlowReads:
     """The reads derived from ``get_flow_dependency_page`` and the counts (FLOW-18..23),

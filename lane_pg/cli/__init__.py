@@ -32,6 +32,7 @@ COMMANDS: tuple[str, ...] = (
     "events",
     "repeats",
     "limits",
+    "flow",
 )
 
 EXIT_ERROR = 1

@@ -6,9 +6,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Protocol, TypeAlias, runtime_checkable
 
-from lane_pg.backend import Administrator
+from lane_pg.backend import Administrator, Flows
 from lane_pg.errors import ConfigurationError, JobNotFound, LeaseLost, LockMismatch
+from lane_pg.flows import ChildRef, FlowJob
 from lane_pg.types import JSON, ClaimedJob, Job
+
+
+class ContextBackend(Administrator, Flows, Protocol):
+    """What a job's context calls: the job's own writes and its flow."""
 
 
 class JobContext:
@@ -20,7 +25,7 @@ class JobContext:
     as its new owner wrote it, and the context counts as lost from then on.
     """
 
-    def __init__(self, backend: Administrator, job: ClaimedJob, worker_id: str) -> None:
+    def __init__(self, backend: ContextBackend, job: ClaimedJob, worker_id: str) -> None:
         self._backend = backend
         self.job = job
         self.worker_id = worker_id
@@ -65,6 +70,22 @@ class JobContext:
             await self._backend.update_job_data(
                 self.job.queue, self.job.id, data, token=self.job.lock_token
             )
+
+    async def children_values(self) -> dict[ChildRef, JSON]:
+        """The return values of this job's completed flow children (FLOW-22), e.g. for a
+        parent that combines them; {} for a job without children."""
+        return await self._backend.get_flow_children_values(self.job.queue, self.job.id)
+
+    async def add_children(self, children: list[FlowJob]) -> None:
+        """Add flow children and wait for them (FLOW-14): the job leaves ``active`` for
+        ``waiting-children`` and runs again, as the same attempt, once they are done. The
+        processor should return right after; its result is not written (the worker sees
+        the lease gone)."""
+        async with self._fenced():
+            await self._backend.add_flow_children(
+                self.job.queue, self.job.id, self.job.lock_token, children
+            )
+        self.mark_lease_lost()  # the run is over: nothing else it does is written
 
     @asynccontextmanager
     async def _fenced(self) -> AsyncIterator[None]:

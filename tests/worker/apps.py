@@ -38,6 +38,7 @@ class Context(Protocol):
     def has_lost_lease(self) -> bool: ...
     def ensure_lease(self) -> None: ...
     def discard_retry(self) -> None: ...
+    async def children_values(self) -> dict[Any, JSON]: ...
 
 
 Processor = Callable[[Job, Context], Awaitable[JSON]]
@@ -153,6 +154,13 @@ async def die_first(job: Job, ctx: Context) -> JSON:
 
 async def fail(job: Job, ctx: Context) -> JSON:
     raise RuntimeError(f"fail job {job.id} attempt {job.attempts_started}")
+
+
+async def combine(job: Job, ctx: Context) -> JSON:
+    """A flow parent: records that it ran and returns its children's values by id."""
+    await record(job)
+    values = await ctx.children_values()
+    return {str(child): value for child, value in sorted(values.items())}
 
 
 async def unrecoverable(job: Job, ctx: Context) -> JSON:
@@ -288,6 +296,7 @@ PROCESSORS: dict[str, Processor] = {
     "stale_owner": stale_owner,
     "lease_watch": lease_watch,
     "stale_writer": stale_writer,
+    "combine": combine,
 }
 
 
