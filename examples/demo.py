@@ -1,8 +1,9 @@
 """lane_pg in one file: enqueue jobs and process them with a tiny claim loop.
 
 Three plain jobs (one delayed, one that fails once and is retried), a deduplicated add
-that returns the job already holding its id, and a repeat series that runs three times,
-each run's successor written by its completion.
+that returns the job already holding its id, a repeat series that runs three times, each
+run's successor written by its completion, and a flow: a report whose two children run
+first, released by the last child's completion and combining what they returned.
 
     make demo            # or: python examples/demo.py
 
@@ -20,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 from lane_pg import Backoff, DeduplicationOptions, Job, JobOptions, QueueDemand, RepeatOptions
+from lane_pg.flows import FlowJob
 from lane_pg.postgres.backend import PostgresBackend
 from lane_pg.postgres.embedded import resolve_dsn
 from lane_pg.postgres.schema import migrate
@@ -31,29 +33,41 @@ SERIES_RUNS = 3
 
 
 # --------------------------------------------------------------------------- handlers
-async def send_email(job: Job) -> dict[str, str]:
+async def send_email(job: Job, backend: PostgresBackend) -> dict[str, str]:
     return {"sent_to": job.data["to"]}
 
 
-async def send_reminder(job: Job) -> str:
+async def send_reminder(job: Job, backend: PostgresBackend) -> str:
     return f"reminded {job.data['user']}"
 
 
-async def flaky_report(job: Job) -> dict[str, int]:
+async def flaky_report(job: Job, backend: PostgresBackend) -> dict[str, int]:
     if job.attempts_made == 0:  # fails on its first attempt, succeeds on the retry
         raise RuntimeError("report service busy")
     return {"rows": 42}
 
 
-async def heartbeat(job: Job) -> str:
+async def heartbeat(job: Job, backend: PostgresBackend) -> str:
     return "beat"
 
 
-HANDLERS: dict[str, Callable[[Job], Awaitable[object]]] = {
+async def count_region(job: Job, backend: PostgresBackend) -> int:
+    return {"north": 17, "south": 25}[job.data["region"]]
+
+
+async def sales_total(job: Job, backend: PostgresBackend) -> int:
+    # A flow parent runs after its children; their results are kept under it.
+    values = await backend.get_flow_children_values(job.queue, job.id)
+    return sum(int(value) for value in values.values())
+
+
+HANDLERS: dict[str, Callable[[Job, PostgresBackend], Awaitable[object]]] = {
     "send_email": send_email,
     "send_reminder": send_reminder,
     "flaky_report": flaky_report,
     "heartbeat": heartbeat,
+    "count_region": count_region,
+    "sales_total": sales_total,
 }
 
 
@@ -91,6 +105,19 @@ async def main() -> int:
         series = JobOptions(repeat=RepeatOptions.every(0.3, limit=SERIES_RUNS, key=SERIES))
         beat = await backend.add_job(QUEUE, "heartbeat", None, series)
         show("added", beat, "(series, 3 runs)")
+        # A flow: the parent waits in waiting-children until both children completed.
+        flow = await backend.add_flow(
+            FlowJob(
+                "sales_total",
+                queue=QUEUE,
+                children=[
+                    FlowJob("count_region", {"region": "north"}),
+                    FlowJob("count_region", {"region": "south"}),
+                ],
+            )
+        )
+        show("added", flow.job, "(flow parent of 2 children)")
+        jobs += [flow.job, *(child.job for child in flow.children)]
         ours = {job.id for job in jobs}
         return 0 if await process(backend, ours, int(beat.id)) else 1
     finally:
@@ -111,7 +138,7 @@ async def process(backend: PostgresBackend, ours: set[str], first_beat: int) -> 
             try:
                 if handler is None:
                     raise LookupError(f"no handler for job name {job.name!r}")
-                result = await handler(job)
+                result = await handler(job, backend)
             except Exception as exc:
                 failed = await backend.fail_job(QUEUE, job.id, job.lock_token, str(exc))
                 show("failed", failed, f"({exc}; attempt {failed.attempts_made})")

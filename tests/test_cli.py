@@ -153,4 +153,5 @@ async def test_demo_completes_its_jobs_and_its_series(empty_db: str) -> None:
     assert done.stdout.count("completed ") >= 7  # 4 jobs (1 after a retry) + 3 runs
     assert "failed     flaky_report" in done.stdout
     assert "(same job: True)" in done.stdout
-    assert "all 4 jobs completed; the series ran 3 times and ended" in done.stdout
+    assert "all 7 jobs completed; the series ran 3 times and ended" in done.stdout
+    assert "sales_total" in done.stdout and "result=42" in done.stdout  # the flow's parent
