@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import uuid
 from collections.abc import Coroutine
 from dataclasses import dataclass, fields
@@ -31,6 +32,7 @@ from hypothesis.stateful import (
 )
 
 from lane_pg.errors import LaneError
+from lane_pg.flows import ChildRef, Flow, FlowJob
 from lane_pg.memory import MemoryBackend
 from lane_pg.postgres.backend import PostgresBackend
 from lane_pg.schedule import RepeatOptions
@@ -52,7 +54,27 @@ T = TypeVar("T")
 
 # Fields whose values legitimately differ between backends: ids and tokens are mapped,
 # sequence numbers come from database-wide sequences shared with other tests.
-_UNCOMPARED = {"id", "queue", "lock_token", "order_key", "enqueued_seq", "worker_id"}
+# A flow child's parent id and a reason naming a child hold ids: compared mapped.
+_UNCOMPARED = {
+    "id",
+    "queue",
+    "lock_token",
+    "order_key",
+    "enqueued_seq",
+    "worker_id",
+    "parent_id",
+    "failed_reason",
+    "deferred_failure",
+    "stacktrace",
+}
+_POLICIES = [
+    None,
+    "fail_parent_on_failure",
+    "ignore_dependency_on_failure",
+    "remove_dependency_on_failure",
+    "continue_parent_on_failure",
+]
+_CHILD_REASON = re.compile(r"^child (\S+) of queue (\S+) failed: ")
 
 
 @dataclass
@@ -79,6 +101,8 @@ class JobStateMachine(RuleBasedStateMachine):
         self.held: list[Held] = []
         self.stale: list[Held] = []
         self.custom_ids = 0
+        self.flow_ids = 0
+        self.parents: list[str] = []  # model ids of the flow parents added
 
     # ----------------------------------------------------------------- plumbing
     def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
@@ -118,12 +142,32 @@ class JobStateMachine(RuleBasedStateMachine):
             )
         assert self.real_id(model_job.id) == real_job.id
         assert (model_job.lock_token is None) == (real_job.lock_token is None)
+        assert (
+            None if model_job.parent_id is None else self.real_id(model_job.parent_id)
+        ) == real_job.parent_id
+        for name in ("failed_reason", "deferred_failure"):
+            assert self.mapped_reason(getattr(model_job, name)) == getattr(real_job, name), name
+        assert len(model_job.stacktrace) == len(real_job.stacktrace)
+
+    def mapped_reason(self, reason: str | None) -> str | None:
+        """A model reason with the child id it names (a flow policy's) mapped."""
+        match = None if reason is None else _CHILD_REASON.match(reason)
+        if reason is None or match is None:
+            return reason
+        return (
+            f"child {self.real_id(match[1])} of queue {match[2]} failed: " + reason[match.end() :]
+        )
 
     def teardown(self) -> None:
         async def cleanup() -> None:
             async with self.real.pool.acquire() as conn:
                 await conn.execute(
                     "DELETE FROM lane.job_logs WHERE job_key IN"
+                    " (SELECT key FROM lane.jobs WHERE queue = $1)",
+                    self.queue,
+                )
+                await conn.execute(
+                    "DELETE FROM lane.flow_deps WHERE parent_key IN"
                     " (SELECT key FROM lane.jobs WHERE queue = $1)",
                     self.queue,
                 )
@@ -240,6 +284,91 @@ class JobStateMachine(RuleBasedStateMachine):
         )
         if not isinstance(model_job, type):
             self.remember([model_job], [real_job])
+
+    @rule(
+        children=st.lists(
+            st.tuples(
+                st.sampled_from(_POLICIES),
+                st.integers(1, 2),
+                st.sampled_from([None, "new", "reuse"]),
+                st.booleans(),
+            ),
+            min_size=1,
+            max_size=3,
+        ),
+        parent=st.sampled_from([None, "new", "reuse"]),
+        parent_delay_s=st.sampled_from([0, 0, 2]),
+    )
+    def add_flow(
+        self,
+        children: list[tuple[str | None, int, str | None, bool]],
+        parent: str | None,
+        parent_delay_s: int,
+    ) -> None:
+        """FLOW-1..13: trees of one or two levels, every policy, custom ids new or met
+        again (an existing parent takes children; an existing child is attached, counts
+        at once when completed, or conflicts with another parent)."""
+
+        def custom(kind: str | None) -> str | None:
+            if kind is None:
+                return None
+            self.flow_ids += kind == "new" or self.flow_ids == 0
+            return f"f{self.flow_ids}"
+
+        nodes = []
+        for policy, attempts, kind, grandchild in children:
+            options: dict[str, Any] = {"attempts": attempts}
+            if policy is not None:
+                options[policy] = True
+            job_id = custom(kind)
+            if job_id is not None:
+                options["job_id"] = job_id
+            nodes.append(
+                FlowJob(
+                    "child", attempts, options, children=[FlowJob("leaf")] if grandchild else []
+                )
+            )
+        parent_options: dict[str, Any] = {"delay_ms": parent_delay_s * 1000}
+        parent_id = custom(parent)
+        if parent_id is not None:
+            parent_options["job_id"] = parent_id
+        tree = FlowJob("parent", None, parent_options, queue=self.queue, children=nodes)
+        model_flow, real_flow = self.both(lambda backend, _: backend.add_flow(tree, now=self.now))
+        if isinstance(model_flow, type):
+            return
+
+        def flatten(flow: Flow) -> list[Job]:
+            return [flow.job, *(job for child in flow.children for job in flatten(child))]
+
+        self.remember(flatten(model_flow), flatten(real_flow))
+        for flow in (model_flow, *model_flow.children):
+            if flow.children and flow.job.id not in self.parents:
+                self.parents.append(flow.job.id)
+        if model_flow.job.id not in self.parents:
+            self.parents.append(model_flow.job.id)
+
+    @precondition(lambda self: self.parents)
+    @rule(index=st.integers(0, 20))
+    def remove_unprocessed_children(self, index: int) -> None:
+        model_id = self.parents[index % len(self.parents)]
+        model_removed, real_removed = self.both(
+            lambda backend, is_real: backend.remove_unprocessed_children(
+                self.queue, self.real_id(model_id) if is_real else model_id, now=self.now
+            )
+        )
+        if not isinstance(model_removed, type):
+            assert [self.real_id(j.id) for j in model_removed] == [j.id for j in real_removed]
+
+    @precondition(lambda self: self.ids)
+    @rule(index=st.integers(0, 50))
+    def remove_child_dependency(self, index: int) -> None:
+        model_id = sorted(self.ids)[index % len(self.ids)]
+        model_done, real_done = self.both(
+            lambda backend, is_real: backend.remove_child_dependency(
+                self.queue, self.real_id(model_id) if is_real else model_id, now=self.now
+            )
+        )
+        assert model_done == real_done
 
     @rule(count=st.integers(1, 4), priority=st.integers(0, 2))
     def add_bulk(self, count: int, priority: int) -> None:
@@ -507,6 +636,35 @@ class JobStateMachine(RuleBasedStateMachine):
         assert model_paused == real_paused
 
     @invariant()
+    def same_flows(self) -> None:
+        """FLOW-16..23: every parent's counts and buckets, children mapped."""
+        self.pages()
+
+        def mapped(ref: ChildRef) -> ChildRef:
+            return ChildRef(ref.queue, self.real_id(ref.id))
+
+        for model_id in self.parents:
+            model_counts, real_counts = self.both(
+                lambda backend, is_real, m=model_id: backend.get_flow_dependency_counts(
+                    self.queue, self.real_id(m) if is_real else m
+                )
+            )
+            assert model_counts == real_counts, model_id
+            model_values, real_values = self.both(
+                lambda backend, is_real, m=model_id: backend.get_flow_dependency_values(
+                    self.queue, self.real_id(m) if is_real else m
+                )
+            )
+            assert {
+                mapped(k): v for k, v in model_values.processed.items()
+            } == real_values.processed
+            assert [mapped(k) for k in model_values.unprocessed] == real_values.unprocessed
+            assert {
+                mapped(k): self.mapped_reason(v) for k, v in model_values.ignored.items()
+            } == real_values.ignored
+            assert [mapped(k) for k in model_values.failed] == real_values.failed
+
+    @invariant()
     def same_owners_and_series(self) -> None:
         self.pages()
         for dedup_id in ("a", "b"):
@@ -547,6 +705,51 @@ class JobStateMachine(RuleBasedStateMachine):
             (e.event, None if e.job_id is None else self.real_id(e.job_id), loser(e.data, True))
             for e in model_events
         ] == [(e.event, e.job_id, loser(e.data, False)) for e in real_events]
+
+
+class FlowStateMachine(JobStateMachine):
+    """The same model with flows drawn far more often (each rule is drawn about equally
+    often): fan-in, every policy and the cuts meet claims, failures, stalls, removals and
+    retries of the children and parents."""
+
+    @rule(
+        policies=st.lists(st.sampled_from(_POLICIES), min_size=1, max_size=4),
+        attempts=st.integers(1, 2),
+        nested=st.booleans(),
+    )
+    def add_plain_flow(self, policies: list[str | None], attempts: int, nested: bool) -> None:
+        self.add_flow(
+            [(policy, attempts, None, nested and n == 0) for n, policy in enumerate(policies)],
+            None,
+            0,
+        )
+
+    @rule(policy=st.sampled_from(_POLICIES), attempts=st.integers(1, 2))
+    def add_flow_of_two(self, policy: str | None, attempts: int) -> None:
+        self.add_flow([(policy, attempts, None, False), (None, 1, None, False)], None, 0)
+
+    @precondition(lambda self: self.held or self.stale)
+    @rule(index=st.integers(0, 20), stale=st.booleans(), value=st.integers(0, 3))
+    def complete_more(self, index: int, stale: bool, value: int) -> None:
+        self.complete(index, stale, value)
+
+    @precondition(lambda self: self.held or self.stale)
+    @rule(index=st.integers(0, 20), stale=st.booleans(), discard=st.booleans())
+    def fail_more(self, index: int, stale: bool, discard: bool) -> None:
+        self.fail(index, stale, discard)
+
+
+def test_postgres_follows_the_memory_model_in_flows(pg_dsn: str) -> None:
+    FlowStateMachine.dsn = pg_dsn
+    run_state_machine_as_test(
+        FlowStateMachine,
+        settings=settings(
+            max_examples=int(os.environ.get("LANE_PG_STATEFUL_EXAMPLES", "40")) // 2,
+            stateful_step_count=30,
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+        ),
+    )
 
 
 def test_postgres_follows_the_memory_model(pg_dsn: str) -> None:
