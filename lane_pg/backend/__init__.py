@@ -24,7 +24,8 @@ Common rules
   ``added {name}``, ``waiting {prev?}``, ``delayed {delay (epoch ms), prev?, failedReason?}``,
   ``active {prev}``, ``completed {prev, returnvalue}``, ``failed {prev, failedReason}``,
   ``retries-exhausted {attemptsMade}``, ``stalled {reason}``, ``drained {}`` (no job id),
-  ``removed {prev}``, ``progress {data}``, ``paused {}``, ``resumed {}``,
+  ``removed {prev}``, ``cleaned {count}`` (no job id), ``progress {data}``, ``paused {}``,
+  ``resumed {}``,
   ``duplicated {}`` (an add whose custom id exists), ``debounced`` / ``deduplicated``
   ``{deduplicationId, deduplicatedJobId}`` (``lane_pg.backend.dedup``).
 """
@@ -43,6 +44,7 @@ from lane_pg.backend.capabilities import (
     ReclaimsSpace,
     WakeupSource,
 )
+from lane_pg.backend.cleanup import Cleaner
 from lane_pg.backend.dedup import Deduplicator
 from lane_pg.backend.limits import ClaimLimits
 from lane_pg.backend.maintain import Maintainer
@@ -55,6 +57,7 @@ from lane_pg.backend.url import backend_kind, connect, resolve_url
 __all__ = [
     "Administrator",
     "ClaimLimits",
+    "Cleaner",
     "Deduplicator",
     "HasDedicatedConnection",
     "HasLeader",
@@ -80,6 +83,7 @@ class JobQueueBackend(
     Producer,
     Settler,
     Administrator,
+    Cleaner,
     ClaimLimits,
     Deduplicator,
     Repeater,

@@ -46,6 +46,8 @@ class _Managing(_Store):
         moment = self._now(now)
         q, job = self._require(queue, job_id)
         self._require_state(job, ("delayed",), "reschedule")
+        if job.repeat_key is None:  # MGMT-5; a repeat occurrence's delay is its schedule
+            job.options = {**job.options, "delay_ms": delay_ms}
         self._move_to_delayed(q, job, moment + delay_ms * _MILLISECOND)
         self._emit(q, "delayed", job.id, {"delay": _epoch_ms(job.available_at)}, moment)
         return job.snapshot()

@@ -26,6 +26,7 @@ from lane_pg.postgres.arguments import (
     server_errors,
     token_text,
 )
+from lane_pg.postgres.cleanup import CleanupCalls
 from lane_pg.postgres.leader import PostgresLeader
 from lane_pg.postgres.limits import ClaimLimitCalls, rate_limit_arguments
 from lane_pg.postgres.notifier import Notifier
@@ -85,7 +86,7 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
     """
 
 
-class PostgresBackend(SpaceUpkeep, OwnerCalls, ClaimLimitCalls):
+class PostgresBackend(SpaceUpkeep, OwnerCalls, ClaimLimitCalls, CleanupCalls):
     """Job queue backend over PostgreSQL (schema ``lane`` unless configured)."""
 
     def __init__(self, pool: asyncpg.Pool, schema: str = "lane", dsn: str | None = None) -> None:

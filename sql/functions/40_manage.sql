@@ -39,7 +39,14 @@ BEGIN
     -- Earlier than a sleeping worker's timer: wake it (lane._wake_for_due; probed before
     -- the move, so the job's old due time counts as the timer it replaces).
     PERFORM lane._wake_for_due(p_queue, v_now + p_delay_ms * interval '1 millisecond', v_now);
-    UPDATE lane.jobs SET available_at = v_now + p_delay_ms * interval '1 millisecond'
+    -- The stored delay follows (MGMT-5), except on a repeat occurrence: its schedule is
+    -- its delay, and its options become the series' template on a retry, which refuses
+    -- delay_ms next to repeat (lane._check_options).
+    UPDATE lane.jobs
+       SET available_at = v_now + p_delay_ms * interval '1 millisecond',
+           options = CASE WHEN repeat_key IS NULL
+                          THEN options || jsonb_build_object('delay_ms', p_delay_ms)
+                          ELSE options END
      WHERE key = v_key
     RETURNING * INTO v_job;
     PERFORM lane._emit(p_queue, 'delayed', p_id,
@@ -70,30 +77,6 @@ BEGIN
     PERFORM lane._wake(p_queue);
     SELECT * INTO v_job FROM lane.jobs WHERE key = v_key;
     RETURN v_job;
-END $$;
-
--- MGMT-16: a live lease protects a job; an expired one does not.
-CREATE OR REPLACE FUNCTION lane.remove_job(p_queue text, p_id text, p_now timestamptz DEFAULT NULL)
-RETURNS boolean LANGUAGE plpgsql AS $$
-DECLARE
-    v_now timestamptz := coalesce(p_now, clock_timestamp());
-    v_job lane.jobs;
-BEGIN
-    SELECT * INTO v_job FROM lane.jobs WHERE key = lane._find_key(p_queue, p_id) FOR UPDATE;
-    IF NOT FOUND THEN
-        RETURN false;
-    END IF;
-    IF v_job.state = 'active' AND v_job.lease_expires_at >= v_now THEN
-        PERFORM lane._fail('LN007', format(
-            'job %s is active under a lease until %s: it cannot be removed',
-            p_id, v_job.lease_expires_at));
-    END IF;
-    PERFORM lane._dedup_release(v_job);  -- DEDUP-12
-    PERFORM lane._repeat_release(v_job);  -- REP-7
-    DELETE FROM lane.job_logs WHERE job_key = v_job.key;
-    DELETE FROM lane.jobs WHERE key = v_job.key;
-    PERFORM lane._emit(p_queue, 'removed', p_id, jsonb_build_object('prev', v_job.state), v_now);
-    RETURN true;
 END $$;
 
 -- MGMT-10. With p_token (a run's write, from its job context) the job must be active

@@ -139,6 +139,8 @@ async def test_reschedule_delayed_job_MGMT_5(
 
     assert moved.state == "delayed"
     assert moved.available_at == clock.at(601)
+    assert moved.options["delay_ms"] == 600_000  # the stored delay follows
+    assert (await backend.get_job(queue_name, added.id)) == moved
     assert (await job_event_list(backend, queue_name, added.id))[-1] == (
         "delayed",
         {"delay": epoch_ms(clock.at(601))},
@@ -146,6 +148,19 @@ async def test_reschedule_delayed_job_MGMT_5(
     demand = [QueueDemand(queue_name, 1)]
     assert await backend.claim_jobs("w", demand, 30, now=clock.at(10)) == []
     assert len(await backend.claim_jobs("w", demand, 30, now=clock.at(601))) == 1
+
+
+async def test_reschedule_keeps_a_repeat_occurrences_options_MGMT_5_REP_14(
+    backend: JobQueueBackend, queue_name: str, clock: Clock
+) -> None:
+    # Its schedule is its delay; its options are its series' template (no delay_ms there).
+    cron = {"repeat": {"pattern": "0 0 3 * * *", "key": "nightly"}}
+    added = await backend.add_job(queue_name, "n", None, cron, now=clock.at(0))
+    moved = await backend.reschedule_job(queue_name, added.id, 60, now=clock.at(1))
+    assert moved.available_at == clock.at(61)
+    assert moved.options == added.options
+    repeat = await backend.get_repeat(queue_name, "nightly")
+    assert repeat is not None and repeat.next_at == clock.at(61)
 
 
 async def test_reschedule_earlier_MGMT_5(
