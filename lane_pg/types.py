@@ -784,3 +784,15 @@ def validate_flag(value: bool, what: str) -> bool:
     if not isinstance(value, bool):
         raise InvalidOptions(f"{what} must be True or False, got {value!r}")
     return value
+
+
+def validate_stacktrace(stacktrace: object, failed_reason: object) -> tuple[list[str], str | None]:
+    """``save_job_stacktrace``' arguments: a sequence of strings (not a string itself) and
+    a reason or None."""
+    if isinstance(stacktrace, str) or not isinstance(stacktrace, list | tuple):
+        raise InvalidOptions(f"stacktrace must be a list of strings, got {stacktrace!r}")
+    if not all(isinstance(entry, str) for entry in stacktrace):
+        raise InvalidOptions(f"every stacktrace entry must be a string, got {stacktrace!r}")
+    if failed_reason is not None and not isinstance(failed_reason, str):
+        raise InvalidOptions(f"failed_reason must be a string or None, got {failed_reason!r}")
+    return list(stacktrace), failed_reason

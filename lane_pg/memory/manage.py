@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from datetime import datetime
 
 from lane_pg.errors import (
@@ -19,6 +20,7 @@ from lane_pg.types import (
     check_json,
     to_millis,
     validate_priority,
+    validate_stacktrace,
 )
 
 
@@ -104,6 +106,15 @@ class _Managing(_Store):
         q, job = self._writable(queue, job_id, token)
         job.progress = progress
         self._emit(q, "progress", job.id, {"data": copy.deepcopy(progress)}, moment)
+        return job.snapshot()
+
+    async def save_job_stacktrace(
+        self, queue: str, job_id: str, stacktrace: Sequence[str], failed_reason: str | None
+    ) -> Job:
+        entries, reason = validate_stacktrace(stacktrace, failed_reason)
+        _, job = self._require(queue, job_id)
+        job.stacktrace = entries
+        job.failed_reason = reason
         return job.snapshot()
 
     async def update_job_priority(

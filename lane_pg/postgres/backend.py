@@ -69,6 +69,7 @@ from lane_pg.types import (
     validate_prune_batch,
     validate_queue_name,
     validate_record_events,
+    validate_stacktrace,
 )
 
 # One module-level reference: json.loads looked up per call costs an attribute read.
@@ -598,6 +599,14 @@ class PostgresBackend(SpaceUpkeep, OwnerCalls, ClaimLimitCalls, CleanupCalls):
             dumps_json(progress, "progress"),
             now,
             optional_token_text(token),
+        )
+
+    async def save_job_stacktrace(
+        self, queue: str, job_id: str, stacktrace: Sequence[str], failed_reason: str | None
+    ) -> Job:
+        entries, reason = validate_stacktrace(stacktrace, failed_reason)
+        return await self._job(
+            "lane.save_job_stacktrace($1, $2, $3::text[], $4)", queue, job_id, entries, reason
         )
 
     async def update_job_priority(

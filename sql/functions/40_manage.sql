@@ -112,6 +112,25 @@ BEGIN
     RETURN v_job;
 END $$;
 
+-- MGMT-12: replaces a retained job's stack trace list and failure reason together, in any
+-- state (NULL: an empty list, no reason); no event. LN003 for a NULL entry in the list.
+CREATE OR REPLACE FUNCTION lane.save_job_stacktrace(p_queue text, p_id text, p_stacktrace text[],
+                                                    p_failed_reason text)
+RETURNS lane.jobs LANGUAGE plpgsql AS $$
+DECLARE
+    v_key bigint;
+    v_job lane.jobs;
+BEGIN
+    IF array_position(p_stacktrace, NULL) IS NOT NULL THEN
+        PERFORM lane._fail('LN003', 'a stack trace entry must be text, got NULL');
+    END IF;
+    v_key := lane._job_key(p_queue, p_id);
+    UPDATE lane.jobs SET stacktrace = coalesce(p_stacktrace, '{}'), failed_reason = p_failed_reason
+     WHERE key = v_key
+    RETURNING * INTO v_job;
+    RETURN v_job;
+END $$;
+
 -- MGMT-9: a waiting job is requeued in its new position; other states store the value.
 CREATE OR REPLACE FUNCTION lane.update_job_priority(p_queue text, p_id text, p_priority integer,
                                                     p_lifo boolean DEFAULT NULL,

@@ -466,3 +466,23 @@ async def test_retention_builders_keep_the_newest_RET_2(
         assert job.lock_token is not None
         await backend.complete_job(queue_name, job.id, job.lock_token, now=clock.at(at))
     assert [job.id for job in (await backend.list_jobs(queue_name, ["completed"])).items] == ids[1:]
+
+
+async def test_age_retention_is_applied_only_when_a_later_job_finishes_RET_4(
+    backend: JobQueueBackend, queue_name: str, clock: Clock
+) -> None:
+    options = JobOptions(remove_on_complete=JobRetention.age(1))
+    first = await backend.add_job(queue_name, "a", None, options, now=clock.at(0))
+    await backend.add_job(queue_name, "b", None, options, now=clock.at(0))
+    job = await claim(backend, queue_name, clock, 0)
+    assert job.lock_token is not None and job.id == first.id
+    await backend.complete_job(queue_name, job.id, job.lock_token, now=clock.at(0))
+    # Past its age, with no other activity, nothing removes it: there is no timer.
+    await backend.promote_due_jobs([queue_name], now=clock.at(5))
+    assert await backend.get_job_state(queue_name, first.id) == "completed"
+
+    later = await claim(backend, queue_name, clock, 5)
+    assert later.lock_token is not None
+    await backend.complete_job(queue_name, later.id, later.lock_token, now=clock.at(5))
+    assert await backend.get_job(queue_name, first.id) is None
+    assert await backend.get_job_state(queue_name, later.id) == "completed"

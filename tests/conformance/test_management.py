@@ -1,4 +1,4 @@
-"""MGMT: promote, reschedule, retry, remove and updates (MGMT-3..5, MGMT-8..11, MGMT-16,
+"""MGMT: promote, reschedule, retry, remove and updates (MGMT-3..5, MGMT-8..12, MGMT-16,
 STATE-5)."""
 
 from __future__ import annotations
@@ -343,6 +343,37 @@ async def test_remove_missing_returns_false_MGMT_16(
 
 
 # ----------------------------------------------------------------------------- updates
+
+
+async def test_save_stacktrace_replaces_list_and_reason_together_MGMT_12(
+    backend: JobQueueBackend, queue_name: str, clock: Clock
+) -> None:
+    failed = await failed_job(backend, queue_name, clock, stacktrace="Traceback one")
+    assert (failed.stacktrace, failed.failed_reason) == (["Traceback one"], "bad")
+    before = await queue_snapshot(backend, queue_name)
+
+    saved = await backend.save_job_stacktrace(queue_name, failed.id, ["t1", "t2"], "worse")
+
+    assert (saved.stacktrace, saved.failed_reason, saved.state) == (["t1", "t2"], "worse", "failed")
+    assert await backend.get_job(queue_name, failed.id) == saved
+    assert await queue_snapshot(backend, queue_name) == before  # no event
+    waiting = await backend.add_job(queue_name, "w", now=clock.at(3))
+    cleared = await backend.save_job_stacktrace(queue_name, waiting.id, [], None)
+    assert (cleared.stacktrace, cleared.failed_reason) == ([], None)
+
+
+async def test_save_stacktrace_refusals_change_nothing_MGMT_12(
+    backend: JobQueueBackend, queue_name: str, clock: Clock
+) -> None:
+    failed = await failed_job(backend, queue_name, clock, stacktrace="t")
+    with pytest.raises(JobNotFound):
+        await backend.save_job_stacktrace(queue_name, "missing", ["t"], "r")
+    for bad in ("not a list", ["ok", 3]):
+        with pytest.raises(ValidationError):
+            await backend.save_job_stacktrace(queue_name, failed.id, bad, "r")  # type: ignore[arg-type]
+    with pytest.raises(ValidationError):
+        await backend.save_job_stacktrace(queue_name, failed.id, [], 7)  # type: ignore[arg-type]
+    assert await backend.get_job(queue_name, failed.id) == failed
 
 
 async def test_update_data_replaces_payload_MGMT_10(

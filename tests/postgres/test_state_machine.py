@@ -44,6 +44,7 @@ from lane_pg.types import (
     JobOptions,
     JobRateLimit,
     JobSpec,
+    JobState,
     LeaseRef,
     QueueDemand,
 )
@@ -456,6 +457,28 @@ class JobStateMachine(RuleBasedStateMachine):
             lambda backend, _: backend.prune_finished([self.queue], batch=batch)
         )
         assert model_count == real_count
+
+    @rule(delayed=st.booleans())
+    def drain(self, delayed: bool) -> None:
+        model_count, real_count = self.both(
+            lambda backend, _: backend.drain_jobs(self.queue, delayed=delayed, now=self.now)
+        )
+        assert model_count == real_count
+
+    @rule(
+        state=st.sampled_from(["completed", "failed", "active", "waiting", "delayed"]),
+        grace_s=st.sampled_from([0, 2, 5]),
+        limit=st.sampled_from([0, 1, 2]),
+    )
+    def clean(self, state: JobState, grace_s: int, limit: int) -> None:
+        model_jobs, real_jobs = self.both(
+            lambda backend, _: backend.clean_jobs(
+                self.queue, state, grace_s, limit=limit, now=self.now
+            )
+        )
+        assert len(model_jobs) == len(real_jobs)
+        for model_job, real_job in zip(model_jobs, real_jobs, strict=True):
+            self.same_job(model_job, real_job)
 
     # ----------------------------------------------------------------- invariants
     @invariant()
