@@ -293,21 +293,22 @@ class _Store:
         if policy.count is not None:
             self._delete_all(q, finished[: max(len(finished) - policy.count, 0)])
 
-    def _remove(self, q: _Queue, job: _Record, now: datetime, *, force: bool = False) -> None:
-        """lane.remove_job for a found job (MGMT-16): a live lease protects it, unless
-        ``force`` (obliterate_queue(force=True)). Every removal of a job comes here
-        (lane._remove_jobs): remove, drain, clean, obliterate, remove_repeat."""
-        if (
-            not force
-            and job.state == "active"
-            and job.lease_expires_at
-            and job.lease_expires_at >= now
-        ):
+    def _remove(self, q: _Queue, job: _Record, now: datetime) -> None:
+        """lane.remove_job for a found job (MGMT-16): a live lease protects it."""
+        if job.state == "active" and job.lease_expires_at and job.lease_expires_at >= now:
             raise JobLocked(f"job {job.id!r} is active under a lease that has not expired")
-        self._dedup_release(q, job)  # DEDUP-12
-        self._repeat_release(q, job)  # REP-7
-        self._delete(q, job)
-        self._emit(q, "removed", job.id, {"prev": job.state}, now)
+        self._remove_jobs([(q, job)], now)
+
+    def _remove_jobs(self, jobs: Sequence[tuple[_Queue, _Record]], now: datetime) -> None:
+        """lane._remove_jobs, for every path that removes jobs (remove, drain, clean,
+        obliterate): `removed {prev}` and the owners' release per job, in order; then the
+        rows go."""
+        for q, job in jobs:
+            self._emit(q, "removed", job.id, {"prev": job.state}, now)
+            self._dedup_release(q, job)  # DEDUP-12
+            self._repeat_release(q, job)  # REP-7
+        for q, job in jobs:
+            self._delete(q, job)
 
     def _delete_all(self, q: _Queue, jobs: Iterable[_Record]) -> None:
         for job in jobs:

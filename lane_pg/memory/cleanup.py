@@ -1,5 +1,5 @@
 """Removing many jobs at once: drain, clean, obliterate, orphaned side rows (MGMT-17..22;
-sql/functions/42_cleanup.sql). Every job goes through ``_Store._remove``."""
+sql/functions/42_cleanup.sql). Every job goes through ``_Store._remove_jobs``."""
 
 from __future__ import annotations
 
@@ -61,8 +61,7 @@ class _Cleaning(_Store):
                 (j for j in q.by_state[state].values() if not self._is_repeat_owner(q, j)),
                 key=_REMOVAL_ORDER[state],
             )
-        for job in doomed:
-            self._remove(q, job, moment)
+        self._remove_jobs([(q, job) for job in doomed], moment)
         return len(doomed)
 
     async def clean_jobs(
@@ -96,8 +95,7 @@ class _Cleaning(_Store):
         if limit:
             doomed = doomed[:limit]
         snapshots = [job.snapshot() for job in doomed]
-        for job in doomed:
-            self._remove(q, job, moment)
+        self._remove_jobs([(q, job) for job in doomed], moment)
         self._emit(q, "cleaned", None, {"count": len(doomed)}, moment)
         return snapshots
 
@@ -116,8 +114,7 @@ class _Cleaning(_Store):
                 " it and let them finish, or force)"
             )
         doomed = sorted(q.jobs.values(), key=lambda j: j.key)
-        for job in doomed:
-            self._remove(q, job, moment, force=True)
+        self._remove_jobs([(q, job) for job in doomed], moment)
         del self._queues[queue]  # events, owners, series, limits, settings, pause
         return len(doomed)
 

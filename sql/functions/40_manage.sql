@@ -79,6 +79,61 @@ BEGIN
     RETURN v_job;
 END $$;
 
+-- The one removal of job rows, which the caller has locked and found removable, for
+-- every path that removes jobs (42_cleanup.sql's too): writes `removed {prev}` for each,
+-- in input order (one event row per queue and 1,024 jobs, migration 0007: a drain of
+-- 20,000 jobs writes 20 rows); releases the dedup id (DEDUP-12: with any kept next job)
+-- and the repeat series (REP-7) each one owns, only while the owner row names it; deletes
+-- their logs and rows. Keys of jobs that do not exist are ignored.
+CREATE OR REPLACE FUNCTION lane._remove_jobs(p_keys bigint[], p_now timestamptz)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    IF coalesce(cardinality(p_keys), 0) = 0 THEN
+        RETURN;
+    END IF;
+    INSERT INTO lane.events (queue, event, datas, job_ids, created_at)
+    SELECT j.queue, 'removed', array_agg(jsonb_build_object('prev', j.state) ORDER BY u.ord),
+           array_agg(j.id ORDER BY u.ord), p_now
+      FROM unnest(p_keys) WITH ORDINALITY AS u(key, ord)
+      JOIN lane.jobs j ON j.key = u.key
+      LEFT JOIN lane.queues q ON q.name = j.queue
+     WHERE j.key = ANY (p_keys) AND coalesce(q.record_events, true)
+     GROUP BY j.queue, (u.ord - 1) / 1024
+     ORDER BY min(u.ord);
+    DELETE FROM lane.dedup_owners o
+     USING lane.jobs j
+     WHERE j.key = ANY (p_keys) AND j.dedup_id IS NOT NULL
+       AND o.queue = j.queue AND o.dedup_id = j.dedup_id AND o.job_key = j.key;
+    DELETE FROM lane.repeat_schedulers s
+     USING lane.jobs j
+     WHERE j.key = ANY (p_keys) AND j.repeat_key IS NOT NULL
+       AND s.queue = j.queue AND s.key = j.repeat_key AND s.job_key = j.key;
+    -- `(SELECT ...)` hides the array's length from the planner, which would otherwise read
+    -- the whole log table for a few thousand keys (see lane.prune_finished).
+    DELETE FROM lane.job_logs WHERE job_key = ANY ((SELECT p_keys)::bigint[]);
+    DELETE FROM lane.jobs WHERE key = ANY (p_keys);
+END $$;
+
+-- MGMT-16: a live lease protects a job; an expired one does not.
+CREATE OR REPLACE FUNCTION lane.remove_job(p_queue text, p_id text, p_now timestamptz DEFAULT NULL)
+RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+    v_now timestamptz := coalesce(p_now, clock_timestamp());
+    v_job lane.jobs;
+BEGIN
+    SELECT * INTO v_job FROM lane.jobs WHERE key = lane._find_key(p_queue, p_id) FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    IF v_job.state = 'active' AND v_job.lease_expires_at >= v_now THEN
+        PERFORM lane._fail('LN007', format(
+            'job %s is active under a lease until %s: it cannot be removed',
+            p_id, v_job.lease_expires_at));
+    END IF;
+    PERFORM lane._remove_jobs(ARRAY[v_job.key], v_now);
+    RETURN true;
+END $$;
+
 -- MGMT-10. With p_token (a run's write, from its job context) the job must be active
 -- under exactly that token, else LN005 and nothing is written; NULL is an administrator's
 -- call on any retained job (lane._writable_job_key).

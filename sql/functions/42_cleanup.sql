@@ -1,12 +1,13 @@
--- lane_pg stored functions: Removing jobs: one job, a drain, a clean, a whole queue, orphans (MGMT-16..22).
+-- lane_pg stored functions: Removing many jobs: a drain, a clean, a whole queue, orphans (MGMT-17..22).
 -- Applied in file-name order after the migrations, on every migrate (lane_pg/postgres/schema.py).
 --
--- Every removal of a job goes through lane._remove_jobs, so what a removal must also do
--- (events, owners, logs; the flow parent's update) is written once. A drain or a clean
--- locks its candidates in one read of their state's partial index, FOR UPDATE SKIP
--- LOCKED (a row that a claimer or a settlement holds is moving out of the state being
--- removed, and no claimer ever waits on a drain or a clean: tests/postgres/
--- test_cleanup_sql.py races them), then removes them in chunks of 1,000.
+-- Every removal of a job goes through lane._remove_jobs (40_manage.sql, next to
+-- remove_job), so what a removal must also do (events, owners, logs; the flow parent's
+-- update) is written once. A drain or a clean locks its candidates in one read of their
+-- state's partial index, FOR UPDATE SKIP LOCKED (a row that a claimer or a settlement
+-- holds is moving out of the state being removed, and no claimer ever waits on a drain
+-- or a clean: tests/postgres/test_cleanup_sql.py races them), then removes them in chunks
+-- of 1,000.
 --
 -- Measured with EXPLAIN ANALYZE on 100,000 jobs of one queue (20,000 per state, plus
 -- 100,000 of another queue), in the generic plans plpgsql caches (plan_cache_mode =
@@ -26,40 +27,6 @@
 -- 0.5-0.9 s, of 10 (a limit) 6 ms, of 10,000 expired active ~0.3 s; obliterate of 100,000
 -- jobs ~1.8 s.
 
--- Removes the given jobs, which the caller has locked and found removable: writes
--- `removed {prev}` for each, in input order (one event row per queue and 1,024 jobs,
--- migration 0007); releases the dedup id (DEDUP-12: with any kept next job) and the repeat
--- series (REP-7) each one owns, only while the owner row names it; deletes their logs and
--- rows. Keys of jobs that do not exist are ignored.
-CREATE OR REPLACE FUNCTION lane._remove_jobs(p_keys bigint[], p_now timestamptz)
-RETURNS void LANGUAGE plpgsql AS $$
-BEGIN
-    IF coalesce(cardinality(p_keys), 0) = 0 THEN
-        RETURN;
-    END IF;
-    INSERT INTO lane.events (queue, event, datas, job_ids, created_at)
-    SELECT j.queue, 'removed', array_agg(jsonb_build_object('prev', j.state) ORDER BY u.ord),
-           array_agg(j.id ORDER BY u.ord), p_now
-      FROM unnest(p_keys) WITH ORDINALITY AS u(key, ord)
-      JOIN lane.jobs j ON j.key = u.key
-      LEFT JOIN lane.queues q ON q.name = j.queue
-     WHERE j.key = ANY (p_keys) AND coalesce(q.record_events, true)
-     GROUP BY j.queue, (u.ord - 1) / 1024
-     ORDER BY min(u.ord);
-    DELETE FROM lane.dedup_owners o
-     USING lane.jobs j
-     WHERE j.key = ANY (p_keys) AND j.dedup_id IS NOT NULL
-       AND o.queue = j.queue AND o.dedup_id = j.dedup_id AND o.job_key = j.key;
-    DELETE FROM lane.repeat_schedulers s
-     USING lane.jobs j
-     WHERE j.key = ANY (p_keys) AND j.repeat_key IS NOT NULL
-       AND s.queue = j.queue AND s.key = j.repeat_key AND s.job_key = j.key;
-    -- `(SELECT ...)` hides the array's length from the planner, which would otherwise read
-    -- the whole log table for a few thousand keys (see lane.prune_finished).
-    DELETE FROM lane.job_logs WHERE job_key = ANY ((SELECT p_keys)::bigint[]);
-    DELETE FROM lane.jobs WHERE key = ANY (p_keys);
-END $$;
-
 -- lane._remove_jobs of p_keys (locked by the caller) in chunks of 1,000, so no statement
 -- carries more than a chunk's arrays; returns how many jobs went.
 CREATE OR REPLACE FUNCTION lane._remove_in_chunks(p_keys bigint[], p_now timestamptz)
@@ -75,26 +42,6 @@ BEGIN
         v_total := v_total + cardinality(v_keys);
     END LOOP;
     RETURN v_total;
-END $$;
-
--- MGMT-16: a live lease protects a job; an expired one does not.
-CREATE OR REPLACE FUNCTION lane.remove_job(p_queue text, p_id text, p_now timestamptz DEFAULT NULL)
-RETURNS boolean LANGUAGE plpgsql AS $$
-DECLARE
-    v_now timestamptz := coalesce(p_now, clock_timestamp());
-    v_job lane.jobs;
-BEGIN
-    SELECT * INTO v_job FROM lane.jobs WHERE key = lane._find_key(p_queue, p_id) FOR UPDATE;
-    IF NOT FOUND THEN
-        RETURN false;
-    END IF;
-    IF v_job.state = 'active' AND v_job.lease_expires_at >= v_now THEN
-        PERFORM lane._fail('LN007', format(
-            'job %s is active under a lease until %s: it cannot be removed',
-            p_id, v_job.lease_expires_at));
-    END IF;
-    PERFORM lane._remove_jobs(ARRAY[v_job.key], v_now);
-    RETURN true;
 END $$;
 
 -- Whether a job is the occurrence its repeat series names as owner (REP-16): drains and
