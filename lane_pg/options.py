@@ -20,7 +20,8 @@ document's rules): ``lane_pg.types`` builds on it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import timedelta
 from typing import Any, Literal, TypeAlias
 
 from lane_pg.errors import InvalidJobId, InvalidOptions, InvalidPriority
@@ -42,6 +43,7 @@ __all__ = [
     "RetentionRule",
     "jsonb_key_order",
     "parse_options",
+    "to_millis",
     "validate_custom_job_id",
     "validate_priority",
 ]
@@ -66,14 +68,52 @@ def jsonb_key_order(key: str) -> tuple[int, bytes]:
     return (len(encoded), encoded)
 
 
+def to_millis(value: timedelta | float | int, what: str) -> int:
+    """A duration (a ``timedelta`` or seconds) in whole milliseconds; negative durations
+    are refused."""
+    if isinstance(value, timedelta):
+        millis = value // timedelta(milliseconds=1)
+    elif isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidOptions(f"{what} must be a timedelta or a number of seconds, got {value!r}")
+    else:
+        millis = round(value * 1000)
+    if millis < 0:
+        raise InvalidOptions(f"{what} must not be negative, got {value!r}")
+    return int(millis)
+
+
 @dataclass(frozen=True, slots=True)
 class JobRetention:
     """Which finished jobs to keep (RET-2): the newest ``count`` and/or those younger than
-    ``age``; ``limit`` caps how many one finalisation removes by age."""
+    ``age``; ``limit`` caps how many one finalisation removes by age.
+
+    Built directly or with ``newest(n)`` (BullMQ's count form: the field ``count`` holds
+    that name), ``age(d)``, ``age_and_count(d, n)`` and ``.with_limit(n)``; durations are
+    a ``timedelta`` or seconds. ``remove_on_complete=True`` is ``newest(0)``'s effect and
+    an ``int`` n is ``newest(n)``."""
 
     age_ms: int | None = None
     count: int | None = None
     limit: int | None = None
+
+    @classmethod
+    def newest(cls, count: int) -> JobRetention:
+        """Keep the newest ``count`` finished jobs of the state."""
+        return cls(count=count)
+
+    @classmethod
+    def age(cls, age: timedelta | float | int) -> JobRetention:
+        """Keep the finished jobs younger than ``age``."""
+        return cls(age_ms=to_millis(age, "age"))
+
+    @classmethod
+    def age_and_count(cls, age: timedelta | float | int, count: int) -> JobRetention:
+        """Keep the newest ``count`` finished jobs that are also younger than ``age``."""
+        return cls(age_ms=to_millis(age, "age"), count=count)
+
+    def with_limit(self, limit: int) -> JobRetention:
+        """The same rule, removing at most ``limit`` jobs by age per finalisation."""
+        return replace(self, limit=limit)
 
     def to_json(self) -> dict[str, _JSON]:
         return {

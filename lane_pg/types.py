@@ -27,6 +27,7 @@ from lane_pg.options import MAX_JOB_ID_LENGTH as MAX_JOB_ID_LENGTH
 from lane_pg.options import MAX_PRIORITY as MAX_PRIORITY
 from lane_pg.options import OPTION_KEYS as OPTION_KEYS
 from lane_pg.options import JobRetention as JobRetention
+from lane_pg.options import to_millis as to_millis
 from lane_pg.options import validate_custom_job_id as validate_custom_job_id
 from lane_pg.options import validate_priority as validate_priority
 from lane_pg.schedule import RepeatOptions
@@ -60,19 +61,6 @@ DEFAULT_PRUNE_BATCH = 5_000
 _MAX_INT4 = 2**31 - 1
 
 _QUEUE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}")
-
-
-def to_millis(value: Duration, what: str) -> int:
-    """A duration in whole milliseconds; negative durations are refused."""
-    if isinstance(value, timedelta):
-        millis = value // timedelta(milliseconds=1)
-    elif isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidOptions(f"{what} must be a timedelta or a number of seconds, got {value!r}")
-    else:
-        millis = round(value * 1000)
-    if millis < 0:
-        raise InvalidOptions(f"{what} must not be negative, got {value!r}")
-    return int(millis)
 
 
 def validate_queue_name(queue: str) -> str:
@@ -784,3 +772,108 @@ DEFAULT_LANES: tuple[Lane, ...] = (
     Lane("skill", 4, 3, 1),
     Lane("prompt", 5, 2, 1),
 )
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    """A queue's pause flag and its six state counts, read in one snapshot (MGMT-27,
+    PAUSE-13): the counts always add up to the jobs the queue held at one instant."""
+
+    paused: bool
+    waiting: int
+    delayed: int
+    active: int
+    waiting_children: int
+    completed: int
+    failed: int
+
+    @classmethod
+    def from_counts(cls, paused: bool, counts: dict[JobState, int]) -> QueueStats:
+        """From the pause flag and ``get_job_counts``' six counts."""
+        return cls(
+            paused,
+            counts["waiting"],
+            counts["delayed"],
+            counts["active"],
+            counts["waiting-children"],
+            counts["completed"],
+            counts["failed"],
+        )
+
+    @property
+    def counts(self) -> dict[JobState, int]:
+        """The counts by state name, in ``ALL_STATES`` order."""
+        return {
+            "waiting": self.waiting,
+            "delayed": self.delayed,
+            "active": self.active,
+            "waiting-children": self.waiting_children,
+            "completed": self.completed,
+            "failed": self.failed,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class NotFinished:
+    """``get_job_finished_result`` of a job that is neither completed nor failed."""
+
+    state: JobState
+
+
+@dataclass(frozen=True, slots=True)
+class Completed:
+    """``get_job_finished_result`` of a completed job: its return value (None for JSON
+    null, which a processor returning nothing stores)."""
+
+    return_value: JSON
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """``get_job_finished_result`` of a failed job: its failure reason."""
+
+    reason: str
+
+
+FinishedResult: TypeAlias = NotFinished | Completed | Failed
+"""What ``get_job_finished_result`` says of a job that exists (STATE-4)."""
+
+
+def validate_clean_state(state: str) -> JobState:
+    """``clean_jobs``' state: completed, failed, active, waiting or delayed (MGMT-18).
+    waiting-children is refused: a parent waiting for its children goes with its flow."""
+    if state not in ALL_STATES:
+        raise InvalidOptions(f"unknown job state {state!r}; use one of {list(ALL_STATES)}")
+    if state == "waiting-children":
+        raise InvalidOptions(
+            "clean does not take waiting-children: a parent waiting for its children is"
+            " removed with remove_job, or its flow; use completed, failed, active, waiting"
+            " or delayed"
+        )
+    return cast(JobState, state)
+
+
+def validate_count(value: int, what: str) -> int:
+    """A count of jobs or rows where 0 means none or the default: 0 to 2147483647."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _MAX_INT4:
+        raise InvalidOptions(f"{what} must be an integer between 0 and {_MAX_INT4}, got {value!r}")
+    return value
+
+
+def validate_flag(value: bool, what: str) -> bool:
+    """A switch argument: ``True`` or ``False`` itself (not 1, not "yes")."""
+    if not isinstance(value, bool):
+        raise InvalidOptions(f"{what} must be True or False, got {value!r}")
+    return value
+
+
+def validate_stacktrace(stacktrace: object, failed_reason: object) -> tuple[list[str], str | None]:
+    """``save_job_stacktrace``' arguments: a sequence of strings (not a string itself) and
+    a reason or None."""
+    if isinstance(stacktrace, str) or not isinstance(stacktrace, list | tuple):
+        raise InvalidOptions(f"stacktrace must be a list of strings, got {stacktrace!r}")
+    if not all(isinstance(entry, str) for entry in stacktrace):
+        raise InvalidOptions(f"every stacktrace entry must be a string, got {stacktrace!r}")
+    if failed_reason is not None and not isinstance(failed_reason, str):
+        raise InvalidOptions(f"failed_reason must be a string or None, got {failed_reason!r}")
+    return list(stacktrace), failed_reason

@@ -30,15 +30,22 @@ HEADINGS = [
 ]
 
 
+def cli_environment(dsn: str | None) -> dict[str, str]:
+    """This process's environment with no LANE_PG_* variable but ``LANE_PG_DSN=dsn``, and
+    the repository on the path."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LANE_PG_")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    if dsn is not None:
+        env["LANE_PG_DSN"] = dsn
+    return env
+
+
 def run_cli(
     *args: str, dsn: str | None = None, extra_env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     """``python -m lane_pg ARGS`` with no LANE_PG_* variable but ``LANE_PG_DSN=dsn`` and
     ``extra_env``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LANE_PG_")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    if dsn is not None:
-        env["LANE_PG_DSN"] = dsn
+    env = cli_environment(dsn)
     env.update(extra_env or {})
     return subprocess.run(
         [sys.executable, "-m", "lane_pg", *args],

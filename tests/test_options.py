@@ -150,3 +150,12 @@ def test_documents_are_parsed_as_jsonb_receives_them_ADD_8() -> None:
         options_json([("priority", 1)])  # type: ignore[arg-type]
     with pytest.raises(InvalidPayload):
         parse_job_options({"job_id": "nul\x00"})
+
+
+def test_retention_builders_RET_2() -> None:
+    assert JobRetention.newest(3) == JobRetention(count=3)
+    assert JobRetention.age(60).to_json() == {"age_ms": 60_000}
+    assert JobRetention.age(timedelta(minutes=1)) == JobRetention(age_ms=60_000)
+    assert JobRetention.age_and_count(1.5, 10).with_limit(2) == JobRetention(1500, 10, 2)
+    with pytest.raises(InvalidOptions):
+        JobRetention.age(-1)

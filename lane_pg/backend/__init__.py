@@ -24,7 +24,8 @@ Common rules
   ``added {name}``, ``waiting {prev?}``, ``delayed {delay (epoch ms), prev?, failedReason?}``,
   ``active {prev}``, ``completed {prev, returnvalue}``, ``failed {prev, failedReason}``,
   ``retries-exhausted {attemptsMade}``, ``stalled {reason}``, ``drained {}`` (no job id),
-  ``removed {prev}``, ``progress {data}``, ``paused {}``, ``resumed {}``,
+  ``removed {prev}``, ``cleaned {count}`` (no job id), ``progress {data}``, ``paused {}``,
+  ``resumed {}``,
   ``duplicated {}`` (an add whose custom id exists), ``debounced`` / ``deduplicated``
   ``{deduplicationId, deduplicatedJobId}`` (``lane_pg.backend.dedup``),
   ``waiting-children {prev?}`` (a flow parent waiting, ``lane_pg.flows``).
@@ -44,6 +45,7 @@ from lane_pg.backend.capabilities import (
     ReclaimsSpace,
     WakeupSource,
 )
+from lane_pg.backend.cleanup import Cleaner
 from lane_pg.backend.dedup import Deduplicator
 from lane_pg.backend.flow import Flows
 from lane_pg.backend.limits import ClaimLimits
@@ -57,6 +59,7 @@ from lane_pg.backend.url import backend_kind, connect, resolve_url
 __all__ = [
     "Administrator",
     "ClaimLimits",
+    "Cleaner",
     "Deduplicator",
     "Flows",
     "HasDedicatedConnection",
@@ -83,6 +86,7 @@ class JobQueueBackend(
     Producer,
     Settler,
     Administrator,
+    Cleaner,
     ClaimLimits,
     Deduplicator,
     Repeater,

@@ -4,6 +4,7 @@ The rules every backend follows are in ``lane_pg.backend`` (the package docstrin
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
@@ -60,6 +61,14 @@ class Administrator(Protocol):
     ) -> Job:
         """Store progress on any retained job and write ``progress {data}`` (MGMT-11).
         ``token`` fences it as in ``update_job_data``."""
+        ...
+
+    async def save_job_stacktrace(
+        self, queue: str, job_id: str, stacktrace: Sequence[str], failed_reason: str | None
+    ) -> Job:
+        """Replace the job's stack trace list and failure reason together, in any state
+        (MGMT-12); no event. ``JobNotFound`` when missing; a ``stacktrace`` that is not a
+        sequence of strings (a plain string included) raises ``InvalidOptions``."""
         ...
 
     async def update_job_priority(

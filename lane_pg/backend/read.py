@@ -9,12 +9,14 @@ from datetime import timedelta
 from typing import Protocol, runtime_checkable
 
 from lane_pg.types import (
+    FinishedResult,
     Job,
     JobPage,
     JobState,
     LogPage,
     QueueEvent,
     QueueRetention,
+    QueueStats,
 )
 
 
@@ -31,6 +33,32 @@ class Reader(Protocol):
     ) -> dict[JobState, int]:
         """Counts for the given states (all six when None or empty), in first-seen order,
         zero included (MGMT-23)."""
+        ...
+
+    async def get_job_count(self, queue: str, states: Sequence[JobState] | None = None) -> int:
+        """The sum of ``get_job_counts(queue, states)``: all six states when None or empty,
+        a repeated state counted once (MGMT-24)."""
+        ...
+
+    async def count_pending_jobs(self, queue: str) -> int:
+        """Jobs still to run: waiting + delayed + waiting-children (MGMT-25)."""
+        ...
+
+    async def get_counts_per_priority(
+        self, queue: str, priorities: Sequence[int]
+    ) -> dict[int, int]:
+        """Waiting jobs per requested priority, zero included, a repeated priority once, in
+        first-seen order (MGMT-26, ORD-5); ``InvalidPriority`` outside 0..2097152."""
+        ...
+
+    async def get_queue_stats(self, queue: str) -> QueueStats:
+        """The pause flag and the six state counts from one snapshot (MGMT-27, PAUSE-13);
+        not paused and zeros for a queue that does not exist."""
+        ...
+
+    async def get_job_finished_result(self, queue: str, job_id: str) -> FinishedResult | None:
+        """``Completed(return_value)``, ``Failed(reason)`` or ``NotFinished(state)`` by the
+        job's state, whatever its other fields hold; None for a missing job (STATE-4)."""
         ...
 
     async def list_jobs(

@@ -1,7 +1,8 @@
 """Command line: ``python -m lane_pg <command> [options]``.
 
-Each command is a module of this package listed in ``COMMANDS`` that defines ``HELP``
-(one line), ``add_arguments(parser)`` and ``run(args) -> int`` (the exit code). A command
+Each command is a module of this package listed in ``COMMANDS`` (a ``-`` in the command's
+name is a ``_`` in the module's: ``recover-stalled`` is ``recover_stalled``) that defines
+``HELP`` (one line), ``add_arguments(parser)`` and ``run(args) -> int`` (the exit code). A command
 reports an expected failure by raising ``CommandError`` or a ``LaneError``; ``main`` prints
 it as one line on stderr and exits non-zero, never with a traceback.
 """
@@ -21,7 +22,7 @@ from lane_pg.errors import ConfigurationError
 __all__ = ["COMMANDS", "CommandError", "build_parser", "console_main", "main"]
 
 PROG = "python -m lane_pg"
-# Later: "worker", "stats", "pause", "resume", "failed", "retry", "flush", ...
+# Later: "failed", "retry", "flush", ...
 COMMANDS: tuple[str, ...] = (
     "migrate",
     "worker",
@@ -32,6 +33,10 @@ COMMANDS: tuple[str, ...] = (
     "events",
     "repeats",
     "limits",
+    "drain",
+    "clean",
+    "obliterate",
+    "recover-stalled",
     "flow",
 )
 
@@ -40,7 +45,7 @@ EXIT_USAGE = 2
 
 
 def _command_module(name: str) -> ModuleType:
-    return importlib.import_module(f"lane_pg.cli.{name}")
+    return importlib.import_module(f"lane_pg.cli.{name.replace('-', '_')}")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -4,15 +4,54 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
+from datetime import timedelta
 
 from lane_pg.backend.url import redact_url
 from lane_pg.errors import ConfigurationError
 
 DEFAULT_SCHEMA = "lane"
 
+DURATION_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+DURATION_PATTERN = r"(?P<amount>[0-9]+(?:\.[0-9]+)?)?(?P<unit>ms|s|m|h|d)"
+"""A duration as the commands write it: an amount and a unit (``500ms``, ``30s``, ``1.5h``,
+``7d``); without an amount, one unit (``s``). ``parse_duration`` reads a match of it."""
+_DURATION = re.compile(DURATION_PATTERN)
+
 
 class CommandError(Exception):
     """An expected failure of a command: printed as one line, exit code 1."""
+
+
+def duration_of(match: re.Match[str], option: str, text: str) -> timedelta:
+    """The duration a match of ``DURATION_PATTERN`` names, in whole milliseconds."""
+    amount = float(match["amount"]) if match["amount"] else 1.0
+    millis = amount * DURATION_UNITS_MS[match["unit"]]
+    if millis != int(millis):
+        raise CommandError(f"{option} {text!r}: the duration must be whole milliseconds")
+    return timedelta(milliseconds=int(millis))
+
+
+MAX_COUNT = 2**31 - 1
+"""The largest count an option takes (integer arguments of the stored functions)."""
+
+
+def parse_count(text: str, option: str, meaning: str = "a count") -> int:
+    """A whole number from 0 to ``MAX_COUNT``; errors name ``option`` and say ``meaning``."""
+    value = text.strip()
+    if not value.isascii() or not value.isdigit() or int(value) > MAX_COUNT:
+        raise CommandError(f"{option} {text!r}: expected {meaning} (0 to {MAX_COUNT})")
+    return int(value)
+
+
+def parse_duration(text: str, option: str) -> timedelta:
+    """``500ms``, ``30s``, ``15m``, ``1.5h``, ``7d``; errors name ``option``."""
+    match = _DURATION.fullmatch(text.strip())
+    if match is None:
+        raise CommandError(
+            f"{option} {text!r}: expected a duration such as 500ms, 30s, 15m, 1h or 7d"
+        )
+    return duration_of(match, option, text)
 
 
 def add_connection_arguments(parser: argparse.ArgumentParser) -> None:

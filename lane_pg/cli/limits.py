@@ -1,12 +1,12 @@
 """``python -m lane_pg limits QUEUE``: show or set a queue's claim limits (RATE-2, RATE-7).
 
 ``--rate N/DURATION`` stores the queue's shared claim rate limit: at most N jobs claimed
-in any window of DURATION, over every worker (``100/1s``, ``5/500ms``, ``60/1m``; ``1h`` too;
-a duration without a number means one unit, ``10/s``). ``--max-active N`` caps the jobs of
-the queue active at once over every worker. ``none`` removes one of them; ``--clear``
-removes both. Without options the command prints the queue's limits. Setting creates the
-queue when it is missing, as ``lane.set_claim_rate_limit`` does. Bad input is refused
-before connecting, and nothing changes.
+in any window of DURATION, over every worker (``100/1s``, ``5/500ms``, ``60/1m``; ``1h``,
+``1d`` too; a duration without a number means one unit, ``10/s``). ``--max-active N``
+caps the jobs of the queue active at once over every worker. ``none`` removes one of
+them; ``--clear`` removes both. Without options the command prints the queue's limits.
+Setting creates the queue when it is missing, as ``lane.set_claim_rate_limit`` does. Bad
+input is refused before connecting, and nothing changes.
 """
 
 from __future__ import annotations
@@ -14,9 +14,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import re
-from datetime import timedelta
 
-from lane_pg.cli.common import CommandError, add_connection_arguments
+from lane_pg.cli.common import DURATION_PATTERN, CommandError, add_connection_arguments, duration_of
 from lane_pg.cli.pause import open_backend
 from lane_pg.errors import InvalidOptions
 from lane_pg.types import JobRateLimit, validate_queue_name
@@ -25,8 +24,7 @@ HELP = "show or set a queue's claim rate limit and max active jobs"
 
 NONE = "none"
 MAX_COUNT = 2**31 - 1  # integer columns
-_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
-_RATE = re.compile(r"(?P<max>[0-9]+)/(?P<amount>[0-9]+(?:\.[0-9]+)?)?(?P<unit>ms|s|m|h)")
+_RATE = re.compile(r"(?P<max>[0-9]+)/" + DURATION_PATTERN)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--rate",
         default=None,
         metavar="N/DURATION|none",
-        help="at most N claims in any window of DURATION (ms, s, m or h), e.g. 100/1s or"
+        help="at most N claims in any window of DURATION (ms, s, m, h or d), e.g. 100/1s or"
         " 5/500ms; none removes the limit",
     )
     parser.add_argument(
@@ -59,12 +57,9 @@ def parse_rate(text: str, option: str = "--rate") -> JobRateLimit | None:
         raise CommandError(
             f"{option} {text!r}: expected N/DURATION such as 100/1s, 5/500ms or 60/1m, or {NONE!r}"
         )
-    amount = float(match["amount"]) if match["amount"] else 1.0
-    millis = amount * _UNITS_MS[match["unit"]]
-    if millis != int(millis):
-        raise CommandError(f"{option} {text!r}: the duration must be whole milliseconds")
+    duration = duration_of(match, option, text)
     try:
-        return JobRateLimit(int(match["max"]), timedelta(milliseconds=int(millis)))
+        return JobRateLimit(int(match["max"]), duration)
     except InvalidOptions as exc:
         raise CommandError(f"{option} {text!r}: {exc}") from exc
 

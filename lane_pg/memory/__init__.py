@@ -13,6 +13,7 @@ changes anything.
 from __future__ import annotations
 
 from lane_pg.memory.add import _Adding
+from lane_pg.memory.cleanup import _Cleaning
 from lane_pg.memory.dedup import _Deduplicating
 from lane_pg.memory.flow import _Flowing
 from lane_pg.memory.leader import MemoryLeader
@@ -36,6 +37,7 @@ class MemoryBackend(
     _Maintaining,
     _QueueSettings,
     _Managing,
+    _Cleaning,
     _Logs,
     _Reading,
 ):

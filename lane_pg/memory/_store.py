@@ -313,8 +313,10 @@ class _Store:
         self._remove_jobs([(q, job)], now)
 
     def _remove_jobs(self, jobs: Sequence[tuple[_Queue, _Record]], now: datetime) -> None:
-        """lane._remove_jobs: `removed {prev}` and the owners' release per job, in order;
-        a pending flow child told to its parent (FLOW-26); then the rows go."""
+        """lane._remove_jobs, for every path that removes jobs (remove, drain, clean,
+        obliterate, remove_unprocessed_children): `removed {prev}` and the owners' release
+        per job, in order; a pending flow child told to its parent (FLOW-26); then the rows
+        go."""
         for q, job in jobs:
             self._emit(q, "removed", job.id, {"prev": job.state}, now)
             self._dedup_release(q, job)  # DEDUP-12

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from datetime import datetime
 
 from lane_pg.errors import (
@@ -19,6 +20,7 @@ from lane_pg.types import (
     check_json,
     to_millis,
     validate_priority,
+    validate_stacktrace,
 )
 
 
@@ -46,6 +48,8 @@ class _Managing(_Store):
         moment = self._now(now)
         q, job = self._require(queue, job_id)
         self._require_state(job, ("delayed",), "reschedule")
+        if job.repeat_key is None:  # MGMT-5; a repeat occurrence's delay is its schedule
+            job.options = {**job.options, "delay_ms": delay_ms}
         self._move_to_delayed(q, job, moment + delay_ms * _MILLISECOND)
         self._emit(q, "delayed", job.id, {"delay": _epoch_ms(job.available_at)}, moment)
         return job.snapshot()
@@ -108,6 +112,15 @@ class _Managing(_Store):
         q, job = self._writable(queue, job_id, token)
         job.progress = progress
         self._emit(q, "progress", job.id, {"data": copy.deepcopy(progress)}, moment)
+        return job.snapshot()
+
+    async def save_job_stacktrace(
+        self, queue: str, job_id: str, stacktrace: Sequence[str], failed_reason: str | None
+    ) -> Job:
+        entries, reason = validate_stacktrace(stacktrace, failed_reason)
+        _, job = self._require(queue, job_id)
+        job.stacktrace = entries
+        job.failed_reason = reason
         return job.snapshot()
 
     async def update_job_priority(

@@ -6,14 +6,20 @@ import copy
 from collections.abc import Sequence
 from dataclasses import replace
 
-from lane_pg.memory._records import _check_state, _non_negative_int
+from lane_pg.memory._records import PRIORITY_BUCKET, _check_state, _non_negative_int
 from lane_pg.memory._store import _event_bound, _Store
 from lane_pg.types import (
     ALL_STATES,
+    Completed,
+    Failed,
+    FinishedResult,
     Job,
     JobPage,
     JobState,
+    NotFinished,
     QueueEvent,
+    QueueStats,
+    validate_priority,
 )
 
 
@@ -34,6 +40,37 @@ class _Reading(_Store):
         wanted = [_check_state(state) for state in (states or ALL_STATES)]
         q = self._queues.get(queue)
         return {state: 0 if q is None else len(q.by_state[state]) for state in wanted}
+
+    async def get_job_count(self, queue: str, states: Sequence[JobState] | None = None) -> int:
+        return sum((await self.get_job_counts(queue, states)).values())
+
+    async def count_pending_jobs(self, queue: str) -> int:
+        return await self.get_job_count(queue, ["waiting", "delayed", "waiting-children"])
+
+    async def get_counts_per_priority(
+        self, queue: str, priorities: Sequence[int]
+    ) -> dict[int, int]:
+        wanted = [validate_priority(priority) for priority in priorities]
+        q = self._queues.get(queue)
+        # By order-key bucket, as the SQL range count (ORD-5).
+        keys = [] if q is None else [job.order_key for job in q.by_state["waiting"].values()]
+        return {p: sum(1 for key in keys if key // PRIORITY_BUCKET == p) for p in wanted}
+
+    async def get_queue_stats(self, queue: str) -> QueueStats:
+        q = self._queues.get(queue)
+        paused = q is not None and q.paused
+        return QueueStats.from_counts(paused, await self.get_job_counts(queue))
+
+    async def get_job_finished_result(self, queue: str, job_id: str) -> FinishedResult | None:
+        found = self._find(queue, job_id)
+        if found is None:
+            return None
+        job = found[1]
+        if job.state == "completed":
+            return Completed(copy.deepcopy(job.return_value))
+        if job.state == "failed":
+            return Failed(job.failed_reason or "")
+        return NotFinished(job.state)
 
     async def list_jobs(
         self,

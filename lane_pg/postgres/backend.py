@@ -26,6 +26,7 @@ from lane_pg.postgres.arguments import (
     server_errors,
     token_text,
 )
+from lane_pg.postgres.cleanup import CleanupCalls
 from lane_pg.postgres.flows import FlowCalls
 from lane_pg.postgres.leader import PostgresLeader
 from lane_pg.postgres.limits import ClaimLimitCalls, rate_limit_arguments
@@ -69,6 +70,7 @@ from lane_pg.types import (
     validate_prune_batch,
     validate_queue_name,
     validate_record_events,
+    validate_stacktrace,
 )
 
 # One module-level reference: json.loads looked up per call costs an attribute read.
@@ -86,7 +88,7 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
     """
 
 
-class PostgresBackend(SpaceUpkeep, OwnerCalls, ClaimLimitCalls, FlowCalls):
+class PostgresBackend(SpaceUpkeep, OwnerCalls, ClaimLimitCalls, CleanupCalls, FlowCalls):
     """Job queue backend over PostgreSQL (schema ``lane`` unless configured)."""
 
     def __init__(self, pool: asyncpg.Pool, schema: str = "lane", dsn: str | None = None) -> None:
@@ -601,6 +603,14 @@ class PostgresBackend(SpaceUpkeep, OwnerCalls, ClaimLimitCalls, FlowCalls):
             dumps_json(progress, "progress"),
             now,
             optional_token_text(token),
+        )
+
+    async def save_job_stacktrace(
+        self, queue: str, job_id: str, stacktrace: Sequence[str], failed_reason: str | None
+    ) -> Job:
+        entries, reason = validate_stacktrace(stacktrace, failed_reason)
+        return await self._job(
+            "lane.save_job_stacktrace($1, $2, $3::text[], $4)", queue, job_id, entries, reason
         )
 
     async def update_job_priority(

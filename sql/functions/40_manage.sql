@@ -39,7 +39,14 @@ BEGIN
     -- Earlier than a sleeping worker's timer: wake it (lane._wake_for_due; probed before
     -- the move, so the job's old due time counts as the timer it replaces).
     PERFORM lane._wake_for_due(p_queue, v_now + p_delay_ms * interval '1 millisecond', v_now);
-    UPDATE lane.jobs SET available_at = v_now + p_delay_ms * interval '1 millisecond'
+    -- The stored delay follows (MGMT-5), except on a repeat occurrence: its schedule is
+    -- its delay, and its options become the series' template on a retry, which refuses
+    -- delay_ms next to repeat (lane._check_options).
+    UPDATE lane.jobs
+       SET available_at = v_now + p_delay_ms * interval '1 millisecond',
+           options = CASE WHEN repeat_key IS NULL
+                          THEN options || jsonb_build_object('delay_ms', p_delay_ms)
+                          ELSE options END
      WHERE key = v_key
     RETURNING * INTO v_job;
     PERFORM lane._emit(p_queue, 'delayed', p_id,
@@ -83,41 +90,55 @@ BEGIN
     RETURN v_job;
 END $$;
 
--- The one removal of job rows (locked by the caller), for every path that removes jobs:
--- in input order, each writes `removed {prev}` and releases what it owns (DEDUP-12,
--- REP-7); a pending flow child is told to its parent (FLOW-26, FLOW-29, MGMT-29) and a
--- parent's dependency rows go with it; then the logs and rows are deleted.
+-- The one removal of job rows, which the caller has locked and found removable, for
+-- every path that removes jobs (42_cleanup.sql's too): writes `removed {prev}` for each,
+-- in input order (one event row per queue and 1,024 jobs, migration 0007: a drain of
+-- 20,000 jobs writes 20 rows); releases the dedup id (DEDUP-12: with any kept next job)
+-- and the repeat series (REP-7) each one owns, only while the owner row names it; deletes
+-- their logs and rows. A pending flow child is told to its parent (FLOW-26, FLOW-29,
+-- MGMT-29: the parent is released in this transaction) and a parent's dependency rows go
+-- with it. Keys of jobs that do not exist are ignored.
 CREATE OR REPLACE FUNCTION lane._remove_jobs(p_keys bigint[], p_now timestamptz)
 RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
-    v_jobs lane.jobs[];
-    v_job lane.jobs;
+    v_children lane.jobs[];
+    v_parents bigint[];
 BEGIN
-    v_jobs := ARRAY(SELECT j FROM unnest(p_keys) WITH ORDINALITY AS k(key, ord)
-                      JOIN lane.jobs j ON j.key = k.key
-                     WHERE j.key = ANY (p_keys) ORDER BY k.ord);
-    FOREACH v_job IN ARRAY v_jobs LOOP
-        PERFORM lane._emit(v_job.queue, 'removed', v_job.id,
-                           jsonb_build_object('prev', v_job.state), p_now);
-        IF v_job.dedup_id IS NOT NULL THEN
-            PERFORM lane._dedup_release(v_job);
-        END IF;
-        IF v_job.repeat_key IS NOT NULL THEN
-            PERFORM lane._repeat_release(v_job);
-        END IF;
-    END LOOP;
-    IF EXISTS (SELECT 1 FROM unnest(v_jobs) j
-                WHERE j.parent_id IS NOT NULL AND j.state NOT IN ('completed', 'failed')) THEN
-        PERFORM lane._flow_resolve(
-            ARRAY(SELECT j FROM unnest(v_jobs) j
-                   WHERE j.parent_id IS NOT NULL AND j.state NOT IN ('completed', 'failed')),
-            'removed', p_now);
+    IF coalesce(cardinality(p_keys), 0) = 0 THEN
+        RETURN;
     END IF;
-    IF EXISTS (SELECT 1 FROM unnest(v_jobs) j WHERE j.deps_pending IS NOT NULL) THEN
-        PERFORM lane._flow_forget(ARRAY(SELECT j.key FROM unnest(v_jobs) j
-                                         WHERE j.deps_pending IS NOT NULL));
+    INSERT INTO lane.events (queue, event, datas, job_ids, created_at)
+    SELECT j.queue, 'removed', array_agg(jsonb_build_object('prev', j.state) ORDER BY u.ord),
+           array_agg(j.id ORDER BY u.ord), p_now
+      FROM unnest(p_keys) WITH ORDINALITY AS u(key, ord)
+      JOIN lane.jobs j ON j.key = u.key
+      LEFT JOIN lane.queues q ON q.name = j.queue
+     WHERE j.key = ANY (p_keys) AND coalesce(q.record_events, true)
+     GROUP BY j.queue, (u.ord - 1) / 1024
+     ORDER BY min(u.ord);
+    DELETE FROM lane.dedup_owners o
+     USING lane.jobs j
+     WHERE j.key = ANY (p_keys) AND j.dedup_id IS NOT NULL
+       AND o.queue = j.queue AND o.dedup_id = j.dedup_id AND o.job_key = j.key;
+    DELETE FROM lane.repeat_schedulers s
+     USING lane.jobs j
+     WHERE j.key = ANY (p_keys) AND j.repeat_key IS NOT NULL
+       AND s.queue = j.queue AND s.key = j.repeat_key AND s.job_key = j.key;
+    -- One pass over the rows for both flow sides; a batch without flows finds nothing.
+    SELECT array_agg(j ORDER BY j.key)
+               FILTER (WHERE j.parent_id IS NOT NULL AND j.state NOT IN ('completed', 'failed')),
+           array_agg(j.key) FILTER (WHERE j.deps_pending IS NOT NULL)
+      INTO v_children, v_parents
+      FROM lane.jobs j WHERE j.key = ANY (p_keys);
+    IF v_children IS NOT NULL THEN
+        PERFORM lane._flow_resolve(v_children, 'removed', p_now);
     END IF;
-    DELETE FROM lane.job_logs WHERE job_key = ANY (p_keys);
+    IF v_parents IS NOT NULL THEN
+        PERFORM lane._flow_forget(v_parents);
+    END IF;
+    -- `(SELECT ...)` hides the array's length from the planner, which would otherwise read
+    -- the whole log table for a few thousand keys (see lane.prune_finished).
+    DELETE FROM lane.job_logs WHERE job_key = ANY ((SELECT p_keys)::bigint[]);
     DELETE FROM lane.jobs WHERE key = ANY (p_keys);
 END $$;
 
@@ -171,6 +192,25 @@ BEGIN
     RETURNING * INTO v_job;
     PERFORM lane._emit(p_queue, 'progress', p_id,
                        jsonb_build_object('data', v_job.progress), coalesce(p_now, clock_timestamp()));
+    RETURN v_job;
+END $$;
+
+-- MGMT-12: replaces a retained job's stack trace list and failure reason together, in any
+-- state (NULL: an empty list, no reason); no event. LN003 for a NULL entry in the list.
+CREATE OR REPLACE FUNCTION lane.save_job_stacktrace(p_queue text, p_id text, p_stacktrace text[],
+                                                    p_failed_reason text)
+RETURNS lane.jobs LANGUAGE plpgsql AS $$
+DECLARE
+    v_key bigint;
+    v_job lane.jobs;
+BEGIN
+    IF array_position(p_stacktrace, NULL) IS NOT NULL THEN
+        PERFORM lane._fail('LN003', 'a stack trace entry must be text, got NULL');
+    END IF;
+    v_key := lane._job_key(p_queue, p_id);
+    UPDATE lane.jobs SET stacktrace = coalesce(p_stacktrace, '{}'), failed_reason = p_failed_reason
+     WHERE key = v_key
+    RETURNING * INTO v_job;
     RETURN v_job;
 END $$;
 

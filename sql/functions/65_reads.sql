@@ -87,10 +87,73 @@ BEGIN
     OFFSET p_offset LIMIT p_limit;
 END $$;
 
+-- MGMT-24: the sum of lane.get_job_counts, with its rules: all six states when p_states
+-- is NULL or empty, a repeated state counted once.
 CREATE OR REPLACE FUNCTION lane.count_jobs(p_queue text, p_states text[])
 RETURNS bigint LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_states text[] := CASE WHEN coalesce(cardinality(p_states), 0) = 0
+                            THEN ARRAY['waiting', 'delayed', 'active', 'waiting-children',
+                                       'completed', 'failed']
+                            ELSE p_states END;
 BEGIN
-    PERFORM lane._check_states(p_states);
+    PERFORM lane._check_states(v_states);
     RETURN (SELECT coalesce(sum(lane._count_state(p_queue, s)), 0)::bigint
-              FROM (SELECT DISTINCT s FROM unnest(p_states) s) d);
+              FROM (SELECT DISTINCT s FROM unnest(v_states) s) d);
 END $$;
+
+-- MGMT-25: the jobs that are still to run: waiting, delayed and waiting-children.
+CREATE OR REPLACE FUNCTION lane.count_pending_jobs(p_queue text)
+RETURNS bigint LANGUAGE sql STABLE AS $$
+    SELECT lane._count_state(p_queue, 'waiting') + lane._count_state(p_queue, 'delayed')
+         + lane._count_state(p_queue, 'waiting-children')
+$$;
+
+-- MGMT-26, ORD-5: waiting jobs per requested priority, each a range count of
+-- jobs_waiting_idx over the priority's bucket of order keys (lane._order_key: priority *
+-- 2^41 up to the next priority's start, a job released to the front included); a repeated
+-- priority counts once, in first-seen order. LN002 for a priority outside 0..2097152.
+CREATE OR REPLACE FUNCTION lane.get_counts_per_priority(p_queue text, p_priorities integer[])
+RETURNS TABLE (priority integer, count bigint) LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_bad integer;
+BEGIN
+    SELECT p INTO v_bad FROM unnest(p_priorities) p
+     WHERE p IS NULL OR p NOT BETWEEN 0 AND 2097152 LIMIT 1;
+    IF FOUND THEN
+        PERFORM lane._fail('LN002', format(
+            'priority must be an integer between 0 and 2097152, got %s',
+            coalesce(v_bad::text, 'NULL')));
+    END IF;
+    RETURN QUERY
+    SELECT w.p, (SELECT count(*) FROM lane.jobs j
+                  WHERE j.queue = p_queue AND j.state = 'waiting'
+                    AND j.order_key >= w.p::bigint * 2199023255552
+                    AND j.order_key < (w.p::bigint + 1) * 2199023255552)
+      FROM (SELECT s.p, min(s.ord) AS ord
+              FROM unnest(p_priorities) WITH ORDINALITY AS s(p, ord) GROUP BY s.p) w
+     ORDER BY w.ord;
+END $$;
+
+-- MGMT-27, PAUSE-13: the pause flag and the six state counts of one queue, from one
+-- statement's snapshot (STABLE functions read their caller's); false and zeros for a
+-- queue that does not exist.
+CREATE OR REPLACE FUNCTION lane.get_queue_stats(p_queue text)
+RETURNS TABLE (paused boolean, waiting bigint, delayed bigint, active bigint,
+               waiting_children bigint, completed bigint, failed bigint)
+LANGUAGE sql STABLE AS $$
+    SELECT lane.is_queue_paused(p_queue),
+           lane._count_state(p_queue, 'waiting'), lane._count_state(p_queue, 'delayed'),
+           lane._count_state(p_queue, 'active'), lane._count_state(p_queue, 'waiting-children'),
+           lane._count_state(p_queue, 'completed'), lane._count_state(p_queue, 'failed')
+$$;
+
+-- STATE-4: one row for a job that exists: its state, its return value when completed
+-- (JSON null included) and its failure reason when failed, whatever other fields hold.
+CREATE OR REPLACE FUNCTION lane.get_job_finished_result(p_queue text, p_id text)
+RETURNS TABLE (state text, return_value jsonb, failed_reason text) LANGUAGE sql STABLE AS $$
+    SELECT j.state,
+           CASE WHEN j.state = 'completed' THEN coalesce(j.return_value, 'null'::jsonb) END,
+           CASE WHEN j.state = 'failed' THEN coalesce(j.failed_reason, '') END
+      FROM lane.jobs j WHERE j.key = lane._find_key(p_queue, p_id)
+$$;

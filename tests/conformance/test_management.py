@@ -1,4 +1,4 @@
-"""MGMT: promote, reschedule, retry, remove and updates (MGMT-3..5, MGMT-8..11, MGMT-16,
+"""MGMT: promote, reschedule, retry, remove and updates (MGMT-3..5, MGMT-8..12, MGMT-16,
 STATE-5)."""
 
 from __future__ import annotations
@@ -139,6 +139,8 @@ async def test_reschedule_delayed_job_MGMT_5(
 
     assert moved.state == "delayed"
     assert moved.available_at == clock.at(601)
+    assert moved.options["delay_ms"] == 600_000  # the stored delay follows
+    assert (await backend.get_job(queue_name, added.id)) == moved
     assert (await job_event_list(backend, queue_name, added.id))[-1] == (
         "delayed",
         {"delay": epoch_ms(clock.at(601))},
@@ -146,6 +148,19 @@ async def test_reschedule_delayed_job_MGMT_5(
     demand = [QueueDemand(queue_name, 1)]
     assert await backend.claim_jobs("w", demand, 30, now=clock.at(10)) == []
     assert len(await backend.claim_jobs("w", demand, 30, now=clock.at(601))) == 1
+
+
+async def test_reschedule_keeps_a_repeat_occurrences_options_MGMT_5_REP_14(
+    backend: JobQueueBackend, queue_name: str, clock: Clock
+) -> None:
+    # Its schedule is its delay; its options are its series' template (no delay_ms there).
+    cron = {"repeat": {"pattern": "0 0 3 * * *", "key": "nightly"}}
+    added = await backend.add_job(queue_name, "n", None, cron, now=clock.at(0))
+    moved = await backend.reschedule_job(queue_name, added.id, 60, now=clock.at(1))
+    assert moved.available_at == clock.at(61)
+    assert moved.options == added.options
+    repeat = await backend.get_repeat(queue_name, "nightly")
+    assert repeat is not None and repeat.next_at == clock.at(61)
 
 
 async def test_reschedule_earlier_MGMT_5(
@@ -328,6 +343,37 @@ async def test_remove_missing_returns_false_MGMT_16(
 
 
 # ----------------------------------------------------------------------------- updates
+
+
+async def test_save_stacktrace_replaces_list_and_reason_together_MGMT_12(
+    backend: JobQueueBackend, queue_name: str, clock: Clock
+) -> None:
+    failed = await failed_job(backend, queue_name, clock, stacktrace="Traceback one")
+    assert (failed.stacktrace, failed.failed_reason) == (["Traceback one"], "bad")
+    before = await queue_snapshot(backend, queue_name)
+
+    saved = await backend.save_job_stacktrace(queue_name, failed.id, ["t1", "t2"], "worse")
+
+    assert (saved.stacktrace, saved.failed_reason, saved.state) == (["t1", "t2"], "worse", "failed")
+    assert await backend.get_job(queue_name, failed.id) == saved
+    assert await queue_snapshot(backend, queue_name) == before  # no event
+    waiting = await backend.add_job(queue_name, "w", now=clock.at(3))
+    cleared = await backend.save_job_stacktrace(queue_name, waiting.id, [], None)
+    assert (cleared.stacktrace, cleared.failed_reason) == ([], None)
+
+
+async def test_save_stacktrace_refusals_change_nothing_MGMT_12(
+    backend: JobQueueBackend, queue_name: str, clock: Clock
+) -> None:
+    failed = await failed_job(backend, queue_name, clock, stacktrace="t")
+    with pytest.raises(JobNotFound):
+        await backend.save_job_stacktrace(queue_name, "missing", ["t"], "r")
+    for bad in ("not a list", ["ok", 3]):
+        with pytest.raises(ValidationError):
+            await backend.save_job_stacktrace(queue_name, failed.id, bad, "r")  # type: ignore[arg-type]
+    with pytest.raises(ValidationError):
+        await backend.save_job_stacktrace(queue_name, failed.id, [], 7)  # type: ignore[arg-type]
+    assert await backend.get_job(queue_name, failed.id) == failed
 
 
 async def test_update_data_replaces_payload_MGMT_10(

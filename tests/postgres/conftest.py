@@ -55,6 +55,26 @@ async def fresh(new_db: NewDatabase) -> AsyncIterator[tuple[str, PostgresBackend
         await backend.close()
 
 
+@pytest_asyncio.fixture
+async def committed(pg_dsn: str, queue_name: str) -> AsyncIterator[PostgresBackend]:
+    """A backend whose writes commit (other sessions must see them); the test's queue is
+    deleted afterwards."""
+    backend = await PostgresBackend.connect(pg_dsn, min_size=1, max_size=4)
+    try:
+        yield backend
+    finally:
+        async with backend.pool.acquire() as c:
+            await c.execute(
+                "DELETE FROM lane.job_logs WHERE job_key IN"
+                " (SELECT key FROM lane.jobs WHERE queue = $1)",
+                queue_name,
+            )
+            await c.execute("DELETE FROM lane.jobs WHERE queue = $1", queue_name)
+            await c.execute("DELETE FROM lane.events WHERE queue = $1", queue_name)
+            await c.execute("DELETE FROM lane.queues WHERE name = $1", queue_name)
+        await backend.close()
+
+
 async def refused(conn: asyncpg.Connection, sqlstate: str, sql: str, *args: object) -> str:
     """Run ``sql`` in a savepoint, expect ``sqlstate``, and return the error message."""
     with pytest.raises(asyncpg.PostgresError) as caught:

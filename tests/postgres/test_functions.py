@@ -390,3 +390,20 @@ async def test_job_lookups_by_id_use_the_key_or_the_custom_id_index_ADD_2_ADD_3(
         "SELECT count(*) FROM lane.jobs WHERE queue = $1 AND id <> key::text", queue_name
     )
     assert entries == 1
+
+
+async def test_save_stacktrace_refuses_a_null_entry_and_writes_nothing_MGMT_12(
+    conn: asyncpg.Connection, queue_name: str
+) -> None:
+    job_id = await conn.fetchval("SELECT id FROM lane.add_job($1, 'n')", queue_name)
+    await refused(
+        conn, "LN003", "SELECT lane.save_job_stacktrace($1, $2, ARRAY['a', NULL], 'r')",
+        queue_name, job_id,
+    )  # fmt: skip
+    row = await conn.fetchrow(
+        "SELECT stacktrace, failed_reason FROM lane.get_job($1, $2)", queue_name, job_id
+    )
+    assert (row["stacktrace"], row["failed_reason"]) == ([], None)
+    await refused(
+        conn, "LN004", "SELECT lane.save_job_stacktrace($1, 'missing', '{}', NULL)", queue_name
+    )

@@ -7,10 +7,8 @@ waits for rows another transaction holds.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import asyncpg
-import pytest_asyncio
 
 from lane_pg.postgres.backend import PostgresBackend
 from lane_pg.types import DEFAULT_KEEP_COMPLETED, DEFAULT_KEEP_FAILED, QueueDemand
@@ -29,26 +27,6 @@ DOOMED_SQL = """
      ORDER BY j.finished_at, j.key
      LIMIT $5
        FOR UPDATE SKIP LOCKED"""
-
-
-@pytest_asyncio.fixture
-async def committed(pg_dsn: str, queue_name: str) -> AsyncIterator[PostgresBackend]:
-    """A backend whose writes commit (two sessions must see them); the test's queue is
-    deleted afterwards."""
-    backend = await PostgresBackend.connect(pg_dsn, min_size=1, max_size=4)
-    try:
-        yield backend
-    finally:
-        async with backend.pool.acquire() as c:
-            await c.execute(
-                "DELETE FROM lane.job_logs WHERE job_key IN"
-                " (SELECT key FROM lane.jobs WHERE queue = $1)",
-                queue_name,
-            )
-            await c.execute("DELETE FROM lane.jobs WHERE queue = $1", queue_name)
-            await c.execute("DELETE FROM lane.events WHERE queue = $1", queue_name)
-            await c.execute("DELETE FROM lane.queues WHERE name = $1", queue_name)
-        await backend.close()
 
 
 async def _finished_rows(conn: asyncpg.Connection, queue: str, count: int, state: str) -> None:

@@ -46,6 +46,7 @@ from lane_pg.types import (
     JobOptions,
     JobRateLimit,
     JobSpec,
+    JobState,
     LeaseRef,
     QueueDemand,
 )
@@ -586,6 +587,28 @@ class JobStateMachine(RuleBasedStateMachine):
         )
         assert model_count == real_count
 
+    @rule(delayed=st.booleans())
+    def drain(self, delayed: bool) -> None:
+        model_count, real_count = self.both(
+            lambda backend, _: backend.drain_jobs(self.queue, delayed=delayed, now=self.now)
+        )
+        assert model_count == real_count
+
+    @rule(
+        state=st.sampled_from(["completed", "failed", "active", "waiting", "delayed"]),
+        grace_s=st.sampled_from([0, 2, 5]),
+        limit=st.sampled_from([0, 1, 2]),
+    )
+    def clean(self, state: JobState, grace_s: int, limit: int) -> None:
+        model_jobs, real_jobs = self.both(
+            lambda backend, _: backend.clean_jobs(
+                self.queue, state, grace_s, limit=limit, now=self.now
+            )
+        )
+        assert len(model_jobs) == len(real_jobs)
+        for model_job, real_job in zip(model_jobs, real_jobs, strict=True):
+            self.same_job(model_job, real_job)
+
     # ----------------------------------------------------------------- invariants
     @invariant()
     def same_limiter(self) -> None:
@@ -739,6 +762,7 @@ class FlowStateMachine(JobStateMachine):
         self.fail(index, stale, discard)
 
 
+@pytest.mark.timeout(600)  # ~20 examples of 30 steps, two backends each step
 def test_postgres_follows_the_memory_model_in_flows(pg_dsn: str) -> None:
     FlowStateMachine.dsn = pg_dsn
     run_state_machine_as_test(
@@ -752,6 +776,7 @@ def test_postgres_follows_the_memory_model_in_flows(pg_dsn: str) -> None:
     )
 
 
+@pytest.mark.timeout(600)
 def test_postgres_follows_the_memory_model(pg_dsn: str) -> None:
     JobStateMachine.dsn = pg_dsn
     run_state_machine_as_test(

@@ -1,0 +1,163 @@
+"""Removing many jobs at once: drain, clean, obliterate, orphaned side rows (MGMT-17..22;
+sql/functions/42_cleanup.sql). Every job goes through ``_Store._remove_jobs``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+
+from lane_pg.errors import JobStateConflict
+from lane_pg.memory._records import _MILLISECOND, _Queue, _Record
+from lane_pg.memory._store import _Store
+from lane_pg.types import (
+    Duration,
+    Job,
+    JobState,
+    to_millis,
+    validate_clean_state,
+    validate_count,
+    validate_flag,
+    validate_queue_name,
+)
+
+# Per state: the time clean_jobs compares with its cut-off, and the order it takes jobs in
+# (the order of the state's index, lane._removable_keys).
+_CLEAN_TIME: dict[JobState, Callable[[_Record], datetime | None]] = {
+    "completed": lambda job: job.finished_at,
+    "failed": lambda job: job.finished_at,
+    "active": lambda job: job.processed_at,
+    "waiting": lambda job: job.created_at,
+    "delayed": lambda job: job.created_at,
+}
+_CHUNK = 1000
+"""Jobs per lane._remove_jobs call of a drain, clean or obliterate (lane._remove_in_chunks)."""
+
+_REMOVAL_ORDER: dict[JobState, Callable[[_Record], tuple[object, int]]] = {
+    "completed": lambda job: (job.finished_at, job.key),
+    "failed": lambda job: (job.finished_at, job.key),
+    "active": lambda job: (job.lease_expires_at, job.key),
+    "waiting": lambda job: (job.order_key, job.key),
+    "delayed": lambda job: (job.available_at, job.key),
+}
+
+
+class _Cleaning(_Store):
+    """Removing many jobs at once (MGMT-17..22, REP-16)."""
+
+    def _is_repeat_owner(self, q: _Queue, job: _Record) -> bool:
+        """lane._is_repeat_owner: the occurrence its series names (drain and clean keep it)."""
+        row = None if job.repeat_key is None else q.series.get(job.repeat_key)
+        return row is not None and row.job_key == job.key
+
+    def _remove_in_chunks(self, q: _Queue, doomed: list[_Record], now: datetime) -> None:
+        """lane._remove_in_chunks: 1,000 jobs per removal, so a flow parent released by
+        one chunk writes its event before the next chunk's `removed` events, as in SQL."""
+        for start in range(0, len(doomed), _CHUNK):
+            self._remove_jobs([(q, job) for job in doomed[start : start + _CHUNK]], now)
+
+    async def drain_jobs(
+        self, queue: str, *, delayed: bool = False, now: datetime | None = None
+    ) -> int:
+        validate_queue_name(queue)
+        validate_flag(delayed, "delayed")
+        moment = self._now(now)
+        q = self._queues.get(queue)
+        if q is None:
+            return 0
+        doomed: list[_Record] = []
+        for state in ("waiting", "delayed") if delayed else ("waiting",):
+            doomed += sorted(
+                (j for j in q.by_state[state].values() if not self._is_repeat_owner(q, j)),
+                key=_REMOVAL_ORDER[state],
+            )
+        self._remove_in_chunks(q, doomed, moment)
+        return len(doomed)
+
+    async def clean_jobs(
+        self,
+        queue: str,
+        state: JobState,
+        grace: Duration,
+        *,
+        limit: int = 0,
+        now: datetime | None = None,
+    ) -> list[Job]:
+        validate_queue_name(queue)
+        state = validate_clean_state(state)
+        cut = self._now(now) - to_millis(grace, "grace") * _MILLISECOND
+        validate_count(limit, "limit")
+        moment = self._now(now)
+        q = self._queue(queue)  # the `cleaned` event creates the queue, as in SQL
+        time_of = _CLEAN_TIME[state]
+
+        def cleanable(job: _Record) -> bool:
+            moment_of_job = time_of(job)
+            if moment_of_job is None or not moment_of_job < cut:
+                return False
+            if state == "active" and not (job.lease_expires_at and job.lease_expires_at < moment):
+                return False  # MGMT-19: a live lease protects it
+            return not self._is_repeat_owner(q, job)  # MGMT-20
+
+        doomed = sorted(
+            (j for j in q.by_state[state].values() if cleanable(j)), key=_REMOVAL_ORDER[state]
+        )
+        if limit:
+            doomed = doomed[:limit]
+        snapshots = [job.snapshot() for job in doomed]
+        self._remove_in_chunks(q, doomed, moment)
+        self._emit(q, "cleaned", None, {"count": len(doomed)}, moment)
+        return snapshots
+
+    async def obliterate_queue(
+        self, queue: str, *, force: bool = False, now: datetime | None = None
+    ) -> int:
+        validate_queue_name(queue)
+        validate_flag(force, "force")
+        moment = self._now(now)
+        q = self._queue(queue)
+        q.paused = True  # stays when refused below (MGMT-21)
+        self._emit(q, "paused", None, {}, moment)
+        if q.by_state["active"] and not force:
+            raise JobStateConflict(
+                f"queue {queue} has active jobs: it cannot be obliterated unless forced (pause"
+                " it and let them finish, or force)"
+            )
+        doomed = sorted(q.jobs.values(), key=lambda j: j.key)
+        self._remove_in_chunks(q, doomed, moment)
+        del self._queues[queue]  # events, owners, series, limits, settings, pause
+        return len(doomed)
+
+    async def remove_orphaned(
+        self, count: int = 0, limit: int = 0, *, now: datetime | None = None
+    ) -> int:
+        validate_count(count, "count")
+        left = validate_count(limit, "limit") or None
+        moment = self._now(now)
+
+        def gone(q: _Queue, job_id: str, job_key: int) -> bool:
+            job = q.jobs.get(job_id)
+            return job is None or job.key != job_key
+
+        # Logs live on their job's record and a parent's dependency rows go with it
+        # (_Store._delete): only owner rows and series can outlive their job (a TTL owner
+        # after retention, DEDUP-5). Owners of every queue first, then series, each by
+        # (queue, key), as lane.remove_orphaned.
+        queues = [self._queues[name] for name in sorted(self._queues)]
+        stale_owners = [
+            (q, dedup_id)
+            for q in queues
+            for dedup_id, owner in sorted(q.owners.items())
+            if not (owner.expires_at is not None and owner.expires_at > moment)
+            and gone(q, owner.job_id, owner.job_key)
+        ][:left]
+        stale_series = [
+            (q, key)
+            for q in queues
+            for key, row in sorted(q.series.items())
+            if gone(q, row.job_id, row.job_key)
+        ][: None if left is None else left - len(stale_owners)]
+        for q, dedup_id in stale_owners:
+            del q.owners[dedup_id]
+        for q, key in stale_series:
+            del q.series[key]
+        return len(stale_owners) + len(stale_series)

@@ -1,0 +1,148 @@
+"""Removing many jobs (``Cleaner``, MGMT-17..22) and the count reads of MGMT-24..27 and
+STATE-4 for PostgresBackend: one call of a ``lane.*`` function of
+sql/functions/42_cleanup.sql or 65_reads.sql each (obliterate: two, see there)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, cast
+
+import asyncpg
+
+from lane_pg.postgres.rows import JOB_COLUMNS, job_from_row
+from lane_pg.types import (
+    Completed,
+    Duration,
+    Failed,
+    FinishedResult,
+    Job,
+    JobState,
+    NotFinished,
+    QueueStats,
+    to_millis,
+    validate_clean_state,
+    validate_count,
+    validate_flag,
+    validate_priority,
+    validate_queue_name,
+)
+
+
+class CleanupCalls:
+    """The ``Cleaner`` methods and the count reads over ``_fetch`` / ``_fetchval``, which
+    PostgresBackend defines."""
+
+    async def _fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:
+        raise NotImplementedError
+
+    async def _fetchval(self, sql: str, *args: Any) -> Any:
+        raise NotImplementedError
+
+    # ----------------------------------------------------------------- removing
+    async def drain_jobs(
+        self, queue: str, *, delayed: bool = False, now: datetime | None = None
+    ) -> int:
+        validate_queue_name(queue)
+        return cast(
+            int,
+            await self._fetchval(
+                "SELECT lane.drain_jobs($1, $2, $3)", queue, validate_flag(delayed, "delayed"), now
+            ),
+        )
+
+    async def clean_jobs(
+        self,
+        queue: str,
+        state: JobState,
+        grace: Duration,
+        *,
+        limit: int = 0,
+        now: datetime | None = None,
+    ) -> list[Job]:
+        validate_queue_name(queue)
+        rows = await self._fetch(
+            f"SELECT {JOB_COLUMNS} FROM lane.clean_jobs($1, $2, $3, $4, $5) AS j",
+            queue,
+            validate_clean_state(state),
+            to_millis(grace, "grace"),
+            validate_count(limit, "limit"),
+            now,
+        )
+        return [job_from_row(row) for row in rows]
+
+    async def obliterate_queue(
+        self, queue: str, *, force: bool = False, now: datetime | None = None
+    ) -> int:
+        validate_queue_name(queue)
+        validate_flag(force, "force")
+        # The pause commits on its own, so a refusal (active jobs, no force) leaves the
+        # queue paused, as MGMT-21 asks; lane.obliterate_queue then deletes it, row too.
+        await self._fetch("SELECT lane.pause_queue($1, $2)", queue, now)
+        return cast(
+            int,
+            await self._fetchval("SELECT lane.obliterate_queue($1, $2, $3)", queue, force, now),
+        )
+
+    async def remove_orphaned(
+        self, count: int = 0, limit: int = 0, *, now: datetime | None = None
+    ) -> int:
+        return cast(
+            int,
+            await self._fetchval(
+                "SELECT lane.remove_orphaned($1, $2, $3)",
+                validate_count(count, "count"),
+                validate_count(limit, "limit"),
+                now,
+            ),
+        )
+
+    # ----------------------------------------------------------------- counting
+    async def get_job_count(self, queue: str, states: Sequence[JobState] | None = None) -> int:
+        return cast(
+            int,
+            await self._fetchval(
+                "SELECT lane.count_jobs($1, $2::text[])",
+                queue,
+                None if states is None else list(states),
+            ),
+        )
+
+    async def count_pending_jobs(self, queue: str) -> int:
+        return cast(int, await self._fetchval("SELECT lane.count_pending_jobs($1)", queue))
+
+    async def get_counts_per_priority(
+        self, queue: str, priorities: Sequence[int]
+    ) -> dict[int, int]:
+        wanted = [validate_priority(priority) for priority in priorities]
+        rows = await self._fetch(
+            "SELECT priority, count FROM lane.get_counts_per_priority($1, $2::int[])",
+            queue,
+            wanted,
+        )
+        return {row["priority"]: row["count"] for row in rows}
+
+    async def get_queue_stats(self, queue: str) -> QueueStats:
+        rows = await self._fetch(
+            "SELECT paused, waiting, delayed, active, waiting_children, completed, failed"
+            " FROM lane.get_queue_stats($1)",
+            queue,
+        )
+        return QueueStats(**dict(rows[0]))
+
+    async def get_job_finished_result(self, queue: str, job_id: str) -> FinishedResult | None:
+        rows = await self._fetch(
+            "SELECT state, return_value::text AS return_value, failed_reason"
+            " FROM lane.get_job_finished_result($1, $2)",
+            queue,
+            job_id,
+        )
+        if not rows:
+            return None
+        row = rows[0]
+        if row["state"] == "completed":
+            return Completed(json.loads(row["return_value"]))
+        if row["state"] == "failed":
+            return Failed(row["failed_reason"])
+        return NotFinished(row["state"])
