@@ -428,6 +428,7 @@ async def _f2_loop(
     claims: dict[str, list[float]] = {QUEUE: [], PLAIN_QUEUE: []}
     completes: dict[str, list[float]] = {QUEUE: [], PLAIN_QUEUE: []}
     left = {QUEUE: children, PLAIN_QUEUE: children}
+    half_read = False
     while any(left.values()):
         for queue in (QUEUE, PLAIN_QUEUE):
             if not left[queue]:
@@ -441,6 +442,15 @@ async def _f2_loop(
             await _complete(conn, claimed)
             completes[queue].append((time.perf_counter() - started) * 1000)
             left[queue] -= len(claimed)
+            if queue == QUEUE and not half_read and left[queue] <= children // 2:
+                half_read = True
+                # Half the children done: a page of one bucket now steps over the other
+                # bucket's rows that sort before it (a dashboard reading a running flow).
+                for count in PAGE_SIZES:
+                    for bucket in ("unprocessed", "processed"):
+                        pages[(f"{bucket}, half drained", count)] = await _page_reads(
+                            conn, parent_id, bucket, count
+                        )
     release = await _parent_release(conn, parent_id)
     for count in PAGE_SIZES:
         pages[("processed", count)] = await _page_reads(conn, parent_id, "processed", count)
@@ -594,7 +604,13 @@ async def f2(rep: Reporter, runs: int, children: int, concurrency: int) -> None:
         states=states,
     )
     for (bucket, count), by_cursor in sorted(pages.items(), key=lambda kv: kv[0]):
-        when = "before the drain" if bucket == "unprocessed" else "after the drain"
+        when = (
+            "half-way through the drain (by the loop below)"
+            if "half" in bucket
+            else "before the drain"
+            if bucket == "unprocessed"
+            else "after the drain"
+        )
         empty = bucket.startswith("failed")
         all_reads = [v for values in by_cursor.values() for v in values]
         rep.figure(
