@@ -484,7 +484,7 @@ async def f2(rep: Reporter, runs: int, children: int, concurrency: int) -> None:
     }
     releases: list[tuple[str, int, str]] = []
     pages: dict[tuple[str, int], dict[str, list[float]]] = {}
-    page_run_medians: dict[tuple[str, int], list[float]] = {}
+    page_run_worst: dict[tuple[str, int], list[float]] = {}
     try:
         for run in range(runs):
             for key, ms in (await _f2_adds(conn, backend, children)).items():
@@ -508,8 +508,9 @@ async def f2(rep: Reporter, runs: int, children: int, concurrency: int) -> None:
                 merged = pages.setdefault(page_key, {})
                 for where, values in by_cursor.items():
                     merged.setdefault(where, []).extend(values)
-                page_run_medians.setdefault(page_key, []).append(
-                    statistics.median([v for vs in by_cursor.values() for v in vs])
+                # The slowest cursor's median: a page must be cheap wherever it starts.
+                page_run_worst.setdefault(page_key, []).append(
+                    max(statistics.median(vs) for vs in by_cursor.values())
                 )
     finally:
         await backend.close()
@@ -616,7 +617,7 @@ async def f2(rep: Reporter, runs: int, children: int, concurrency: int) -> None:
         rep.figure(
             "F2",
             f"lane_pg get_flow_dependency_page {bucket}, {count} a page",
-            page_run_medians[(bucket, count)],
+            page_run_worst[(bucket, count)],
             "ms",
             raw=None,
             no_baseline=True,
@@ -629,9 +630,9 @@ async def f2(rep: Reporter, runs: int, children: int, concurrency: int) -> None:
                 if empty
                 else "cursors at the first page, the middle of the bucket and its last full page"
             )
-            + f"; {PAGE_READS} reads at each cursor after one warm-up read; value = median of"
-            " each run's reads, max_ms the slowest read of any run (target < 10 ms at any"
-            f" cursor); {each}",
+            + f"; {PAGE_READS} reads at each cursor after one warm-up read; value = each run's"
+            " median at its slowest cursor, max_ms the slowest read of any run (target < 10"
+            f" ms at any cursor); {each}",
             max_ms=round(max(all_reads), 3),
             by_cursor={
                 where: {
