@@ -45,4 +45,4 @@ def test_flow_benchmarks_smoke() -> None:
     assert releases["exactly_once"] is True
     assert releases["states"] == ["loop: waiting", "workers: waiting"]
     pages = [s for w, s in by_subject if w == "F2" and "get_flow_dependency_page" in s]
-    assert len(pages) == 10
+    assert len(pages) == 11
