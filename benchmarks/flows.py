@@ -644,8 +644,9 @@ async def f2(rep: Reporter, runs: int, children: int, concurrency: int) -> None:
                 else "cursors at the first page, the middle of the bucket and its last full page"
             )
             + (
-                "; one read, the first of a new connection, with the statistics of the"
-                " ANALYZE taken before the drain (autovacuum is off on this server)"
+                "; one read, the first of a new connection (its backend's catalog caches"
+                " cold too), with the statistics of the ANALYZE taken before the drain"
+                " (autovacuum is off on this server)"
                 if fresh_session
                 else f"; {PAGE_READS} reads at each cursor after one warm-up read"
             )
