@@ -40,14 +40,16 @@ DEFAULT_CONCURRENCY = 200
 # --------------------------------------------------------------------------- pre-enqueue
 
 
-async def lane_prefill(conn: asyncpg.Connection, n: int, options: str = "{}") -> None:
+async def lane_prefill(
+    conn: asyncpg.Connection, n: int, options: str = "{}", *, queue: str = QUEUE
+) -> None:
     """``n`` noop jobs through lane.add_jobs, 1000 per call (not measured)."""
     for start in range(0, n, 1000):
         k = min(1000, n - start)
         await conn.execute(
             "SELECT count(*) FROM lane.add_jobs($1, $2::text[], $3::text[]::jsonb[],"
             " $4::text[]::jsonb[])",
-            QUEUE,
+            queue,
             ["noop"] * k,
             [json.dumps({"n": start + i}) for i in range(k)],
             [options] * k,

@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import asyncpg
 
-from benchmarks import enqueue, health, limits, processing, repeat, sustained
+from benchmarks import enqueue, flows, health, limits, processing, repeat, sustained
 from benchmarks.common import (
     Reporter,
     bench_dsn,
@@ -27,7 +27,7 @@ from benchmarks.common import (
     server_settings,
 )
 
-WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6", "D1", "R1", "W7")
+WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6", "D1", "R1", "W7", "F1", "F2")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -81,6 +81,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=None,
         help="jobs of W7's rate-limited queue (1,000/s; default 5000, --quick 2000)",
     )
+    parser.add_argument(
+        "--f1-flows",
+        type=int,
+        default=None,
+        help="flows of F1, 10 children each (1000; --quick 100)",
+    )
+    parser.add_argument(
+        "--f2-children",
+        type=int,
+        default=None,
+        help="children of F2's one flow (10000; --quick 1000)",
+    )
     parser.add_argument("--keep-db", action="store_true", help="leave lane_bench behind")
     args = parser.parse_args(argv)
     args.only = [w.strip().upper() for w in args.only.split(",") if w.strip()]
@@ -127,6 +139,11 @@ async def main(args: argparse.Namespace) -> int:
         if "W7" in args.only:
             limited = args.w7_limited or (2000 if quick else 5000)
             await limits.w7(rep, runs, 5000 if quick else 20_000, limited, concurrency)
+        if "F1" in args.only:
+            count = args.f1_flows or (100 if quick else 1000)
+            await flows.f1(rep, runs, count, 10, concurrency)
+        if "F2" in args.only:
+            await flows.f2(rep, runs, args.f2_children or (1000 if quick else 10_000), concurrency)
     finally:
         if not args.keep_db:
             await drop_database()
