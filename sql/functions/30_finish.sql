@@ -69,8 +69,7 @@ BEGIN
                                            WHERE d.repeat_key IS NOT NULL), p_now);
     END IF;
     IF v_children THEN  -- FLOW-3, FLOW-4: values under their parents, fan-in release
-        PERFORM lane._flow_resolve(ARRAY(SELECT d FROM unnest(v_done) d
-                                          WHERE d.parent_id IS NOT NULL), 'completed', p_now);
+        PERFORM lane._flow_resolve(v_done, 'completed', p_now);  -- it skips the others
     END IF;
     -- Retention: each distinct policy once per queue; age limits scale with the batch.
     FOR v_row IN

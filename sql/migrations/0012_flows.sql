@@ -24,3 +24,9 @@ ALTER TABLE lane.flow_deps SET (fillfactor = 70);
 CREATE INDEX flow_deps_page_idx ON lane.flow_deps (parent_key, seq) WHERE seq > 0;
 -- A child's outcome finds its row by the child's key (lane._flow_resolve).
 CREATE INDEX flow_deps_child_key_idx ON lane.flow_deps (child_key);
+-- No function reads jobs by (parent_queue, parent_id) or flow_deps by (child_queue,
+-- child_id) (a child finds its parent by key, a dependency row by child_key), and every
+-- claim and completion of a child wrote an entry into the first: 1.47x -> 1.41x a plain
+-- completion without it (F2), ~50 ms less for a 10,000-child add without both.
+DROP INDEX lane.jobs_parent_idx;
+DROP INDEX lane.flow_deps_child_idx;
