@@ -905,3 +905,57 @@ async def test_flow_result_shape(backend: JobQueueBackend, queue_name: str, cloc
     flow = await backend.add_flow(FlowJob("alone", queue=queue_name), now=clock.at(0))
     assert isinstance(flow, Flow) and flow.children == []
     assert flow.job.state == "waiting"
+
+
+async def test_one_completion_applies_every_finalisation_rule_in_order_FIN_2(
+    backend: JobQueueBackend, queue_name: str, clock: Clock
+) -> None:
+    """FIN-2 for a flow child that owns a keep-last deduplication id, under a count
+    retention: completed, then the kept duplicate stored (it owns the id), then the parent
+    released, then retention; nothing is drained while those wait."""
+    keep = DeduplicationOptions("report", keep_last_if_active=True)
+    older = await backend.add_job(queue_name, "old", options={"job_id": "old"}, now=clock.at(0))
+    claimed = await claim(backend, queue_name, clock, 0)
+    await backend.complete_job(queue_name, older.id, token(claimed["old"]), now=clock.at(0))
+    flow = await backend.add_flow(
+        FlowJob(
+            "parent",
+            queue=queue_name,
+            children=[
+                FlowJob(
+                    "child",
+                    "v1",
+                    JobOptions(job_id="child", deduplication=keep, remove_on_complete=1),
+                )
+            ],
+        ),
+        now=clock.at(1),
+    )
+    running = (await claim(backend, queue_name, clock, 2))["child"]
+    kept = await backend.add_job(
+        queue_name, "child", "v2", JobOptions(deduplication=keep), now=clock.at(3)
+    )
+    assert kept.id == "child"  # the owner, running: v2 is kept for later
+
+    await backend.complete_job(queue_name, "child", token(running), "r1", now=clock.at(4))
+
+    after = [
+        (event.event, event.job_id)
+        for event in await backend.read_events(queue_name, "-", "+", 1000)
+        if event.created_at == clock.at(4)
+    ]
+    new_owner = await backend.get_deduplication_job_id(queue_name, "report", now=clock.at(4))
+    assert new_owner is not None and new_owner != "child"
+    assert after == [
+        ("completed", "child"),  # the job itself
+        ("added", new_owner),  # keep-last materialised (DEDUP-9)
+        ("waiting", new_owner),
+        ("waiting", flow.job.id),  # the flow parent released (FLOW-3)
+    ]
+    # Retention last: of the completed jobs only the newest stays; the result stays under
+    # the parent (FLOW-28).
+    assert await backend.get_job(queue_name, "old") is None
+    assert await backend.get_job_state(queue_name, "child") == "completed"
+    assert await backend.get_flow_children_values(queue_name, flow.job.id) == {
+        ChildRef(queue_name, "child"): "r1"
+    }

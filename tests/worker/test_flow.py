@@ -190,3 +190,38 @@ async def test_a_child_that_kills_its_workers_applies_the_policy_STALL_4(
         assert [row for row in await effects(db, queue_name) if row["job_id"] == parent] == []
     else:
         assert list(job.return_value) == [f"{queue_name}:good"]
+
+
+async def test_a_flow_of_10000_children_drains_and_releases_its_parent_once_FLOW_3(
+    workers: Workers, backend: PostgresBackend, db: asyncpg.Connection, queue_name: str
+) -> None:
+    """The issue's check: 10,000 children, two worker processes, one release."""
+    parent_queue = f"{queue_name}_p"
+    parent = await db.fetchval(
+        "SELECT lane.add_flow(jsonb_build_object('queue', $1::text, 'name', 'combine',"
+        " 'children', (SELECT jsonb_agg(jsonb_build_object('name', 'noop', 'queue', $2::text,"
+        " 'data', i)) FROM generate_series(1, 10000) i)))",
+        parent_queue,
+        queue_name,
+    )
+    await workers.start_many(2, *queue_args(queue_name), "--concurrency", "100")
+
+    async def drained() -> bool:
+        return await state_of(db, parent_queue, parent) == "waiting"
+
+    await until(drained, timeout=120, interval=0.2)
+    releases = await db.fetchval(
+        "SELECT count(*) FROM lane.events e WHERE e.queue = $1 AND e.event = 'waiting'"
+        " AND (e.job_id = $2 OR $2 = ANY (e.job_ids))"
+        " AND e.data ->> 'prev' = 'waiting-children'",
+        parent_queue,
+        parent,
+    )
+    assert releases == 1
+    counts = await backend.get_flow_dependency_counts(parent_queue, parent)
+    assert counts is not None
+    assert (counts.processed, counts.unprocessed, counts.missing) == (10000, 0, 0)
+    pending = await db.fetchval(
+        "SELECT deps_pending FROM lane.jobs WHERE queue = $1 AND id = $2", parent_queue, parent
+    )
+    assert pending == 0
