@@ -563,6 +563,14 @@ class Job:
     deferred_failure: str | None = None
     """A flow parent's failure, set by a child's (FLOW-9), that the worker claiming it
     applies instead of running it (WORK-11)."""
+    # MGMT-1: shown by get_job only (None in the snapshots claims and settlements return),
+    # and left out of equality, so a job compares equal however it was read.
+    logs_count: int | None = field(default=None, compare=False)
+    deduplication_expires_at: datetime | None = field(default=None, compare=False)
+    """When the deduplication id this job owns stops blocking duplicates (None: no TTL,
+    or the job does not own it)."""
+    child_ids: tuple[tuple[str, str], ...] | None = field(default=None, compare=False)
+    """A flow parent's children as (queue, id), in attach order (FLOW-16)."""
 
     @property
     def payload(self) -> JSON:
@@ -575,6 +583,7 @@ class Job:
 
 
 _JOB_FIELDS = tuple(f.name for f in fields(Job))
+_COMPARED_FIELDS = tuple(f.name for f in fields(Job) if f.compare)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -595,7 +604,7 @@ class ClaimedJob(Job):
         # with the same fields (a subclass's __eq__ is asked first, from either side).
         if not isinstance(other, Job):
             return NotImplemented
-        return all(getattr(self, name) == getattr(other, name) for name in _JOB_FIELDS)
+        return all(getattr(self, name) == getattr(other, name) for name in _COMPARED_FIELDS)
 
     __hash__ = Job.__hash__
 

@@ -38,6 +38,7 @@ from lane_pg.postgres.rows import (
     event_from_row,
     job_from_row,
     plain_job,
+    with_extras,
 )
 from lane_pg.postgres.upkeep import SpaceUpkeep
 from lane_pg.types import (
@@ -683,9 +684,12 @@ class PostgresBackend(SpaceUpkeep, OwnerCalls, ClaimLimitCalls, CleanupCalls, Fl
     # ----------------------------------------------------------------- reading
     async def get_job(self, queue: str, job_id: str) -> Job | None:
         rows = await self._fetch(
-            f"SELECT {JOB_COLUMNS} FROM lane.get_job($1, $2) AS j", queue, job_id
+            f"SELECT {JOB_COLUMNS}, x.logs_count, x.dedup_expires_at, x.child_queues,"
+            " x.child_ids FROM lane.get_job($1, $2) AS j, lane.get_job_extras($1, $2) AS x",
+            queue,
+            job_id,
         )
-        return job_from_row(rows[0]) if rows else None
+        return with_extras(job_from_row(rows[0]), rows[0]) if rows else None
 
     async def get_job_state(self, queue: str, job_id: str) -> JobState | None:
         return cast(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, TypeVar, cast
 
@@ -111,6 +112,19 @@ def job_from_row(row: Mapping[str, Any], cls: type[J] = new_job) -> J:  # type: 
         row["parent_queue"],
         row["parent_id"],
         row["deferred_failure"],
+        None,  # logs_count, deduplication_expires_at, child_ids: get_job's extras
+        None,
+        None,
+    )
+
+
+def with_extras(job: J, row: Mapping[str, Any]) -> J:
+    """``job`` with the MGMT-1 fields of a ``lane.get_job_extras`` row."""
+    return replace(
+        job,
+        logs_count=row["logs_count"],
+        deduplication_expires_at=row["dedup_expires_at"],
+        child_ids=tuple(zip(row["child_queues"], row["child_ids"], strict=True)),
     )
 
 
@@ -162,6 +176,9 @@ def plain_job(
         None,  # parent_queue
         None,  # parent_id
         None,  # deferred_failure
+        None,  # logs_count
+        None,  # deduplication_expires_at
+        None,  # child_ids
     )
 
 

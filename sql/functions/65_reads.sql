@@ -6,6 +6,25 @@ RETURNS SETOF lane.jobs LANGUAGE sql STABLE AS $$
     SELECT * FROM lane.jobs WHERE key = lane._find_key(p_queue, p_id)
 $$;
 
+-- MGMT-1: what a job's snapshot shows besides its row: how many log lines it has, when its
+-- deduplication id stops blocking (while it owns it; NULL: no TTL or not the owner), and
+-- its flow children in attach order (queues and ids; empty for a job without any). Read
+-- by get_job only: claims and settlements never pay for it.
+CREATE OR REPLACE FUNCTION lane.get_job_extras(p_queue text, p_id text,
+                                               OUT logs_count bigint,
+                                               OUT dedup_expires_at timestamptz,
+                                               OUT child_queues text[], OUT child_ids text[])
+LANGUAGE sql STABLE AS $$
+    SELECT (SELECT count(*) FROM lane.job_logs l WHERE l.job_key = j.key),
+           (SELECT o.expires_at FROM lane.dedup_owners o
+             WHERE o.queue = j.queue AND o.dedup_id = j.dedup_id AND o.job_key = j.key),
+           ARRAY(SELECT d.child_queue FROM lane.flow_deps d WHERE d.parent_key = j.key
+                  ORDER BY d.seq),
+           ARRAY(SELECT d.child_id FROM lane.flow_deps d WHERE d.parent_key = j.key
+                  ORDER BY d.seq)
+      FROM lane.jobs j WHERE j.key = lane._find_key(p_queue, p_id)
+$$;
+
 CREATE OR REPLACE FUNCTION lane.get_job_state(p_queue text, p_id text)
 RETURNS text LANGUAGE sql STABLE AS $$
     SELECT state FROM lane.jobs WHERE key = lane._find_key(p_queue, p_id)

@@ -959,3 +959,31 @@ async def test_one_completion_applies_every_finalisation_rule_in_order_FIN_2(
     assert await backend.get_flow_children_values(queue_name, flow.job.id) == {
         ChildRef(queue_name, "child"): "r1"
     }
+
+
+async def test_get_job_shows_logs_dedup_expiry_and_children_MGMT_1(
+    backend: JobQueueBackend, queue_name: str, clock: Clock
+) -> None:
+    flow = await backend.add_flow(
+        FlowJob(
+            "p",
+            queue=queue_name,
+            options=JobOptions(deduplication=DeduplicationOptions("once", ttl=60)),
+            children=[FlowJob("c", options={"job_id": "a"}), FlowJob("c", options={"job_id": "b"})],
+        ),
+        now=clock.at(0),
+    )
+    await backend.add_job_log(queue_name, "a", "one", now=clock.at(1))
+    await backend.add_job_log(queue_name, "a", "two", now=clock.at(1))
+
+    parent = await backend.get_job(queue_name, flow.job.id)
+    assert parent is not None
+    assert parent.child_ids == ((queue_name, "a"), (queue_name, "b"))
+    assert parent.deduplication_expires_at == clock.at(60)
+    assert parent.logs_count == 0
+    child = await backend.get_job(queue_name, "a")
+    assert child is not None
+    assert (child.logs_count, child.child_ids, child.deduplication_expires_at) == (2, (), None)
+    assert child.parent_id == flow.job.id
+    # Left out of equality: a snapshot from any other call compares equal.
+    assert child == flow.children[0].job
