@@ -177,7 +177,7 @@ async def test_duplicate_ids_in_one_flow_are_rejected_FLOW_2(
     assert sum((await backend.get_job_counts(queue_name)).values()) == 0
 
 
-async def test_last_child_completion_releases_the_parent_FLOW_3_FLOW_4(
+async def test_last_child_completion_releases_the_parent_FLOW_3_FLOW_4_FLOW_19(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
     flow = await backend.add_flow(two_children(queue_name), now=clock.at(0))

@@ -94,3 +94,18 @@ async def test_delayed_promotion_goes_on_while_paused_PAUSE_12(
 async def test_pause_bad_queue_name_rejected_PAUSE_1(backend: JobQueueBackend) -> None:
     with pytest.raises(InvalidQueueName):
         await backend.pause_queue("bad name")
+
+
+async def test_one_claim_over_every_queue_skips_the_paused_one_PAUSE_9(
+    backend: JobQueueBackend, queue_name: str, queue_b: str, clock: Clock
+) -> None:
+    """An unfiltered worker claims over every queue in one call: a paused queue's jobs
+    stay waiting while the others are handed out."""
+    await backend.add_job(queue_name, "billing", now=clock.at(0))
+    other = await backend.add_job(queue_b, "export", now=clock.at(0))
+    await backend.pause_queue(queue_name)
+    claimed = await backend.claim_jobs(
+        "w", [QueueDemand(queue_name, 5), QueueDemand(queue_b, 5)], 30, now=clock.at(1)
+    )
+    assert [(job.queue, job.id) for job in claimed] == [(queue_b, other.id)]
+    assert (await backend.get_job_counts(queue_name))["waiting"] == 1

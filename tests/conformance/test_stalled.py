@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from lane_pg.backend import JobQueueBackend
-from lane_pg.types import Job, QueueDemand, StalledOutcome
+from lane_pg.types import Job, LeaseRef, QueueDemand, StalledOutcome
 from tests.helpers import Clock, job_event_list, queue_level_events
 
 STALLED_REASON = "job stalled more than allowable limit"
@@ -177,3 +177,23 @@ async def test_stall_preserves_delivery_count_across_reclaims_STALL_6(
     assert third.attempts_started == 3
     assert third.attempts_made == 0
     assert third.stalled_count == 2
+
+
+async def test_a_renewed_lease_is_never_recovered_STALL_2(
+    backend: JobQueueBackend, queue_name: str, clock: Clock
+) -> None:
+    """Renewed every 0.3 s with a 1 s lease for 5 s while recovery runs every 0.5 s: never
+    recovered; once renewal stops, the next pass past the lease recovers it."""
+    await backend.add_job(queue_name, "long", now=clock.at(0))
+    [job] = await backend.claim_jobs("w", [QueueDemand(queue_name, 1)], 1, now=clock.at(0))
+    assert job.lock_token is not None
+    ref = LeaseRef(queue_name, job.id, job.lock_token)
+    for tenth in range(1, 51):
+        at = tenth / 10
+        if tenth % 3 == 0:
+            assert await backend.renew_leases([ref], 1, now=clock.at(at)) == []
+        if tenth % 5 == 0:
+            assert await backend.recover_stalled([queue_name], now=clock.at(at)) == []
+    assert await backend.get_job_state(queue_name, job.id) == "active"
+    [outcome] = await backend.recover_stalled([queue_name], now=clock.at(6.1))
+    assert (outcome.id, outcome.state) == (job.id, "waiting")
