@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from lane_pg.memory._records import LEASE_EXPIRED, STALLED_REASON, _Record
+from lane_pg.memory._records import LEASE_EXPIRED, STALLED_REASON, _Queue, _Record
 from lane_pg.memory._store import _Store
 from lane_pg.types import (
     DEFAULT_PRUNE_BATCH,
@@ -40,7 +40,7 @@ class _Maintaining(_Store):
         for job, q in expired:
             job.stalled_count += 1
             self._emit(q, "stalled", job.id, {"reason": LEASE_EXPIRED}, moment)
-            if job.stalled_count <= max_stalled_count:
+            if job.stalled_count <= max_stalled_count or self._owns_its_series(q, job):
                 self._end_lease(job)
                 self._move_to_waiting(q, job)
                 self._emit(q, "waiting", job.id, {"prev": "active"}, moment)
@@ -48,6 +48,14 @@ class _Maintaining(_Store):
                 self._finalize_terminal(q, job, STALLED_REASON, moment)
             outcomes.append(StalledOutcome(q.name, job.id, job.state))
         return outcomes
+
+    def _owns_its_series(self, q: _Queue, job: _Record) -> bool:
+        """STALL-5: a repeat series' owner is requeued whatever its stall count (failing
+        it would end the schedule)."""
+        if job.repeat_key is None:
+            return False
+        row = q.series.get(job.repeat_key)
+        return row is not None and self._series_owner(q, job.repeat_key, row) is job
 
     async def promote_due_jobs(
         self, queues: Sequence[str] | None = None, *, now: datetime | None = None

@@ -1,7 +1,7 @@
 -- lane_pg stored functions: Maintenance run by the workers' leader: stalled recovery, promotion, pruning (STALL, RET).
 -- Applied in file-name order after the migrations, on every migrate (lane_pg/postgres/schema.py).
 
--- STALL-1..3, STALL-6: one pass over expired leases. The lease column is authoritative,
+-- STALL-1..3, STALL-5, STALL-6: one pass over expired leases. The lease column is authoritative,
 -- so no candidate set and no pass that rewrites every active row.
 CREATE OR REPLACE FUNCTION lane.recover_stalled(p_queues text[] DEFAULT NULL,
                                                 p_max_stalled_count integer DEFAULT 1,
@@ -23,7 +23,14 @@ BEGIN
         PERFORM lane._emit(v_job.queue, 'stalled', v_job.id, '{"reason": "lease expired"}', v_now);
         queue := v_job.queue;
         id := v_job.id;
-        IF v_job.stalled_count > coalesce(p_max_stalled_count, 1) THEN
+        -- STALL-5: the owner of a repeat series is requeued whatever its stall count, and
+        -- keeps the series: failing it would end the schedule (REP-7). An active job that
+        -- the series row names is its owner (lane._repeat_owner's other checks hold).
+        IF v_job.stalled_count > coalesce(p_max_stalled_count, 1)
+           AND NOT (v_job.repeat_key IS NOT NULL AND EXISTS (
+                    SELECT 1 FROM lane.repeat_schedulers r
+                     WHERE r.queue = v_job.queue AND r.key = v_job.repeat_key
+                       AND r.job_key = v_job.key)) THEN
             PERFORM lane._fail_terminal(v_job.key, 'job stalled more than allowable limit', v_now);
             state := 'failed';
         ELSE

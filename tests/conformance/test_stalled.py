@@ -1,4 +1,4 @@
-"""STALL: lease-based recovery of stalled jobs (STALL-1..3, STALL-6, STALL-10)."""
+"""STALL: lease-based recovery of stalled jobs (STALL-1..3, STALL-5, STALL-6, STALL-9, STALL-10)."""
 
 from __future__ import annotations
 
@@ -197,3 +197,37 @@ async def test_a_renewed_lease_is_never_recovered_STALL_2(
     assert await backend.get_job_state(queue_name, job.id) == "active"
     [outcome] = await backend.recover_stalled([queue_name], now=clock.at(6.1))
     assert (outcome.id, outcome.state) == (job.id, "waiting")
+
+
+async def test_repeat_owner_is_requeued_past_the_stall_limit_STALL_5(
+    backend: JobQueueBackend, queue_name: str, clock: Clock
+) -> None:
+    """Stalled three times with a limit of 1, the series' owner is waiting each time and
+    keeps the series; a plain job beside it fails on its second stall."""
+    owner = await backend.add_job(
+        queue_name, "beat", None, {"repeat": {"every_ms": 60_000, "key": "beat"}}, now=clock.at(0)
+    )
+    plain = await backend.add_job(queue_name, "plain", now=clock.at(0))
+    expected_plain = {0: "waiting", 1: "failed"}
+    for round_ in range(3):
+        start = round_ * 100
+        claimed = await backend.claim_jobs(
+            "w", [QueueDemand(queue_name, 2)], 10, now=clock.at(start)
+        )
+        assert {job.id for job in claimed} == {owner.id} | (
+            {plain.id} if round_ in expected_plain else set()
+        )
+        outcomes = await backend.recover_stalled(
+            [queue_name], max_stalled_count=1, now=clock.at(start + 50)
+        )
+        assert StalledOutcome(queue_name, owner.id, "waiting") in outcomes
+        if round_ in expected_plain:
+            assert StalledOutcome(queue_name, plain.id, expected_plain[round_]) in outcomes
+        assert await backend.get_job_state(queue_name, owner.id) == "waiting"
+        series = await backend.get_repeat(queue_name, "beat")
+        assert series is not None
+        assert series.job_id == owner.id
+    recovered = await backend.get_job(queue_name, owner.id)
+    assert recovered is not None
+    assert recovered.stalled_count == 3
+    assert await backend.get_job_state(queue_name, plain.id) == "failed"
