@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from lane_pg.backend import JobQueueBackend
 from lane_pg.types import Job, LeaseRef, QueueDemand, StalledOutcome
@@ -231,3 +231,37 @@ async def test_repeat_owner_is_requeued_past_the_stall_limit_STALL_5(
     assert recovered is not None
     assert recovered.stalled_count == 3
     assert await backend.get_job_state(queue_name, plain.id) == "failed"
+
+
+async def test_reads_never_charge_attempts_of_an_expired_lease_STALL_9_STALL_10(
+    backend: JobQueueBackend, queue_name: str, clock: Clock
+) -> None:
+    """Ten rounds of every read and listing on a job whose lease expired (on the backend's
+    own clock: claimed a minute ago with a 10 s lease) change neither its attempt counts nor
+    its state; only recovery and a new claim do."""
+    added = await backend.add_job(queue_name, "n", None, {"attempts": 3}, now=clock.at(-60))
+    claimed = await claim_one(backend, queue_name, -60, clock)
+    assert (claimed.attempts_started, claimed.attempts_made) == (1, 0)
+    assert claimed.lease_expires_at is not None
+    assert claimed.lease_expires_at < datetime.now(UTC)  # expired on every clock
+    for _ in range(10):
+        page = await backend.list_jobs(queue_name, ["active", "waiting"])
+        assert [job.id for job in page.items] == [added.id]
+        assert (page.items[0].attempts_started, page.items[0].attempts_made) == (1, 0)
+        assert await backend.get_job_state(queue_name, added.id) == "active"
+        assert (await backend.get_job_counts(queue_name))["active"] == 1
+        assert await backend.get_job_count(queue_name, ["waiting"]) == 0
+        assert await backend.count_pending_jobs(queue_name) == 0
+        assert (await backend.get_queue_stats(queue_name)).active == 1
+        assert await backend.get_counts_per_priority(queue_name, [0]) == {0: 0}
+        await backend.get_job_finished_result(queue_name, added.id)
+        await backend.get_job_logs(queue_name, added.id)
+        await backend.next_due_in([queue_name])
+        snapshot = await backend.get_job(queue_name, added.id)
+        assert snapshot is not None
+        assert (snapshot.state, snapshot.lock_token) == ("active", claimed.lock_token)
+        assert (snapshot.attempts_started, snapshot.attempts_made) == (1, 0)
+
+    await backend.recover_stalled([queue_name], now=clock.at(-40))
+    reclaimed = await claim_one(backend, queue_name, -39, clock)
+    assert (reclaimed.attempts_started, reclaimed.attempts_made) == (2, 0)
