@@ -18,8 +18,8 @@ with a key (``f"receipt:{order_id}"``, or the job id) stored in ``lane.idempoten
 Concurrent calls with one key: the first take's transaction holds the key's uncommitted
 row; the others wait for it, then see the key taken (or take it, if it rolled back). Keys
 live in a ``namespace`` ("" by default; a queue name, say) and may expire (``ttl``): an
-expired key counts as absent, and ``prune_expired`` (``lane.prune_idempotency_keys``)
-deletes such rows; the worker's maintenance leader does not run it for you.
+expired key counts as absent, and the workers' maintenance leader deletes such rows every
+``prune_interval`` (``PostgresBackend.prune_idempotency_keys``, ``lane.prune_idempotency_keys``).
 
 The rules (key 1-255 characters, namespace at most 255, ttl at least 1 ms) are checked by
 the stored functions of ``sql/functions/85_idempotency.sql``; a refused call writes nothing,
@@ -51,7 +51,6 @@ __all__ = [
     "IdempotencyKey",
     "commit_on_success",
     "once",
-    "prune_expired",
     "read_key",
     "remember",
 ]
@@ -286,22 +285,3 @@ async def read_key(
         has_result=text is not None,
         result=None if text is None else json.loads(text),
     )
-
-
-async def prune_expired(
-    *,
-    conn: AsyncConnectionLike | None = None,
-    backend: PostgresBackend | None = None,
-    limit: int = 1000,
-    now: datetime | None = None,
-    schema: str | None = None,
-) -> int:
-    """Delete at most ``limit`` expired keys of every namespace; how many went. Run it
-    periodically (expired keys block nothing, they only take space)."""
-    target = _target(conn, backend, schema)
-    if isinstance(limit, bool) or not isinstance(limit, int):
-        raise InvalidOptions(f"limit must be an integer, got {limit!r}")
-    params = [limit, now]
-    async with _connection(target) as pruner:
-        rows = await fetch_rows(pruner, _PRUNE, params, schema=target.schema)
-    return int(rows[0]["pruned"])

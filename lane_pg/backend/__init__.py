@@ -37,6 +37,7 @@ from typing import Protocol, runtime_checkable
 
 from lane_pg.backend.admin import Administrator
 from lane_pg.backend.capabilities import (
+    ExpiresIdempotencyKeys,
     HasDedicatedConnection,
     HasLeader,
     HasWakeups,
@@ -61,6 +62,7 @@ __all__ = [
     "ClaimLimits",
     "Cleaner",
     "Deduplicator",
+    "ExpiresIdempotencyKeys",
     "Flows",
     "HasDedicatedConnection",
     "HasLeader",

@@ -41,6 +41,17 @@ class ReclaimsSpace(Protocol):
         ...
 
 
+@runtime_checkable
+class ExpiresIdempotencyKeys(Protocol):
+    """A backend with the idempotency key table of ``lane_pg.idempotency`` (PostgreSQL)."""
+
+    async def prune_idempotency_keys(
+        self, *, limit: int = 1000, now: datetime | None = None
+    ) -> int:
+        """Delete at most ``limit`` expired idempotency keys; how many went (WORK-18)."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class IndexSize:
     """One index as ``ReclaimsSpace.index_sizes`` reads it."""

@@ -1,6 +1,6 @@
 """PostgresBackend's calls on deduplication owners and repeat series (the ``Deduplicator``
-and ``Repeater`` roles): one stored function each (sql/functions/15_dedup.sql,
-16_repeat.sql)."""
+and ``Repeater`` roles) and the expiry of idempotency keys: one stored function each
+(sql/functions/15_dedup.sql, 16_repeat.sql, 85_idempotency.sql)."""
 
 from __future__ import annotations
 
@@ -67,6 +67,14 @@ class OwnerCalls:
     async def expire_dedup_owners(self, *, limit: int = 1000, now: datetime | None = None) -> int:
         return cast(
             int, await self._fetchval("SELECT lane.expire_dedup_owners($1, $2)", limit, now)
+        )
+
+    async def prune_idempotency_keys(
+        self, *, limit: int = 1000, now: datetime | None = None
+    ) -> int:
+        """lane.prune_idempotency_keys: expired keys of lane_pg.idempotency (WORK-18)."""
+        return cast(
+            int, await self._fetchval("SELECT lane.prune_idempotency_keys($1, $2)", limit, now)
         )
 
     # ----------------------------------------------------------------- repeat series

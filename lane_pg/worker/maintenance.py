@@ -24,7 +24,13 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from lane_pg.backend import IndexSize, JobQueueBackend, Leader, ReclaimsSpace
+from lane_pg.backend import (
+    ExpiresIdempotencyKeys,
+    IndexSize,
+    JobQueueBackend,
+    Leader,
+    ReclaimsSpace,
+)
 from lane_pg.types import DEFAULT_PRUNE_BATCH
 from lane_pg.worker.config import WorkerConfig
 
@@ -238,6 +244,15 @@ def maintenance_tasks(backend: JobQueueBackend, config: WorkerConfig) -> list[Pe
         PeriodicTask("pruning", config.prune_interval, prune, at_exit=True),
         PeriodicTask("deduplication expiry", config.prune_interval, expire_owners),
     ]
+    if isinstance(backend, ExpiresIdempotencyKeys):
+        keys = backend
+
+        async def expire_keys() -> str:
+            # An expired key already counts as absent; this only gives the space back.
+            pruned = await keys.prune_idempotency_keys(limit=DEFAULT_PRUNE_BATCH)
+            return f"{pruned} expired idempotency keys deleted" if pruned else ""
+
+        tasks.append(PeriodicTask("idempotency key expiry", config.prune_interval, expire_keys))
     threshold = config.vacuum_min_dead
     if threshold is not None and isinstance(backend, ReclaimsSpace):
         floors: dict[str, int] = {}

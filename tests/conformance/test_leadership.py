@@ -160,6 +160,7 @@ async def test_the_worker_lists_todays_upkeep_as_periodic_tasks(
     }
     assert {name: names[name] for name in expected} == expected
     assert ("vacuum" in names) == (type(backend).__name__ == "PostgresBackend")
+    assert ("idempotency key expiry" in names) == (type(backend).__name__ == "PostgresBackend")
 
 
 async def test_two_workers_of_one_backend_elect_one_leader_STALL_8(

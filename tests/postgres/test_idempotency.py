@@ -22,13 +22,13 @@ import psycopg
 import pytest
 import pytest_asyncio
 
-from lane_pg import idempotency
 from lane_pg.errors import InvalidOptions, InvalidPayload, ValidationError, translate_error
 from lane_pg.idempotency import commit_on_success, once, read_key, remember
 from lane_pg.memory import MemoryBackend
 from lane_pg.postgres.backend import PostgresBackend
 from lane_pg.types import JSON, Job, Lane
 from lane_pg.worker import JobContext, Worker, WorkerConfig
+from lane_pg.worker.maintenance import maintenance_tasks
 from tests.helpers import eventually
 
 REPO = Path(__file__).resolve().parents[2]
@@ -133,7 +133,7 @@ async def test_once_runs_a_block_at_most_once_per_key_WORK_18(
     # the namespace is part of the key
     assert await once("k", block, backend=backend, namespace=f"{queue_name}_b") is True
     assert block.count == 2
-    await idempotency.prune_expired(backend=backend)  # no TTL: nothing of ours goes
+    await backend.prune_idempotency_keys()  # no TTL: nothing of ours goes
     assert await keys_in(backend, queue_name) == ["k"]
     async with backend.pool.acquire() as conn:
         await conn.execute(
@@ -336,9 +336,22 @@ async def test_an_expired_key_is_taken_again_and_pruned_WORK_18(
     assert await remember("r", Calls(2), now=T0 + ttl, **common) == 2  # expired: runs again
 
     await once("forever", block, backend=backend, namespace=queue_name, now=T0)
-    pruned = await idempotency.prune_expired(backend=backend, now=T0 + timedelta(days=1))
+    pruned = await backend.prune_idempotency_keys(limit=1000, now=T0 + timedelta(days=1))
     assert pruned >= 2  # ours (and any expired key of an earlier run at this fake time)
     assert await keys_in(backend, queue_name) == ["forever"]
+
+
+async def test_the_maintenance_leader_deletes_expired_keys_WORK_18(
+    backend: PostgresBackend, queue_name: str
+) -> None:
+    """The worker's periodic task (not lane_pg.idempotency, which the worker never
+    imports) deletes a key whose TTL ran out and keeps a live one."""
+    await once("old", Calls(), backend=backend, namespace=queue_name, ttl=1, now=T0)
+    await once("live", Calls(), backend=backend, namespace=queue_name, ttl=timedelta(days=1))
+    config = WorkerConfig(lanes=(Lane(queue_name),))
+    [expiry] = [t for t in maintenance_tasks(backend, config) if t.name == "idempotency key expiry"]
+    await expiry.run()  # its count may include expired keys of other runs: not asserted
+    assert await keys_in(backend, queue_name) == ["live"]
 
 
 # ------------------------------------------------------------------ bad input
