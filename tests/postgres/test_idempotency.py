@@ -13,14 +13,18 @@ import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, Protocol, TypeAlias
 
 import asyncpg
 import psycopg
 import pytest
 import pytest_asyncio
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import create_async_engine
 
 from lane_pg.errors import InvalidOptions, InvalidPayload, ValidationError, translate_error
 from lane_pg.idempotency import commit_on_success, once, read_key, remember
@@ -169,23 +173,6 @@ async def test_commit_on_success_keeps_no_key_after_an_exception_WORK_18(
     assert (stored.has_result, stored.expires_at) == (False, None)
 
 
-async def test_commit_on_success_rolls_back_its_savepoint_only_WORK_18(
-    backend: PostgresBackend, queue_name: str
-) -> None:
-    """On conn= inside the caller's transaction, a failed block takes its key and its own
-    writes back; the caller's earlier writes and its commit go on."""
-    async with backend.pool.acquire() as conn, conn.transaction():
-        await once("before", Calls(), conn=conn, namespace=queue_name)
-
-        async def write_then_fail() -> None:
-            await once("inside", Calls(), conn=conn, namespace=queue_name)
-            raise RuntimeError("declined")
-
-        with pytest.raises(RuntimeError, match="declined"):
-            await commit_on_success("pay", write_then_fail, conn=conn, namespace=queue_name)
-    assert await keys_in(backend, queue_name) == ["before"]
-
-
 async def test_remember_replays_the_first_result_WORK_18(
     backend: PostgresBackend, queue_name: str
 ) -> None:
@@ -230,38 +217,82 @@ async def test_remember_on_a_key_without_result_is_refused_WORK_18(
 # ------------------------------------------------------------------ transactions
 
 
-async def _asyncpg(dsn: str) -> tuple[Any, Callable[[], Awaitable[None]]]:
+class CallerConnection(Protocol):
+    """A caller's own connection of one driver, with the transaction block it begins."""
+
+    conn: Any
+
+    def transaction(self) -> AbstractAsyncContextManager[Any]: ...
+
+
+@asynccontextmanager
+async def asyncpg_caller(dsn: str) -> AsyncIterator[CallerConnection]:
     conn = await asyncpg.connect(dsn)
-    return conn, conn.close
-
-
-async def _psycopg(dsn: str) -> tuple[Any, Callable[[], Awaitable[None]]]:
-    conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
-    return conn, conn.close
-
-
-@pytest.mark.parametrize("driver", [_asyncpg, _psycopg], ids=["asyncpg", "psycopg"])
-async def test_rollback_releases_the_key_WORK_18(
-    backend: PostgresBackend,
-    pg_dsn: str,
-    queue_name: str,
-    driver: Callable[[str], Awaitable[tuple[Any, Callable[[], Awaitable[None]]]]],
-) -> None:
-    conn, close = await driver(pg_dsn)
-    block = Calls()
     try:
+        yield SimpleNamespace(conn=conn, transaction=conn.transaction)
+    finally:
+        await conn.close()
+
+
+@asynccontextmanager
+async def psycopg_caller(dsn: str) -> AsyncIterator[CallerConnection]:
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        yield SimpleNamespace(conn=conn, transaction=conn.transaction)
+
+
+@asynccontextmanager
+async def sqlalchemy_caller(dsn: str) -> AsyncIterator[CallerConnection]:
+    engine = create_async_engine(make_url(dsn).set(drivername="postgresql+asyncpg"))
+    try:
+        async with engine.connect() as conn:
+            yield SimpleNamespace(conn=conn, transaction=conn.begin)
+    finally:
+        await engine.dispose()
+
+
+CALLERS = pytest.mark.parametrize(
+    "caller",
+    [asyncpg_caller, psycopg_caller, sqlalchemy_caller],
+    ids=["asyncpg", "psycopg", "sqlalchemy"],
+)
+Caller: TypeAlias = Callable[[str], AbstractAsyncContextManager[CallerConnection]]
+
+
+@CALLERS
+async def test_rollback_releases_the_key_WORK_18(
+    backend: PostgresBackend, pg_dsn: str, queue_name: str, caller: Caller
+) -> None:
+    block = Calls()
+    async with caller(pg_dsn) as own:
         with pytest.raises(RuntimeError, match="business write failed"):
-            async with conn.transaction():
-                assert await once("order:1", block, conn=conn, namespace=queue_name)
-                assert not await once("order:1", block, conn=conn, namespace=queue_name)
+            async with own.transaction():
+                assert await once("order:1", block, conn=own.conn, namespace=queue_name)
+                assert not await once("order:1", block, conn=own.conn, namespace=queue_name)
                 raise RuntimeError("business write failed")
         assert await keys_in(backend, queue_name) == []
-        async with conn.transaction():
-            assert await once("order:1", block, conn=conn, namespace=queue_name)
-        assert await keys_in(backend, queue_name) == ["order:1"]
-        assert block.count == 2
-    finally:
-        await close()
+        async with own.transaction():
+            assert await once("order:1", block, conn=own.conn, namespace=queue_name)
+    assert await keys_in(backend, queue_name) == ["order:1"]
+    assert block.count == 2
+
+
+@CALLERS
+async def test_commit_on_success_rolls_back_its_savepoint_only_WORK_18(
+    backend: PostgresBackend, pg_dsn: str, queue_name: str, caller: Caller
+) -> None:
+    """On conn= inside the caller's transaction, a failed block takes its key and its own
+    writes back; the caller's earlier writes and its commit go on."""
+    async with caller(pg_dsn) as own, own.transaction():
+        await once("before", Calls(), conn=own.conn, namespace=queue_name)
+
+        async def write_then_fail() -> None:
+            await once("inside", Calls(), conn=own.conn, namespace=queue_name)
+            raise RuntimeError("declined")
+
+        with pytest.raises(RuntimeError, match="declined"):
+            await commit_on_success("pay", write_then_fail, conn=own.conn, namespace=queue_name)
+        assert await remember("after", Calls(5), conn=own.conn, namespace=queue_name) == 5
+    assert await keys_in(backend, queue_name) == ["after", "before"]
 
 
 async def _blocked_on_locks(backend: PostgresBackend, pids: list[int]) -> int:
@@ -400,7 +431,7 @@ async def test_a_helper_needs_exactly_one_postgres_connection_source_WORK_18(
     with pytest.raises(TypeError, match="PostgresBackend"):
         await once("k", block, backend=memory, namespace=queue_name)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="asyncpg Connection"):
-        await once("k", block, conn=object(), namespace=queue_name)  # type: ignore[arg-type]
+        await once("k", block, conn=object(), namespace=queue_name)
     assert block.count == 0
     assert await keys_in(backend, queue_name) == []
 
