@@ -71,9 +71,6 @@ _READ = (
     " FROM {schema}.read_idempotency_key(CAST($1 AS text), CAST($2 AS text),"
     " CAST($3 AS timestamptz))"
 )
-_PRUNE = (
-    "SELECT {schema}.prune_idempotency_keys(CAST($1 AS integer), CAST($2 AS timestamptz)) AS pruned"
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,13 +107,12 @@ def _target(
     if conn is not None:
         _async_kind(conn)  # a clear TypeError for anything but a supported connection
         return _Target(conn, None, schema or "lane")
-    pool = getattr(backend, "pool", None)
-    if pool is None:
+    assert backend is not None  # exactly one of the two was given
+    if not hasattr(backend, "pool"):  # the memory backend has no key store
         raise TypeError(
             "idempotency keys live in PostgreSQL: backend= takes a PostgresBackend, got "
             f"{type(backend).__qualname__}"
         )
-    assert backend is not None
     return _Target(None, backend, schema or backend.schema)
 
 
