@@ -25,11 +25,12 @@ async def test_flow_shows_counts_and_pending_children_then_unsticks_CLI_12_FLOW_
     pg_dsn: str, backend: PostgresBackend
 ) -> None:
     queue = unique_queue("flow")
+    parent = f"monthly-{queue}"  # unique in the database: `flow ID` searches every queue
     flow = await backend.add_flow(
         FlowJob(
             "report",
             queue=queue,
-            options={"job_id": "monthly"},
+            options={"job_id": parent},
             children=[FlowJob("part", i, {"job_id": f"part-{i}"}) for i in range(4)],
         )
     )
@@ -37,16 +38,16 @@ async def test_flow_shows_counts_and_pending_children_then_unsticks_CLI_12_FLOW_
     assert first.lock_token is not None
     await backend.complete_job(queue, first.id, first.lock_token, "ok")
 
-    shown = await cli("flow", "monthly", dsn=pg_dsn)
+    shown = await cli("flow", parent, dsn=pg_dsn)
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.splitlines() == [
-        f"{queue}\tmonthly\treport\twaiting-children",
+        f"{queue}\t{parent}\treport\twaiting-children",
         "processed 1\tunprocessed 3\tignored 0\tfailed 0\tmissing 0",
         f"pending\t{queue}\tpart-1\twaiting",
         f"pending\t{queue}\tpart-2\twaiting",
         f"pending\t{queue}\tpart-3\twaiting",
     ]
-    limited = await cli("flow", "monthly", "--queue", queue, "--limit", "1", dsn=pg_dsn)
+    limited = await cli("flow", parent, "--queue", queue, "--limit", "1", dsn=pg_dsn)
     assert limited.stdout.splitlines()[2:] == [
         f"pending\t{queue}\tpart-1\twaiting",
         "... and 2 more pending (--limit)",
@@ -54,15 +55,15 @@ async def test_flow_shows_counts_and_pending_children_then_unsticks_CLI_12_FLOW_
 
     detached = await cli("flow", "detach", "part-3", "--queue", queue, dsn=pg_dsn)
     assert detached.returncode == 0, detached.stderr
-    assert detached.stdout == f"lane_pg: detached {queue} part-3 from its parent {queue} monthly\n"
-    removed = await cli("flow", "remove-unprocessed", "monthly", dsn=pg_dsn)
+    assert detached.stdout == f"lane_pg: detached {queue} part-3 from its parent {queue} {parent}\n"
+    removed = await cli("flow", "remove-unprocessed", parent, dsn=pg_dsn)
     assert removed.returncode == 0, removed.stderr
     assert removed.stdout == (
-        f"lane_pg: removed 2 pending children of {queue} monthly; it is waiting\n"
+        f"lane_pg: removed 2 pending children of {queue} {parent}; it is waiting\n"
     )
     assert await backend.get_job_state(queue, "part-1") is None
     assert await backend.get_job_state(queue, "part-3") == "waiting"  # detached, kept
-    assert flow.job.id == "monthly"
+    assert flow.job.id == parent
 
 
 async def test_flow_refuses_what_it_cannot_find(pg_dsn: str) -> None:
