@@ -18,35 +18,15 @@ import time
 
 import asyncpg
 
+from benchmarks.metrics_writes import add_claim_complete
 from lane_pg.postgres.backend import PostgresBackend
 from lane_pg.types import QueueDemand
 
 QUEUE = "follow_bench"
-BATCH = 50
 
 
 async def batch(conn: asyncpg.Connection) -> float:
-    await conn.execute(
-        "SELECT 1 FROM lane.add_jobs_brief($1, $2::text[], $3::jsonb[], $3::jsonb[])",
-        QUEUE,
-        ["j"] * BATCH,
-        ["{}"] * BATCH,
-    )
-    started = time.perf_counter()
-    jobs = await conn.fetch(
-        "SELECT queue, id, lock_token FROM lane.claim_jobs('b', ARRAY[$1],"
-        " ARRAY[$2::integer], 60000)",
-        QUEUE,
-        BATCH,
-    )
-    await conn.fetch(
-        "SELECT 1 FROM lane.complete_jobs($1::text[], $2::text[], $3::uuid[], $4::jsonb[])",
-        [j["queue"] for j in jobs],
-        [j["id"] for j in jobs],
-        [j["lock_token"] for j in jobs],
-        ["null"] * len(jobs),
-    )
-    elapsed = (time.perf_counter() - started) * 1000
+    elapsed, _ = await add_claim_complete(conn, QUEUE)
     await conn.execute("DELETE FROM lane.jobs WHERE queue = $1", QUEUE)
     return elapsed
 

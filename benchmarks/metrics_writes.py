@@ -79,6 +79,37 @@ async def install(conn: asyncpg.Connection) -> None:
         await conn.execute(text)
 
 
+async def add_claim_complete(
+    conn: asyncpg.Connection, queue: str, complete_jobs: str = "lane.complete_jobs"
+) -> tuple[float, float]:
+    """Adds BATCH jobs, then claims and completes them with ``complete_jobs`` (a function
+    of lane.complete_jobs' signature), each its own autocommit transaction: the ms of the
+    claim and the completion, and of the completion alone."""
+    await conn.execute(
+        "SELECT 1 FROM lane.add_jobs_brief($1, $2::text[], $3::jsonb[], $3::jsonb[])",
+        queue,
+        ["j"] * BATCH,
+        ["{}"] * BATCH,
+    )
+    started = time.perf_counter()
+    jobs = await conn.fetch(
+        "SELECT queue, id, lock_token FROM lane.claim_jobs('bench', ARRAY[$1],"
+        " ARRAY[$2::integer], 60000)",
+        queue,
+        BATCH,
+    )
+    completing = time.perf_counter()
+    await conn.fetch(
+        f"SELECT 1 FROM {complete_jobs}($1::text[], $2::text[], $3::uuid[], $4::jsonb[])",
+        [j["queue"] for j in jobs],
+        [j["id"] for j in jobs],
+        [j["lock_token"] for j in jobs],
+        ["null"] * len(jobs),
+    )
+    done = time.perf_counter()
+    return (done - started) * 1000, (done - completing) * 1000
+
+
 async def client(
     dsn: str,
     sync_commit: str,
@@ -91,31 +122,11 @@ async def client(
     try:
         for n in range(rounds):
             variant = VARIANTS[n % len(VARIANTS)]  # interleaved, every client alike
-            await conn.execute(
-                "SELECT 1 FROM lane.add_jobs_brief($1, $2::text[], $3::jsonb[], $3::jsonb[])",
-                queue,
-                ["j"] * BATCH,
-                ["{}"] * BATCH,
+            total, completing = await add_claim_complete(
+                conn, queue, f"metrics_bench.complete_jobs_{variant}"
             )
-            started = time.perf_counter()
-            jobs = await conn.fetch(
-                "SELECT queue, id, lock_token FROM lane.claim_jobs('bench', ARRAY[$1],"
-                " ARRAY[$2::integer], 60000)",
-                queue,
-                BATCH,
-            )
-            completing = time.perf_counter()
-            await conn.fetch(
-                f"SELECT * FROM metrics_bench.complete_jobs_{variant}($1::text[], $2::text[],"
-                " $3::uuid[], $4::jsonb[])",
-                [j["queue"] for j in jobs],
-                [j["id"] for j in jobs],
-                [j["lock_token"] for j in jobs],
-                ["null"] * len(jobs),
-            )
-            done = time.perf_counter()
-            times[variant].append((done - started) * 1000)
-            complete_times[variant].append((done - completing) * 1000)
+            times[variant].append(total)
+            complete_times[variant].append(completing)
             # Outside the timing: as the maintenance leader's pruning would, so the
             # queue's index walks stay what a pruned queue costs.
             await conn.execute(

@@ -65,6 +65,16 @@ def validate_index(value: object, what: str) -> int:
     return value
 
 
+def validate_metrics_call(
+    state: object, start: object, end: object, max_data_points: object
+) -> None:
+    """``get_metrics``' arguments, checked before anything is read (every backend)."""
+    validate_metrics_state(state)
+    validate_index(start, "start")
+    validate_index(end, "end")
+    validate_data_points(max_data_points)
+
+
 def metrics_window(
     minutes: Mapping[int, int], before: int, start: int, end: int, max_data_points: int
 ) -> JobMetrics:

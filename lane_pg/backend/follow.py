@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from typing import Protocol, runtime_checkable
 
 from lane_pg.errors import InvalidOptions
-from lane_pg.types import QueueEvent
+from lane_pg.types import QueueEvent, validate_queue_name
 
 DEFAULT_EVENT_POLL_INTERVAL = 0.1
 """Seconds between a subscriber's looks at the stream when nothing is arriving."""
@@ -33,6 +33,15 @@ class EventFollower(Protocol):
         seen. Bad arguments raise ``InvalidOptions`` at the call, before anything is
         read."""
         ...
+
+
+def subscription_arguments(
+    queue: str, from_id: object, poll_interval: object
+) -> tuple[int | None, float]:
+    """``subscribe_events``' arguments, checked at the call: the id to start after (None
+    for ``"$"``) and the poll interval."""
+    validate_queue_name(queue)
+    return resume_after(from_id), validate_poll_interval(poll_interval)
 
 
 def resume_after(from_id: object) -> int | None:

@@ -10,13 +10,9 @@ import copy
 from collections.abc import AsyncIterator
 from dataclasses import replace
 
-from lane_pg.backend.follow import (
-    DEFAULT_EVENT_POLL_INTERVAL,
-    resume_after,
-    validate_poll_interval,
-)
+from lane_pg.backend.follow import DEFAULT_EVENT_POLL_INTERVAL, subscription_arguments
 from lane_pg.memory._store import _Store
-from lane_pg.types import QueueEvent, validate_queue_name
+from lane_pg.types import QueueEvent
 
 
 class _Following(_Store):
@@ -29,9 +25,8 @@ class _Following(_Store):
         *,
         poll_interval: float = DEFAULT_EVENT_POLL_INTERVAL,
     ) -> AsyncIterator[QueueEvent]:
-        validate_queue_name(queue)
-        after = resume_after(from_id)
-        validate_poll_interval(poll_interval)  # the memory backend is woken, never polls
+        # The memory backend is woken by its writes: it never polls.
+        after, _ = subscription_arguments(queue, from_id, poll_interval)
         return self._follow(queue, after)
 
     async def _follow(self, queue: str, after: int | None) -> AsyncIterator[QueueEvent]:

@@ -13,8 +13,7 @@ from lane_pg.metrics import (
     MetricsState,
     metrics_window,
     validate_data_points,
-    validate_index,
-    validate_metrics_state,
+    validate_metrics_call,
 )
 
 
@@ -30,10 +29,7 @@ class _Metrics(_Store):
         *,
         max_data_points: int = DEFAULT_JOB_METRICS_RETENTION,
     ) -> JobMetrics:
-        validate_metrics_state(state)
-        validate_index(start, "start")
-        validate_index(end, "end")
-        validate_data_points(max_data_points)
+        validate_metrics_call(state, start, end, max_data_points)
         q = self._queues.get(queue)
         minutes = {} if q is None else q.metrics.get(state, {})
         folded = 0 if q is None else q.metrics_folded.get(state, 0)

@@ -16,13 +16,9 @@ from typing import Any
 
 import asyncpg
 
-from lane_pg.backend.follow import (
-    DEFAULT_EVENT_POLL_INTERVAL,
-    resume_after,
-    validate_poll_interval,
-)
+from lane_pg.backend.follow import DEFAULT_EVENT_POLL_INTERVAL, subscription_arguments
 from lane_pg.postgres.rows import EVENT_COLUMNS, event_from_row
-from lane_pg.types import QueueEvent, validate_queue_name
+from lane_pg.types import QueueEvent
 
 _BATCH_SPAN = 1023
 """A batch row's sub-events have the ids row id .. row id + 1023 (migration 0007)."""
@@ -53,9 +49,7 @@ class FollowCalls:
         *,
         poll_interval: float = DEFAULT_EVENT_POLL_INTERVAL,
     ) -> AsyncIterator[QueueEvent]:
-        validate_queue_name(queue)
-        after = resume_after(from_id)
-        return self._follow(queue, after, validate_poll_interval(poll_interval))
+        return self._follow(queue, *subscription_arguments(queue, from_id, poll_interval))
 
     async def _horizon(self) -> _Checkpoint:
         [row] = await self._fetch("SELECT last_id, writers FROM lane.event_horizon()")

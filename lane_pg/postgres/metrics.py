@@ -13,8 +13,7 @@ from lane_pg.metrics import (
     JobMetrics,
     MetricsState,
     validate_data_points,
-    validate_index,
-    validate_metrics_state,
+    validate_metrics_call,
 )
 
 
@@ -37,10 +36,7 @@ class MetricCalls:
         *,
         max_data_points: int = DEFAULT_JOB_METRICS_RETENTION,
     ) -> JobMetrics:
-        validate_metrics_state(state)
-        validate_index(start, "start")
-        validate_index(end, "end")
-        validate_data_points(max_data_points)
+        validate_metrics_call(state, start, end, max_data_points)
         [row] = await self._fetch(
             "SELECT count, prev_ts, prev_count, data, data_points"
             " FROM lane.get_metrics($1, $2, $3, $4, $5)",

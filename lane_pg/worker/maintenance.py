@@ -2,9 +2,10 @@
 
 ``maintenance_tasks`` lists today's upkeep, each with its own name, interval and
 coroutine: stalled recovery, promotion of due delayed jobs, event trimming, pruning of
-finished jobs, expiry of deduplication owners, metrics compaction and vacuum. ``MaintenanceScheduler`` runs
-whichever is due while this worker leads; later upkeep (repeat schedules, flow settlement)
-is one more ``PeriodicTask`` in the list, not a longer loop.
+finished jobs, expiry of deduplication owners, metrics compaction and vacuum.
+``MaintenanceScheduler`` runs whichever is due while this worker leads; later upkeep
+(repeat schedules, flow settlement) is one more ``PeriodicTask`` in the list, not a longer
+loop.
 
 Leadership is a lease (``Leader``, a backend capability): ``Leadership`` renews it every
 third of ``leader_lease`` while it holds it and asks as often while another worker does,

@@ -83,18 +83,27 @@ async def test_eight_connections_completing_one_queue_are_all_counted_OBS_6(
     assert rows >= 1
 
 
-async def test_an_event_committed_late_is_not_overtaken_EVS_7(
-    backend: PostgresBackend, pg_dsn: str, queue_name: str
-) -> None:
-    await backend.add_job(queue_name, "first")
-    start = (await backend.read_events(queue_name))[-1].id
+async def follow_from_here(
+    backend: PostgresBackend, queue: str, poll_interval: float
+) -> tuple[int, list[QueueEvent], asyncio.Future[None]]:
+    """The queue's last event id after one add, and a running subscriber after it that
+    collects into the list (cancel the future to stop it)."""
+    await backend.add_job(queue, "first")
+    start = (await backend.read_events(queue))[-1].id
     received: list[QueueEvent] = []
 
     async def follow() -> None:
-        async for event in backend.subscribe_events(queue_name, start, poll_interval=0.02):
+        async for event in backend.subscribe_events(queue, start, poll_interval=poll_interval):
             received.append(event)
 
-    following = asyncio.ensure_future(follow())
+    return start, received, asyncio.ensure_future(follow())
+
+
+async def test_an_event_committed_late_is_not_overtaken_EVS_7(
+    backend: PostgresBackend, pg_dsn: str, queue_name: str
+) -> None:
+    start, received, following = await follow_from_here(backend, queue_name, 0.02)
+
     slow = await asyncpg.connect(pg_dsn)
     try:
         async with slow.transaction():
@@ -114,13 +123,7 @@ async def test_an_event_committed_late_is_not_overtaken_EVS_7(
 async def test_eight_writers_none_missed_EVS_7(
     backend: PostgresBackend, pg_dsn: str, queue_name: str
 ) -> None:
-    await backend.add_job(queue_name, "first")
-    start = (await backend.read_events(queue_name))[-1].id
-    received: list[QueueEvent] = []
-
-    async def follow() -> None:
-        async for event in backend.subscribe_events(queue_name, start, poll_interval=0.01):
-            received.append(event)
+    start, received, following = await follow_from_here(backend, queue_name, 0.01)
 
     async def writer() -> None:
         conn = await asyncpg.connect(pg_dsn)
@@ -130,7 +133,6 @@ async def test_eight_writers_none_missed_EVS_7(
         finally:
             await conn.close()
 
-    following = asyncio.ensure_future(follow())
     try:
         await asyncio.gather(*(writer() for _ in range(WORKERS)))
         await eventually(lambda: len(received) >= WORKERS * 50 * 2)
