@@ -16,6 +16,7 @@ import pytest_asyncio
 from lane_pg.postgres.backend import PostgresBackend
 from lane_pg.types import JobSpec, QueueEvent
 from tests.helpers import eventually
+from tests.postgres.conftest import refused
 
 WORKERS = 8
 JOBS = 1600
@@ -140,3 +141,11 @@ async def test_eight_writers_none_missed_EVS_7(
         following.cancel()
     stored = await backend.read_events(queue_name, start + 1, "+", 10_000)
     assert [e.id for e in received] == [e.id for e in stored]
+
+
+async def test_sql_refuses_bad_metrics_arguments_OBS_6(conn: asyncpg.Connection) -> None:
+    message = await refused(conn, "LN003", "SELECT * FROM lane.get_metrics('q', 'waiting')")
+    assert "completed and failed" in message
+    await refused(conn, "LN003", "SELECT * FROM lane.get_metrics('q', 'completed', 0, -1, 0)")
+    await refused(conn, "LN003", "SELECT * FROM lane.get_metrics('q', 'completed', NULL)")
+    await refused(conn, "LN003", "SELECT lane.compact_metrics(0)")
