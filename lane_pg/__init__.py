@@ -36,6 +36,7 @@ from lane_pg.errors import (
     UnrecoverableJobError,
     ValidationError,
 )
+from lane_pg.metrics import DEFAULT_JOB_METRICS_RETENTION, JobMetrics
 from lane_pg.schedule import RepeatOptions
 from lane_pg.types import (
     ALL_STATES,
@@ -79,6 +80,7 @@ _LAZY = {
 
 __all__ = [
     "ALL_STATES",
+    "DEFAULT_JOB_METRICS_RETENTION",
     "DEFAULT_LANES",
     "App",
     "Backoff",
@@ -97,6 +99,7 @@ __all__ = [
     "Job",
     "JobContext",
     "JobLocked",
+    "JobMetrics",
     "JobNotFound",
     "JobOptions",
     "JobPage",

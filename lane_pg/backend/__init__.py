@@ -29,6 +29,9 @@ Common rules
   ``duplicated {}`` (an add whose custom id exists), ``debounced`` / ``deduplicated``
   ``{deduplicationId, deduplicatedJobId}`` (``lane_pg.backend.dedup``),
   ``waiting-children {prev?}`` (a flow parent waiting, ``lane_pg.flows``).
+* Completions and terminal failures also count into per-minute terminal metrics
+  (``lane_pg.backend.metrics``, OBS-6); ``subscribe_events`` follows the event stream live
+  (``lane_pg.backend.follow``, EVS-7).
 """
 
 from __future__ import annotations
@@ -49,8 +52,10 @@ from lane_pg.backend.capabilities import (
 from lane_pg.backend.cleanup import Cleaner
 from lane_pg.backend.dedup import Deduplicator
 from lane_pg.backend.flow import Flows
+from lane_pg.backend.follow import EventFollower
 from lane_pg.backend.limits import ClaimLimits
 from lane_pg.backend.maintain import Maintainer
+from lane_pg.backend.metrics import MetricsReader
 from lane_pg.backend.produce import Producer
 from lane_pg.backend.read import Reader
 from lane_pg.backend.repeat import Repeater
@@ -62,6 +67,7 @@ __all__ = [
     "ClaimLimits",
     "Cleaner",
     "Deduplicator",
+    "EventFollower",
     "ExpiresIdempotencyKeys",
     "Flows",
     "HasDedicatedConnection",
@@ -71,6 +77,7 @@ __all__ = [
     "JobQueueBackend",
     "Leader",
     "Maintainer",
+    "MetricsReader",
     "Producer",
     "Reader",
     "ReclaimsSpace",
@@ -94,6 +101,8 @@ class JobQueueBackend(
     Repeater,
     Flows,
     Reader,
+    MetricsReader,
+    EventFollower,
     Maintainer,
     Protocol,
 ):

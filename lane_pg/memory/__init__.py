@@ -16,10 +16,12 @@ from lane_pg.memory.add import _Adding
 from lane_pg.memory.cleanup import _Cleaning
 from lane_pg.memory.dedup import _Deduplicating
 from lane_pg.memory.flow import _Flowing
+from lane_pg.memory.follow import _Following
 from lane_pg.memory.leader import MemoryLeader
 from lane_pg.memory.logs import _Logs
 from lane_pg.memory.maintain import _Maintaining
 from lane_pg.memory.manage import _Managing
+from lane_pg.memory.metrics import _Metrics
 from lane_pg.memory.queue import _QueueSettings
 from lane_pg.memory.read import _Reading
 from lane_pg.memory.repeat import _Repeating
@@ -40,6 +42,8 @@ class MemoryBackend(
     _Cleaning,
     _Logs,
     _Reading,
+    _Metrics,
+    _Following,
 ):
     """Reference implementation of ``JobQueueBackend`` kept entirely in memory: the shared
     store (``_store``) plus one mixin per entity, as sql/functions/ has one file each."""

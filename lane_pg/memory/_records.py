@@ -343,6 +343,10 @@ class _Queue:
     max_active: int | None = None
     rate_blocked_until: datetime | None = None
     claim_log: list[_LoggedClaim] = field(default_factory=list)
+    # OBS-6 (lane.metrics): per state, minute start (epoch ms) -> count, and the count of
+    # the minutes compact_metrics folded away beyond the retained data points.
+    metrics: dict[str, dict[int, int]] = field(default_factory=dict)
+    metrics_folded: dict[str, int] = field(default_factory=dict)
 
     def drained(self) -> bool:
         return not self.by_state["waiting"] and not self.by_state["active"]

@@ -9,6 +9,7 @@ event loop each call is atomic, like one stored-function transaction.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import heapq
 import random
@@ -46,6 +47,7 @@ from lane_pg.memory._records import (
     first_occurrence,
     series_key,
 )
+from lane_pg.metrics import MINUTE_MS
 from lane_pg.options import Deduplication
 from lane_pg.schedule import check_repeat, repeat_next
 from lane_pg.types import (
@@ -71,6 +73,7 @@ class _Store:
         self._last_key = 0
         self._last_seq = 0
         self._last_event_id = 0
+        self._event_waiters: list[asyncio.Future[None]] = []  # subscribe_events waiting
         self._leaders: dict[str, _Leadership] = {}
         # lane.flow_deps: a parent's dependency rows by child, in attach (seq) order.
         self._deps: dict[int, dict[tuple[str, str], _Dep]] = {}
@@ -130,6 +133,11 @@ class _Store:
             return
         self._last_event_id += 1
         q.events.append(QueueEvent(self._last_event_id, q.name, event, job_id, data, now))
+        # EVS-7: subscribers look once this call is over (it awaits nothing).
+        for waiter in self._event_waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        self._event_waiters.clear()
 
     def _set_state(self, q: _Queue, job: _Record, state: JobState) -> None:
         """The one place a stored job changes state (keeps the per-state index right)."""
@@ -283,8 +291,12 @@ class _Store:
         return snapshot
 
     def _after_finish(self, q: _Queue, job: _Record, policy: _Policy, now: datetime) -> None:
-        """Retention, then ``drained`` (FIN-2 steps 5 and 7)."""
+        """Retention, metrics, then ``drained`` (FIN-2 steps 5 to 7)."""
+        state = job.state
         self._apply_retention(q, job, policy, now)
+        minutes = q.metrics.setdefault(state, {})
+        minute = _epoch_ms(now) // MINUTE_MS * MINUTE_MS
+        minutes[minute] = minutes.get(minute, 0) + 1
         if q.drained():
             self._emit(q, "drained", None, {}, now)
 

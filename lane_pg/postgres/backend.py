@@ -28,8 +28,10 @@ from lane_pg.postgres.arguments import (
 )
 from lane_pg.postgres.cleanup import CleanupCalls
 from lane_pg.postgres.flows import FlowCalls
+from lane_pg.postgres.follow import FollowCalls
 from lane_pg.postgres.leader import PostgresLeader
 from lane_pg.postgres.limits import ClaimLimitCalls, rate_limit_arguments
+from lane_pg.postgres.metrics import MetricCalls
 from lane_pg.postgres.notifier import Notifier
 from lane_pg.postgres.owners import OwnerCalls
 from lane_pg.postgres.rows import (
@@ -89,7 +91,15 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
     """
 
 
-class PostgresBackend(SpaceUpkeep, OwnerCalls, ClaimLimitCalls, CleanupCalls, FlowCalls):
+class PostgresBackend(
+    SpaceUpkeep,
+    OwnerCalls,
+    ClaimLimitCalls,
+    CleanupCalls,
+    FlowCalls,
+    MetricCalls,
+    FollowCalls,
+):
     """Job queue backend over PostgreSQL (schema ``lane`` unless configured)."""
 
     def __init__(self, pool: asyncpg.Pool, schema: str = "lane", dsn: str | None = None) -> None:

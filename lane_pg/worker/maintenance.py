@@ -2,9 +2,10 @@
 
 ``maintenance_tasks`` lists today's upkeep, each with its own name, interval and
 coroutine: stalled recovery, promotion of due delayed jobs, event trimming, pruning of
-finished jobs, expiry of deduplication owners and vacuum. ``MaintenanceScheduler`` runs
-whichever is due while this worker leads; later upkeep (repeat schedules, flow settlement)
-is one more ``PeriodicTask`` in the list, not a longer loop.
+finished jobs, expiry of deduplication owners, metrics compaction and vacuum.
+``MaintenanceScheduler`` runs whichever is due while this worker leads; later upkeep
+(repeat schedules, flow settlement) is one more ``PeriodicTask`` in the list, not a longer
+loop.
 
 Leadership is a lease (``Leader``, a backend capability): ``Leadership`` renews it every
 third of ``leader_lease`` while it holds it and asks as often while another worker does,
@@ -41,6 +42,10 @@ MAINTENANCE_ROLE = "maintenance"
 
 PRUNE_CALLS = 10
 """At most this many ``prune_finished`` batches per pass."""
+
+METRICS_COMPACTION_INTERVAL = 60.0
+"""Seconds between metrics compactions: a minute closes once a minute, and a pass reads
+every ``lane.metrics`` row (one per queue, state and retained minute once compacted)."""
 
 
 @dataclass(slots=True)
@@ -237,12 +242,20 @@ def maintenance_tasks(backend: JobQueueBackend, config: WorkerConfig) -> list[Pe
         expired = await backend.expire_dedup_owners(limit=DEFAULT_PRUNE_BATCH)
         return f"{expired} expired deduplication owners deleted" if expired else ""
 
+    async def compact_metrics() -> str:
+        # Each connection that finishes jobs writes a row of its own per minute (OBS-6,
+        # sql/functions/75_metrics.sql): fold the closed minutes, so reads stay one row
+        # a minute, and the minutes beyond the retained data points.
+        folded = await backend.compact_metrics()
+        return f"{folded} metrics rows folded" if folded else ""
+
     tasks = [
         PeriodicTask("stalled recovery", config.recovery_interval, recover),
         PeriodicTask("promotion", config.promote_interval, promote),
         PeriodicTask("event trimming", config.trim_interval, trim, at_exit=True),
         PeriodicTask("pruning", config.prune_interval, prune, at_exit=True),
         PeriodicTask("deduplication expiry", config.prune_interval, expire_owners),
+        PeriodicTask("metrics compaction", METRICS_COMPACTION_INTERVAL, compact_metrics),
     ]
     if isinstance(backend, ExpiresIdempotencyKeys):
         keys = backend

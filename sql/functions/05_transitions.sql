@@ -138,7 +138,7 @@ BEGIN
 END $$;
 
 -- Terminal failure of one locked job (FIN-4, FIN-6, STALL-3): state, events, retention,
--- drained. p_prev is the state it leaves.
+-- metrics, drained. p_prev is the state it leaves.
 CREATE OR REPLACE FUNCTION lane._fail_terminal(p_key bigint, p_reason text, p_now timestamptz)
 RETURNS lane.jobs LANGUAGE plpgsql AS $$
 DECLARE
@@ -170,6 +170,7 @@ BEGIN
     END IF;
     PERFORM lane._apply_retention(v_job.queue, 'failed', v_job.options -> 'remove_on_fail',
                                   v_job.key, 1, p_now);
+    PERFORM lane._count_finished(v_job.queue, 'failed', 1, p_now);  -- OBS-6
     PERFORM lane._drained_check(v_job.queue, p_now);
     RETURN v_job;
 END $$;

@@ -15,6 +15,8 @@ DECLARE
     v_owners boolean;
     v_series boolean;
     v_children boolean;
+    v_queue text;
+    v_last_queue text;
     v_row record;
     v_parents bigint[];
 BEGIN
@@ -39,8 +41,8 @@ BEGIN
     )
     SELECT array_agg(d.job ORDER BY d.ord), array_agg(d.ord ORDER BY d.ord),
            bool_or((d.job).dedup_id IS NOT NULL), bool_or((d.job).repeat_key IS NOT NULL),
-           bool_or((d.job).parent_id IS NOT NULL)
-      INTO v_done, v_ords, v_owners, v_series, v_children FROM done d;
+           bool_or((d.job).parent_id IS NOT NULL), min((d.job).queue), max((d.job).queue)
+      INTO v_done, v_ords, v_owners, v_series, v_children, v_queue, v_last_queue FROM done d;
     IF v_done IS NULL THEN
         RETURN;
     END IF;
@@ -99,6 +101,16 @@ BEGIN
                                           v_row.n, p_now);
         END IF;
     END LOOP;
+    -- OBS-6: into this connection's row (75_metrics.sql says why); a batch is of one
+    -- queue but for a caller's mixed one, which is counted per queue in one lock order.
+    IF v_queue = v_last_queue THEN
+        PERFORM lane._count_finished(v_queue, 'completed', cardinality(v_done), p_now);
+    ELSE
+        FOR v_row IN SELECT d.queue, count(*) AS n FROM unnest(v_done) d GROUP BY 1 ORDER BY 1
+        LOOP
+            PERFORM lane._count_finished(v_row.queue, 'completed', v_row.n, p_now);
+        END LOOP;
+    END IF;
     FOR v_row IN SELECT DISTINCT d.queue FROM unnest(v_done) d LOOP
         PERFORM lane._drained_check(v_row.queue, p_now);
     END LOOP;

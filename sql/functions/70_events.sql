@@ -63,3 +63,26 @@ BEGIN
     END LOOP;
     RETURN v_total;
 END $$;
+
+-- EVS-7: how far a subscriber may read without missing an event a transaction still
+-- writes. Ids are handed out before commit, so a committed id can overtake a lower one
+-- that is still being written. last_id: the newest row id handed out (lane.events'
+-- identity, cache 1); writers: the transactions that hold lane.events open for writing,
+-- read after it. A transaction that took an id up to last_id either ended before the
+-- writers were read (its rows are visible to any later statement, or rolled back) or
+-- is among them; once none of them is left, every event up to last_id + 1023 (the
+-- sub-events of a batch row) is final. Nothing on the write paths pays for this: a
+-- subscriber polls (lane_pg/postgres/follow.py); docs/decisions.md has the numbers.
+-- A long transaction that wrote events holds the subscribers back until it ends.
+CREATE OR REPLACE FUNCTION lane.event_horizon(OUT last_id bigint, OUT writers text[])
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    last_id := coalesce(pg_sequence_last_value('lane.events_id_seq'::regclass), 0);
+    writers := ARRAY(SELECT l.virtualtransaction FROM pg_locks l
+                      WHERE l.locktype = 'relation' AND l.relation = 'lane.events'::regclass
+                        AND l.database = (SELECT d.oid FROM pg_database d
+                                           WHERE d.datname = current_database())
+                        AND l.mode = 'RowExclusiveLock'
+                        AND l.pid IS DISTINCT FROM pg_backend_pid()  -- prepared ones too
+                      ORDER BY 1);
+END $$;

@@ -157,6 +157,7 @@ async def test_the_worker_lists_todays_upkeep_as_periodic_tasks(
         "event trimming": 1.0,
         "pruning": 1.0,
         "deduplication expiry": 1.0,
+        "metrics compaction": 60.0,
     }
     assert {name: names[name] for name in expected} == expected
     assert ("vacuum" in names) == (type(backend).__name__ == "PostgresBackend")

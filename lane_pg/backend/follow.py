@@ -1,0 +1,67 @@
+"""Live event subscription (EVS-7): new events of a queue as they are committed.
+
+The rules every backend follows are in ``lane_pg.backend`` (the package docstring)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Protocol, runtime_checkable
+
+from lane_pg.errors import InvalidOptions
+from lane_pg.types import QueueEvent, validate_queue_name
+
+DEFAULT_EVENT_POLL_INTERVAL = 0.1
+"""Seconds between a subscriber's looks at the stream when nothing is arriving."""
+
+
+@runtime_checkable
+class EventFollower(Protocol):
+    """Follows a queue's retained event stream (``read_events``) as it grows."""
+
+    def subscribe_events(
+        self,
+        queue: str,
+        from_id: str | int = "$",
+        *,
+        poll_interval: float = DEFAULT_EVENT_POLL_INTERVAL,
+    ) -> AsyncIterator[QueueEvent]:
+        """The queue's events with ids above ``from_id`` in id order, each once, waiting
+        for new ones without end (break out of the loop, or cancel, to stop). ``"$"``:
+        only events committed after iteration starts (the first ``__anext__``); an id
+        (a ``QueueEvent.id``, int or decimal text): resume after it, ``0`` from the
+        oldest retained event. An event trimmed before the subscriber read it is not
+        seen. Bad arguments raise ``InvalidOptions`` at the call, before anything is
+        read."""
+        ...
+
+
+def subscription_arguments(
+    queue: str, from_id: object, poll_interval: object
+) -> tuple[int | None, float]:
+    """``subscribe_events``' arguments, checked at the call: the id to start after (None
+    for ``"$"``) and the poll interval."""
+    validate_queue_name(queue)
+    return resume_after(from_id), validate_poll_interval(poll_interval)
+
+
+def resume_after(from_id: object) -> int | None:
+    """The id a subscription starts after: None for ``"$"`` (the stream's end)."""
+    if from_id == "$":
+        return None
+    if isinstance(from_id, str) and from_id.isdigit():
+        return int(from_id)
+    if isinstance(from_id, int) and not isinstance(from_id, bool) and from_id >= 0:
+        return from_id
+    raise InvalidOptions(f"from_id must be '$' or a non-negative event id, got {from_id!r}")
+
+
+def validate_poll_interval(poll_interval: object) -> float:
+    if (
+        isinstance(poll_interval, bool)
+        or not isinstance(poll_interval, int | float)
+        or not 0 < poll_interval <= 60
+    ):
+        raise InvalidOptions(
+            f"poll_interval must be a number of seconds in (0, 60], got {poll_interval!r}"
+        )
+    return float(poll_interval)
