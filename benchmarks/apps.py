@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from benchmarks.common import bench_dsn
-from lane_pg import App, Job
+from lane_pg import App, JobRow
 from lane_pg.worker import JobContext
 
 app = App(bench_dsn())
 
 
 @app.processor("noop")
-async def noop(job: Job, ctx: JobContext) -> None:
+async def noop(job: JobRow, ctx: JobContext) -> None:
     return None

@@ -90,7 +90,7 @@ async def w1(rep: Reporter, runs: int, n: int) -> None:
         results["backend"],
         "jobs/s",
         raw=base,
-        notes=f"{common}; includes Python-side validation and Job decoding",
+        notes=f"{common}; includes Python-side validation and JobRow decoding",
     )
     rep.figure(
         "W1",

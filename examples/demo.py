@@ -20,7 +20,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
-from lane_pg import Backoff, DeduplicationOptions, Job, JobOptions, QueueDemand, RepeatOptions
+from lane_pg import Backoff, DeduplicationOptions, JobOptions, JobRow, QueueDemand, RepeatOptions
 from lane_pg.flows import FlowJob
 from lane_pg.postgres.backend import PostgresBackend
 from lane_pg.postgres.embedded import resolve_dsn
@@ -33,35 +33,35 @@ SERIES_RUNS = 3
 
 
 # --------------------------------------------------------------------------- handlers
-async def send_email(job: Job, backend: PostgresBackend) -> dict[str, str]:
+async def send_email(job: JobRow, backend: PostgresBackend) -> dict[str, str]:
     return {"sent_to": job.data["to"]}
 
 
-async def send_reminder(job: Job, backend: PostgresBackend) -> str:
+async def send_reminder(job: JobRow, backend: PostgresBackend) -> str:
     return f"reminded {job.data['user']}"
 
 
-async def flaky_report(job: Job, backend: PostgresBackend) -> dict[str, int]:
+async def flaky_report(job: JobRow, backend: PostgresBackend) -> dict[str, int]:
     if job.attempts_made == 0:  # fails on its first attempt, succeeds on the retry
         raise RuntimeError("report service busy")
     return {"rows": 42}
 
 
-async def heartbeat(job: Job, backend: PostgresBackend) -> str:
+async def heartbeat(job: JobRow, backend: PostgresBackend) -> str:
     return "beat"
 
 
-async def count_region(job: Job, backend: PostgresBackend) -> int:
+async def count_region(job: JobRow, backend: PostgresBackend) -> int:
     return {"north": 17, "south": 25}[job.data["region"]]
 
 
-async def sales_total(job: Job, backend: PostgresBackend) -> int:
+async def sales_total(job: JobRow, backend: PostgresBackend) -> int:
     # A flow parent runs after its children; their results are kept under it.
     values = await backend.get_flow_children_values(job.queue, job.id)
     return sum(int(value) for value in values.values())
 
 
-HANDLERS: dict[str, Callable[[Job, PostgresBackend], Awaitable[object]]] = {
+HANDLERS: dict[str, Callable[[JobRow, PostgresBackend], Awaitable[object]]] = {
     "send_email": send_email,
     "send_reminder": send_reminder,
     "flaky_report": flaky_report,
@@ -71,7 +71,7 @@ HANDLERS: dict[str, Callable[[Job, PostgresBackend], Awaitable[object]]] = {
 }
 
 
-def show(what: str, job: Job, detail: str = "") -> None:
+def show(what: str, job: JobRow, detail: str = "") -> None:
     label = f"{job.name}#{job.id}"
     print(f"{what:<10} {label:<22} -> {job.state:<9} {detail}".rstrip())
 

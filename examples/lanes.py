@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from lane_pg import App, Job, JobContext, Lane
+from lane_pg import App, JobContext, JobRow, Lane
 from lane_pg.postgres.schema import migrate
 
 # $LANE_PG_DSN, else the embedded server in ./.lane_pg (resolve_dsn(None)), on first use.
@@ -28,13 +28,13 @@ app = App(
 
 
 @app.processor("command")
-async def command(job: Job, ctx: JobContext) -> str:
+async def command(job: JobRow, ctx: JobContext) -> str:
     print(f"ran {job.queue:<7} {job.name} {job.payload['text']}", flush=True)
     return "ok"
 
 
 @app.processor("completion")
-async def completion(job: Job, ctx: JobContext) -> str:
+async def completion(job: JobRow, ctx: JobContext) -> str:
     print(f"ran {job.queue:<7} {job.name} {job.payload['text']}", flush=True)
     return f"answer to {job.payload['text']!r}"
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from lane_pg import App, Backoff, Job, JobContext, JobOptions, Lane
+from lane_pg import App, Backoff, JobContext, JobOptions, JobRow, Lane
 from lane_pg.postgres.schema import migrate
 
 QUEUE = "quickstart"
@@ -25,7 +25,7 @@ app = App(lanes=[Lane(QUEUE)])
 
 
 @app.processor("send_welcome")
-async def send_welcome(job: Job, ctx: JobContext) -> dict[str, str]:
+async def send_welcome(job: JobRow, ctx: JobContext) -> dict[str, str]:
     # Delivery is at-least-once: a real sender would pass job.id as its idempotency key.
     to = job.payload["to"]
     print(
@@ -36,7 +36,7 @@ async def send_welcome(job: Job, ctx: JobContext) -> dict[str, str]:
 
 
 @app.processor("build_report")
-async def build_report(job: Job, ctx: JobContext) -> dict[str, int]:
+async def build_report(job: JobRow, ctx: JobContext) -> dict[str, int]:
     rows = 0
     for step, month in enumerate(job.payload["months"], start=1):
         rows += 10 * step  # stand-in for real work

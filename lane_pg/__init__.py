@@ -4,7 +4,9 @@ Importing it loads no database driver: a backend's driver is imported when
 ``lane_pg.connect(url)`` (or ``App.backend()``) opens that backend. ``App`` and the worker
 (``Worker``, ``WorkerConfig``, ``JobContext``) are loaded on first use of the name, so
 ``import lane_pg.lanes`` (whose parent package this is) does not load the worker either
-(tests/test_layering.py).
+(tests/test_layering.py). The facade's names (``Job``, ``Q``, ``register_job``, ...) load
+the same way. ``lane_pg.Job`` is the typed job base class; a stored job's snapshot is
+``lane_pg.JobRow``.
 """
 
 from __future__ import annotations
@@ -47,11 +49,11 @@ from lane_pg.types import (
     DeduplicationOptions,
     Failure,
     FinalizeOutcome,
-    Job,
     JobOptions,
     JobPage,
     JobRateLimit,
     JobRetention,
+    JobRow,
     JobSpec,
     JobState,
     Lane,
@@ -68,10 +70,26 @@ from lane_pg.types import (
 
 if TYPE_CHECKING:
     from lane_pg.app import App
+    from lane_pg.facade import (
+        EnvelopeOverrides,
+        Job,
+        Q,
+        QueueFacade,
+        current_context,
+        job,
+        register_job,
+    )
     from lane_pg.worker import JobContext, Worker, WorkerConfig, claim_next_blocking
 
 _LAZY = {
     "App": "lane_pg.app",
+    "EnvelopeOverrides": "lane_pg.facade",
+    "Job": "lane_pg.facade",
+    "Q": "lane_pg.facade",
+    "QueueFacade": "lane_pg.facade",
+    "current_context": "lane_pg.facade",
+    "job": "lane_pg.facade",
+    "register_job": "lane_pg.facade",
     "JobContext": "lane_pg.worker",
     "Worker": "lane_pg.worker",
     "WorkerConfig": "lane_pg.worker",
@@ -89,6 +107,7 @@ __all__ = [
     "ConfigurationError",
     "DeduplicationConflict",
     "DeduplicationOptions",
+    "EnvelopeOverrides",
     "Failure",
     "FinalizeOutcome",
     "InvalidJobId",
@@ -106,6 +125,7 @@ __all__ = [
     "JobQueueBackend",
     "JobRateLimit",
     "JobRetention",
+    "JobRow",
     "JobSpec",
     "JobState",
     "JobStateConflict",
@@ -119,8 +139,10 @@ __all__ = [
     "LogPage",
     "ManuallyFailed",
     "MaxAttemptsExceeded",
+    "Q",
     "QueueDemand",
     "QueueEvent",
+    "QueueFacade",
     "QueueRetention",
     "RepeatConflict",
     "RepeatInfo",
@@ -135,6 +157,9 @@ __all__ = [
     "WorkerConfig",
     "claim_next_blocking",
     "connect",
+    "current_context",
+    "job",
+    "register_job",
 ]
 
 

@@ -8,6 +8,9 @@ async def send_email(job, ctx):
     return {"sent": True}
 
 python -m lane_pg worker --app myapp.jobs:app
+
+Job classes registered with ``lane_pg.register_job`` run on the same worker, beside the
+processor functions (``App(jobs=...)`` picks another registry than the default one).
 """
 
 from __future__ import annotations
@@ -18,8 +21,10 @@ from typing import Any
 
 from lane_pg.backend import HasWakeups, JobQueueBackend, backend_kind, connect, resolve_url
 from lane_pg.errors import ConfigurationError
-from lane_pg.types import JSON, Job, JobOptions, Lane
-from lane_pg.worker import Processor, Worker, WorkerConfig
+from lane_pg.facade import DEFAULT_REGISTRY, BackendDriver, JobRegistry, QueueFacade
+from lane_pg.facade.runner import typed_processors
+from lane_pg.types import JSON, JobOptions, JobRow, Lane
+from lane_pg.worker import Processor, ProcessorLike, Worker, WorkerConfig
 
 
 class App:
@@ -31,6 +36,8 @@ class App:
         *,
         schema: str = "lane",
         lanes: Sequence[Lane] = (),
+        jobs: JobRegistry | None = DEFAULT_REGISTRY,
+        connection: str | None = None,
     ) -> None:
         # The schema rule is PostgreSQL's; imported here, not at module level, so that
         # importing lane_pg loads no backend (tests/test_layering.py).
@@ -41,6 +48,11 @@ class App:
         self._dsn = dsn
         self.schema = validate_schema_name(schema)
         self.lanes = tuple(lanes)
+        self.jobs = jobs
+        """The job classes this app's workers run (None: processor functions only)."""
+        self.connection = connection
+        """The facade connection name this app's workers carry on events (CONN-13); None:
+        the backend's kind (``postgres``, ``memory``)."""
         self._processors: dict[str, Processor] = {}
         self._backend: JobQueueBackend | None = None
         self._lock = asyncio.Lock()
@@ -62,6 +74,35 @@ class App:
 
         return register
 
+    def all_processors(self, facade: QueueFacade | None = None) -> dict[str, ProcessorLike]:
+        """The processor functions and a processor per registered job class, by job name;
+        one name served twice is refused."""
+        from lane_pg.facade import Q
+
+        facade = facade or Q
+        typed: dict[str, ProcessorLike] = {}
+        if self.jobs is not None:
+            typed.update(typed_processors(self.jobs, facade.events, self.connection_label()))
+        both = sorted(set(typed) & set(self._processors))
+        if both:
+            raise ConfigurationError(
+                f"job names served both by a processor function and a job class: {both}"
+            )
+        return {**typed, **self._processors}
+
+    def connection_label(self) -> str:
+        return self.connection or backend_kind(self.resolve_dsn())
+
+    async def bind(self, facade: QueueFacade | None = None) -> QueueFacade:
+        """Make this app's backend the default connection of ``facade`` (``lane_pg.Q``
+        unless given), so ``Q.push`` writes where this app's workers claim."""
+        from lane_pg.facade import Q
+
+        facade = facade or Q
+        driver = BackendDriver(await self.backend(), backend_kind(self.resolve_dsn()))
+        facade.set_driver(driver, name=self.connection)
+        return facade
+
     def resolve_dsn(self) -> str:
         """The DSN given, else ``$LANE_PG_DSN``, else the embedded server in ./.lane_pg."""
         if not self._dsn:
@@ -82,7 +123,7 @@ class App:
         name: str,
         data: JSON = None,
         options: JobOptions | dict[str, JSON] | None = None,
-    ) -> Job:
+    ) -> JobRow:
         """Enqueue one job (outside any transaction of yours; see
         ``lane_pg.postgres.enqueue`` to enqueue inside one)."""
         return await (await self.backend()).add_job(queue, name, data, options)
@@ -108,7 +149,7 @@ class App:
                 health_interval=min(config.poll_interval, 5.0),
             )
             await notifier.start()
-        return Worker(backend, self._processors, config, notifier=notifier)
+        return Worker(backend, self.all_processors(), config, notifier=notifier)
 
     async def run_worker(self, config: WorkerConfig | None = None, **settings: Any) -> Worker:
         """Run a worker until it stops (``worker.stop()``, or idle in burst mode)."""

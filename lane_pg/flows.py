@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple, TypeAlias
 
-from lane_pg.types import JSON, Job, JobOptions, check_json, options_document
+from lane_pg.types import JSON, JobOptions, JobRow, check_json, options_document
 
 __all__ = [
     "DEPENDENCY_KINDS",
@@ -82,7 +82,7 @@ class Flow:
     """A stored flow node: its job and the stored children, in submission order (a child
     skipped because another job owns its deduplication id is not there, DEDUP-17)."""
 
-    job: Job
+    job: JobRow
     children: list[Flow] = field(default_factory=list)
 
 
@@ -152,7 +152,7 @@ class FlowDependencies:
     """A parent with its children (FLOW-16): the children's current snapshots, the pending
     ones, and the ones whose rows no longer exist."""
 
-    parent: Job
-    children: list[Job]
+    parent: JobRow
+    children: list[JobRow]
     pending_child_ids: list[ChildRef]
     missing_child_ids: list[ChildRef]

@@ -182,6 +182,8 @@ class ParsedOptions:
     ignore_dependency_on_failure: bool = False
     remove_dependency_on_failure: bool = False
     continue_parent_on_failure: bool = False
+    fail_on_timeout: bool = False
+    meta: dict[str, _JSON] | None = None
 
     @property
     def parent_policy(self) -> FlowPolicy:
@@ -360,6 +362,12 @@ def _flag(key: str) -> Callable[[_JSON], bool]:
     return check
 
 
+def _meta(value: _JSON) -> dict[str, _JSON]:
+    if not isinstance(value, dict):
+        raise InvalidOptions(f"meta must be a JSON object, got {value!r}")
+    return value
+
+
 _CHECKS: dict[str, Callable[[_JSON], Any]] = {
     "lifo": _lifo,
     "job_id": validate_custom_job_id,
@@ -373,6 +381,8 @@ _CHECKS: dict[str, Callable[[_JSON], Any]] = {
     "deduplication": _deduplication,
     "repeat": check_repeat,
     **{flag: _flag(flag) for flag in _FLOW_FLAGS},
+    "fail_on_timeout": _flag("fail_on_timeout"),
+    "meta": _meta,
 }
 OPTION_KEYS: tuple[str, ...] = tuple(sorted(_CHECKS, key=jsonb_key_order))
 """Every key of an options document, in jsonb's key order (the order errors are found)."""

@@ -123,7 +123,7 @@ async def test_an_app_on_memory_runs_a_worker_without_a_listen_connection(
     seen: list[str] = []
 
     @app.processor("send")
-    async def send(job: lane_pg.Job, ctx: lane_pg.JobContext) -> lane_pg.types.JSON:
+    async def send(job: lane_pg.JobRow, ctx: lane_pg.JobContext) -> lane_pg.types.JSON:
         seen.append(job.id)
         return {"ok": True}
 

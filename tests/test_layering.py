@@ -30,6 +30,7 @@ IMPORT_CHECKS: dict[str, tuple[str, ...]] = {
     "lane_pg.app": (),
     "lane_pg.backend": (),
     "lane_pg.memory": (),
+    "lane_pg.facade": (),
     "lane_pg.lanes": (WORKER,),
 }
 
@@ -100,6 +101,7 @@ def _layer_files() -> dict[Path, tuple[str, ...]]:
         PACKAGE / "errors.py",
         *sorted((PACKAGE / "backend").rglob("*.py")),
         *sorted((PACKAGE / "memory").rglob("*.py")),
+        *sorted((PACKAGE / "facade").rglob("*.py")),
         *sorted(PACKAGE.glob("worker*.py")),
         *sorted(path for worker in PACKAGE.glob("worker*/") for path in worker.rglob("*.py")),
     ]:

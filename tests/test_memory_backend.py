@@ -27,9 +27,9 @@ from lane_pg.types import (
     Completion,
     Failure,
     FinalizeOutcome,
-    Job,
     JobOptions,
     JobRetention,
+    JobRow,
     JobSpec,
     LeaseRef,
     LogPage,
@@ -64,7 +64,7 @@ def backend(clock: Clock) -> MemoryBackend:
     return MemoryBackend(clock=clock, rng=random.Random(1))
 
 
-async def claim_one(backend: MemoryBackend, queue: str = Q, lease: float = 30) -> Job | None:
+async def claim_one(backend: MemoryBackend, queue: str = Q, lease: float = 30) -> JobRow | None:
     jobs = await backend.claim_jobs("w1", [QueueDemand(queue, 1)], lease)
     return jobs[0] if jobs else None
 

@@ -68,7 +68,7 @@ def test_nulls_are_not_given_even_for_unknown_keys_ADD_8() -> None:
 def test_keys_are_checked_in_jsonb_order_ADD_8() -> None:
     """Shorter keys first, then bytewise: the first bad one is reported, as in SQL."""
     assert list(OPTION_KEYS) == sorted(OPTION_KEYS, key=jsonb_key_order)
-    assert OPTION_KEYS[:4] == ("lifo", "job_id", "repeat", "backoff")
+    assert OPTION_KEYS[:5] == ("lifo", "meta", "job_id", "repeat", "backoff")
     with pytest.raises(InvalidJobId):
         parse_options({"attempts": 0, "job_id": "0"})
     with pytest.raises(InvalidOptions, match="delay_ms"):

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from lane_pg.types import ClaimedJob, Job, new_claimed_job, new_job
+from lane_pg.types import ClaimedJob, JobRow, new_claimed_job, new_job
 
 
 def _fields(**changes: object) -> dict[str, object]:
@@ -58,12 +58,12 @@ def _fields(**changes: object) -> dict[str, object]:
 @pytest.mark.parametrize(
     ("build", "cls", "changes"),
     [
-        (new_job, Job, {}),
+        (new_job, JobRow, {}),
         (new_claimed_job, ClaimedJob, {"state": "active", "lock_token": "t-1"}),
     ],
 )
 def test_fast_snapshot_is_the_frozen_class(
-    build: type[Job], cls: type[Job], changes: dict[str, object]
+    build: type[JobRow], cls: type[JobRow], changes: dict[str, object]
 ) -> None:
     values = _fields(**changes)
     fast = build(**values)  # type: ignore[arg-type]
@@ -130,7 +130,7 @@ def test_rows_map_every_column_to_its_field() -> None:
         "return_value": "done",
         "options": {"attempts": 14},
     }
-    for name in (f.name for f in dataclasses.fields(Job) if f.compare):
+    for name in (f.name for f in dataclasses.fields(JobRow) if f.compare):
         if name == "backoff":
             assert job.backoff is not None and job.backoff.delay_ms == 10
         else:

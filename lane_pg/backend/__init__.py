@@ -40,6 +40,7 @@ from typing import Protocol, runtime_checkable
 
 from lane_pg.backend.admin import Administrator
 from lane_pg.backend.capabilities import (
+    AddsInTransaction,
     ExpiresIdempotencyKeys,
     HasDedicatedConnection,
     HasLeader,
@@ -63,6 +64,7 @@ from lane_pg.backend.settle import Settler
 from lane_pg.backend.url import backend_kind, connect, resolve_url
 
 __all__ = [
+    "AddsInTransaction",
     "Administrator",
     "ClaimLimits",
     "Cleaner",

@@ -11,7 +11,7 @@ from typing import Protocol, runtime_checkable
 from lane_pg.types import (
     JSON,
     Duration,
-    Job,
+    JobRow,
 )
 
 
@@ -19,17 +19,17 @@ from lane_pg.types import (
 class Administrator(Protocol):
     """Changing jobs and queues from outside a run (MGMT, PAUSE, retention and event settings)."""
 
-    async def promote_job(self, queue: str, job_id: str, *, now: datetime | None = None) -> Job:
+    async def promote_job(self, queue: str, job_id: str, *, now: datetime | None = None) -> JobRow:
         """``delayed -> waiting`` now (MGMT-3); ``JobStateConflict`` when not delayed."""
         ...
 
     async def reschedule_job(
         self, queue: str, job_id: str, delay: Duration, *, now: datetime | None = None
-    ) -> Job:
+    ) -> JobRow:
         """Move a delayed job's due time to ``now + delay`` (MGMT-5), event ``delayed``."""
         ...
 
-    async def retry_job(self, queue: str, job_id: str, *, now: datetime | None = None) -> Job:
+    async def retry_job(self, queue: str, job_id: str, *, now: datetime | None = None) -> JobRow:
         """``completed|failed -> waiting`` (MGMT-8): result/reason, timestamps, stack trace,
         attempts and stalled count reset; event ``waiting prev=<old state>``."""
         ...
@@ -41,7 +41,7 @@ class Administrator(Protocol):
 
     async def update_job_data(
         self, queue: str, job_id: str, data: JSON, *, token: str | None = None
-    ) -> Job:
+    ) -> JobRow:
         """Replace the payload of any retained job (MGMT-10).
 
         ``token`` fences a write from a run (the job context passes its claim's token): the
@@ -58,14 +58,14 @@ class Administrator(Protocol):
         *,
         now: datetime | None = None,
         token: str | None = None,
-    ) -> Job:
+    ) -> JobRow:
         """Store progress on any retained job and write ``progress {data}`` (MGMT-11).
         ``token`` fences it as in ``update_job_data``."""
         ...
 
     async def save_job_stacktrace(
         self, queue: str, job_id: str, stacktrace: Sequence[str], failed_reason: str | None
-    ) -> Job:
+    ) -> JobRow:
         """Replace the job's stack trace list and failure reason together, in any state
         (MGMT-12); no event. ``JobNotFound`` when missing; a ``stacktrace`` that is not a
         sequence of strings (a plain string included) raises ``InvalidOptions``."""
@@ -79,7 +79,7 @@ class Administrator(Protocol):
         *,
         lifo: bool | None = None,
         now: datetime | None = None,
-    ) -> Job:
+    ) -> JobRow:
         """Change the priority (and LIFO flag when given) (MGMT-9). A waiting job is
         requeued with a fresh sequence in its new position; other states only store it."""
         ...

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from lane_pg.backend import JobQueueBackend
-    from lane_pg.types import Duration
+    from lane_pg.types import JSON, Duration, JobOptions, JobRow, JobSpec
 
 
 @runtime_checkable
@@ -141,3 +141,25 @@ class HasLeader(Protocol):
     def leader(self) -> Leader:
         """The backend's ``Leader``: every worker of the backend competes through it."""
         ...
+
+
+@runtime_checkable
+class AddsInTransaction(Protocol):
+    """A backend that can add jobs through a caller's own connection, inside the caller's
+    transaction (TX-1): PostgreSQL, for asyncpg, psycopg and SQLAlchemy connections."""
+
+    async def add_job_in(
+        self,
+        conn: object,
+        queue: str,
+        name: str,
+        data: JSON = None,
+        options: JobOptions | dict[str, JSON] | None = None,
+    ) -> JobRow:
+        """``add_job`` through ``conn``: written, and visible to others, only when the
+        caller commits; a rollback leaves nothing."""
+        ...
+
+    async def add_jobs_in(
+        self, conn: object, queue: str, specs: Sequence[JobSpec]
+    ) -> list[JobRow]: ...

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
-from lane_pg.types import Duration, Job, JobState
+from lane_pg.types import Duration, JobRow, JobState
 
 
 @runtime_checkable
@@ -35,7 +35,7 @@ class Cleaner(Protocol):
         *,
         limit: int = 0,
         now: datetime | None = None,
-    ) -> list[Job]:
+    ) -> list[JobRow]:
         """Remove up to ``limit`` (0: no limit) jobs in ``state`` older than ``now -
         grace``, oldest first, and return their snapshots as they were (MGMT-18); writes
         ``cleaned {count}`` on the queue (also for 0). Older by: ``finished_at`` for

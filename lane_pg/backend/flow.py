@@ -25,7 +25,7 @@ from lane_pg.flows import (
     FlowDependencyValues,
     FlowJob,
 )
-from lane_pg.types import JSON, Job
+from lane_pg.types import JSON, JobRow
 
 _PAGE = 1000
 """Rows per page when a derived read walks a whole bucket."""
@@ -83,7 +83,7 @@ class Flows(Protocol):
 
     async def remove_unprocessed_children(
         self, queue: str, parent_id: str, *, now: datetime | None = None
-    ) -> list[Job]:
+    ) -> list[JobRow]:
         """Remove the pending children nobody runs or holds (FLOW-24), releasing the parent
         when nothing is pending; they stay listed, as missing."""
         ...

@@ -10,8 +10,8 @@ from typing import Protocol, runtime_checkable
 
 from lane_pg.types import (
     JSON,
-    Job,
     JobOptions,
+    JobRow,
     JobSpec,
 )
 
@@ -28,7 +28,7 @@ class Producer(Protocol):
         options: JobOptions | dict[str, JSON] | None = None,
         *,
         now: datetime | None = None,
-    ) -> Job:
+    ) -> JobRow:
         """Add one job and return its snapshot (ADD-1..10).
 
         Without a custom ``job_id`` the id is the next value of one global sequence as a
@@ -42,7 +42,7 @@ class Producer(Protocol):
 
     async def add_jobs(
         self, queue: str, specs: Sequence[JobSpec], *, now: datetime | None = None
-    ) -> list[Job]:
+    ) -> list[JobRow]:
         """Add many jobs in one operation, results in input order (ADD-11).
 
         Same rules as ``add`` per spec; a repeated custom id inside the same call returns

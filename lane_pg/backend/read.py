@@ -10,8 +10,8 @@ from typing import Protocol, runtime_checkable
 
 from lane_pg.types import (
     FinishedResult,
-    Job,
     JobPage,
+    JobRow,
     JobState,
     LogPage,
     QueueEvent,
@@ -24,7 +24,7 @@ from lane_pg.types import (
 class Reader(Protocol):
     """Reads: snapshots, states, counts, pages, logs, events and queue settings."""
 
-    async def get_job(self, queue: str, job_id: str) -> Job | None: ...
+    async def get_job(self, queue: str, job_id: str) -> JobRow | None: ...
 
     async def get_job_state(self, queue: str, job_id: str) -> JobState | None: ...
 

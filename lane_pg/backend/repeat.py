@@ -24,7 +24,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
-from lane_pg.types import JSON, Job, JobOptions, RepeatInfo
+from lane_pg.types import JSON, JobOptions, JobRow, RepeatInfo
 
 
 @runtime_checkable
@@ -39,7 +39,7 @@ class Repeater(Protocol):
         options: JobOptions | dict[str, JSON] | None = None,
         *,
         now: datetime | None = None,
-    ) -> Job:
+    ) -> JobRow:
         """Create the series of ``options.repeat``, or replace its owner: the old owner is
         removed (``removed``) and the new job starts the series again, its schedule
         rebuilt whole (REP-8, -13). ``JobStateConflict`` when the owner is active or in a

@@ -15,8 +15,8 @@ from lane_pg.types import (
     Duration,
     Failure,
     FinalizeOutcome,
-    Job,
     JobRateLimit,
+    JobRow,
     LeaseRef,
     QueueDemand,
 )
@@ -73,7 +73,7 @@ class Settler(Protocol):
         result: JSON = None,
         *,
         now: datetime | None = None,
-    ) -> Job:
+    ) -> JobRow:
         """Token-checked ``active -> completed`` (FIN-1): ``finished_at = now``, the
         result stored, the lock cleared; event ``completed``; then retention
         (``remove_on_complete``) and ``drained`` when no waiting or active job remains.
@@ -99,7 +99,7 @@ class Settler(Protocol):
         stacktrace: str | None = None,
         discard_retry: bool = False,
         now: datetime | None = None,
-    ) -> Job:
+    ) -> JobRow:
         """Token-checked failure (FIN-3..6, RETRY-7).
 
         ``attempts_made + 1``; ``failed_reason`` set; ``stacktrace`` (this attempt's
@@ -121,7 +121,7 @@ class Settler(Protocol):
 
     async def release_job(
         self, queue: str, job_id: str, token: str, *, now: datetime | None = None
-    ) -> Job:
+    ) -> JobRow:
         """Token-checked ``active -> waiting`` at the front of its priority (ORD-3,
         MGMT-7): lock and ``processed_at`` cleared, attempts unchanged,
         event ``waiting prev=active``."""
@@ -135,7 +135,7 @@ class Settler(Protocol):
         delay: Duration,
         *,
         now: datetime | None = None,
-    ) -> Job:
+    ) -> JobRow:
         """Token-checked ``active -> delayed`` at ``now + delay`` (MGMT-6); lock cleared;
         event ``delayed prev=active``."""
         ...

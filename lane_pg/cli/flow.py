@@ -17,7 +17,7 @@ import asyncio
 from lane_pg.backend import JobQueueBackend
 from lane_pg.cli.common import CommandError, add_connection_arguments
 from lane_pg.cli.pause import open_backend
-from lane_pg.types import Job, validate_queue_name
+from lane_pg.types import JobRow, validate_queue_name
 
 HELP = (
     "show a flow parent's dependency counts and pending children"
@@ -40,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_connection_arguments(parser)
 
 
-async def _find(backend: JobQueueBackend, job_id: str, queue: str | None) -> Job:
+async def _find(backend: JobQueueBackend, job_id: str, queue: str | None) -> JobRow:
     if queue is not None:
         validate_queue_name(queue)
         job = await backend.get_job(queue, job_id)

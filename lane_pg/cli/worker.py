@@ -28,7 +28,11 @@ HELP = "run a worker: claim jobs of the given queues and run the app's processor
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--app", required=True, help="MODULE:ATTR of a lane_pg.App")
+    parser.add_argument(
+        "--app",
+        required=True,
+        help="MODULE[:ATTR]: the module registering job classes, and its lane_pg.App",
+    )
     parser.add_argument(
         "--queue",
         action="append",
@@ -91,13 +95,23 @@ def parse_lane(text: str) -> Lane:
 
 
 def load_app(spec: str) -> App:
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise CommandError(f"--app {spec!r}: expected MODULE:ATTR, e.g. myapp.jobs:app")
+    """The app of ``--app MODULE[:ATTR]``. Importing the module registers its job classes
+    (``lane_pg.register_job``); without ``:ATTR`` its one ``App``, if it has one, brings
+    the processor functions, else a plain ``App()`` runs the job classes alone."""
+    module_name, colon, attr = spec.partition(":")
+    if not module_name or (colon and not attr):
+        raise CommandError(f"--app {spec!r}: expected MODULE or MODULE:ATTR, e.g. myapp.jobs:app")
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise CommandError(f"--app {spec!r}: cannot import {module_name!r}: {exc}") from exc
+    if not attr:
+        apps = {id(value): value for value in vars(module).values() if isinstance(value, App)}
+        if len(apps) > 1:
+            raise CommandError(
+                f"--app {spec!r}: the module has several Apps; name one as MODULE:ATTR"
+            )
+        return next(iter(apps.values())) if apps else App()
     app = getattr(module, attr, None)
     if not isinstance(app, App):
         raise CommandError(f"--app {spec!r}: {attr!r} is not a lane_pg.App")
@@ -135,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _with_dsn(app: App, dsn: str, schema: str) -> App:
     """The same processors and lanes on the DSN and schema given on the command line."""
-    replacement = App(dsn, schema=schema, lanes=app.lanes)
+    replacement = App(dsn, schema=schema, lanes=app.lanes, jobs=app.jobs, connection=app.connection)
     for name, processor in app.processors.items():
         replacement.processor(name)(processor)
     return replacement

@@ -24,8 +24,8 @@ from lane_pg.types import (
     DEFAULT_KEEP_FAILED,
     JSON,
     Backoff,
-    Job,
     JobOptions,
+    JobRow,
     JobState,
     LogEntry,
     QueueEvent,
@@ -176,9 +176,9 @@ class _Record:
     """A flow parent's children still unprocessed (``lane.jobs.deps_pending``)."""
     deferred_failure: str | None = None
 
-    def snapshot(self) -> Job:
+    def snapshot(self) -> JobRow:
         # Deep copies: a snapshot must not change when the stored job does.
-        return Job(
+        return JobRow(
             queue=self.queue,
             id=self.id,
             name=self.name,

@@ -53,7 +53,7 @@ from lane_pg.schedule import check_repeat, repeat_next
 from lane_pg.types import (
     JSON,
     FinalizeOutcome,
-    Job,
+    JobRow,
     JobState,
     QueueEvent,
 )
@@ -222,7 +222,7 @@ class _Store:
         job.attempts_started += 1
         self._emit(q, "active", job.id, {"prev": "waiting"}, now)
 
-    def _complete(self, q: _Queue, job: _Record, result: JSON, now: datetime) -> Job:
+    def _complete(self, q: _Queue, job: _Record, result: JSON, now: datetime) -> JobRow:
         self._end_lease(job)
         self._set_state(q, job, "completed")
         job.finished_at = now
@@ -246,7 +246,7 @@ class _Store:
         stacktrace: str | None,
         discard_retry: bool,
         now: datetime,
-    ) -> Job:
+    ) -> JobRow:
         job.attempts_made += 1
         job.failed_reason = reason
         if stacktrace is not None:
@@ -271,7 +271,7 @@ class _Store:
         uniform = self._rng.random() if job.backoff.jitter > 0 else 0.5
         return job.backoff.delay_for(job.attempts_made, uniform)
 
-    def _finalize_terminal(self, q: _Queue, job: _Record, reason: str, now: datetime) -> Job:
+    def _finalize_terminal(self, q: _Queue, job: _Record, reason: str, now: datetime) -> JobRow:
         """``active -> failed`` for fail_job and stalled recovery alike (FIN-4, STALL-4), and
         ``waiting-children -> failed`` for a parent a child fails (FLOW-5)."""
         prev = job.state

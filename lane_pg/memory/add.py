@@ -9,8 +9,8 @@ from lane_pg.memory._records import _Batch, _parse_spec, check_series_left
 from lane_pg.memory._store import _Store
 from lane_pg.types import (
     JSON,
-    Job,
     JobOptions,
+    JobRow,
     JobSpec,
     validate_queue_name,
 )
@@ -27,7 +27,7 @@ class _Adding(_Store):
         options: JobOptions | dict[str, JSON] | None = None,
         *,
         now: datetime | None = None,
-    ) -> Job:
+    ) -> JobRow:
         validate_queue_name(queue)
         new = _parse_spec(name, data, options)
         moment = self._now(now)
@@ -36,7 +36,7 @@ class _Adding(_Store):
 
     async def add_jobs(
         self, queue: str, specs: Sequence[JobSpec], *, now: datetime | None = None
-    ) -> list[Job]:
+    ) -> list[JobRow]:
         validate_queue_name(queue)
         parsed = [_parse_spec(spec.name, spec.data, spec.options) for spec in specs]
         moment = self._now(now)

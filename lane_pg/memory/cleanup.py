@@ -11,7 +11,7 @@ from lane_pg.memory._records import _MILLISECOND, _Queue, _Record
 from lane_pg.memory._store import _Store
 from lane_pg.types import (
     Duration,
-    Job,
+    JobRow,
     JobState,
     to_millis,
     validate_clean_state,
@@ -81,7 +81,7 @@ class _Cleaning(_Store):
         *,
         limit: int = 0,
         now: datetime | None = None,
-    ) -> list[Job]:
+    ) -> list[JobRow]:
         validate_queue_name(queue)
         state = validate_clean_state(state)
         cut = self._now(now) - to_millis(grace, "grace") * _MILLISECOND

@@ -32,7 +32,7 @@ from lane_pg.flows import (
 from lane_pg.memory._records import _Batch, _Dep, _NewJob, _parse_spec, _Record
 from lane_pg.memory._store import _Store
 from lane_pg.options import FLOW_POLICY_FLAGS
-from lane_pg.types import JSON, Job, validate_queue_name
+from lane_pg.types import JSON, JobRow, validate_queue_name
 
 _NODE_KEYS = ("queue", "name", "data", "options", "children")
 
@@ -329,7 +329,7 @@ class _Flowing(_Store, FlowReads):
 
     async def remove_unprocessed_children(
         self, queue: str, parent_id: str, *, now: datetime | None = None
-    ) -> list[Job]:
+    ) -> list[JobRow]:
         validate_queue_name(queue)
         moment = self._now(now)
         _, parent = self._require(queue, parent_id)

@@ -15,7 +15,7 @@ from lane_pg.memory._store import _Store
 from lane_pg.types import (
     JSON,
     Duration,
-    Job,
+    JobRow,
     JobState,
     check_json,
     to_millis,
@@ -33,7 +33,7 @@ class _Managing(_Store):
                 f"cannot {action} job {job.id!r}: it is {job.state}, not {' or '.join(states)}"
             )
 
-    async def promote_job(self, queue: str, job_id: str, *, now: datetime | None = None) -> Job:
+    async def promote_job(self, queue: str, job_id: str, *, now: datetime | None = None) -> JobRow:
         moment = self._now(now)
         q, job = self._require(queue, job_id)
         self._require_state(job, ("delayed",), "promote")
@@ -43,7 +43,7 @@ class _Managing(_Store):
 
     async def reschedule_job(
         self, queue: str, job_id: str, delay: Duration, *, now: datetime | None = None
-    ) -> Job:
+    ) -> JobRow:
         delay_ms = to_millis(delay, "delay")
         moment = self._now(now)
         q, job = self._require(queue, job_id)
@@ -54,7 +54,7 @@ class _Managing(_Store):
         self._emit(q, "delayed", job.id, {"delay": _epoch_ms(job.available_at)}, moment)
         return job.snapshot()
 
-    async def retry_job(self, queue: str, job_id: str, *, now: datetime | None = None) -> Job:
+    async def retry_job(self, queue: str, job_id: str, *, now: datetime | None = None) -> JobRow:
         moment = self._now(now)
         q, job = self._require(queue, job_id)
         self._require_state(job, ("completed", "failed"), "retry")
@@ -92,7 +92,7 @@ class _Managing(_Store):
 
     async def update_job_data(
         self, queue: str, job_id: str, data: JSON, *, token: str | None = None
-    ) -> Job:
+    ) -> JobRow:
         data = _json_copy(check_json(data, "data"))
         _, job = self._writable(queue, job_id, token)
         job.data = data
@@ -106,7 +106,7 @@ class _Managing(_Store):
         *,
         now: datetime | None = None,
         token: str | None = None,
-    ) -> Job:
+    ) -> JobRow:
         progress = _json_copy(check_json(progress, "progress"))
         moment = self._now(now)
         q, job = self._writable(queue, job_id, token)
@@ -116,7 +116,7 @@ class _Managing(_Store):
 
     async def save_job_stacktrace(
         self, queue: str, job_id: str, stacktrace: Sequence[str], failed_reason: str | None
-    ) -> Job:
+    ) -> JobRow:
         entries, reason = validate_stacktrace(stacktrace, failed_reason)
         _, job = self._require(queue, job_id)
         job.stacktrace = entries
@@ -131,7 +131,7 @@ class _Managing(_Store):
         *,
         lifo: bool | None = None,
         now: datetime | None = None,
-    ) -> Job:
+    ) -> JobRow:
         validate_priority(priority)
         if lifo is not None and not isinstance(lifo, bool):
             raise InvalidOptions(f"lifo must be a boolean or None, got {lifo!r}")

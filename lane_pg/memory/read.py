@@ -13,8 +13,8 @@ from lane_pg.types import (
     Completed,
     Failed,
     FinishedResult,
-    Job,
     JobPage,
+    JobRow,
     JobState,
     NotFinished,
     QueueEvent,
@@ -26,7 +26,7 @@ from lane_pg.types import (
 class _Reading(_Store):
     """Reads: snapshots, states, counts, pages, events."""
 
-    async def get_job(self, queue: str, job_id: str) -> Job | None:
+    async def get_job(self, queue: str, job_id: str) -> JobRow | None:
         found = self._find(queue, job_id)
         if found is None:
             return None

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from lane_pg.errors import InvalidOptions, JobStateConflict
 from lane_pg.memory._records import _parse_spec, _Queue, _Series, check_series_left, series_key
 from lane_pg.memory._store import _Store
-from lane_pg.types import JSON, Job, JobOptions, RepeatInfo, validate_queue_name
+from lane_pg.types import JSON, JobOptions, JobRow, RepeatInfo, validate_queue_name
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -46,7 +46,7 @@ class _Repeating(_Store):
         options: JobOptions | dict[str, JSON] | None = None,
         *,
         now: datetime | None = None,
-    ) -> Job:
+    ) -> JobRow:
         validate_queue_name(queue)
         new = _parse_spec(name, data, options)
         if new.options.parsed.repeat is None:

@@ -15,8 +15,8 @@ from lane_pg.types import (
     Duration,
     Failure,
     FinalizeOutcome,
-    Job,
     JobRateLimit,
+    JobRow,
     LeaseRef,
     QueueDemand,
     check_json,
@@ -95,7 +95,7 @@ class _Settling(_Limits):
         result: JSON = None,
         *,
         now: datetime | None = None,
-    ) -> Job:
+    ) -> JobRow:
         result = _json_copy(check_json(result, "result"))
         moment = self._now(now)
         q, job = self._owned(queue, job_id, token)
@@ -135,7 +135,7 @@ class _Settling(_Limits):
         stacktrace: str | None = None,
         discard_retry: bool = False,
         now: datetime | None = None,
-    ) -> Job:
+    ) -> JobRow:
         moment = self._now(now)
         q, job = self._owned(queue, job_id, token)
         return self._fail(q, job, reason, stacktrace, discard_retry, moment)
@@ -161,7 +161,7 @@ class _Settling(_Limits):
 
     async def release_job(
         self, queue: str, job_id: str, token: str, *, now: datetime | None = None
-    ) -> Job:
+    ) -> JobRow:
         moment = self._now(now)
         q, job = self._owned(queue, job_id, token)
         self._end_lease(job)
@@ -178,7 +178,7 @@ class _Settling(_Limits):
         delay: Duration,
         *,
         now: datetime | None = None,
-    ) -> Job:
+    ) -> JobRow:
         delay_ms = to_millis(delay, "delay")
         moment = self._now(now)
         q, job = self._owned(queue, job_id, token)

@@ -2,7 +2,7 @@
 
 Every method is one ``SELECT`` of a ``lane.*`` stored function (one transaction), so the
 rules live in SQL once and a psql user gets the same semantics. This module only converts
-values: Python options to the jsonb document, durations to milliseconds, rows to ``Job``,
+values: Python options to the jsonb document, durations to milliseconds, rows to ``JobRow``,
 and SQLSTATE class ``LN`` errors to the ``lane_pg.errors`` classes.
 """
 
@@ -16,6 +16,7 @@ from typing import Any, cast
 import asyncpg
 
 from lane_pg.errors import ConfigurationError, JobNotFound
+from lane_pg.postgres import enqueue
 from lane_pg.postgres import schema as schema_mod
 from lane_pg.postgres.arguments import (
     SPLIT_DATAS,
@@ -52,10 +53,10 @@ from lane_pg.types import (
     Duration,
     Failure,
     FinalizeOutcome,
-    Job,
     JobOptions,
     JobPage,
     JobRateLimit,
+    JobRow,
     JobSpec,
     JobState,
     LeaseRef,
@@ -135,6 +136,20 @@ class PostgresBackend(
             await pool.close()
             raise
         return cls(pool, schema, dsn)
+
+    async def add_job_in(
+        self,
+        conn: object,
+        queue: str,
+        name: str,
+        data: JSON = None,
+        options: JobOptions | dict[str, JSON] | None = None,
+    ) -> JobRow:
+        """``add_job`` inside the caller's transaction (``lane_pg.postgres.enqueue``)."""
+        return await enqueue.add_job(conn, queue, name, data, options, schema=self.schema)
+
+    async def add_jobs_in(self, conn: object, queue: str, specs: Sequence[JobSpec]) -> list[JobRow]:
+        return await enqueue.add_jobs(conn, queue, specs, schema=self.schema)
 
     @property
     def pool(self) -> asyncpg.Pool:
@@ -224,7 +239,7 @@ class PostgresBackend(
             else:
                 await self._pool.release(conn)
 
-    async def _job(self, function_call: str, *args: Any) -> Job:
+    async def _job(self, function_call: str, *args: Any) -> JobRow:
         rows = await self._fetch(f"SELECT {JOB_COLUMNS} FROM {function_call} AS j", *args)
         if not rows or rows[0]["id"] is None:
             raise JobNotFound("job not found")
@@ -239,7 +254,7 @@ class PostgresBackend(
         options: JobOptions | dict[str, JSON] | None = None,
         *,
         now: datetime | None = None,
-    ) -> Job:
+    ) -> JobRow:
         validate_queue_name(queue)
         validate_job_name(name)
         # W1 (benchmarks/README.md), medians of 300 on this VM: 569 us per autocommit call
@@ -274,7 +289,7 @@ class PostgresBackend(
 
     async def add_jobs(
         self, queue: str, specs: Sequence[JobSpec], *, now: datetime | None = None
-    ) -> list[Job]:
+    ) -> list[JobRow]:
         validate_queue_name(queue)
         names = [validate_job_name(spec.name) for spec in specs]
         # One JSON array for every spec's data, split by the database: 1,000 payloads cost
@@ -297,7 +312,7 @@ class PostgresBackend(
 
     async def _add_plain_jobs(
         self, queue: str, names: list[str], datas: str, now: datetime | None
-    ) -> list[Job]:
+    ) -> list[JobRow]:
         """``add_jobs`` of specs without options (the common bulk add), through
         ``lane.add_jobs_brief``: only the ids, sequences and order keys come back, and the
         snapshots are built here (``rows.plain_job``). NULL options mean every spec's are
@@ -388,7 +403,7 @@ class PostgresBackend(
         result: JSON = None,
         *,
         now: datetime | None = None,
-    ) -> Job:
+    ) -> JobRow:
         return await self._job(
             "lane.complete_job($1, $2, $3::uuid, $4::jsonb, $5)",
             queue,
@@ -425,7 +440,7 @@ class PostgresBackend(
         stacktrace: str | None = None,
         discard_retry: bool = False,
         now: datetime | None = None,
-    ) -> Job:
+    ) -> JobRow:
         return await self._job(
             "lane.fail_job($1, $2, $3::uuid, $4, $5, $6, $7)",
             queue,
@@ -458,7 +473,7 @@ class PostgresBackend(
 
     async def release_job(
         self, queue: str, job_id: str, token: str, *, now: datetime | None = None
-    ) -> Job:
+    ) -> JobRow:
         return await self._job(
             "lane.release_job($1, $2, $3::uuid, $4)", queue, job_id, token_text(token), now
         )
@@ -471,7 +486,7 @@ class PostgresBackend(
         delay: Duration,
         *,
         now: datetime | None = None,
-    ) -> Job:
+    ) -> JobRow:
         return await self._job(
             "lane.delay_job($1, $2, $3::uuid, $4, $5)",
             queue,
@@ -569,17 +584,17 @@ class PostgresBackend(
         return cast(bool, await self._fetchval("SELECT lane.get_queue_events($1)", queue))
 
     # ----------------------------------------------------------------- management
-    async def promote_job(self, queue: str, job_id: str, *, now: datetime | None = None) -> Job:
+    async def promote_job(self, queue: str, job_id: str, *, now: datetime | None = None) -> JobRow:
         return await self._job("lane.promote_job($1, $2, $3)", queue, job_id, now)
 
     async def reschedule_job(
         self, queue: str, job_id: str, delay: Duration, *, now: datetime | None = None
-    ) -> Job:
+    ) -> JobRow:
         return await self._job(
             "lane.reschedule_job($1, $2, $3, $4)", queue, job_id, to_millis(delay, "delay"), now
         )
 
-    async def retry_job(self, queue: str, job_id: str, *, now: datetime | None = None) -> Job:
+    async def retry_job(self, queue: str, job_id: str, *, now: datetime | None = None) -> JobRow:
         return await self._job("lane.retry_job($1, $2, $3)", queue, job_id, now)
 
     async def remove_job(self, queue: str, job_id: str, *, now: datetime | None = None) -> bool:
@@ -589,7 +604,7 @@ class PostgresBackend(
 
     async def update_job_data(
         self, queue: str, job_id: str, data: JSON, *, token: str | None = None
-    ) -> Job:
+    ) -> JobRow:
         return await self._job(
             "lane.update_job_data($1, $2, $3::jsonb, $4::uuid)",
             queue,
@@ -606,7 +621,7 @@ class PostgresBackend(
         *,
         now: datetime | None = None,
         token: str | None = None,
-    ) -> Job:
+    ) -> JobRow:
         return await self._job(
             "lane.update_job_progress($1, $2, $3::jsonb, $4, $5::uuid)",
             queue,
@@ -618,7 +633,7 @@ class PostgresBackend(
 
     async def save_job_stacktrace(
         self, queue: str, job_id: str, stacktrace: Sequence[str], failed_reason: str | None
-    ) -> Job:
+    ) -> JobRow:
         entries, reason = validate_stacktrace(stacktrace, failed_reason)
         return await self._job(
             "lane.save_job_stacktrace($1, $2, $3::text[], $4)", queue, job_id, entries, reason
@@ -632,7 +647,7 @@ class PostgresBackend(
         *,
         lifo: bool | None = None,
         now: datetime | None = None,
-    ) -> Job:
+    ) -> JobRow:
         return await self._job(
             "lane.update_job_priority($1, $2, $3, $4, $5)", queue, job_id, priority, lifo, now
         )
@@ -692,7 +707,7 @@ class PostgresBackend(
         return cast(bool, await self._fetchval("SELECT lane.is_queue_paused($1)", queue))
 
     # ----------------------------------------------------------------- reading
-    async def get_job(self, queue: str, job_id: str) -> Job | None:
+    async def get_job(self, queue: str, job_id: str) -> JobRow | None:
         rows = await self._fetch(
             f"SELECT {JOB_COLUMNS}, x.logs_count, x.dedup_expires_at, x.child_queues,"
             " x.child_ids FROM lane.get_job($1, $2) AS j, lane.get_job_extras($1, $2) AS x",

@@ -17,7 +17,7 @@ from lane_pg.types import (
     Duration,
     Failed,
     FinishedResult,
-    Job,
+    JobRow,
     JobState,
     NotFinished,
     QueueStats,
@@ -60,7 +60,7 @@ class CleanupCalls:
         *,
         limit: int = 0,
         now: datetime | None = None,
-    ) -> list[Job]:
+    ) -> list[JobRow]:
         validate_queue_name(queue)
         rows = await self._fetch(
             f"SELECT {JOB_COLUMNS} FROM lane.clean_jobs($1, $2, $3, $4, $5) AS j",

@@ -37,8 +37,8 @@ from lane_pg.postgres.rows import JOB_COLUMNS, job_from_row
 from lane_pg.postgres.schema import validate_schema_name
 from lane_pg.types import (
     JSON,
-    Job,
     JobOptions,
+    JobRow,
     JobSpec,
     dumps_json,
     options_json,
@@ -275,13 +275,13 @@ def _named(params: Sequence[Any]) -> dict[str, Any]:
     return {f"p{index}": value for index, value in enumerate(params, start=1)}
 
 
-def _one_job(rows: list[dict[str, Any]]) -> Job:
+def _one_job(rows: list[dict[str, Any]]) -> JobRow:
     if len(rows) != 1:
         raise RuntimeError(f"lane.add_job returned {len(rows)} rows, expected 1")
     return job_from_row(rows[0])
 
 
-def _jobs(rows: list[dict[str, Any]], expected: int) -> list[Job]:
+def _jobs(rows: list[dict[str, Any]], expected: int) -> list[JobRow]:
     if len(rows) != expected:
         raise RuntimeError(f"lane.add_jobs returned {len(rows)} rows for {expected} jobs")
     return [job_from_row(row) for row in rows]
@@ -299,7 +299,7 @@ async def add_job(
     *,
     schema: str = "lane",
     now: datetime | None = None,
-) -> Job:
+) -> JobRow:
     """Add one job through ``conn``, inside whatever transaction it has open.
 
     The job (and its wake-up) is visible to others only once the caller commits; a rollback
@@ -318,7 +318,7 @@ def add_job_sync(
     *,
     schema: str = "lane",
     now: datetime | None = None,
-) -> Job:
+) -> JobRow:
     """Synchronous ``add_job``: a psycopg ``Connection``, SQLAlchemy ``Connection``/``Session``."""
     params = _job_params(queue, name, data, options, now)
     return _one_job(fetch_rows_sync(conn, _ADD_JOB, params, schema=schema))
@@ -331,7 +331,7 @@ async def add_jobs(
     *,
     schema: str = "lane",
     now: datetime | None = None,
-) -> list[Job]:
+) -> list[JobRow]:
     """Add several jobs in one statement; the snapshots come back in input order.
 
     Every spec is validated before anything is sent: one bad spec adds none of them.
@@ -349,7 +349,7 @@ def add_jobs_sync(
     *,
     schema: str = "lane",
     now: datetime | None = None,
-) -> list[Job]:
+) -> list[JobRow]:
     """Synchronous ``add_jobs``."""
     params = _bulk_params(queue, specs, now)
     if not specs:

@@ -22,7 +22,7 @@ from lane_pg.flows import (
     FlowJob,
 )
 from lane_pg.postgres.rows import JOB_COLUMNS, job_from_row
-from lane_pg.types import Job, dumps_json, validate_queue_name
+from lane_pg.types import JobRow, dumps_json, validate_queue_name
 
 
 def flow_document(flow: FlowJob) -> str:
@@ -171,7 +171,7 @@ class FlowCalls(FlowReads):
 
     async def remove_unprocessed_children(
         self, queue: str, parent_id: str, *, now: datetime | None = None
-    ) -> list[Job]:
+    ) -> list[JobRow]:
         validate_queue_name(queue)
         rows = await self._fetch(
             f"SELECT {JOB_COLUMNS} FROM lane.remove_unprocessed_children($1, $2, $3) AS j",

@@ -11,7 +11,7 @@ from typing import Any, cast
 
 import asyncpg
 
-from lane_pg.types import JSON, Job, JobOptions, RepeatInfo, dumps_json, options_json
+from lane_pg.types import JSON, JobOptions, JobRow, RepeatInfo, dumps_json, options_json
 
 REPEAT_COLUMNS = (
     "r.key, r.job_id, r.name, r.next_at, r.count, r.every_ms, r.pattern, r.tz,"
@@ -44,7 +44,7 @@ class OwnerCalls:
     async def _fetchval(self, sql: str, *args: Any) -> Any:
         raise NotImplementedError
 
-    async def _job(self, function_call: str, *args: Any) -> Job:
+    async def _job(self, function_call: str, *args: Any) -> JobRow:
         raise NotImplementedError
 
     # ----------------------------------------------------------------- deduplication
@@ -86,7 +86,7 @@ class OwnerCalls:
         options: JobOptions | dict[str, JSON] | None = None,
         *,
         now: datetime | None = None,
-    ) -> Job:
+    ) -> JobRow:
         return await self._job(
             "lane.upsert_repeat($1, $2, $3::jsonb, $4::jsonb, $5)",
             queue,

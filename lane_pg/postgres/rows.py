@@ -1,4 +1,4 @@
-"""Mapping of ``lane.jobs`` rows to ``Job`` snapshots, the same for every driver.
+"""Mapping of ``lane.jobs`` rows to ``JobRow`` snapshots, the same for every driver.
 
 The select-list casts jsonb and uuid columns to text so asyncpg, psycopg and SQLAlchemy
 all hand back plain strings, decoded here once.
@@ -12,9 +12,9 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any, TypeVar, cast
 
-from lane_pg.types import JSON, Backoff, Job, JobState, QueueEvent, new_job
+from lane_pg.types import JSON, Backoff, JobRow, JobState, QueueEvent, new_job
 
-J = TypeVar("J", bound=Job)
+J = TypeVar("J", bound=JobRow)
 
 JOB_COLUMNS = ", ".join(
     [
@@ -66,13 +66,13 @@ def _json(text: str | None) -> JSON:
 
 
 def job_from_row(row: Mapping[str, Any], cls: type[J] = new_job) -> J:  # type: ignore[assignment]
-    """A ``Job`` (or ``cls``: ``new_claimed_job`` for a claim's rows) from a row selected with
+    """A ``JobRow`` (or ``cls``: ``new_claimed_job`` for a claim's rows) from a row selected with
     ``JOB_COLUMNS``.
 
     Written for speed (W2 decodes 1,000 of these per bulk add): the common empty and
     NULL documents skip the JSON decoder. A claim builds its ``ClaimedJob`` here directly:
-    converting a ``Job`` afterwards cost ~3 us per job (W3 claims thousands a second).
-    Fields go positionally, in ``Job``'s order (the row keys name them): 27 keywords cost
+    converting a ``JobRow`` afterwards cost ~3 us per job (W3 claims thousands a second).
+    Fields go positionally, in ``JobRow``'s order (the row keys name them): 27 keywords cost
     ~4 us per snapshot through ``type.__call__``'s keyword dict.
     """
     options_text = row["options"]
@@ -136,7 +136,7 @@ def plain_job(
     enqueued_seq: int,
     order_key: int,
     created_at: datetime,
-) -> Job:
+) -> JobRow:
     """The snapshot of a job just added with default options, from what the database chose
     (id, enqueue sequence, order key, creation time) and what was sent (``data`` decoded
     from the JSON text the database received, as a copy): every other column

@@ -34,8 +34,8 @@ from lane_pg.postgres.schema import validate_schema_name
 from lane_pg.types import (
     ALL_STATES,
     JSON,
-    Job,
     JobOptions,
+    JobRow,
     JobSpec,
     options_document,
     validate_queue_name,
@@ -131,19 +131,19 @@ class Queue:
         data: JSON = None,
         options: JobOptions | dict[str, JSON] | None = None,
         **option_kwargs: Any,
-    ) -> Job:
+    ) -> JobRow:
         """Add one job; keyword options are ``JobOptions`` fields (``priority=3``,
         ``delay=timedelta(seconds=5)``, ``job_id="order-7"``, ...) applied over ``options``."""
         merged = _merge_options(options, option_kwargs)
         return add_job_sync(self._conn, self.name, name, data, merged, schema=self.schema)
 
-    def add_jobs(self, specs: Sequence[JobSpec]) -> list[Job]:
+    def add_jobs(self, specs: Sequence[JobSpec]) -> list[JobRow]:
         """Add several jobs in one statement; snapshots in input order."""
         return add_jobs_sync(self._conn, self.name, specs, schema=self.schema)
 
     # ------------------------------------------------------------ reading
 
-    def get_job(self, job_id: str) -> Job | None:
+    def get_job(self, job_id: str) -> JobRow | None:
         """The job's snapshot, or None when it does not exist (or was removed)."""
         rows = fetch_rows_sync(self._conn, _GET_JOB, [self.name, job_id], schema=self.schema)
         if not rows or is_row_of_nulls(rows[0]):

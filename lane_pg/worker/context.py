@@ -9,7 +9,7 @@ from typing import Protocol, TypeAlias, runtime_checkable
 from lane_pg.backend import Administrator, Flows
 from lane_pg.errors import ConfigurationError, JobNotFound, LeaseLost, LockMismatch
 from lane_pg.flows import ChildRef, FlowJob
-from lane_pg.types import JSON, ClaimedJob, Job
+from lane_pg.types import JSON, ClaimedJob, JobRow
 
 
 class ContextBackend(Administrator, Flows, Protocol):
@@ -105,7 +105,7 @@ class JobContext:
         )
 
 
-Processor: TypeAlias = Callable[[Job, JobContext], Awaitable[JSON]]
+Processor: TypeAlias = Callable[[JobRow, JobContext], Awaitable[JSON]]
 """``async def handler(job, ctx) -> JSON``: the job is the ``ClaimedJob`` of this run."""
 
 
@@ -113,7 +113,7 @@ Processor: TypeAlias = Callable[[Job, JobContext], Awaitable[JSON]]
 class JobProcessor(Protocol):
     """A processor as an object (WORK-2): anything with ``async process(job, ctx)``."""
 
-    def process(self, job: Job, ctx: JobContext) -> Awaitable[JSON]: ...
+    def process(self, job: JobRow, ctx: JobContext) -> Awaitable[JSON]: ...
 
 
 ProcessorLike: TypeAlias = Processor | JobProcessor

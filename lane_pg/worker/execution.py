@@ -197,7 +197,9 @@ class JobRunner:
                         result = await processor(job, context)
                 check_json(result, "the processor's result")
             except TimeoutError:
-                if self._fail_on_timeout and timeout is not None:
+                if timeout is not None and (
+                    self._fail_on_timeout or job.options.get("fail_on_timeout") is True
+                ):
                     error = TimeoutExceeded(job.name, timeout)
                     settlement.fail(running, error, discard=True)
                 else:

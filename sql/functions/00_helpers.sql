@@ -384,13 +384,25 @@ BEGIN
                 PERFORM lane._fail('LN003', format('%s must be true or false, got %s',
                                                    v_key, v_value));
             END IF;
+        WHEN 'fail_on_timeout' THEN
+            -- RETRY-4 per job: the worker makes this job's timeout terminal.
+            IF jsonb_typeof(v_value) <> 'boolean' THEN
+                PERFORM lane._fail('LN003', format('fail_on_timeout must be true or false, got %s',
+                                                   v_value));
+            END IF;
+        WHEN 'meta' THEN
+            -- What a client stores beside the job and reads back, never interpreted here
+            -- (the facade's envelope: connection label, unique and debounce tokens, context).
+            IF jsonb_typeof(v_value) <> 'object' THEN
+                PERFORM lane._fail('LN003', format('meta must be a JSON object, got %s', v_value));
+            END IF;
         ELSE
             PERFORM lane._fail('LN003', format(
                 'unknown option %L: known options are attempts, backoff, '
                 'continue_parent_on_failure, deduplication, delay_ms, '
-                'fail_parent_on_failure, ignore_dependency_on_failure, job_id, lifo, '
-                'priority, remove_dependency_on_failure, remove_on_complete, '
-                'remove_on_fail, repeat, timeout_ms', v_key));
+                'fail_on_timeout, fail_parent_on_failure, ignore_dependency_on_failure, '
+                'job_id, lifo, meta, priority, remove_dependency_on_failure, '
+                'remove_on_complete, remove_on_fail, repeat, timeout_ms', v_key));
         END CASE;
     END LOOP;
     IF (SELECT count(*) FROM unnest(ARRAY['fail_parent_on_failure',

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 
 from lane_pg.backend import JobQueueBackend
-from lane_pg.types import ClaimedJob, Job, LeaseRef, QueueDemand
+from lane_pg.types import ClaimedJob, JobRow, LeaseRef, QueueDemand
 from tests.helpers import Clock, job_event_list, queue_snapshot
 
 
@@ -40,7 +40,7 @@ async def test_claim_sets_lease_fields_CLAIM_1(
 async def test_a_claim_returns_claimed_jobs_whose_token_is_set_CLAIM_1_CLAIM_4(
     backend: JobQueueBackend, queue_name: str, queue_b: str, clock: Clock
 ) -> None:
-    """``claim_jobs`` returns ``ClaimedJob``s: ``Job``s whose ``lock_token`` is the str of
+    """``claim_jobs`` returns ``ClaimedJob``s: ``JobRow``s whose ``lock_token`` is the str of
     this claim (a type without None), equal to the snapshot ``get_job`` reads."""
     waiting = await backend.add_job(queue_name, "n", now=clock.at(0))
     with pytest.raises(ValueError, match="no lock token"):
@@ -50,11 +50,11 @@ async def test_a_claim_returns_claimed_jobs_whose_token_is_set_CLAIM_1_CLAIM_4(
         "w", [QueueDemand(queue_name, 5), QueueDemand(queue_b, 5)], 30, now=clock.at(1)
     )
     assert [type(job) for job in claimed] == [ClaimedJob, ClaimedJob]
-    assert all(isinstance(job, Job) for job in claimed)
+    assert all(isinstance(job, JobRow) for job in claimed)
     assert len({job.lock_token for job in claimed}) == 2
     for job in claimed:
         fetched = await backend.get_job(job.queue, job.id)
-        assert fetched is not None and type(fetched) is Job
+        assert fetched is not None and type(fetched) is JobRow
         assert fetched == job and job == fetched
         assert ClaimedJob.from_job(fetched) == job
 

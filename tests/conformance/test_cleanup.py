@@ -16,9 +16,9 @@ from lane_pg.types import (
     Completed,
     DeduplicationOptions,
     Failed,
-    Job,
     JobOptions,
     JobRetention,
+    JobRow,
     JobState,
     NotFinished,
     QueueDemand,
@@ -32,14 +32,14 @@ EVERY_MINUTE = {"repeat": {"every_ms": 60_000, "key": "minutely"}}
 """A series whose first owner is waiting at once."""
 
 
-async def claim(backend: JobQueueBackend, queue: str, clock: Clock, at: float) -> Job:
+async def claim(backend: JobQueueBackend, queue: str, clock: Clock, at: float) -> JobRow:
     [job] = await backend.claim_jobs("w", [QueueDemand(queue, 1)], 30, now=clock.at(at))
     return job
 
 
 async def finish(
     backend: JobQueueBackend, queue: str, clock: Clock, at: float, *, fail: bool = False
-) -> Job:
+) -> JobRow:
     """Add a job at ``at``, claim it and complete (or fail) it at ``at``: finished_at = at."""
     await backend.add_job(queue, "f" if fail else "c", None, now=clock.at(at))
     job = await claim(backend, queue, clock, at)
@@ -49,7 +49,7 @@ async def finish(
     return await backend.complete_job(queue, job.id, job.lock_token, "ok", now=clock.at(at))
 
 
-async def mixed_queue(backend: JobQueueBackend, queue: str, clock: Clock) -> dict[str, Job]:
+async def mixed_queue(backend: JobQueueBackend, queue: str, clock: Clock) -> dict[str, JobRow]:
     """One job of each state but waiting-children, two waiting ones, and the two owners of
     a repeat series each: a delayed one (cron) and a waiting one (interval)."""
     jobs = {

@@ -10,7 +10,7 @@ import pytest
 
 from lane_pg.backend import JobQueueBackend
 from lane_pg.errors import DeduplicationConflict, InvalidOptions
-from lane_pg.types import ALL_STATES, DeduplicationOptions, Job, JobOptions, JobSpec, QueueDemand
+from lane_pg.types import ALL_STATES, DeduplicationOptions, JobOptions, JobRow, JobSpec, QueueDemand
 from tests.helpers import Clock, epoch_ms, events, job_event_list
 
 
@@ -18,12 +18,12 @@ def dedup(dedup_id: str = "account:acct_42", **flags: Any) -> dict[str, Any]:
     return {"deduplication": {"id": dedup_id, **flags}}
 
 
-async def claim(backend: JobQueueBackend, queue: str, clock: Clock, at: float) -> Job:
+async def claim(backend: JobQueueBackend, queue: str, clock: Clock, at: float) -> JobRow:
     [job] = await backend.claim_jobs("w", [QueueDemand(queue, 1)], 30, now=clock.at(at))
     return job
 
 
-async def complete(backend: JobQueueBackend, job: Job, clock: Clock, at: float) -> Job:
+async def complete(backend: JobQueueBackend, job: JobRow, clock: Clock, at: float) -> JobRow:
     assert job.lock_token is not None
     return await backend.complete_job(job.queue, job.id, job.lock_token, "ok", now=clock.at(at))
 

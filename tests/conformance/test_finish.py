@@ -9,19 +9,19 @@ import pytest
 
 from lane_pg.backend import JobQueueBackend
 from lane_pg.errors import InvalidPayload, JobNotFound, LockMismatch, ValidationError
-from lane_pg.types import Completion, Failure, Job, JobRetention, QueueDemand
+from lane_pg.types import Completion, Failure, JobRetention, JobRow, QueueDemand
 from tests.helpers import Clock, epoch_ms, job_event_list, queue_level_events, queue_snapshot
 
 
 async def claim_all(
     backend: JobQueueBackend, queue: str, clock: Clock, at: float, n: int = 1, lease: float = 30
-) -> list[Job]:
+) -> list[JobRow]:
     claimed = await backend.claim_jobs("w", [QueueDemand(queue, n)], lease, now=clock.at(at))
     assert len(claimed) == n
     return claimed
 
 
-def token(job: Job) -> str:
+def token(job: JobRow) -> str:
     assert job.lock_token is not None
     return job.lock_token
 

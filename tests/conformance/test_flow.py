@@ -18,21 +18,21 @@ from lane_pg.flows import ChildRef, Flow, FlowJob
 from lane_pg.types import (
     Completion,
     DeduplicationOptions,
-    Job,
     JobOptions,
+    JobRow,
     QueueDemand,
 )
 from tests.helpers import Clock, epoch_ms, job_event_list
 
 
-def token(job: Job) -> str:
+def token(job: JobRow) -> str:
     assert job.lock_token is not None
     return job.lock_token
 
 
 async def claim(
     backend: JobQueueBackend, queue: str, clock: Clock, at: float, n: int = 10
-) -> dict[str, Job]:
+) -> dict[str, JobRow]:
     """Every job the queue hands out at ``at``, by id."""
     claimed = await backend.claim_jobs("w", [QueueDemand(queue, n)], 30, now=clock.at(at))
     return {job.id: job for job in claimed}

@@ -11,7 +11,7 @@ import pytest
 
 from lane_pg.backend import HasLeader, JobQueueBackend, Leader
 from lane_pg.errors import InvalidOptions, ValidationError
-from lane_pg.types import JSON, Job, Lane
+from lane_pg.types import JSON, JobRow, Lane
 from lane_pg.worker import JobContext, Worker, WorkerConfig
 from lane_pg.worker.maintenance import (
     MAINTENANCE_ROLE,
@@ -167,7 +167,7 @@ async def test_the_worker_lists_todays_upkeep_as_periodic_tasks(
 async def test_two_workers_of_one_backend_elect_one_leader_STALL_8(
     backend: JobQueueBackend, queue_name: str
 ) -> None:
-    async def noop(job: Job, ctx: JobContext) -> JSON:
+    async def noop(job: JobRow, ctx: JobContext) -> JSON:
         return None
 
     leader = _leader(backend)

@@ -14,11 +14,11 @@ from lane_pg.errors import (
     JobStateConflict,
     ValidationError,
 )
-from lane_pg.types import Job, QueueDemand
+from lane_pg.types import JobRow, QueueDemand
 from tests.helpers import Clock, epoch_ms, job_event_list, queue_snapshot
 
 
-async def claim(backend: JobQueueBackend, queue: str, clock: Clock, at: float) -> Job:
+async def claim(backend: JobQueueBackend, queue: str, clock: Clock, at: float) -> JobRow:
     claimed = await backend.claim_jobs("w", [QueueDemand(queue, 1)], 30, now=clock.at(at))
     assert len(claimed) == 1
     assert claimed[0].lock_token is not None
@@ -27,7 +27,7 @@ async def claim(backend: JobQueueBackend, queue: str, clock: Clock, at: float) -
 
 async def completed_job(
     backend: JobQueueBackend, queue: str, clock: Clock, result: object = "done"
-) -> Job:
+) -> JobRow:
     await backend.add_job(queue, "n", {"d": 1}, {"attempts": 2}, now=clock.at(0))
     active = await claim(backend, queue, clock, 1)
     assert active.lock_token is not None
@@ -36,7 +36,7 @@ async def completed_job(
 
 async def failed_job(
     backend: JobQueueBackend, queue: str, clock: Clock, stacktrace: str | None = None
-) -> Job:
+) -> JobRow:
     await backend.add_job(queue, "n", {"d": 1}, now=clock.at(0))
     active = await claim(backend, queue, clock, 1)
     assert active.lock_token is not None
@@ -45,7 +45,7 @@ async def failed_job(
     )
 
 
-async def job_in_state(backend: JobQueueBackend, queue: str, clock: Clock, state: str) -> Job:
+async def job_in_state(backend: JobQueueBackend, queue: str, clock: Clock, state: str) -> JobRow:
     """One job of the queue in ``state`` (waiting, delayed, active, completed or failed)."""
     if state == "completed":
         return await completed_job(backend, queue, clock)

@@ -10,7 +10,7 @@ import pytest
 from lane_pg.backend import JobQueueBackend
 from lane_pg.errors import InvalidOptions
 from lane_pg.metrics import DEFAULT_JOB_METRICS_RETENTION, JobMetrics
-from lane_pg.types import Completion, Job, JobSpec, QueueDemand
+from lane_pg.types import Completion, JobRow, JobSpec, QueueDemand
 from tests.helpers import Clock, epoch_ms
 
 
@@ -31,7 +31,7 @@ async def complete(backend: JobQueueBackend, queue: str, n: int, at: datetime) -
     assert {outcome.status for outcome in outcomes} == {"ok"}
 
 
-def token(job: Job) -> str:
+def token(job: JobRow) -> str:
     assert job.lock_token is not None
     return job.lock_token
 

@@ -33,7 +33,7 @@ from lane_pg.options import (
     RETENTION_KEYS,
 )
 from lane_pg.postgres.backend import PostgresBackend
-from lane_pg.types import Job
+from lane_pg.types import JobRow
 
 NOW = datetime(2030, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
 
@@ -139,6 +139,8 @@ VALID: dict[str, st.SearchStrategy[Any]] = {
     "deduplication": valid_deduplications,
     "repeat": valid_repeats,
     **dict.fromkeys(FLOW_POLICY_FLAGS, st.booleans()),
+    "fail_on_timeout": st.booleans(),
+    "meta": st.dictionaries(st.text(max_size=4), junk, max_size=3),
 }
 assert set(VALID) == set(OPTION_KEYS)
 UNKNOWN_KEYS = ["bogus", "Priority", "delay", "", "é", "jobid", "zz"]
@@ -226,14 +228,14 @@ def option_documents(draw: st.DrawFn) -> dict[str, Any]:
 
 async def _outcome(
     backend: MemoryBackend | PostgresBackend, queue: str, document: dict[str, Any]
-) -> Job | type[BaseException]:
+) -> JobRow | type[BaseException]:
     try:
         return await backend.add_job(queue, "n", None, document, now=NOW)
     except Exception as exc:  # compared below; anything but a LaneError fails the test
         return type(exc)
 
 
-def _meaning(job: Job) -> dict[str, Any]:
+def _meaning(job: JobRow) -> dict[str, Any]:
     return {
         "id": job.id if job.options.get("job_id") is not None else "generated",
         "priority": job.priority,
@@ -266,8 +268,8 @@ async def test_memory_and_postgres_accept_and_refuse_the_same_options_ADD_8(
     queue = f"oa_{uuid.uuid4().hex[:12]}"
     memory = await _outcome(MemoryBackend(), queue, document)
     postgres = await _outcome(pg_backend, queue, document)
-    event("accepted" if isinstance(postgres, Job) else f"refused: {postgres.__name__}")
-    if isinstance(memory, Job) and isinstance(postgres, Job):
+    event("accepted" if isinstance(postgres, JobRow) else f"refused: {postgres.__name__}")
+    if isinstance(memory, JobRow) and isinstance(postgres, JobRow):
         assert _meaning(memory) == _meaning(postgres), document
         return
     assert memory == postgres, document

@@ -10,7 +10,7 @@ import pytest
 
 from lane_pg.backend import JobQueueBackend
 from lane_pg.errors import InvalidOptions, InvalidQueueName
-from lane_pg.types import Completion, Failure, Job, JobSpec, QueueDemand
+from lane_pg.types import Completion, Failure, JobRow, JobSpec, QueueDemand
 from tests.helpers import Clock, event_names, events
 
 EVERY_EVENT = {
@@ -30,14 +30,14 @@ EVERY_EVENT = {
 }
 
 
-def token(job: Job) -> str:
+def token(job: JobRow) -> str:
     assert job.lock_token is not None
     return job.lock_token
 
 
 async def claim(
     backend: JobQueueBackend, queue: str, count: int, at: float, clock: Clock
-) -> list[Job]:
+) -> list[JobRow]:
     jobs = await backend.claim_jobs("w", [QueueDemand(queue, count)], 10, now=clock.at(at))
     assert len(jobs) == count
     return jobs

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from lane_pg.backend import JobQueueBackend
-from lane_pg.types import ALL_STATES, Job, JobSpec, JobState, QueueDemand
+from lane_pg.types import ALL_STATES, JobRow, JobSpec, JobState, QueueDemand
 from tests.helpers import Clock
 
 
@@ -143,7 +143,7 @@ async def test_list_jobs_single_state_and_snapshots_MGMT_2(
     page = await backend.list_jobs(queue_name, ["active"])
     assert page.total == 1
     [item] = page.items
-    assert isinstance(item, Job)
+    assert isinstance(item, JobRow)
     assert item.state == "active"
     assert item.lock_token is not None
     assert await backend.get_job(queue_name, item.id) == item

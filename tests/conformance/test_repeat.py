@@ -11,7 +11,7 @@ import pytest
 from lane_pg.backend import JobQueueBackend
 from lane_pg.errors import InvalidOptions, JobLocked, JobStateConflict, RepeatConflict
 from lane_pg.schedule import RepeatOptions
-from lane_pg.types import ALL_STATES, Job, JobOptions, JobSpec, QueueDemand
+from lane_pg.types import ALL_STATES, JobOptions, JobRow, JobSpec, QueueDemand
 from tests.helpers import Clock, events, job_event_list
 
 
@@ -19,22 +19,22 @@ def every(ms: int = 60_000, **more: Any) -> dict[str, Any]:
     return {"repeat": {"every_ms": ms, **more}}
 
 
-async def claim(backend: JobQueueBackend, queue: str, clock: Clock, at: float) -> Job:
+async def claim(backend: JobQueueBackend, queue: str, clock: Clock, at: float) -> JobRow:
     [job] = await backend.claim_jobs("w", [QueueDemand(queue, 1)], 30, now=clock.at(at))
     return job
 
 
-async def complete(backend: JobQueueBackend, job: Job, clock: Clock, at: float) -> Job:
+async def complete(backend: JobQueueBackend, job: JobRow, clock: Clock, at: float) -> JobRow:
     assert job.lock_token is not None
     return await backend.complete_job(job.queue, job.id, job.lock_token, "ok", now=clock.at(at))
 
 
-async def jobs_of(backend: JobQueueBackend, queue: str) -> list[Job]:
+async def jobs_of(backend: JobQueueBackend, queue: str) -> list[JobRow]:
     page = await backend.list_jobs(queue, ALL_STATES, limit=100)
     return sorted(page.items, key=lambda job: int(job.id))
 
 
-async def unfinished(backend: JobQueueBackend, queue: str) -> list[Job]:
+async def unfinished(backend: JobQueueBackend, queue: str) -> list[JobRow]:
     return [j for j in await jobs_of(backend, queue) if j.state not in ("completed", "failed")]
 
 

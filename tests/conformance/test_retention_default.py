@@ -16,7 +16,7 @@ from lane_pg.types import (
     DEFAULT_KEEP_COMPLETED,
     DEFAULT_KEEP_FAILED,
     Completion,
-    Job,
+    JobRow,
     QueueDemand,
     QueueRetention,
 )
@@ -49,7 +49,7 @@ async def finish(
     return [job.id for job in added]
 
 
-def token(job: Job) -> str:
+def token(job: JobRow) -> str:
     assert job.lock_token is not None
     return job.lock_token
 

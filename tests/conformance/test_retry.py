@@ -9,11 +9,11 @@ import pytest
 
 from lane_pg.backend import JobQueueBackend
 from lane_pg.errors import JobNotFound, LockMismatch
-from lane_pg.types import Backoff, Job, JobOptions, QueueDemand
+from lane_pg.types import Backoff, JobOptions, JobRow, QueueDemand
 from tests.helpers import Clock, epoch_ms, job_event_list, queue_level_events, queue_snapshot
 
 
-async def claim(backend: JobQueueBackend, queue: str, clock: Clock, at: float) -> Job:
+async def claim(backend: JobQueueBackend, queue: str, clock: Clock, at: float) -> JobRow:
     claimed = await backend.claim_jobs("w", [QueueDemand(queue, 1)], 30, now=clock.at(at))
     assert len(claimed) == 1, f"nothing to claim at +{at}s"
     assert claimed[0].lock_token is not None
@@ -22,7 +22,7 @@ async def claim(backend: JobQueueBackend, queue: str, clock: Clock, at: float) -
 
 async def fail_once(
     backend: JobQueueBackend, queue: str, clock: Clock, at: float, **kwargs: Any
-) -> Job:
+) -> JobRow:
     active = await claim(backend, queue, clock, at)
     assert active.lock_token is not None
     return await backend.fail_job(

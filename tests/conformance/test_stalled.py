@@ -5,13 +5,13 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from lane_pg.backend import JobQueueBackend
-from lane_pg.types import Job, LeaseRef, QueueDemand, StalledOutcome
+from lane_pg.types import JobRow, LeaseRef, QueueDemand, StalledOutcome
 from tests.helpers import Clock, job_event_list, queue_level_events
 
 STALLED_REASON = "job stalled more than allowable limit"
 
 
-async def claim_one(backend: JobQueueBackend, queue: str, now_s: float, clock: Clock) -> Job:
+async def claim_one(backend: JobQueueBackend, queue: str, now_s: float, clock: Clock) -> JobRow:
     claimed = await backend.claim_jobs("w", [QueueDemand(queue, 1)], 10, now=clock.at(now_s))
     assert len(claimed) == 1
     return claimed[0]

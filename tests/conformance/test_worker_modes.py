@@ -21,9 +21,9 @@ from lane_pg.errors import InvalidOptions
 from lane_pg.types import (
     JSON,
     Backoff,
-    Job,
     JobOptions,
     JobRateLimit,
+    JobRow,
     Lane,
     QueueDemand,
     RetryPolicy,
@@ -45,21 +45,21 @@ def _worker(
     return Worker(backend, processors, config)
 
 
-async def _job(backend: JobQueueBackend, queue: str, job_id: str) -> Job:
+async def _job(backend: JobQueueBackend, queue: str, job_id: str) -> JobRow:
     job = await backend.get_job(queue, job_id)
     assert job is not None
     return job
 
 
-async def echo(job: Job, ctx: JobContext) -> JSON:
+async def echo(job: JobRow, ctx: JobContext) -> JSON:
     return {"echo": job.payload}
 
 
-async def broken(job: Job, ctx: JobContext) -> JSON:
+async def broken(job: JobRow, ctx: JobContext) -> JSON:
     raise RuntimeError(f"broken on attempt {job.attempts_started}")
 
 
-async def slow(job: Job, ctx: JobContext) -> JSON:
+async def slow(job: JobRow, ctx: JobContext) -> JSON:
     await asyncio.sleep(BOUND)
     return None
 
@@ -70,7 +70,7 @@ class Doubler:
     def __init__(self) -> None:
         self.calls = 0
 
-    async def process(self, job: Job, ctx: JobContext) -> JSON:
+    async def process(self, job: JobRow, ctx: JobContext) -> JSON:
         self.calls += 1
         return job.payload * 2
 
@@ -176,7 +176,7 @@ async def test_run_once_blocking_waits_for_a_job_added_later_WORK_5_CLAIM_13(
         assert time.monotonic() - began < 5
         return
 
-    async def add_later() -> Job:
+    async def add_later() -> JobRow:
         await asyncio.sleep(0.1)
         return await backend.add_job(queue_name, "echo", "late")
 
@@ -233,7 +233,7 @@ async def test_the_attempts_guard_runs_in_every_mode_WORK_13_STALL_7(
 ) -> None:
     calls = 0
 
-    async def never(job: Job, ctx: JobContext) -> JSON:
+    async def never(job: JobRow, ctx: JobContext) -> JSON:
         nonlocal calls
         calls += 1
         return None

@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 
 from lane_pg.backend import JobQueueBackend
 from lane_pg.errors import LeaseLost, UnrecoverableJobError
-from lane_pg.types import JSON, Job, JobOptions, JobSpec, Lane, LeaseRef, QueueDemand
+from lane_pg.types import JSON, JobOptions, JobRow, JobSpec, Lane, LeaseRef, QueueDemand
 from lane_pg.worker import JobContext, Processor, Worker, WorkerConfig
 from tests.helpers import eventually
 
@@ -33,7 +33,7 @@ def _worker(
     return Worker(backend, processors, config)
 
 
-async def _state(backend: JobQueueBackend, queue: str, job_id: str) -> Job:
+async def _state(backend: JobQueueBackend, queue: str, job_id: str) -> JobRow:
     job = await backend.get_job(queue, job_id)
     assert job is not None
     return job
@@ -42,18 +42,18 @@ async def _state(backend: JobQueueBackend, queue: str, job_id: str) -> Job:
 async def test_results_map_to_complete_and_fail_WORK_3_WORK_10_RETRY_7_RETRY_8(
     backend: JobQueueBackend, queue_name: str
 ) -> None:
-    async def ok(job: Job, ctx: JobContext) -> JSON:
+    async def ok(job: JobRow, ctx: JobContext) -> JSON:
         await ctx.update_progress(100)
         await ctx.log("done")
         return {"echo": job.payload}
 
-    async def broken(job: Job, ctx: JobContext) -> JSON:
+    async def broken(job: JobRow, ctx: JobContext) -> JSON:
         raise RuntimeError("broken handler")
 
-    async def fatal(job: Job, ctx: JobContext) -> JSON:
+    async def fatal(job: JobRow, ctx: JobContext) -> JSON:
         raise UnrecoverableJobError("cannot ever work")
 
-    async def discarding(job: Job, ctx: JobContext) -> JSON:
+    async def discarding(job: JobRow, ctx: JobContext) -> JSON:
         ctx.discard_retry()
         raise ValueError("give up")
 
@@ -90,7 +90,7 @@ async def test_results_map_to_complete_and_fail_WORK_3_WORK_10_RETRY_7_RETRY_8(
 async def test_timeout_is_a_failed_attempt_RETRY_4(
     backend: JobQueueBackend, queue_name: str
 ) -> None:
-    async def slow(job: Job, ctx: JobContext) -> JSON:
+    async def slow(job: JobRow, ctx: JobContext) -> JSON:
         await asyncio.sleep(30)
         return None
 
@@ -108,7 +108,7 @@ async def test_peak_concurrency_equals_the_configured_value_WORK_7(
     running = 0
     peak = 0
 
-    async def busy(job: Job, ctx: JobContext) -> JSON:
+    async def busy(job: JobRow, ctx: JobContext) -> JSON:
         nonlocal running, peak
         running += 1
         peak = max(peak, running)
@@ -130,7 +130,7 @@ async def test_higher_priority_lane_is_served_first_with_one_slot_LANE_5(
     control, prompt = f"{queue_name}_control", f"{queue_name}_prompt"
     started: list[str] = []
 
-    async def record(job: Job, ctx: JobContext) -> JSON:
+    async def record(job: JobRow, ctx: JobContext) -> JSON:
         started.append(job.queue)
         return None
 
@@ -157,7 +157,7 @@ async def test_lost_lease_is_flagged_and_the_result_not_written_WORK_8_WORK_9(
     raised: list[BaseException] = []
     contexts: list[JobContext] = []
 
-    async def patient(job: Job, ctx: JobContext) -> JSON:
+    async def patient(job: JobRow, ctx: JobContext) -> JSON:
         contexts.append(ctx)
         started.set()
         await release.wait()
@@ -202,7 +202,7 @@ async def test_stop_lets_the_running_job_finish_and_claims_nothing_more_WORK_15(
     started = asyncio.Event()
     finish = asyncio.Event()
 
-    async def step(job: Job, ctx: JobContext) -> JSON:
+    async def step(job: JobRow, ctx: JobContext) -> JSON:
         started.set()
         await finish.wait()
         return "finished"
@@ -230,7 +230,7 @@ async def test_renewals_are_batched_WORK_6(backend: JobQueueBackend, queue_name:
     backend.renew_leases = counting  # type: ignore[method-assign]
     gate = asyncio.Event()
 
-    async def hold(job: Job, ctx: JobContext) -> JSON:
+    async def hold(job: JobRow, ctx: JobContext) -> JSON:
         await gate.wait()
         return None
 
@@ -254,7 +254,7 @@ async def test_lost_lease_can_cancel_the_run_when_configured(
     started = asyncio.Event()
     cancelled = asyncio.Event()
 
-    async def patient(job: Job, ctx: JobContext) -> JSON:
+    async def patient(job: JobRow, ctx: JobContext) -> JSON:
         started.set()
         try:
             await asyncio.sleep(60)
@@ -296,7 +296,7 @@ async def test_a_worker_that_claims_back_its_own_job_tracks_both_runs_WORK_8_CLA
     first_started, release_first = asyncio.Event(), asyncio.Event()
     runs: list[JobContext] = []
 
-    async def twice(job: Job, ctx: JobContext) -> JSON:
+    async def twice(job: JobRow, ctx: JobContext) -> JSON:
         runs.append(ctx)
         if len(runs) == 1:
             first_started.set()
@@ -338,7 +338,7 @@ async def test_burst_does_not_stop_while_a_retry_is_written_during_a_claim_WORK_
     events-toggle worker test: the retry was left waiting)."""
     claim_answered = asyncio.Event()
 
-    async def flaky(job: Job, ctx: JobContext) -> JSON:
+    async def flaky(job: JobRow, ctx: JobContext) -> JSON:
         if job.attempts_started == 1:
             await claim_answered.wait()  # fail only once the next claim found nothing
             raise RuntimeError("first attempt fails")
@@ -356,8 +356,8 @@ async def test_burst_does_not_stop_while_a_retry_is_written_during_a_claim_WORK_
         async def dedicated(self) -> None:
             return None  # claims must come through this wrapper
 
-        async def claim_jobs(self, *args: object, **kwargs: object) -> list[Job]:
-            jobs: list[Job] = await backend.claim_jobs(*args, **kwargs)  # type: ignore[arg-type]
+        async def claim_jobs(self, *args: object, **kwargs: object) -> list[JobRow]:
+            jobs: list[JobRow] = await backend.claim_jobs(*args, **kwargs)  # type: ignore[arg-type]
             if not jobs and not claim_answered.is_set():
                 claim_answered.set()
 
@@ -389,7 +389,7 @@ async def test_a_lane_without_a_max_may_fill_the_worker_WORK_7(
     running = 0
     release = asyncio.Event()
 
-    async def hold(job: Job, ctx: JobContext) -> JSON:
+    async def hold(job: JobRow, ctx: JobContext) -> JSON:
         nonlocal peak, running
         running += 1
         peak = max(peak, running)

@@ -33,7 +33,7 @@ DEADLINE = 5.0
 
 
 @dataclass
-class Job:
+class JobRow:
     """A persistable command: ``command_type`` plus a JSON ``payload``."""
 
     payload: JSON
@@ -78,7 +78,7 @@ async def test_lrel_1_dlq_keeps_the_newest_letters() -> None:
     async with manager:
         futures = []
         for i in range(3):
-            fut = await manager.submit("work", Job(i, command_type=f"type-{i}", fail=True))
+            fut = await manager.submit("work", JobRow(i, command_type=f"type-{i}", fail=True))
             futures.append(fut)
             with pytest.raises(CommandFailed):
                 await asyncio.wait_for(fut, DEADLINE)
@@ -97,7 +97,7 @@ async def test_lrel_2_no_dlq_no_dead_letter_event() -> None:
     manager = LaneManager.builder().with_lane("work", LaneConfig(1, 1)).build()
     stream = manager.subscribe_filtered(lambda e: e.key in {COMMAND_FAILED, COMMAND_DEAD_LETTERED})
     async with manager:
-        fut = await manager.submit("work", Job(1, fail=True))
+        fut = await manager.submit("work", JobRow(1, fail=True))
         with pytest.raises(CommandFailed):
             await asyncio.wait_for(fut, DEADLINE)
         assert [e.key for e in stream.drain_nowait()] == [COMMAND_FAILED]
@@ -115,14 +115,14 @@ async def test_lrel_3_storage_protocol_call_sequence() -> None:
         .build()
     )
     async with manager:
-        good = await manager.submit("work", Job("ok"))
+        good = await manager.submit("work", JobRow("ok"))
         await asyncio.wait_for(good, DEADLINE)
         assert storage.calls == [
             ("save_command", good.command_id),
             ("remove_command", good.command_id),
         ]
         storage.calls.clear()
-        bad = await manager.submit("work", Job("no", fail=True))
+        bad = await manager.submit("work", JobRow("no", fail=True))
         with pytest.raises(CommandFailed):
             await asyncio.wait_for(bad, DEADLINE)
         assert storage.calls == [
@@ -164,16 +164,16 @@ async def test_lrel_6_recovery_rebuilds_through_the_factory(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     first = LaneManager.builder().with_default_lanes().with_storage(LocalStorage(tmp_path)).build()
-    futures = [await first.submit("query", Job({"n": i})) for i in range(2)]
-    futures.append(await first.submit("query", Job({"n": 9}, command_type="mystery")))
+    futures = [await first.submit("query", JobRow({"n": i})) for i in range(2)]
+    futures.append(await first.submit("query", JobRow({"n": 9}, command_type="mystery")))
     await first.stop()  # never started: the three commands stay persisted
     assert all(f.cancelled() for f in futures)
 
     rebuilt: list[JSON] = []
 
-    def factory(payload: JSON) -> Job:
+    def factory(payload: JSON) -> JobRow:
         rebuilt.append(payload)
-        return Job(payload)
+        return JobRow(payload)
 
     storage = LocalStorage(tmp_path)
     dlq = DeadLetterQueue(10)
@@ -207,7 +207,7 @@ async def test_lrel_7_shutdown_refuses_new_commands() -> None:
         await manager.shutdown()
         await manager.shutdown()
         with pytest.raises(ShutdownInProgress):
-            await manager.submit("work", Job(1))
+            await manager.submit("work", JobRow(1))
         assert len(events.drain_nowait()) == 1
     assert events.drain_nowait() == []  # stop() after shutdown() emits nothing more
 

@@ -26,7 +26,7 @@ from lane_pg.errors import InvalidOptions, InvalidPayload, ValidationError, tran
 from lane_pg.idempotency import commit_on_success, once, read_key, remember
 from lane_pg.memory import MemoryBackend
 from lane_pg.postgres.backend import PostgresBackend
-from lane_pg.types import JSON, Job, Lane
+from lane_pg.types import JSON, JobRow, Lane
 from lane_pg.worker import JobContext, Worker, WorkerConfig
 from lane_pg.worker.maintenance import maintenance_tasks
 from tests.helpers import eventually
@@ -87,7 +87,7 @@ async def test_handler_run_twice_side_effect_once_and_remember_replays_WORK_18(
     try:
         side_effects = Calls()
 
-        async def send_receipt(job: Job, ctx: JobContext) -> JSON:
+        async def send_receipt(job: JobRow, ctx: JobContext) -> JSON:
             order = job.payload["order"]
             async with backend.pool.acquire() as conn, conn.transaction():
 

@@ -42,9 +42,9 @@ from lane_pg.types import (
     Completion,
     DeduplicationOptions,
     Failure,
-    Job,
     JobOptions,
     JobRateLimit,
+    JobRow,
     JobSpec,
     JobState,
     LeaseRef,
@@ -125,15 +125,15 @@ class JobStateMachine(RuleBasedStateMachine):
     def real_id(self, model_id: str) -> str:
         return self.ids.get(model_id, model_id)
 
-    def remember(self, model_jobs: list[Job], real_jobs: list[Job]) -> None:
+    def remember(self, model_jobs: list[JobRow], real_jobs: list[JobRow]) -> None:
         assert len(model_jobs) == len(real_jobs)
         for model_job, real_job in zip(model_jobs, real_jobs, strict=True):
             self.ids.setdefault(model_job.id, real_job.id)
             assert self.ids[model_job.id] == real_job.id
             self.same_job(model_job, real_job)
 
-    def same_job(self, model_job: Job, real_job: Job) -> None:
-        for field in fields(Job):
+    def same_job(self, model_job: JobRow, real_job: JobRow) -> None:
+        for field in fields(JobRow):
             if field.name in _UNCOMPARED:
                 continue
             assert getattr(model_job, field.name) == getattr(real_job, field.name), (
@@ -338,7 +338,7 @@ class JobStateMachine(RuleBasedStateMachine):
         if isinstance(model_flow, type):
             return
 
-        def flatten(flow: Flow) -> list[Job]:
+        def flatten(flow: Flow) -> list[JobRow]:
             return [flow.job, *(job for child in flow.children for job in flatten(child))]
 
         self.remember(flatten(model_flow), flatten(real_flow))
@@ -619,7 +619,7 @@ class JobStateMachine(RuleBasedStateMachine):
         model_maxed, real_maxed = self.both(lambda backend, _: backend.is_maxed(self.queue))
         assert model_maxed == real_maxed
 
-    def learn_ids(self, model_jobs: list[Job], real_jobs: list[Job]) -> None:
+    def learn_ids(self, model_jobs: list[JobRow], real_jobs: list[JobRow]) -> None:
         """Jobs no call returned (a kept duplicate or a repeat successor, stored by a
         finalisation) pair up in creation order: both backends create them in the same
         order, and generated ids grow with it."""

@@ -38,7 +38,7 @@ from lane_pg.postgres.enqueue import (
     translate_error,
 )
 from lane_pg.postgres.rows import job_from_row
-from lane_pg.types import Job, JobOptions, JobSpec
+from lane_pg.types import JobOptions, JobRow, JobSpec
 
 CHANNEL = "lane.jobs"
 WAIT = 5.0  # deadline for anything that must happen
@@ -73,8 +73,8 @@ class TxDriver(Protocol):
     async def open(self) -> None: ...
     async def begin(self) -> None: ...
     async def execute(self, statement: str) -> None: ...
-    async def add(self, queue: str, name: str, data: Any = None, options: Any = None) -> Job: ...
-    async def add_many(self, queue: str, specs: Sequence[JobSpec]) -> list[Job]: ...
+    async def add(self, queue: str, name: str, data: Any = None, options: Any = None) -> JobRow: ...
+    async def add_many(self, queue: str, specs: Sequence[JobSpec]) -> list[JobRow]: ...
     async def commit(self) -> None: ...
     async def rollback(self) -> None: ...
     async def close(self) -> None: ...
@@ -103,10 +103,10 @@ class AsyncpgDriver:
     async def execute(self, statement: str) -> None:
         await self.conn.execute(statement)
 
-    async def add(self, queue: str, name: str, data: Any = None, options: Any = None) -> Job:
+    async def add(self, queue: str, name: str, data: Any = None, options: Any = None) -> JobRow:
         return await add_job(self.conn, queue, name, data, options)
 
-    async def add_many(self, queue: str, specs: Sequence[JobSpec]) -> list[Job]:
+    async def add_many(self, queue: str, specs: Sequence[JobSpec]) -> list[JobRow]:
         return await add_jobs(self.conn, queue, specs)
 
     async def commit(self) -> None:
@@ -144,10 +144,10 @@ class PsycopgAsyncDriver:
     async def execute(self, statement: str) -> None:
         await self.c.execute(statement)
 
-    async def add(self, queue: str, name: str, data: Any = None, options: Any = None) -> Job:
+    async def add(self, queue: str, name: str, data: Any = None, options: Any = None) -> JobRow:
         return await add_job(self.c, queue, name, data, options)
 
-    async def add_many(self, queue: str, specs: Sequence[JobSpec]) -> list[Job]:
+    async def add_many(self, queue: str, specs: Sequence[JobSpec]) -> list[JobRow]:
         return await add_jobs(self.c, queue, specs)
 
     async def commit(self) -> None:
@@ -182,10 +182,10 @@ class SaAsyncDriver:
     async def execute(self, statement: str) -> None:
         await self.c.execute(text(statement))
 
-    async def add(self, queue: str, name: str, data: Any = None, options: Any = None) -> Job:
+    async def add(self, queue: str, name: str, data: Any = None, options: Any = None) -> JobRow:
         return await add_job(self.c, queue, name, data, options)
 
-    async def add_many(self, queue: str, specs: Sequence[JobSpec]) -> list[Job]:
+    async def add_many(self, queue: str, specs: Sequence[JobSpec]) -> list[JobRow]:
         return await add_jobs(self.c, queue, specs)
 
     async def commit(self) -> None:
@@ -240,10 +240,10 @@ class SyncDriver:
     async def execute(self, statement: str) -> None:
         await in_plain_thread(self._execute, statement)
 
-    async def add(self, queue: str, name: str, data: Any = None, options: Any = None) -> Job:
+    async def add(self, queue: str, name: str, data: Any = None, options: Any = None) -> JobRow:
         return await in_plain_thread(add_job_sync, self.conn, queue, name, data, options)
 
-    async def add_many(self, queue: str, specs: Sequence[JobSpec]) -> list[Job]:
+    async def add_many(self, queue: str, specs: Sequence[JobSpec]) -> list[JobRow]:
         return await in_plain_thread(add_jobs_sync, self.conn, queue, specs)
 
     async def commit(self) -> None:

@@ -13,7 +13,7 @@ import pytest
 from lane_pg.backend import ReclaimsSpace
 from lane_pg.errors import InvalidOptions
 from lane_pg.postgres.backend import PostgresBackend
-from lane_pg.types import JSON, Job, Lane
+from lane_pg.types import JSON, JobRow, Lane
 from lane_pg.worker import JobContext, Worker, WorkerConfig
 from lane_pg.worker.maintenance import vacuum_pass
 from tests.helpers import eventually
@@ -75,7 +75,7 @@ async def test_vacuum_refuses_a_table_outside_the_schema(
 
 
 def _worker(backend: PostgresBackend, vacuum_min_dead: int) -> Worker:
-    async def noop(job: Job, ctx: JobContext) -> JSON:
+    async def noop(job: JobRow, ctx: JobContext) -> JSON:
         return None
 
     config = WorkerConfig(

@@ -23,7 +23,7 @@ import asyncpg
 import psycopg
 
 from lane_pg import App, UnrecoverableJobError
-from lane_pg.types import JSON, Job, Lane
+from lane_pg.types import JSON, JobRow, Lane
 
 EFFECTS_TABLE = "public.worker_effects"
 LANE_PREFIX_ENV = "LANE_PG_TEST_LANE_PREFIX"
@@ -41,7 +41,7 @@ class Context(Protocol):
     async def children_values(self) -> dict[Any, JSON]: ...
 
 
-Processor = Callable[[Job, Context], Awaitable[JSON]]
+Processor = Callable[[JobRow, Context], Awaitable[JSON]]
 
 _Row = tuple[str, str, int, int, str]
 
@@ -109,7 +109,7 @@ def _dsn() -> str:
     return os.environ["LANE_PG_DSN"]
 
 
-async def record(job: Job, note: str = "done") -> None:
+async def record(job: JobRow, note: str = "done") -> None:
     """One committed row saying this process ran ``job`` (attempt and a note)."""
     await _writer.write((job.id, job.queue, os.getpid(), job.attempts_started, note))
 
@@ -121,29 +121,29 @@ def _die() -> None:
 # ------------------------------------------------------------------ processors
 
 
-async def noop(job: Job, ctx: Context) -> JSON:
+async def noop(job: JobRow, ctx: Context) -> JSON:
     return None
 
 
-async def record_job(job: Job, ctx: Context) -> JSON:
+async def record_job(job: JobRow, ctx: Context) -> JSON:
     await record(job)
     return {"pid": os.getpid()}
 
 
-async def sleep_job(job: Job, ctx: Context) -> JSON:
+async def sleep_job(job: JobRow, ctx: Context) -> JSON:
     await asyncio.sleep(float(job.payload["seconds"]))
     await record(job)
     return {"slept": job.payload["seconds"], "pid": os.getpid()}
 
 
-async def die(job: Job, ctx: Context) -> JSON:
+async def die(job: JobRow, ctx: Context) -> JSON:
     """Kills every worker that takes it (after recording that it ran)."""
     await record(job, "die")
     _die()
     return None  # pragma: no cover - the process is gone
 
 
-async def die_first(job: Job, ctx: Context) -> JSON:
+async def die_first(job: JobRow, ctx: Context) -> JSON:
     """Kills the first worker that takes it; any later delivery completes normally."""
     if job.attempts_started == 1:
         await record(job, "die")
@@ -152,22 +152,22 @@ async def die_first(job: Job, ctx: Context) -> JSON:
     return {"pid": os.getpid()}
 
 
-async def fail(job: Job, ctx: Context) -> JSON:
+async def fail(job: JobRow, ctx: Context) -> JSON:
     raise RuntimeError(f"fail job {job.id} attempt {job.attempts_started}")
 
 
-async def combine(job: Job, ctx: Context) -> JSON:
+async def combine(job: JobRow, ctx: Context) -> JSON:
     """A flow parent: records that it ran and returns its children's values by id."""
     await record(job)
     values = await ctx.children_values()
     return {str(child): value for child, value in sorted(values.items())}
 
 
-async def unrecoverable(job: Job, ctx: Context) -> JSON:
+async def unrecoverable(job: JobRow, ctx: Context) -> JSON:
     raise UnrecoverableJobError(f"job {job.id} cannot succeed")
 
 
-async def context_writes(job: Job, ctx: Context) -> JSON:
+async def context_writes(job: JobRow, ctx: Context) -> JSON:
     """Progress, a log line and new data, all through the job context (WORK-9)."""
     await ctx.update_progress({"step": 1})
     await ctx.log(f"hello from {os.getpid()}")
@@ -176,7 +176,7 @@ async def context_writes(job: Job, ctx: Context) -> JSON:
     return {"ok": True}
 
 
-def _wait_for_takeover(job: Job, deadline: float) -> bool:
+def _wait_for_takeover(job: JobRow, deadline: float) -> bool:
     """Block the whole event loop (no lease renewal can run) until somebody else has
     claimed this job again, as a stop-the-world pause would; True when that happened."""
     with psycopg.connect(_dsn(), autocommit=True) as conn:
@@ -191,7 +191,7 @@ def _wait_for_takeover(job: Job, deadline: float) -> bool:
     return False
 
 
-async def _record_lease_loss(job: Job, ctx: Context) -> None:
+async def _record_lease_loss(job: JobRow, ctx: Context) -> None:
     """Wait (15 s at most) for the worker to flag the lease as lost, then record what
     ``has_lost_lease()`` and ``ensure_lease()`` say."""
     deadline = time.monotonic() + 15.0
@@ -206,7 +206,7 @@ async def _record_lease_loss(job: Job, ctx: Context) -> None:
         await record(job, "ensure_lease:ok")
 
 
-async def stale_owner(job: Job, ctx: Context) -> JSON:
+async def stale_owner(job: JobRow, ctx: Context) -> JSON:
     """Freezes until the job was taken over by another claimer, then waits (with a
     deadline) for the worker to notice the lost lease and tries to settle anyway:
     ``payload["outcome"]`` is ``"return"`` (complete) or ``"raise"`` (fail). A run the
@@ -223,7 +223,7 @@ async def stale_owner(job: Job, ctx: Context) -> JSON:
     return {"by": "stale owner"}
 
 
-async def lease_watch(job: Job, ctx: Context) -> JSON:
+async def lease_watch(job: JobRow, ctx: Context) -> JSON:
     """Runs until the worker flags the lease as lost (deadline 15 s), then records what the
     context says and whether a context write is refused (WORK-8, WORK-9)."""
     try:
@@ -241,7 +241,7 @@ async def lease_watch(job: Job, ctx: Context) -> JSON:
     return {"by": "watcher"}
 
 
-def _wait_for_thief_writes(job: Job, deadline: float) -> bool:
+def _wait_for_thief_writes(job: JobRow, deadline: float) -> bool:
     """Block the whole event loop (no renewal can run, so the worker is not told) until the
     job's new owner has written its progress (``{"by": "thief"}``, its last write); True
     when that happened."""
@@ -257,7 +257,7 @@ def _wait_for_thief_writes(job: Job, deadline: float) -> bool:
     return False
 
 
-async def stale_writer(job: Job, ctx: Context) -> JSON:
+async def stale_writer(job: JobRow, ctx: Context) -> JSON:
     """Freezes until its job was taken over and the new owner wrote data, a log line and
     progress; then, before any renewal told it, writes through its context. Records how
     each write ended (``<write>:<error>:<cause>``) and whether the context counts as lost."""

@@ -13,13 +13,13 @@ import pytest_asyncio
 
 from lane_pg.backend import JobQueueBackend
 from lane_pg.postgres.backend import PostgresBackend
-from lane_pg.types import Backoff, Job, JobOptions, JobSpec
+from lane_pg.types import Backoff, JobOptions, JobRow, JobSpec
 from tests.worker.conftest import Workers, counts, effects, queue_args
 
 BURST_TIMEOUT = 30.0
 
 
-async def _job(backend: JobQueueBackend, queue: str, job: Job) -> Job:
+async def _job(backend: JobQueueBackend, queue: str, job: JobRow) -> JobRow:
     found = await backend.get_job(queue, job.id)
     assert found is not None
     return found

@@ -18,7 +18,7 @@ async def test_handlers_start_before_the_next_backend_call_W4(queue_name: str) -
     handled = asyncio.Event()
 
     @app.processor("send")
-    async def send(job: lane_pg.Job, ctx: lane_pg.JobContext) -> None:
+    async def send(job: lane_pg.JobRow, ctx: lane_pg.JobContext) -> None:
         calls.append(f"handler {job.id}")
         handled.set()
 

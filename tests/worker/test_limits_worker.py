@@ -50,7 +50,7 @@ async def test_a_maxed_worker_wakes_when_a_slot_frees_CLAIM_9(pg_dsn: str, queue
     for app in apps:
 
         @app.processor("hold")
-        async def hold(job: lane_pg.Job, ctx: lane_pg.JobContext) -> None:
+        async def hold(job: lane_pg.JobRow, ctx: lane_pg.JobContext) -> None:
             started.append(job.id)
             if len(started) == 1:
                 await release.wait()
@@ -81,7 +81,7 @@ async def test_a_throttled_worker_sleeps_until_the_window_frees_CLAIM_11(
     done: list[str] = []
 
     @app.processor("n")
-    async def work(job: lane_pg.Job, ctx: lane_pg.JobContext) -> None:
+    async def work(job: lane_pg.JobRow, ctx: lane_pg.JobContext) -> None:
         done.append(job.id)
 
     running = []
@@ -114,7 +114,7 @@ async def test_a_worker_local_limit_claims_without_spinning_RATE_1(queue_name: s
     done: list[str] = []
 
     @app.processor("n")
-    async def work(job: lane_pg.Job, ctx: lane_pg.JobContext) -> None:
+    async def work(job: lane_pg.JobRow, ctx: lane_pg.JobContext) -> None:
         done.append(job.id)
 
     claims = 0
@@ -150,7 +150,7 @@ async def test_a_burst_worker_drains_a_throttled_queue_before_it_exits_CLAIM_11(
     done: list[str] = []
 
     @app.processor("n")
-    async def work(job: lane_pg.Job, ctx: lane_pg.JobContext) -> None:
+    async def work(job: lane_pg.JobRow, ctx: lane_pg.JobContext) -> None:
         done.append(job.id)
 
     try:

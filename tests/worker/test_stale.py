@@ -17,8 +17,8 @@ from lane_pg.types import (
     Completion,
     Failure,
     FinalizeOutcome,
-    Job,
     JobOptions,
+    JobRow,
     LeaseRef,
     QueueDemand,
     StalledOutcome,
@@ -44,7 +44,7 @@ async def test_stale_token_changes_nothing_after_takeover_CLAIM_4(
 
     before_job = await backend.get_job(queue_name, added.id)
     before = await queue_snapshot(backend, queue_name)
-    attempts: dict[str, Callable[[], Awaitable[Job]]] = {
+    attempts: dict[str, Callable[[], Awaitable[JobRow]]] = {
         "complete": lambda: backend.complete_job(queue_name, added.id, stale, {"by": "old"}),
         "fail": lambda: backend.fail_job(queue_name, added.id, stale, "old owner failed"),
         "fail_discarding_retry": lambda: backend.fail_job(

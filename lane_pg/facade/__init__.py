@@ -1,0 +1,46 @@
+"""The Laravel-style facade (seed 003): typed job classes, ``Q``, connections and routes.
+
+It sits on the backend protocol and the worker and imports no database driver
+(tests/test_layering.py): a connection's driver wraps a backend someone else opened.
+"""
+
+from __future__ import annotations
+
+from lane_pg.facade.driver import BackendDriver, QueueDriver
+from lane_pg.facade.envelope import Envelope, EnvelopeOverrides
+from lane_pg.facade.events import (
+    Events,
+    JobExceptionOccurred,
+    JobProcessed,
+    JobProcessing,
+    JobQueued,
+    JobQueueing,
+)
+from lane_pg.facade.job import DEFAULT_BACKOFF, Job, current_context
+from lane_pg.facade.queue import Q, QueueFacade
+from lane_pg.facade.registry import DEFAULT_REGISTRY, JobRegistry, job, register_job
+from lane_pg.facade.runner import TypedJobProcessor, typed_processors
+
+__all__ = [
+    "DEFAULT_BACKOFF",
+    "DEFAULT_REGISTRY",
+    "BackendDriver",
+    "Envelope",
+    "EnvelopeOverrides",
+    "Events",
+    "Job",
+    "JobExceptionOccurred",
+    "JobProcessed",
+    "JobProcessing",
+    "JobQueued",
+    "JobQueueing",
+    "JobRegistry",
+    "Q",
+    "QueueDriver",
+    "QueueFacade",
+    "TypedJobProcessor",
+    "current_context",
+    "job",
+    "register_job",
+    "typed_processors",
+]

@@ -1,0 +1,118 @@
+"""What a push stores (PUSH-5, PUSH-7): a job class instance resolved against overrides,
+routes and declarations into the queue, connection and options of one stored job.
+
+The job type's settings map onto the runtime's ``JobOptions``: ``max_tries`` is
+``attempts``, ``backoff`` the backoff, ``timeout`` and ``fail_on_timeout`` are stored, so the
+worker applies the same retry and timeout rules as for ``add_job``. What only the facade
+reads (the connection label, unique and debounce tokens, propagated context) rides in
+``options.meta``, which the backend stores and never interprets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from lane_pg.facade.job import DEFAULT_QUEUE, Job, encode_fields, job_name_of
+from lane_pg.types import JSON, Backoff, Duration, JobOptions, JobSpec, to_millis
+
+META_CONNECTION = "connection"
+"""``options.meta`` key: the connection name the push resolved (CONN-6: a label)."""
+
+
+@dataclass(frozen=True, slots=True)
+class EnvelopeOverrides:
+    """Per-push settings (PUSH-5): each one set outranks routes and the job's declaration
+    for this push only; None defers to the normal resolution."""
+
+    queue: str | None = None
+    connection: str | None = None
+    timeout: Duration | None = None
+    max_tries: int | None = None
+    backoff: Backoff | None = None
+    after_commit: bool | None = None
+
+
+NO_OVERRIDES = EnvelopeOverrides()
+
+
+@dataclass(slots=True)
+class Envelope:
+    """One resolved push: everything the driver writes."""
+
+    job: Job
+    job_name: str
+    data: dict[str, JSON]
+    queue: str
+    connection: str
+    max_tries: int
+    backoff: Backoff | None
+    timeout: Duration | None
+    fail_on_timeout: bool
+    delay: Duration = 0
+    """From the push time; ``available_at`` wins when set."""
+    available_at: datetime | None = None
+    job_id: str | None = None
+    deduplication: dict[str, JSON] | None = None
+    meta: dict[str, JSON] = field(default_factory=dict)
+
+    def delay_from(self, now: datetime) -> timedelta:
+        """The delay the backend stores, for a push written at ``now``."""
+        if self.available_at is not None:
+            return max(self.available_at - now, timedelta(0))
+        delay = self.delay
+        return delay if isinstance(delay, timedelta) else timedelta(seconds=delay)
+
+    def options(self, now: datetime) -> JobOptions:
+        delay = self.delay_from(now)
+        return JobOptions(
+            job_id=self.job_id,
+            delay=delay,
+            attempts=self.max_tries,
+            backoff=self.backoff,
+            timeout=self.timeout,
+            fail_on_timeout=self.fail_on_timeout,
+            meta={**self.meta, META_CONNECTION: self.connection},
+        )
+
+    def options_document(self, now: datetime) -> dict[str, JSON]:
+        document = self.options(now).to_json()
+        if self.deduplication is not None:
+            document["deduplication"] = self.deduplication
+        return document
+
+    def spec(self, now: datetime) -> JobSpec:
+        return JobSpec(self.job_name, self.data, self.options_document(now))
+
+
+def build_envelope(
+    job: Job,
+    *,
+    queue: str,
+    connection: str,
+    overrides: EnvelopeOverrides = NO_OVERRIDES,
+    delay: Duration | None = None,
+    available_at: datetime | None = None,
+) -> Envelope:
+    """``job`` with ``queue`` and ``connection`` already resolved (``Routing.resolve``);
+    ``delay``/``available_at`` from the call site win over ``Job.delay`` (PUSH-4)."""
+    cls = type(job)
+    max_tries = overrides.max_tries if overrides.max_tries is not None else cls.max_tries
+    to_millis(delay if delay is not None else cls.delay, "delay")  # refused before any write
+    return Envelope(
+        job=job,
+        job_name=job_name_of(cls),
+        data=encode_fields(job),
+        queue=queue,
+        connection=connection,
+        max_tries=max_tries,
+        backoff=overrides.backoff if overrides.backoff is not None else cls.backoff,
+        timeout=overrides.timeout if overrides.timeout is not None else cls.timeout,
+        fail_on_timeout=cls.fail_on_timeout,
+        delay=delay if delay is not None else cls.delay,
+        available_at=available_at,
+    )
+
+
+def declared_queue(job: Job) -> str:
+    return type(job).queue or DEFAULT_QUEUE

@@ -1,0 +1,106 @@
+"""In-process lifecycle events (LIFE): one small emitter the facade and the worker share.
+
+``Q.events.listen(JobQueued, fn)`` calls ``fn(event)`` (a function or a coroutine function)
+for every event of that class or a subclass, in the emitting task. A listener that raises
+is logged and the others still run: a broken listener never turns a push or a job into a
+failure. Events are plain frozen dataclasses; this module defines the ones the dispatch
+half of the facade emits, the next issue adds the rest (LIFE-1).
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+log = logging.getLogger("lane_pg.facade")
+
+E = TypeVar("E")
+Listener = Callable[[Any], Awaitable[None] | None]
+
+
+class Events:
+    """Listeners by event class."""
+
+    def __init__(self) -> None:
+        self._listeners: list[tuple[type[Any], Listener]] = []
+
+    def listen(self, event_type: type[E], listener: Callable[[E], Any]) -> Callable[[], None]:
+        """Call ``listener`` for each ``event_type`` event; returns the function that stops it."""
+        entry = (event_type, listener)
+        self._listeners.append(entry)
+
+        def stop() -> None:
+            if entry in self._listeners:
+                self._listeners.remove(entry)
+
+        return stop
+
+    def has_listeners(self, event_type: type[Any]) -> bool:
+        return any(issubclass(event_type, kind) for kind, _ in self._listeners)
+
+    async def emit(self, event: object) -> None:
+        for kind, listener in list(self._listeners):
+            if not isinstance(event, kind):
+                continue
+            try:
+                outcome = listener(event)
+                if inspect.isawaitable(outcome):
+                    await outcome
+            except Exception:
+                log.exception("listener %r raised on %r", listener, event)
+
+    def clear(self) -> None:
+        self._listeners.clear()
+
+
+@dataclass(frozen=True, slots=True)
+class JobQueueing:
+    """A push is about to write (TX-3: at commit for a deferred push)."""
+
+    connection: str
+    queue: str
+    job_name: str
+    job: object
+
+
+@dataclass(frozen=True, slots=True)
+class JobQueued:
+    """A push was written: ``job_id`` is the stored job's id."""
+
+    connection: str
+    queue: str
+    job_name: str
+    job_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class JobProcessing:
+    connection: str
+    queue: str
+    job_name: str
+    job_id: str
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
+class JobProcessed:
+    connection: str
+    queue: str
+    job_name: str
+    job_id: str
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
+class JobExceptionOccurred:
+    """``handle`` raised (PUSH-8); the worker then fails the attempt (a retry or the end)."""
+
+    connection: str
+    queue: str
+    job_name: str
+    job_id: str
+    attempt: int
+    exception: BaseException

@@ -1,0 +1,143 @@
+"""Typed job classes (PUSH-1, PUSH-2): a ``Job`` subclass is one kind of work, its fields
+are the payload, and ``handle()`` does the work.
+
+    @dataclass
+    class SendWelcomeEmail(lane_pg.Job):
+        job_name = "SendWelcomeEmail"
+        queue = "mail"
+        max_tries = 5
+        user_id: int
+
+        async def handle(self) -> None: ...
+
+The class attributes are the job type's defaults; a push may override some of them
+(``EnvelopeOverrides``) and operator routes may move it (``Q.route``). Only the fields travel:
+they are stored as the job's ``data`` (a JSON object), so ``SELECT data->>'user_id' FROM
+lane.jobs WHERE name = 'SendWelcomeEmail'`` reads them. A class is a dataclass or a pydantic
+model (anything with ``model_dump`` / ``model_validate``).
+
+The snapshot of a stored job is ``lane_pg.JobRow``; this class is what applications write
+(docs/decisions.md).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import dataclasses
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any, ClassVar
+
+from lane_pg.errors import ConfigurationError, InvalidPayload
+from lane_pg.types import JSON, Backoff, Duration, check_json
+
+DEFAULT_MAX_TRIES = 3
+DEFAULT_BACKOFF = Backoff.exponential(timedelta(seconds=2), timedelta(seconds=300), jitter=0.25)
+"""Seed 003's retry default for job classes (A3): 2 s doubling up to 300 s, +-25 %."""
+DEFAULT_UNIQUE_FOR: Duration = timedelta(seconds=300)
+DEFAULT_QUEUE = "default"
+
+
+class Job:
+    """Base class of typed jobs. Subclasses set ``job_name`` and implement ``handle``."""
+
+    job_name: ClassVar[str]
+    queue: ClassVar[str | None] = None
+    """The queue the type belongs to; None is ``default`` (ROUTE-1)."""
+    connection: ClassVar[str | None] = None
+    """The connection the type belongs to; None is the default connection (CONN-8)."""
+    delay: ClassVar[Duration] = 0
+    """Added to the push time by ``push``/``push_with``/``bulk``; a call-site time wins."""
+    max_tries: ClassVar[int] = DEFAULT_MAX_TRIES
+    """Total tries, the first included (A1): stored as the job's ``attempts``."""
+    backoff: ClassVar[Backoff | None] = DEFAULT_BACKOFF
+    timeout: ClassVar[Duration | None] = None
+    fail_on_timeout: ClassVar[bool] = False
+    after_commit: ClassVar[bool] = False
+    """Deferred to the commit of the ambient transaction (TX-3)."""
+    unique_for: ClassVar[Duration] = DEFAULT_UNIQUE_FOR
+    unique_until_processing: ClassVar[bool] = False
+    debounce_for: ClassVar[Duration | None] = None
+    max_debounce_wait: ClassVar[Duration | None] = None
+
+    def unique_id(self) -> str | None:
+        """The key of ``push_unique`` (UNIQ-1); None refuses a unique push (UNIQ-2)."""
+        return None
+
+    def debounce_id(self) -> str | None:
+        """The scope of a debounce window (UNIQ-10); None: one window for the whole type."""
+        return None
+
+    def middleware(self) -> Sequence[object]:
+        """Middleware this job runs through (the next issue's MW); none by default."""
+        return ()
+
+    async def handle(self) -> JSON:
+        """Do the work. Returning completes the job (the value is its result); raising
+        fails the attempt under the retry rules (PUSH-8)."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement handle()")
+
+
+def job_name_of(cls: type[Job]) -> str:
+    name = getattr(cls, "job_name", None)
+    if not isinstance(name, str) or not name:
+        raise ConfigurationError(
+            f"{cls.__qualname__} needs a job_name: a non-empty class attribute naming the job"
+            ' type, e.g. job_name = "SendWelcomeEmail"'
+        )
+    return name
+
+
+def encode_fields(job: Job) -> dict[str, JSON]:
+    """The job's fields as the JSON object stored as its data."""
+    dump = getattr(job, "model_dump", None)
+    cls: Any = type(job)
+    if callable(dump):
+        data: Any = dump(mode="json")
+    elif dataclasses.is_dataclass(cls):
+        data = {
+            field.name: _plain(getattr(job, field.name))
+            for field in dataclasses.fields(cls)
+            if field.init
+        }
+    else:
+        raise ConfigurationError(
+            f"{type(job).__qualname__}: a job class is a dataclass or a pydantic model, so its"
+            " fields can be stored as JSON"
+        )
+    check_json(data, f"the fields of {type(job).__qualname__}")
+    if not isinstance(data, dict):
+        raise InvalidPayload(f"the fields of {type(job).__qualname__} are not a JSON object")
+    return data
+
+
+def _plain(value: Any) -> Any:
+    """A nested dataclass as a dict (``dataclasses.asdict``'s rule), anything else as is."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    return value
+
+
+def decode_fields(cls: type[Job], data: JSON) -> Job:
+    """An instance of ``cls`` from a stored job's data; ``InvalidPayload`` when the data
+    does not fit the class (a renamed field, a job pushed by an older version)."""
+    if not isinstance(data, dict):
+        raise InvalidPayload(f"{cls.__qualname__}: stored data is not a JSON object: {data!r}")
+    validate = getattr(cls, "model_validate", None)
+    try:
+        if callable(validate):
+            instance: Job = validate(data)
+        else:
+            instance = cls(**data)
+    except (TypeError, ValueError) as exc:
+        raise InvalidPayload(f"{cls.__qualname__}: stored data does not fit: {exc}") from exc
+    return instance
+
+
+_CURRENT: contextvars.ContextVar[Any] = contextvars.ContextVar("lane_pg_job_context")
+
+
+def current_context() -> Any:
+    """The ``JobContext`` of the typed job running in this task (logs, progress, lease
+    checks); ``LookupError`` outside a job's ``handle``."""
+    return _CURRENT.get()

@@ -1,0 +1,240 @@
+"""The dispatch facade ``Q`` (PUSH, CONN-4..9, ROUTE): typed jobs in, stored jobs out.
+
+    lane_pg.register_job(SendWelcomeEmail)
+    await Q.push(SendWelcomeEmail(user_id=42))
+    await Q.later(timedelta(minutes=5), SendWelcomeEmail(user_id=7))
+
+Every push goes the same way: resolve queue and connection (``Routing``), build the
+envelope (``build_envelope``), pick the connection's driver, emit ``JobQueueing``, write,
+emit ``JobQueued``. A push returns once the job is committed to its backend (or, with
+``conn=``, written in the caller's transaction), not when it runs (PUSH-3).
+
+Connections: while none is registered, connection names only label events and every push
+reaches the default (CONN-6); after the first ``register_connection`` a name must be a
+registered connection or the default's own name (CONN-7).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from lane_pg.errors import ConfigurationError
+from lane_pg.facade.driver import QueueDriver
+from lane_pg.facade.envelope import NO_OVERRIDES, Envelope, EnvelopeOverrides, build_envelope
+from lane_pg.facade.events import Events, JobQueued, JobQueueing
+from lane_pg.facade.job import Job
+from lane_pg.facade.registry import DEFAULT_REGISTRY, JobRegistry
+from lane_pg.facade.routing import Routing
+from lane_pg.types import Duration
+
+
+class QueueFacade:
+    """Connections, routes and pushes of one application (``lane_pg.Q`` is the shared one)."""
+
+    def __init__(self, *, registry: JobRegistry = DEFAULT_REGISTRY) -> None:
+        self.registry = registry
+        self.events = Events()
+        self.routing = Routing()
+        self._default: QueueDriver | None = None
+        self._default_name: str | None = None
+        self._connections: dict[str, QueueDriver] = {}
+
+    # -- connections (CONN-4..7, CONN-15) --------------------------------------------------
+
+    def set_driver(self, driver: QueueDriver, *, name: str | None = None) -> None:
+        """Make ``driver`` the default connection (named ``name``, else its driver's name)."""
+        if not isinstance(driver, QueueDriver):
+            raise TypeError(f"set_driver takes a QueueDriver, got {driver!r}")
+        self._default = driver
+        if name is not None:
+            self._default_name = name
+
+    def driver(self) -> QueueDriver:
+        """The default connection's driver."""
+        if self._default is None:
+            raise ConfigurationError(
+                "no queue connection is configured: call lane_pg.bootstrap_from_env() or"
+                " Q.set_driver(...) first"
+            )
+        return self._default
+
+    def driver_name(self) -> str:
+        return self.driver().driver_name
+
+    def connection_name(self) -> str:
+        """The default connection's name: set by ``set_connection_name``, else its driver's."""
+        return self._default_name or self.driver_name()
+
+    def set_connection_name(self, name: str) -> None:
+        if not name:
+            raise ConfigurationError("a connection name cannot be empty")
+        self._default_name = name
+
+    def register_connection(self, name: str, driver: QueueDriver) -> None:
+        if not name:
+            raise ConfigurationError("a connection name cannot be empty")
+        if not isinstance(driver, QueueDriver):
+            raise TypeError(f"register_connection takes a QueueDriver, got {driver!r}")
+        self._connections[name] = driver
+
+    def connection(self, name: str) -> QueueDriver:
+        """The driver of connection ``name``; ``ConfigurationError`` for an unknown name."""
+        found = self._connections.get(name)
+        if found is not None:
+            return found
+        if self._default is not None and name == self.connection_name():
+            return self._default
+        known = ", ".join(self.connection_names()) or "none"
+        raise ConfigurationError(f"unknown queue connection {name!r} (known: {known})")
+
+    def connection_names(self) -> list[str]:
+        names = [self.connection_name()] if self._default is not None else []
+        return names + [name for name in self._connections if name not in names]
+
+    def driver_for(self, connection: str) -> QueueDriver:
+        """The driver a push labelled ``connection`` goes to (CONN-6, CONN-7)."""
+        if not self._connections:
+            return self.driver()
+        return self.connection(connection)
+
+    # -- routing (ROUTE) -------------------------------------------------------------------
+
+    def route(
+        self, cls: type[Job], *, connection: str | None = None, queue: str | None = None
+    ) -> None:
+        self.routing.route(cls, connection=connection, queue=queue)
+
+    def forward(self, source: str, destination: str) -> None:
+        self.routing.forward(source, destination)
+
+    def forward_on(self, source: str, destination: str, connection: str) -> None:
+        self.routing.forward(source, destination, connection)
+
+    def forward_for(self, source: str) -> tuple[str, str | None] | None:
+        return self.routing.forward_for(source)
+
+    # -- pushes (PUSH-3..7) ----------------------------------------------------------------
+
+    def envelope(
+        self,
+        job: Job,
+        overrides: EnvelopeOverrides = NO_OVERRIDES,
+        *,
+        delay: Duration | None = None,
+        available_at: datetime | None = None,
+    ) -> Envelope:
+        """The envelope a push of ``job`` writes (resolution only, nothing written)."""
+        if not isinstance(job, Job):
+            raise TypeError(f"push takes a lane_pg.Job instance, got {job!r}")
+        default = self.connection_name() if self._default is not None else "default"
+        queue, connection = self.routing.resolve(job, overrides, default)
+        return build_envelope(
+            job,
+            queue=queue,
+            connection=connection,
+            overrides=overrides,
+            delay=delay,
+            available_at=available_at,
+        )
+
+    async def push(self, job: Job, *, conn: object | None = None) -> str:
+        """Enqueue now, after ``Job.delay``; returns the job id."""
+        return await self.dispatch(self.envelope(job), conn=conn)
+
+    async def push_later(self, job: Job, at: datetime, *, conn: object | None = None) -> str:
+        """Enqueue to be available at ``at`` (an aware datetime)."""
+        if at.tzinfo is None:
+            raise ConfigurationError("push_later takes an aware datetime (with a time zone)")
+        return await self.dispatch(self.envelope(job, available_at=at), conn=conn)
+
+    async def later(self, delay: Duration, job: Job, *, conn: object | None = None) -> str:
+        """Enqueue to be available after ``delay`` (``Job.delay`` is ignored, PUSH-4)."""
+        return await self.dispatch(self.envelope(job, delay=delay), conn=conn)
+
+    async def push_with(
+        self, job: Job, overrides: EnvelopeOverrides, *, conn: object | None = None
+    ) -> str:
+        return await self.dispatch(self.envelope(job, overrides), conn=conn)
+
+    async def later_with(
+        self,
+        delay: Duration,
+        job: Job,
+        overrides: EnvelopeOverrides,
+        *,
+        conn: object | None = None,
+    ) -> str:
+        return await self.dispatch(self.envelope(job, overrides, delay=delay), conn=conn)
+
+    async def bulk(self, jobs: Sequence[Job], *, conn: object | None = None) -> list[str]:
+        """Push jobs of one type in one backend call (PUSH-6): all stored or none."""
+        if not jobs:
+            return []
+        kinds = {type(job) for job in jobs}
+        if len(kinds) > 1:
+            names = sorted(kind.__qualname__ for kind in kinds)
+            raise ConfigurationError(f"bulk takes jobs of one type per call, got {names}")
+        envelopes = [self.envelope(job) for job in jobs]
+        first = envelopes[0]
+        driver = self.driver_for(first.connection)
+        for envelope in envelopes:
+            await self.events.emit(
+                JobQueueing(envelope.connection, envelope.queue, envelope.job_name, envelope.job)
+            )
+        ids = await driver.bulk_push(envelopes, conn=conn)
+        for envelope, job_id in zip(envelopes, ids, strict=True):
+            await self.events.emit(
+                JobQueued(envelope.connection, envelope.queue, envelope.job_name, job_id)
+            )
+        return ids
+
+    async def dispatch(self, envelope: Envelope, *, conn: object | None = None) -> str:
+        """Write one resolved envelope on its connection, with its two events."""
+        driver = self.driver_for(envelope.connection)
+        await self.events.emit(
+            JobQueueing(envelope.connection, envelope.queue, envelope.job_name, envelope.job)
+        )
+        job_id = await driver.push(envelope, conn=conn)
+        await self.events.emit(
+            JobQueued(envelope.connection, envelope.queue, envelope.job_name, job_id)
+        )
+        return job_id
+
+    # -- reads of the default connection (CONN-9) ------------------------------------------
+
+    async def size(self, queue: str | None = None) -> int:
+        return await self.driver().size(queue)
+
+    async def pending_size(self, queue: str | None = None) -> int:
+        return await self.driver().pending_size(queue)
+
+    async def delayed_size(self, queue: str | None = None) -> int:
+        return await self.driver().delayed_size(queue)
+
+    async def reserved_size(self, queue: str | None = None) -> int:
+        return await self.driver().reserved_size(queue)
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Close every connection's driver."""
+        drivers: list[Any] = [self._default, *self._connections.values()]
+        seen: set[int] = set()
+        for driver in drivers:
+            if driver is not None and id(driver) not in seen:
+                seen.add(id(driver))
+                await driver.close()
+
+    def reset(self) -> None:
+        """Forget connections, routes, forwards and listeners (tests; drivers not closed)."""
+        self._default = None
+        self._default_name = None
+        self._connections.clear()
+        self.routing.clear()
+        self.events.clear()
+
+
+Q = QueueFacade()
+"""The application's facade: ``from lane_pg import Q``."""
