@@ -6,6 +6,7 @@ It sits on the backend protocol and the worker and imports no database driver
 
 from __future__ import annotations
 
+from lane_pg.facade.bootstrap import bootstrap_default, bootstrap_from_env
 from lane_pg.facade.driver import BackendDriver, QueueDriver
 from lane_pg.facade.envelope import Envelope, EnvelopeOverrides
 from lane_pg.facade.events import (
@@ -39,6 +40,8 @@ __all__ = [
     "QueueDriver",
     "QueueFacade",
     "TypedJobProcessor",
+    "bootstrap_default",
+    "bootstrap_from_env",
     "current_context",
     "job",
     "register_job",
