@@ -5,10 +5,15 @@ from __future__ import annotations
 import argparse
 import os
 import re
+from collections.abc import Mapping
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from lane_pg.backend.url import redact_url
 from lane_pg.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from lane_pg.facade import QueueDriver, QueueFacade
 
 DEFAULT_SCHEMA = "lane"
 
@@ -101,3 +106,31 @@ def describe_error(exc: BaseException) -> str:
     first = first.split("(Background on this error", 1)[0].strip()
     kind = type(inner).__name__
     return f"{kind}: {first}" if kind not in first else first
+
+
+def resolve_connection(
+    name: str | None,
+    *,
+    env: Mapping[str, str] | None = None,
+    facade: QueueFacade | None = None,
+    for_worker: bool = False,
+) -> tuple[QueueFacade, str, QueueDriver]:
+    """The connection ``--connection NAME`` names: ``(facade, resolved name, driver)``.
+
+    Wires ``facade`` (``lane_pg.Q`` unless given) from ``env`` (``os.environ``) with
+    ``bootstrap_from_env``, then looks ``name`` up among its connections; ``None`` or ``""``
+    is the default connection. Nothing is opened: a durable driver connects on first use,
+    so an unknown name is a ``CommandError`` (exit 1) before any I/O, and a bad
+    environment a ``ConfigurationError`` (exit 2). ``for_worker`` refuses the memory
+    fallback of an unknown ``LANE_PG_DRIVER`` (a worker never silently runs on memory).
+    A command that needs the backend under a ``BackendDriver`` awaits ``driver.backend()``.
+    """
+    from lane_pg.facade import bootstrap_from_env
+
+    configured = bootstrap_from_env(facade, env, for_worker=for_worker)
+    resolved = name or configured.connection_name()
+    try:
+        driver = configured.connection(resolved)
+    except ConfigurationError as exc:
+        raise CommandError(f"--connection {resolved!r}: {exc}") from exc
+    return configured, resolved, driver

@@ -38,7 +38,10 @@ def driver_from_env(kind: str, env: Mapping[str, str]) -> QueueDriver:
 
 
 def bootstrap_from_env(
-    facade: QueueFacade | None = None, env: Mapping[str, str] | None = None
+    facade: QueueFacade | None = None,
+    env: Mapping[str, str] | None = None,
+    *,
+    for_worker: bool = False,
 ) -> QueueFacade:
     """Configure ``facade`` (``Q``) from ``env`` (``os.environ``) and return it."""
     facade = facade or Q
