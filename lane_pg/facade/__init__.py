@@ -7,7 +7,19 @@ It sits on the backend protocol and the worker and imports no database driver
 from __future__ import annotations
 
 from lane_pg.facade.bootstrap import bootstrap_default, bootstrap_from_env
-from lane_pg.facade.driver import BackendDriver, QueueDriver
+from lane_pg.facade.driver import (
+    SETTLED,
+    STALE,
+    Ack,
+    BackendDriver,
+    DriverBase,
+    Nack,
+    QueueDriver,
+    Release,
+    Reservation,
+)
+from lane_pg.facade.drivers import FailoverDriver, NullDriver, SyncDriver
+from lane_pg.facade.drivers.failover import ConnectionUnavailable
 from lane_pg.facade.envelope import Envelope, EnvelopeOverrides
 from lane_pg.facade.events import (
     Events,
@@ -16,6 +28,7 @@ from lane_pg.facade.events import (
     JobProcessing,
     JobQueued,
     JobQueueing,
+    QueueFailedOver,
 )
 from lane_pg.facade.job import DEFAULT_BACKOFF, Job, current_context
 from lane_pg.facade.queue import Q, QueueFacade
@@ -25,10 +38,16 @@ from lane_pg.facade.runner import TypedJobProcessor, typed_processors
 __all__ = [
     "DEFAULT_BACKOFF",
     "DEFAULT_REGISTRY",
+    "SETTLED",
+    "STALE",
+    "Ack",
     "BackendDriver",
+    "ConnectionUnavailable",
+    "DriverBase",
     "Envelope",
     "EnvelopeOverrides",
     "Events",
+    "FailoverDriver",
     "Job",
     "JobExceptionOccurred",
     "JobProcessed",
@@ -36,9 +55,15 @@ __all__ = [
     "JobQueued",
     "JobQueueing",
     "JobRegistry",
+    "Nack",
+    "NullDriver",
     "Q",
     "QueueDriver",
     "QueueFacade",
+    "QueueFailedOver",
+    "Release",
+    "Reservation",
+    "SyncDriver",
     "TypedJobProcessor",
     "bootstrap_default",
     "bootstrap_from_env",

@@ -1,40 +1,234 @@
-"""Wiring the facade from the environment (CONN-2, CONN-3, CONN-15).
+"""Wiring the facade from the environment (CONN-1..3, CONN-10, CONN-11, CONN-15, FOV-2, FOV-3).
 
 ``bootstrap_from_env()`` reads the ``LANE_PG_*`` variables and sets the default connection
-of ``Q`` (or the facade given); it does no I/O: a durable driver opens its backend on first
-use. With nothing configured the default is PostgreSQL on ``$LANE_PG_DSN``, else the
-embedded server (A12 as DESIGN.md decided): a worker never silently falls back to memory.
-``bootstrap_default()`` always wires memory (tests, embedded use).
+of ``Q`` (or the facade given) and its registered connections; it does no I/O: a durable
+driver opens its backend on first use. Everything is read and checked before the facade
+is touched, so a boot error changes nothing. ``bootstrap_default()`` always wires memory
+(tests, embedded use).
 
-Variables: ``LANE_PG_DRIVER`` (``postgres``, alias ``database``; ``memory``),
-``LANE_PG_DSN``, ``LANE_PG_SCHEMA``.
+=================================== ==========================================================
+``LANE_PG_DRIVER``                  the default connection's driver: ``postgres`` (alias
+                                    ``database``), ``memory``, ``sync``, ``null``,
+                                    ``failover``; ``redis`` and ``local`` are not available
+                                    yet (a ``ConfigurationError``). Unset: ``postgres``.
+``LANE_PG_DSN``, ``LANE_PG_SCHEMA`` the postgres driver's store; no DSN: the embedded server
+                                    (A12 as DESIGN.md decided), resolved on first use
+``LANE_PG_VISIBILITY_TIMEOUT_SECS`` the lease of a driver's reservations (60)
+``LANE_PG_CONNECTIONS``             more connections, ``postgres,memory``: one per entry,
+                                    named after its driver; an entry naming the default's
+                                    driver is an alias of the default connection
+``LANE_PG_FAILOVER_CONNECTIONS``    the failover list, ``LABEL[:DRIVER],...`` (the driver
+                                    defaults to the label: ``postgres,memory``); an entry
+                                    reads its driver's variables, where
+                                    ``LANE_PG_FAILOVER_<LABEL>_DSN`` / ``_SCHEMA`` (the label
+                                    upper-cased, other characters ``_``) win, so two postgres
+                                    entries reach two servers
+``LANE_PG_ENV``                     ``production`` makes an unknown ``LANE_PG_DRIVER`` a boot
+                                    error instead of a warning and memory (CONN-2)
+=================================== ==========================================================
+
+An unknown ``LANE_PG_CONNECTIONS`` or failover entry is a boot error in every environment.
+Two connections over the same store (the same DSN and schema) are refused at boot: a
+``LANE_PG_CONNECTIONS`` entry naming the default's driver is its alias (not a second
+binding), and two failover entries over one store are an error. A failover entry over the
+store of another connection shares that connection's driver (one binding, one pool, per
+store).
+
+A worker (``for_worker=True``) never falls back to memory: an unknown ``LANE_PG_DRIVER``
+is a boot error for it in every environment (DESIGN.md, A12).
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from lane_pg.errors import ConfigurationError
-from lane_pg.facade.driver import BackendDriver, QueueDriver
+from lane_pg.facade.driver import BackendDriver, QueueDriver, visibility_timeout_of
 from lane_pg.facade.queue import Q, QueueFacade
 
+log = logging.getLogger("lane_pg.facade")
+
 DRIVER_ALIASES = {"database": "postgres"}
+DRIVER_NAMES: tuple[str, ...] = (
+    "postgres",
+    "database",
+    "redis",
+    "memory",
+    "local",
+    "sync",
+    "null",
+    "failover",
+)
+"""Every name ``LANE_PG_DRIVER`` accepts (CONN-2)."""
+_NOT_YET = {
+    "redis": "the Redis backend is not available yet (a later issue); use postgres",
+    "local": "the local (JSON snapshot) driver is not available yet; use memory or postgres",
+}
+_LABEL_VARIABLE = re.compile(r"[^A-Z0-9]")
+
+
+@dataclass
+class _Wiring:
+    """What one bootstrap builds, before it is applied to the facade."""
+
+    env: Mapping[str, str]
+    visibility_secs: float
+    stores: dict[tuple[str, str, str], QueueDriver] = field(default_factory=dict)
+
+    def postgres(self, dsn: str | None, schema: str) -> QueueDriver:
+        """The postgres driver of (``dsn``, ``schema``): the one already built over that
+        store if any (one binding per store), else a new lazy one."""
+        key = _store_key(dsn, schema)
+        existing = self.stores.get(key)
+        if existing is not None:
+            return existing
+        driver = BackendDriver.lazy(
+            dsn, "postgres", schema=schema, visibility_timeout=self.visibility_secs
+        )
+        self.stores[key] = driver
+        return driver
+
+
+def _store_key(dsn: str | None, schema: str) -> tuple[str, str, str]:
+    if not dsn:
+        return ("postgres", "<$LANE_PG_DSN or the embedded server>", schema)
+    text = dsn.strip()
+    if text.lower().startswith("postgres://"):
+        text = "postgresql://" + text[len("postgres://") :]
+    return ("postgres", text, schema)
+
+
+def _describe_store(key: tuple[str, str, str]) -> str:
+    from lane_pg.backend.url import redact_url
+
+    return f"{redact_url(key[1])}, schema {key[2]!r}"
+
+
+def _visibility_secs(env: Mapping[str, str]) -> float:
+    text = (env.get("LANE_PG_VISIBILITY_TIMEOUT_SECS") or "").strip()
+    if not text:
+        return 60.0
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0 or value == float("inf"):
+        raise ConfigurationError(
+            f"LANE_PG_VISIBILITY_TIMEOUT_SECS={text!r}: expected a positive number of seconds"
+        )
+    visibility_timeout_of(value)  # whole milliseconds and in range, or a clear error
+    return value
+
+
+def _kind(name: str) -> str:
+    return DRIVER_ALIASES.get(name, name)
+
+
+def _build(kind: str, wiring: _Wiring, *, dsn_var: str = "", schema_var: str = "") -> QueueDriver:
+    """The driver of a known kind (``_kind`` applied), configured from its variables."""
+    env = wiring.env
+    if kind in _NOT_YET:
+        raise ConfigurationError(f"queue driver {kind!r}: {_NOT_YET[kind]}")
+    if kind == "postgres":
+        from lane_pg.backend.url import backend_kind
+        from lane_pg.postgres.schema import validate_schema_name  # the rule is PostgreSQL's
+
+        schema_text = (schema_var and env.get(schema_var)) or env.get("LANE_PG_SCHEMA") or "lane"
+        schema = validate_schema_name(schema_text)
+        dsn = (dsn_var and env.get(dsn_var)) or env.get("LANE_PG_DSN") or None
+        if dsn:
+            backend_kind(dsn)  # a malformed or unsupported URL fails boot, not the first push
+        return wiring.postgres(dsn, schema)
+    if kind == "memory":
+        from lane_pg.memory import MemoryBackend
+
+        return BackendDriver(MemoryBackend(), "memory", visibility_timeout=wiring.visibility_secs)
+    if kind == "sync":
+        from lane_pg.facade.drivers.sync import SyncDriver
+
+        return SyncDriver()
+    if kind == "null":
+        from lane_pg.facade.drivers.null import NullDriver
+
+        return NullDriver()
+    if kind == "failover":
+        return _failover(wiring)
+    raise ConfigurationError(f"unknown queue driver {kind!r}: use one of {_accepted()}")
+
+
+def _accepted() -> str:
+    return ", ".join(DRIVER_NAMES)
+
+
+def _entries(text: str, variable: str) -> list[str]:
+    entries = [entry.strip() for entry in text.split(",")]
+    if not text.strip() or any(not entry for entry in entries):
+        raise ConfigurationError(
+            f"{variable}={text!r}: expected a comma-separated list of names, none empty"
+        )
+    return entries
+
+
+def _failover(wiring: _Wiring) -> QueueDriver:
+    from lane_pg.facade.drivers.failover import FailoverDriver
+
+    variable = "LANE_PG_FAILOVER_CONNECTIONS"
+    text = wiring.env.get(variable) or ""
+    if not text.strip():
+        raise ConfigurationError(
+            f"LANE_PG_DRIVER=failover needs {variable}, e.g. {variable}=postgres,memory or"
+            " pg-a:postgres,pg-b:postgres with LANE_PG_FAILOVER_PG_A_DSN and _PG_B_DSN"
+        )
+    built: list[tuple[str, QueueDriver]] = []
+    suffixes: dict[str, str] = {}
+    failover_stores: set[int] = set()
+    for entry in _entries(text, variable):
+        label, _, driver_text = entry.partition(":")
+        label, name = label.strip(), (driver_text.strip() or label.strip()).lower()
+        kind = _kind(name)
+        if not label:
+            raise ConfigurationError(f"{variable}: entry {entry!r} has no label")
+        if kind == "failover":
+            raise ConfigurationError(f"{variable}: a failover list cannot contain failover")
+        if kind not in DRIVER_NAMES:
+            raise ConfigurationError(
+                f"{variable}: entry {entry!r} names an unknown driver {name!r}: use one of"
+                f" {', '.join(name for name in DRIVER_NAMES if name != 'failover')}"
+            )
+        suffix = _LABEL_VARIABLE.sub("_", label.upper())
+        if suffix in suffixes:
+            raise ConfigurationError(
+                f"{variable}: labels {suffixes[suffix]!r} and {label!r} read the same"
+                f" variables (LANE_PG_FAILOVER_{suffix}_*): give them distinct labels"
+            )
+        suffixes[suffix] = label
+        driver = _build(
+            kind,
+            wiring,
+            dsn_var=f"LANE_PG_FAILOVER_{suffix}_DSN",
+            schema_var=f"LANE_PG_FAILOVER_{suffix}_SCHEMA",
+        )
+        if id(driver) in failover_stores:
+            other = next(name for name, known in built if known is driver)
+            key = next(key for key, known in wiring.stores.items() if known is driver)
+            raise ConfigurationError(
+                f"{variable}: {other!r} and {label!r} are the same store"
+                f" ({_describe_store(key)}): two connections over one store are refused;"
+                f" set LANE_PG_FAILOVER_{suffix}_DSN to reach another server"
+            )
+        failover_stores.add(id(driver))
+        built.append((label, driver))
+    return FailoverDriver(built, visibility_timeout=wiring.visibility_secs)
 
 
 def driver_from_env(kind: str, env: Mapping[str, str]) -> QueueDriver:
     """The driver of kind ``kind``, configured from that driver's variables."""
-    kind = DRIVER_ALIASES.get(kind, kind)
-    if kind == "postgres":
-        from lane_pg.postgres.schema import validate_schema_name  # the rule is PostgreSQL's
-
-        schema = validate_schema_name(env.get("LANE_PG_SCHEMA") or "lane")
-        return BackendDriver.lazy(env.get("LANE_PG_DSN") or None, "postgres", schema=schema)
-    if kind == "memory":
-        from lane_pg.memory import MemoryBackend
-
-        return BackendDriver(MemoryBackend(), "memory")
-    raise ConfigurationError(f"unknown queue driver {kind!r}: use postgres (database) or memory")
+    wiring = _Wiring(env, _visibility_secs(env))
+    return _build(_kind(kind.strip().lower()), wiring)
 
 
 def bootstrap_from_env(
@@ -43,11 +237,44 @@ def bootstrap_from_env(
     *,
     for_worker: bool = False,
 ) -> QueueFacade:
-    """Configure ``facade`` (``Q``) from ``env`` (``os.environ``) and return it."""
+    """Configure ``facade`` (``Q``) from ``env`` (``os.environ``) and return it (see the
+    module docstring); ``for_worker``: refuse the memory fallback."""
     facade = facade or Q
     env = os.environ if env is None else env
-    kind = (env.get("LANE_PG_DRIVER") or "postgres").strip().lower()
-    facade.set_driver(driver_from_env(kind, env))
+    wiring = _Wiring(env, _visibility_secs(env))
+    requested = (env.get("LANE_PG_DRIVER") or "postgres").strip().lower()
+    kind = _kind(requested)
+    if kind not in DRIVER_NAMES:
+        production = (env.get("LANE_PG_ENV") or "").strip().lower() == "production"
+        if production or for_worker:
+            why = "LANE_PG_ENV=production" if production else "a worker never runs on memory"
+            raise ConfigurationError(
+                f"LANE_PG_DRIVER={requested!r} is not a queue driver ({why}): use one of"
+                f" {_accepted()}"
+            )
+        log.warning(
+            "LANE_PG_DRIVER=%r is not a queue driver (accepted: %s); using memory",
+            requested,
+            _accepted(),
+        )
+        kind = "memory"
+    default = _build(kind, wiring)
+    registered: dict[str, QueueDriver] = {}
+    extra = env.get("LANE_PG_CONNECTIONS") or ""
+    if extra.strip():
+        for entry in _entries(extra, "LANE_PG_CONNECTIONS"):
+            name = _kind(entry.lower())
+            if name not in DRIVER_NAMES:
+                raise ConfigurationError(
+                    f"LANE_PG_CONNECTIONS: unknown driver {entry!r}: use one of {_accepted()}"
+                )
+            if name in registered:
+                raise ConfigurationError(f"LANE_PG_CONNECTIONS: {name!r} is given twice")
+            # The default's own driver is an alias of it (CONN-11): one store, one binding.
+            registered[name] = default if name == kind else _build(name, wiring)
+    facade.set_driver(default)
+    for name, driver in registered.items():
+        facade.register_connection(name, driver)
     return facade
 
 

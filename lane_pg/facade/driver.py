@@ -9,22 +9,90 @@ protocol their own way.
 
 Counts follow A16: ``size`` = waiting + delayed + active + waiting-children,
 ``pending_size`` = waiting, ``delayed_size`` = delayed, ``reserved_size`` = active. A read
-with ``queue=None`` covers every queue of the connection.
+with ``queue=None`` covers every queue of the connection. Listings return stored
+``JobRow`` snapshots, at most ``limit`` of them, in the backend's page order; they never
+change a job (INSP-4).
+
+Reservations (DRV-5): ``pop``/``pop_from`` lease one job for the driver's visibility
+timeout and return a ``Reservation``; ``settle`` (and its spellings ``ack``, ``nack``,
+``release``) ends it and answers ``SETTLED``, or ``STALE`` when the reservation no longer
+holds the job (lease taken over, job gone): nothing was changed then.
+
+``clear`` follows A16: it removes every waiting, delayed and waiting-children job and every
+active job whose lease has expired, never a validly leased one (seed 003 drops every
+envelope; a running job's owner would otherwise settle a job that no longer exists), and
+returns how many went. Finished jobs are history, not queue contents, and stay. The
+current occurrence of a repeat series stays too (a drain never ends a series, REP-16).
+
+A third-party driver subclasses ``DriverBase`` and implements what it can; everything else
+raises ``NotImplementedError`` naming the driver and the method (CONN-14): never an empty
+answer that is not true.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import uuid
 from collections.abc import Sequence
-from datetime import UTC, datetime
-from typing import Protocol, runtime_checkable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Final, Literal, Protocol, TypeAlias, runtime_checkable
 
 from lane_pg.backend import AddsInTransaction, JobQueueBackend, connect
-from lane_pg.errors import ConfigurationError
+from lane_pg.errors import ConfigurationError, JobNotFound, JobStateConflict, LockMismatch
 from lane_pg.facade.envelope import Envelope
-from lane_pg.types import JobRow, JobState
+from lane_pg.types import JSON, Duration, JobRow, JobState, QueueDemand, to_millis
 
 SIZE_STATES: tuple[JobState, ...] = ("waiting", "delayed", "active", "waiting-children")
+CLEARED_STATES: tuple[JobState, ...] = ("waiting", "delayed", "waiting-children")
+DEFAULT_VISIBILITY_TIMEOUT = timedelta(seconds=60)
+"""The lease of a reservation unless configured (``LANE_PG_VISIBILITY_TIMEOUT_SECS``)."""
+DEFAULT_LISTING_LIMIT = 1000
+
+SettleResult: TypeAlias = Literal["settled", "stale"]
+SETTLED: Final[SettleResult] = "settled"
+STALE: Final[SettleResult] = "stale"
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """One leased job as a driver's caller holds it.
+
+    ``token`` is what the issuing driver needs back to settle it (a backend's lock token;
+    the failover driver's own token), ``connection`` the label of the connection the job
+    came from, ``expires_at`` the end of the lease (visibility timeout)."""
+
+    token: str
+    job: JobRow
+    connection: str
+    expires_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Ack:
+    """Complete the job with ``result``."""
+
+    result: JSON = None
+
+
+@dataclass(frozen=True, slots=True)
+class Nack:
+    """Fail this attempt: retried under the job's retry settings unless ``retry`` is false."""
+
+    reason: str
+    retry: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    """Give the job back: waiting at the front (``delay`` 0) or delayed by ``delay``;
+    the attempt is not charged."""
+
+    delay: Duration = 0
+
+
+Settlement: TypeAlias = Ack | Nack | Release
 
 
 @runtime_checkable
@@ -55,26 +123,185 @@ class QueueDriver(Protocol):
 
     async def reserved_size(self, queue: str | None = None) -> int: ...
 
+    async def pending_jobs(
+        self, queue: str | None = None, *, limit: int = DEFAULT_LISTING_LIMIT
+    ) -> list[JobRow]: ...
+
+    async def delayed_jobs(
+        self, queue: str | None = None, *, limit: int = DEFAULT_LISTING_LIMIT
+    ) -> list[JobRow]: ...
+
+    async def reserved_jobs(
+        self, queue: str | None = None, *, limit: int = DEFAULT_LISTING_LIMIT
+    ) -> list[JobRow]: ...
+
+    async def clear(self, queue: str | None = None) -> int:
+        """Remove the queue's (every queue's) clearable jobs (A16); returns the count."""
+        ...
+
+    @property
+    def filters_queues(self) -> bool:
+        """Whether ``pop_from`` can claim from the named queues only (FOV-8)."""
+        ...
+
+    async def pop(self) -> Reservation | None:
+        """Lease the next job of any queue, or None when nothing is ready."""
+        ...
+
+    async def pop_from(self, queues: Sequence[str]) -> Reservation | None:
+        """Lease the next job of ``queues`` (earlier queues first), or None."""
+        ...
+
+    async def settle(self, reservation: Reservation, outcome: Settlement) -> SettleResult: ...
+
+    async def ack(self, reservation: Reservation, result: JSON = None) -> SettleResult: ...
+
+    async def nack(
+        self, reservation: Reservation, reason: str, *, retry: bool = True
+    ) -> SettleResult: ...
+
+    async def release(self, reservation: Reservation, delay: Duration = 0) -> SettleResult: ...
+
     async def close(self) -> None: ...
 
 
-class BackendDriver:
+class SettleSpellings:
+    """``ack``/``nack``/``release`` as ``settle`` (one routing point for every outcome)."""
+
+    async def settle(self, reservation: Reservation, outcome: Settlement) -> SettleResult:
+        raise NotImplementedError
+
+    async def ack(self, reservation: Reservation, result: JSON = None) -> SettleResult:
+        return await self.settle(reservation, Ack(result))
+
+    async def nack(
+        self, reservation: Reservation, reason: str, *, retry: bool = True
+    ) -> SettleResult:
+        return await self.settle(reservation, Nack(reason, retry))
+
+    async def release(self, reservation: Reservation, delay: Duration = 0) -> SettleResult:
+        return await self.settle(reservation, Release(delay))
+
+
+class DriverBase(SettleSpellings):
+    """The base of a third-party driver: every method not overridden raises
+    ``NotImplementedError`` naming the driver and the method (CONN-14), so an inspection
+    the driver cannot answer is an honest error, never an empty list."""
+
+    filters_queues = False
+
+    @property
+    def driver_name(self) -> str:
+        return type(self).__name__
+
+    def _missing(self, method: str) -> NotImplementedError:
+        return NotImplementedError(f"the {self.driver_name} driver does not implement {method}")
+
+    async def push(self, envelope: Envelope, *, conn: object | None = None) -> str:
+        raise self._missing("push")
+
+    async def bulk_push(
+        self, envelopes: Sequence[Envelope], *, conn: object | None = None
+    ) -> list[str]:
+        raise self._missing("bulk_push")
+
+    async def size(self, queue: str | None = None) -> int:
+        raise self._missing("size")
+
+    async def pending_size(self, queue: str | None = None) -> int:
+        raise self._missing("pending_size")
+
+    async def delayed_size(self, queue: str | None = None) -> int:
+        raise self._missing("delayed_size")
+
+    async def reserved_size(self, queue: str | None = None) -> int:
+        raise self._missing("reserved_size")
+
+    async def pending_jobs(
+        self, queue: str | None = None, *, limit: int = DEFAULT_LISTING_LIMIT
+    ) -> list[JobRow]:
+        raise self._missing("pending_jobs")
+
+    async def delayed_jobs(
+        self, queue: str | None = None, *, limit: int = DEFAULT_LISTING_LIMIT
+    ) -> list[JobRow]:
+        raise self._missing("delayed_jobs")
+
+    async def reserved_jobs(
+        self, queue: str | None = None, *, limit: int = DEFAULT_LISTING_LIMIT
+    ) -> list[JobRow]:
+        raise self._missing("reserved_jobs")
+
+    async def clear(self, queue: str | None = None) -> int:
+        raise self._missing("clear")
+
+    async def pop(self) -> Reservation | None:
+        raise self._missing("pop")
+
+    async def pop_from(self, queues: Sequence[str]) -> Reservation | None:
+        raise self._missing("pop_from")
+
+    async def settle(self, reservation: Reservation, outcome: Settlement) -> SettleResult:
+        raise self._missing("settle")
+
+    async def close(self) -> None:
+        return None
+
+
+def visibility_timeout_of(value: Duration | None) -> timedelta:
+    """A visibility timeout as a positive ``timedelta`` (``DEFAULT_VISIBILITY_TIMEOUT`` for
+    None); ``ConfigurationError`` otherwise."""
+    if value is None:
+        return DEFAULT_VISIBILITY_TIMEOUT
+    millis = to_millis(value, "visibility_timeout")
+    if millis <= 0:
+        raise ConfigurationError(f"the visibility timeout must be positive, got {value!r}")
+    return timedelta(milliseconds=millis)
+
+
+def attach_events(driver: object, events: object) -> None:
+    """Give ``driver`` the facade's event emitter if it emits events of its own (failover's
+    ``QueueFailedOver``, the sync driver's processing events) and has none yet."""
+    attach = getattr(driver, "attach_events", None)
+    if callable(attach):
+        attach(events)
+
+
+class BackendDriver(SettleSpellings):
     """A ``QueueDriver`` over a backend (PostgreSQL, memory): given open, or opened from
     ``url`` on first use (``BackendDriver.lazy``), so configuring connections does no I/O."""
 
-    def __init__(self, backend: JobQueueBackend | None, driver_name: str) -> None:
+    filters_queues = True
+
+    def __init__(
+        self,
+        backend: JobQueueBackend | None,
+        driver_name: str,
+        *,
+        visibility_timeout: Duration | None = None,
+    ) -> None:
         self._backend = backend
         self._driver_name = driver_name
         self._url: str | None = None
         self._lazy = False
         self._schema = "lane"
         self._opening = asyncio.Lock()
+        self.visibility_timeout = visibility_timeout_of(visibility_timeout)
+        self.worker_id = f"{driver_name}-driver-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        """The ``worker_id`` this driver's reservations are claimed under."""
 
     @classmethod
-    def lazy(cls, url: str | None, driver_name: str, *, schema: str = "lane") -> BackendDriver:
+    def lazy(
+        cls,
+        url: str | None,
+        driver_name: str,
+        *,
+        schema: str = "lane",
+        visibility_timeout: Duration | None = None,
+    ) -> BackendDriver:
         """A driver whose backend ``lane_pg.backend.connect(url)`` opens on first use
         (``url`` None: ``$LANE_PG_DSN``, else the embedded server, resolved then)."""
-        driver = cls(None, driver_name)
+        driver = cls(None, driver_name, visibility_timeout=visibility_timeout)
         driver._url, driver._schema, driver._lazy = url, schema, True
         return driver
 
@@ -162,6 +389,107 @@ class BackendDriver:
 
     async def reserved_size(self, queue: str | None = None) -> int:
         return await self._count(queue, ("active",))
+
+    async def _listing(self, queue: str | None, state: JobState, limit: int) -> list[JobRow]:
+        if limit < 0:
+            raise ConfigurationError(f"a listing limit cannot be negative, got {limit}")
+        backend = await self.backend()
+        queues = [queue] if queue is not None else await backend.list_queues()
+        found: list[JobRow] = []
+        for name in queues:
+            offset = 0
+            while len(found) < limit:
+                page = await backend.list_jobs(
+                    name, [state], offset=offset, limit=min(limit - len(found), 500)
+                )
+                found.extend(page.items)
+                offset += len(page.items)
+                if not page.items or offset >= page.total:
+                    break
+        return found[:limit]
+
+    async def pending_jobs(
+        self, queue: str | None = None, *, limit: int = DEFAULT_LISTING_LIMIT
+    ) -> list[JobRow]:
+        return await self._listing(queue, "waiting", limit)
+
+    async def delayed_jobs(
+        self, queue: str | None = None, *, limit: int = DEFAULT_LISTING_LIMIT
+    ) -> list[JobRow]:
+        return await self._listing(queue, "delayed", limit)
+
+    async def reserved_jobs(
+        self, queue: str | None = None, *, limit: int = DEFAULT_LISTING_LIMIT
+    ) -> list[JobRow]:
+        return await self._listing(queue, "active", limit)
+
+    async def clear(self, queue: str | None = None) -> int:
+        backend = await self.backend()
+        queues = [queue] if queue is not None else await backend.list_queues()
+        removed = 0
+        for name in queues:
+            # Parents first: removing a child first could release its parent to waiting.
+            removed += await self._remove_waiting_children(backend, name)
+            removed += await backend.drain_jobs(name, delayed=True)
+            # Active jobs whose lease has expired: their owner is gone (MGMT-19 guards the
+            # valid ones inside the backend, at the backend's own clock).
+            removed += len(await backend.clean_jobs(name, "active", 0))
+        return removed
+
+    @staticmethod
+    async def _remove_waiting_children(backend: JobQueueBackend, queue: str) -> int:
+        removed = 0
+        while True:
+            page = await backend.list_jobs(queue, ["waiting-children"], limit=500)
+            gone = 0
+            for job in page.items:
+                try:
+                    gone += await backend.remove_job(queue, job.id)
+                except (JobNotFound, JobStateConflict):
+                    continue  # settled or removed meanwhile: not ours to count
+            removed += gone
+            if not page.items or gone == 0:
+                return removed
+
+    async def pop(self) -> Reservation | None:
+        backend = await self.backend()
+        return await self._claim(backend, await backend.list_queues())
+
+    async def pop_from(self, queues: Sequence[str]) -> Reservation | None:
+        if not queues:
+            raise ConfigurationError("pop_from takes at least one queue")
+        return await self._claim(await self.backend(), queues)
+
+    async def _claim(self, backend: JobQueueBackend, queues: Sequence[str]) -> Reservation | None:
+        if not queues:
+            return None
+        demands = [QueueDemand(name, 1) for name in dict.fromkeys(queues)]
+        claimed = await backend.claim_jobs(
+            self.worker_id, demands, self.visibility_timeout, total=1
+        )
+        if not claimed:
+            return None
+        job = claimed[0]
+        expires_at = job.lease_expires_at or datetime.now(UTC) + self.visibility_timeout
+        return Reservation(job.lock_token, job, self._driver_name, expires_at)
+
+    async def settle(self, reservation: Reservation, outcome: Settlement) -> SettleResult:
+        backend = await self.backend()
+        job, token = reservation.job, reservation.token
+        try:
+            if isinstance(outcome, Ack):
+                await backend.complete_job(job.queue, job.id, token, outcome.result)
+            elif isinstance(outcome, Nack):
+                await backend.fail_job(
+                    job.queue, job.id, token, outcome.reason, discard_retry=not outcome.retry
+                )
+            elif to_millis(outcome.delay, "delay") > 0:
+                await backend.delay_job(job.queue, job.id, token, outcome.delay)
+            else:
+                await backend.release_job(job.queue, job.id, token)
+        except (LockMismatch, JobNotFound):
+            return STALE  # the lease is no longer ours: the backend changed nothing
+        return SETTLED
 
     async def close(self) -> None:
         if self._backend is not None:

@@ -104,3 +104,14 @@ class JobExceptionOccurred:
     job_id: str
     attempt: int
     exception: BaseException
+
+
+@dataclass(frozen=True, slots=True)
+class QueueFailedOver:
+    """A failover driver's connection ``connection`` (its label) refused a push with an
+    availability error and the push moved on (FOV-4): emitted once per transition into
+    failure; a later push that this connection accepts re-arms it."""
+
+    connection: str
+    job_name: str
+    exception: BaseException

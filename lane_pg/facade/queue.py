@@ -21,16 +21,17 @@ from datetime import datetime
 from typing import Any
 
 from lane_pg.errors import ConfigurationError
-from lane_pg.facade.driver import QueueDriver
+from lane_pg.facade.driver import QueueDriver, attach_events
 from lane_pg.facade.envelope import NO_OVERRIDES, Envelope, EnvelopeOverrides, build_envelope
 from lane_pg.facade.events import Events, JobQueued, JobQueueing
 from lane_pg.facade.job import Job
+from lane_pg.facade.reads import ConnectionReads
 from lane_pg.facade.registry import DEFAULT_REGISTRY, JobRegistry
 from lane_pg.facade.routing import Routing
 from lane_pg.types import Duration
 
 
-class QueueFacade:
+class QueueFacade(ConnectionReads):
     """Connections, routes and pushes of one application (``lane_pg.Q`` is the shared one)."""
 
     def __init__(self, *, registry: JobRegistry = DEFAULT_REGISTRY) -> None:
@@ -47,6 +48,7 @@ class QueueFacade:
         """Make ``driver`` the default connection (named ``name``, else its driver's name)."""
         if not isinstance(driver, QueueDriver):
             raise TypeError(f"set_driver takes a QueueDriver, got {driver!r}")
+        attach_events(driver, self.events)
         self._default = driver
         if name is not None:
             self._default_name = name
@@ -77,6 +79,7 @@ class QueueFacade:
             raise ConfigurationError("a connection name cannot be empty")
         if not isinstance(driver, QueueDriver):
             raise TypeError(f"register_connection takes a QueueDriver, got {driver!r}")
+        attach_events(driver, self.events)
         self._connections[name] = driver
 
     def connection(self, name: str) -> QueueDriver:

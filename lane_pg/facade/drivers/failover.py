@@ -1,0 +1,345 @@
+"""``FailoverDriver([(label, driver), ...])``: several connections tried in order (FOV).
+
+Pushes (FOV-1, FOV-4, FOV-9, FOV-10, A17):
+
+* Each push goes to the first connection that accepts it. Only an availability error
+  (``is_unavailable``: the store cannot be reached or is shutting down) moves it on to the
+  next connection; any other error (a ``ValidationError``, a constraint, a bug) is raised at
+  once, because another store would refuse it the same way or, worse, accept what the
+  first one rightly refused. When every connection refuses, the last one's error is raised.
+* ``QueueFailedOver(label, job_name, exception)`` is emitted on the push that moves a
+  connection into failure, not on every push while it stays down; a push the connection
+  accepts again re-arms it (Laravel #57762 emitted it per push).
+* The driver pins what must not change between attempts before the first one: a job id
+  (a UUID, unless the envelope carries one) and, for a delayed push, ``available_at``.
+  Failover is not dedup: a connection that stored a job and then reported a failure
+  leaves a duplicate with the same id on the next connection (at-least-once, FOV-10);
+  handlers are idempotent by the job id (README, "Idempotent handlers").
+* ``bulk_push`` falls through per job, never re-pushing a half-accepted batch: when a job
+  is refused everywhere, its error is raised with a note naming the job, and the jobs
+  before it stay enqueued (the batch is not atomic across connections).
+* A ``conn=`` push joins the caller's transaction on the first connection and never fails
+  over: writing it elsewhere would break the transaction's atomicity (A17).
+
+Reservations (FOV-5, FOV-6, FOV-8): ``pop`` starts at the next connection on every call
+and then tries them all, so a recovered primary cannot starve jobs left on a fallback. A
+reservation carries this driver's own token, mapped to the issuing connection and its
+inner reservation until the visibility timeout ends; settling an unknown or expired token
+answers ``STALE`` and reaches no connection (two stores may issue the same inner token).
+A settle that raises leaves the reservation in place, so lease expiry redelivers the job.
+``pop_from(queues)`` requires every connection to filter by queue and raises, naming the
+first that cannot, before anything is claimed.
+
+Reads (FOV-7): the counts sum, the listings concatenate in list order, ``clear`` clears
+every connection. A connection that cannot be reached makes the read raise: an answer
+that silently leaves a store out would be wrong.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from lane_pg.errors import ConfigurationError, LaneError
+from lane_pg.facade.driver import (
+    DEFAULT_LISTING_LIMIT,
+    STALE,
+    QueueDriver,
+    Reservation,
+    Settlement,
+    SettleResult,
+    SettleSpellings,
+    attach_events,
+    visibility_timeout_of,
+)
+from lane_pg.facade.envelope import Envelope
+from lane_pg.facade.events import Events, QueueFailedOver
+from lane_pg.types import Duration, JobRow
+
+log = logging.getLogger("lane_pg.facade.failover")
+
+UNAVAILABLE_SQLSTATE_CLASSES = ("08", "53", "57")
+"""SQLSTATE classes of an unreachable or refusing server: connection exceptions,
+insufficient resources (too many connections), operator intervention (shutdown)."""
+
+
+class ConnectionUnavailable(Exception):
+    """What a third-party driver raises to say its store cannot be reached right now: the
+    failover driver then tries the next connection."""
+
+
+def is_unavailable(exc: BaseException) -> bool:
+    """Whether ``exc`` says the store could not be reached (so another may take the job):
+    an ``OSError`` (refused, reset, timed out, unknown host), ``ConnectionUnavailable``, or
+    a driver error whose SQLSTATE is of class 08, 53 or 57; looked for along the
+    ``__cause__`` chain. A ``LaneError`` (bad input, configuration, schema) never is."""
+    current: BaseException | None = exc
+    seen: set[int] = set()
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, LaneError):
+            return False
+        if isinstance(current, OSError | ConnectionUnavailable):
+            return True
+        sqlstate = getattr(current, "sqlstate", None)
+        if isinstance(sqlstate, str) and sqlstate[:2] in UNAVAILABLE_SQLSTATE_CLASSES:
+            return True
+        current = current.__cause__
+    return False
+
+
+@dataclass(frozen=True, slots=True)
+class _Held:
+    label: str
+    inner: Reservation
+    deadline: datetime
+
+
+class FailoverDriver(SettleSpellings):
+    """A connection made of several, tried in the given order (see the module docstring)."""
+
+    def __init__(
+        self,
+        connections: Sequence[tuple[str, QueueDriver]],
+        *,
+        visibility_timeout: Duration | None = None,
+        events: Events | None = None,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        entries = list(connections)
+        if not entries:
+            raise ConfigurationError("a failover driver needs at least one connection")
+        labels: set[str] = set()
+        for entry in entries:
+            if not (isinstance(entry, tuple) and len(entry) == 2):
+                raise ConfigurationError(f"a failover entry is (label, driver), got {entry!r}")
+            label, driver = entry
+            if not isinstance(label, str) or not label:
+                raise ConfigurationError(f"a failover label is a non-empty string: {label!r}")
+            if label in labels:
+                raise ConfigurationError(f"failover label {label!r} is given twice")
+            if not isinstance(driver, QueueDriver):
+                raise TypeError(f"failover entry {label!r}: not a QueueDriver: {driver!r}")
+            labels.add(label)
+        self._entries: list[tuple[str, QueueDriver]] = entries
+        self.visibility_timeout: timedelta = visibility_timeout_of(visibility_timeout)
+        self._events = events
+        self._clock = clock or (lambda: datetime.now(UTC))
+        self._failing: set[str] = set()
+        self._next_pop = 0
+        self._held: dict[str, _Held] = {}
+
+    @property
+    def driver_name(self) -> str:
+        return "failover"
+
+    @property
+    def labels(self) -> list[str]:
+        """The connections' labels, in failover order (FOV-3)."""
+        return [label for label, _ in self._entries]
+
+    @property
+    def connections(self) -> list[tuple[str, QueueDriver]]:
+        return list(self._entries)
+
+    @property
+    def failing(self) -> frozenset[str]:
+        """The labels whose last push was refused with an availability error."""
+        return frozenset(self._failing)
+
+    @property
+    def filters_queues(self) -> bool:
+        return all(driver.filters_queues for _, driver in self._entries)
+
+    def __repr__(self) -> str:
+        return f"FailoverDriver({', '.join(self.labels)})"
+
+    def attach_events(self, events: Events) -> None:
+        if self._events is None:
+            self._events = events
+        for _, driver in self._entries:
+            attach_events(driver, events)
+
+    # -- pushes ----------------------------------------------------------------------------
+
+    async def push(self, envelope: Envelope, *, conn: object | None = None) -> str:
+        if conn is not None:
+            return await self._entries[0][1].push(envelope, conn=conn)  # A17
+        return await self._push_one(self._pinned(envelope, datetime.now(UTC)))
+
+    async def bulk_push(
+        self, envelopes: Sequence[Envelope], *, conn: object | None = None
+    ) -> list[str]:
+        if conn is not None:
+            return await self._entries[0][1].bulk_push(envelopes, conn=conn)  # A17
+        now = datetime.now(UTC)
+        pinned = [self._pinned(envelope, now) for envelope in envelopes]
+        ids: list[str] = []
+        for number, envelope in enumerate(pinned, 1):
+            try:
+                ids.append(await self._push_one(envelope))
+            except Exception as exc:
+                exc.add_note(
+                    f"failover bulk_push: job {number} of {len(pinned)} ({envelope.job_name},"
+                    f" id {envelope.job_id}) was refused; the {number - 1} before it are"
+                    f" enqueued: {ids}"
+                )
+                raise
+        return ids
+
+    @staticmethod
+    def _pinned(envelope: Envelope, now: datetime) -> Envelope:
+        """The envelope every attempt writes: one job id, one ``available_at``."""
+        job_id = envelope.job_id or str(uuid.uuid4())
+        available_at = envelope.available_at
+        if available_at is None and envelope.delay_from(now) > timedelta(0):
+            available_at = now + envelope.delay_from(now)
+        return dataclasses.replace(envelope, job_id=job_id, available_at=available_at)
+
+    async def _push_one(self, envelope: Envelope) -> str:
+        refusal: BaseException | None = None
+        for label, driver in self._entries:
+            try:
+                job_id = await driver.push(envelope)
+            except Exception as exc:
+                if not is_unavailable(exc):
+                    raise
+                refusal = exc
+                await self._failed(label, envelope.job_name, exc)
+                continue
+            self._failing.discard(label)  # accepted: the next refusal is a new transition
+            return job_id
+        assert refusal is not None
+        raise refusal
+
+    async def _failed(self, label: str, job_name: str, exc: BaseException) -> None:
+        if label in self._failing:
+            return  # known to be failing: stay quiet until it accepts a push again
+        self._failing.add(label)
+        log.warning("failover: connection %r refused a push (%s), trying the next", label, exc)
+        if self._events is not None:
+            await self._events.emit(QueueFailedOver(label, job_name, exc))
+
+    # -- reservations ----------------------------------------------------------------------
+
+    async def pop(self) -> Reservation | None:
+        return await self._rotate(lambda driver: driver.pop())
+
+    async def pop_from(self, queues: Sequence[str]) -> Reservation | None:
+        for label, driver in self._entries:
+            if not driver.filters_queues:
+                raise ConfigurationError(
+                    f"failover connection {label!r} ({driver.driver_name}) cannot claim from"
+                    " named queues only; a worker with --queue needs every connection of the"
+                    " failover list to support queue filtering"
+                )
+        return await self._rotate(lambda driver: driver.pop_from(queues))
+
+    async def _rotate(
+        self, take: Callable[[QueueDriver], Awaitable[Reservation | None]]
+    ) -> Reservation | None:
+        count = len(self._entries)
+        start = self._next_pop
+        self._next_pop = (start + 1) % count
+        refusal: BaseException | None = None
+        answered = False
+        for step in range(count):
+            label, driver = self._entries[(start + step) % count]
+            try:
+                inner = await take(driver)
+            except Exception as exc:
+                if not is_unavailable(exc):
+                    raise
+                refusal = exc
+                continue
+            answered = True
+            if inner is not None:
+                return self._hold(label, inner)
+        if not answered and refusal is not None:
+            raise refusal
+        return None
+
+    def _hold(self, label: str, inner: Reservation) -> Reservation:
+        now = self._clock()
+        self._forget_expired(now)
+        token = str(uuid.uuid4())
+        deadline = now + self.visibility_timeout
+        self._held[token] = _Held(label, inner, deadline)
+        return Reservation(token, inner.job, label, deadline)
+
+    def _forget_expired(self, now: datetime) -> None:
+        for token in [token for token, held in self._held.items() if held.deadline <= now]:
+            del self._held[token]
+
+    def held(self) -> int:
+        """How many reservations this driver still maps to their connection."""
+        return len(self._held)
+
+    async def settle(self, reservation: Reservation, outcome: Settlement) -> SettleResult:
+        held = self._held.pop(reservation.token, None)
+        if held is None or held.deadline <= self._clock():
+            return STALE  # unknown or expired: sent to no connection
+        try:
+            return await self._driver(held.label).settle(held.inner, outcome)
+        except BaseException:
+            self._held[reservation.token] = held  # left for a retry or lease expiry
+            raise
+
+    def _driver(self, label: str) -> QueueDriver:
+        return next(driver for name, driver in self._entries if name == label)
+
+    # -- reads (FOV-7) ---------------------------------------------------------------------
+
+    async def _sum(self, read: Callable[[QueueDriver], Awaitable[int]]) -> int:
+        total = 0
+        for _, driver in self._entries:
+            total += await read(driver)
+        return total
+
+    async def size(self, queue: str | None = None) -> int:
+        return await self._sum(lambda driver: driver.size(queue))
+
+    async def pending_size(self, queue: str | None = None) -> int:
+        return await self._sum(lambda driver: driver.pending_size(queue))
+
+    async def delayed_size(self, queue: str | None = None) -> int:
+        return await self._sum(lambda driver: driver.delayed_size(queue))
+
+    async def reserved_size(self, queue: str | None = None) -> int:
+        return await self._sum(lambda driver: driver.reserved_size(queue))
+
+    async def clear(self, queue: str | None = None) -> int:
+        return await self._sum(lambda driver: driver.clear(queue))
+
+    async def _concat(
+        self, limit: int, read: Callable[[QueueDriver, int], Awaitable[list[JobRow]]]
+    ) -> list[JobRow]:
+        found: list[JobRow] = []
+        for _, driver in self._entries:
+            if len(found) >= limit:
+                break
+            found.extend(await read(driver, limit - len(found)))
+        return found[:limit]
+
+    async def pending_jobs(
+        self, queue: str | None = None, *, limit: int = DEFAULT_LISTING_LIMIT
+    ) -> list[JobRow]:
+        return await self._concat(limit, lambda d, n: d.pending_jobs(queue, limit=n))
+
+    async def delayed_jobs(
+        self, queue: str | None = None, *, limit: int = DEFAULT_LISTING_LIMIT
+    ) -> list[JobRow]:
+        return await self._concat(limit, lambda d, n: d.delayed_jobs(queue, limit=n))
+
+    async def reserved_jobs(
+        self, queue: str | None = None, *, limit: int = DEFAULT_LISTING_LIMIT
+    ) -> list[JobRow]:
+        return await self._concat(limit, lambda d, n: d.reserved_jobs(queue, limit=n))
+
+    async def close(self) -> None:
+        for _, driver in self._entries:
+            await driver.close()

@@ -1,0 +1,36 @@
+"""The listings and ``clear`` of the default connection (CONN-9, DRV-5, A16), a mixin of
+``QueueFacade`` beside its counts: ``Q.pending_jobs("billing")`` reads the default
+connection, ``Q.connection("reports").pending_jobs()`` another one. A driver that cannot
+list raises ``NotImplementedError`` (CONN-14)."""
+
+from __future__ import annotations
+
+from lane_pg.facade.driver import DEFAULT_LISTING_LIMIT, QueueDriver
+from lane_pg.types import JobRow
+
+
+class ConnectionReads:
+    """Listings and ``clear`` on ``self.driver()`` (the default connection)."""
+
+    def driver(self) -> QueueDriver:
+        raise NotImplementedError
+
+    async def pending_jobs(
+        self, queue: str | None = None, *, limit: int = DEFAULT_LISTING_LIMIT
+    ) -> list[JobRow]:
+        """Waiting jobs of ``queue`` (every queue when None), at most ``limit``."""
+        return await self.driver().pending_jobs(queue, limit=limit)
+
+    async def delayed_jobs(
+        self, queue: str | None = None, *, limit: int = DEFAULT_LISTING_LIMIT
+    ) -> list[JobRow]:
+        return await self.driver().delayed_jobs(queue, limit=limit)
+
+    async def reserved_jobs(
+        self, queue: str | None = None, *, limit: int = DEFAULT_LISTING_LIMIT
+    ) -> list[JobRow]:
+        return await self.driver().reserved_jobs(queue, limit=limit)
+
+    async def clear(self, queue: str | None = None) -> int:
+        """Remove the clearable jobs (A16: never a validly leased one); returns the count."""
+        return await self.driver().clear(queue)
