@@ -11,7 +11,9 @@ Pushes (FOV-1, FOV-4, FOV-9, FOV-10, A17):
   connection into failure, not on every push while it stays down; a push the connection
   accepts again re-arms it (Laravel #57762 emitted it per push).
 * The driver pins what must not change between attempts before the first one: a job id
-  (a UUID, unless the envelope carries one) and, for a delayed push, ``available_at``.
+  (a UUID, unless the envelope carries one) and, for a delayed push, ``available_at``
+  (from the push's moment, so time spent on refusing connections is not added to the
+  delay; each store still counts the remaining delay on its own clock).
   Failover is not dedup: a connection that stored a job and then reported a failure
   leaves a duplicate with the same id on the next connection (at-least-once, FOV-10);
   handlers are idempotent by the job id (README, "Idempotent handlers").
@@ -169,14 +171,14 @@ class FailoverDriver(SettleSpellings):
     async def push(self, envelope: Envelope, *, conn: object | None = None) -> str:
         if conn is not None:
             return await self._entries[0][1].push(envelope, conn=conn)  # A17
-        return await self._push_one(self._pinned(envelope, datetime.now(UTC)))
+        return await self._push_one(self._pinned(envelope, self._clock()))
 
     async def bulk_push(
         self, envelopes: Sequence[Envelope], *, conn: object | None = None
     ) -> list[str]:
         if conn is not None:
             return await self._entries[0][1].bulk_push(envelopes, conn=conn)  # A17
-        now = datetime.now(UTC)
+        now = self._clock()
         pinned = [self._pinned(envelope, now) for envelope in envelopes]
         ids: list[str] = []
         for number, envelope in enumerate(pinned, 1):
