@@ -32,6 +32,7 @@ answer that is not true.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import uuid
 from collections.abc import Sequence
@@ -257,6 +258,20 @@ def visibility_timeout_of(value: Duration | None) -> timedelta:
     if millis <= 0:
         raise ConfigurationError(f"the visibility timeout must be positive, got {value!r}")
     return timedelta(milliseconds=millis)
+
+
+_HANDLER_ERROR = "_lane_pg_raised_by_handler"
+
+
+def mark_handler_error(exc: BaseException) -> None:
+    """Mark ``exc`` as raised by a job's own handler (a driver that runs jobs at push), so
+    no failover takes it for an unreachable store and runs the job again."""
+    with contextlib.suppress(AttributeError):  # a class with __slots__: nothing to mark
+        setattr(exc, _HANDLER_ERROR, True)
+
+
+def is_handler_error(exc: BaseException) -> bool:
+    return getattr(exc, _HANDLER_ERROR, False) is True
 
 
 def attach_events(driver: object, events: object) -> None:

@@ -28,6 +28,7 @@ from lane_pg.facade import (
     QueueFacade,
     QueueFailedOver,
     Reservation,
+    SyncDriver,
 )
 from lane_pg.facade.driver import Settlement, SettleResult
 from lane_pg.facade.drivers.failover import is_unavailable
@@ -365,3 +366,26 @@ def test_constructor_refuses_bad_lists_FOV_1() -> None:
     with pytest.raises(TypeError):
         FailoverDriver([("a", object())])  # type: ignore[list-item]
     assert FailoverDriver([("pg-a", memory()), ("pg-b", memory())]).labels == ["pg-a", "pg-b"]
+
+
+@dataclass
+class Unreachable(Job):
+    job_name = "Unreachable"
+    queue = "fov"
+
+    async def handle(self) -> None:
+        RAN.append("unreachable")
+        raise ConnectionRefusedError(111, "the handler's own HTTP call was refused")
+
+
+RAN: list[str] = []
+
+
+async def test_a_sync_handlers_os_error_is_not_a_failover_DRV_3_A17() -> None:
+    RAN.clear()
+    spare = memory()
+    facade = _facade(FailoverDriver([("inline", SyncDriver()), ("spare", spare)]))
+    with pytest.raises(ConnectionRefusedError, match="handler's own"):
+        await facade.push(Unreachable())
+    assert RAN == ["unreachable"]  # ran once, not pushed again to the spare
+    assert await _jobs(spare) == []

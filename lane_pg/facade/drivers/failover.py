@@ -56,6 +56,7 @@ from lane_pg.facade.driver import (
     SettleResult,
     SettleSpellings,
     attach_events,
+    is_handler_error,
     visibility_timeout_of,
 )
 from lane_pg.facade.envelope import Envelope
@@ -78,12 +79,13 @@ def is_unavailable(exc: BaseException) -> bool:
     """Whether ``exc`` says the store could not be reached (so another may take the job):
     an ``OSError`` (refused, reset, timed out, unknown host), ``ConnectionUnavailable``, or
     a driver error whose SQLSTATE is of class 08, 53 or 57; looked for along the
-    ``__cause__`` chain. A ``LaneError`` (bad input, configuration, schema) never is."""
+    ``__cause__`` chain. A ``LaneError`` (bad input, configuration, schema) never is, nor
+    an error a job's handler raised under the sync driver (the job ran)."""
     current: BaseException | None = exc
     seen: set[int] = set()
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        if isinstance(current, LaneError):
+        if isinstance(current, LaneError) or is_handler_error(current):
             return False
         if isinstance(current, OSError | ConnectionUnavailable):
             return True

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from lane_pg.errors import ConfigurationError
-from lane_pg.facade.driver import DEFAULT_VISIBILITY_TIMEOUT
+from lane_pg.facade.driver import DEFAULT_VISIBILITY_TIMEOUT, mark_handler_error
 from lane_pg.facade.drivers.null import NullDriver
 from lane_pg.facade.envelope import Envelope
 from lane_pg.facade.events import Events
@@ -74,7 +74,13 @@ class SyncDriver(NullDriver):
             processor = TypedJobProcessor(
                 type(envelope.job), self._events or Events(), envelope.connection
             )
-            await processor.process(job, JobContext(store, job, SYNC_WORKER_ID))
+            try:
+                await processor.process(job, JobContext(store, job, SYNC_WORKER_ID))
+            except Exception as exc:
+                # The job ran and failed: never a reason for a failover to run it again
+                # elsewhere, whatever the handler raised (an OSError included).
+                mark_handler_error(exc)
+                raise
         finally:
             await store.close()
         return job_id
