@@ -8,11 +8,12 @@ is touched, so a boot error changes nothing. ``bootstrap_default()`` always wire
 
 =================================== ==========================================================
 ``LANE_PG_DRIVER``                  the default connection's driver: ``postgres`` (alias
-                                    ``database``), ``memory``, ``sync``, ``null``,
-                                    ``failover``; ``redis`` and ``local`` are not available
-                                    yet (a ``ConfigurationError``). Unset: ``postgres``.
+                                    ``database``), ``memory``, ``local``, ``sync``, ``null``,
+                                    ``failover``; ``redis`` is not available yet (a
+                                    ``ConfigurationError``). Unset: ``postgres``.
 ``LANE_PG_DSN``, ``LANE_PG_SCHEMA`` the postgres driver's store; no DSN: the embedded server
                                     (A12 as DESIGN.md decided), resolved on first use
+``LANE_PG_LOCAL_PATH``              the local driver's snapshot file (``lane_pg_local.json``)
 ``LANE_PG_VISIBILITY_TIMEOUT_SECS`` the lease of a driver's reservations (60)
 ``LANE_PG_CONNECTIONS``             more connections, ``postgres,memory``: one per entry,
                                     named after its driver; an entry naming the default's
@@ -20,15 +21,16 @@ is touched, so a boot error changes nothing. ``bootstrap_default()`` always wire
 ``LANE_PG_FAILOVER_CONNECTIONS``    the failover list, ``LABEL[:DRIVER],...`` (the driver
                                     defaults to the label: ``postgres,memory``); an entry
                                     reads its driver's variables, where
-                                    ``LANE_PG_FAILOVER_<LABEL>_DSN`` / ``_SCHEMA`` (the label
-                                    upper-cased, other characters ``_``) win, so two postgres
-                                    entries reach two servers
+                                    ``LANE_PG_FAILOVER_<LABEL>_DSN`` / ``_SCHEMA`` /
+                                    ``_LOCAL_PATH`` (the label upper-cased, other characters
+                                    ``_``) win, so two postgres entries reach two servers
 ``LANE_PG_ENV``                     ``production`` makes an unknown ``LANE_PG_DRIVER`` a boot
                                     error instead of a warning and memory (CONN-2)
 =================================== ==========================================================
 
 An unknown ``LANE_PG_CONNECTIONS`` or failover entry is a boot error in every environment.
-Two connections over the same store (the same DSN and schema) are refused at boot: a
+Two connections over the same store (the same DSN and schema, the same snapshot file) are
+refused at boot: a
 ``LANE_PG_CONNECTIONS`` entry naming the default's driver is its alias (not a second
 binding), and two failover entries over one store are an error. A failover entry over the
 store of another connection shares that connection's driver (one binding, one pool, per
@@ -45,7 +47,9 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from lane_pg.backend import JobQueueBackend
 from lane_pg.errors import ConfigurationError
 from lane_pg.facade.driver import BackendDriver, QueueDriver, visibility_timeout_of
 from lane_pg.facade.queue import Q, QueueFacade
@@ -66,8 +70,8 @@ DRIVER_NAMES: tuple[str, ...] = (
 """Every name ``LANE_PG_DRIVER`` accepts (CONN-2)."""
 _NOT_YET = {
     "redis": "the Redis backend is not available yet (a later issue); use postgres",
-    "local": "the local (JSON snapshot) driver is not available yet; use memory or postgres",
 }
+DEFAULT_LOCAL_PATH = "lane_pg_local.json"
 _LABEL_VARIABLE = re.compile(r"[^A-Z0-9]")
 
 
@@ -92,6 +96,24 @@ class _Wiring:
         self.stores[key] = driver
         return driver
 
+    def local(self, path: Path) -> QueueDriver:
+        """The local driver of the snapshot at ``path`` (one per file, like ``postgres``)."""
+        key = ("local", str(path.absolute()), "")
+        existing = self.stores.get(key)
+        if existing is not None:
+            return existing
+
+        async def open_snapshot() -> JobQueueBackend:
+            from lane_pg.facade.drivers.local import LocalBackend
+
+            return await LocalBackend.open(path)
+
+        driver = BackendDriver.opened_by(
+            open_snapshot, "local", visibility_timeout=self.visibility_secs
+        )
+        self.stores[key] = driver
+        return driver
+
 
 def _store_key(dsn: str | None, schema: str) -> tuple[str, str, str]:
     if not dsn:
@@ -105,6 +127,8 @@ def _store_key(dsn: str | None, schema: str) -> tuple[str, str, str]:
 def _describe_store(key: tuple[str, str, str]) -> str:
     from lane_pg.backend.url import redact_url
 
+    if key[0] == "local":
+        return f"the snapshot {key[1]}"
     return f"{redact_url(key[1])}, schema {key[2]!r}"
 
 
@@ -128,18 +152,22 @@ def _kind(name: str) -> str:
     return DRIVER_ALIASES.get(name, name)
 
 
-def _build(kind: str, wiring: _Wiring, *, dsn_var: str = "", schema_var: str = "") -> QueueDriver:
-    """The driver of a known kind (``_kind`` applied), configured from its variables."""
+def _build(kind: str, wiring: _Wiring, *, prefix: str = "") -> QueueDriver:
+    """The driver of a known kind (``_kind`` applied), configured from its variables:
+    ``{prefix}DSN`` etc. when set (a failover entry's own), else ``LANE_PG_DSN`` etc."""
     env = wiring.env
+
+    def setting(name: str) -> str | None:
+        return (prefix and env.get(f"{prefix}{name}")) or env.get(f"LANE_PG_{name}") or None
+
     if kind in _NOT_YET:
         raise ConfigurationError(f"queue driver {kind!r}: {_NOT_YET[kind]}")
     if kind == "postgres":
         from lane_pg.backend.url import backend_kind
         from lane_pg.postgres.schema import validate_schema_name  # the rule is PostgreSQL's
 
-        schema_text = (schema_var and env.get(schema_var)) or env.get("LANE_PG_SCHEMA") or "lane"
-        schema = validate_schema_name(schema_text)
-        dsn = (dsn_var and env.get(dsn_var)) or env.get("LANE_PG_DSN") or None
+        schema = validate_schema_name(setting("SCHEMA") or "lane")
+        dsn = setting("DSN")
         if dsn:
             backend_kind(dsn)  # a malformed or unsupported URL fails boot, not the first push
         return wiring.postgres(dsn, schema)
@@ -147,6 +175,8 @@ def _build(kind: str, wiring: _Wiring, *, dsn_var: str = "", schema_var: str = "
         from lane_pg.memory import MemoryBackend
 
         return BackendDriver(MemoryBackend(), "memory", visibility_timeout=wiring.visibility_secs)
+    if kind == "local":
+        return wiring.local(Path(setting("LOCAL_PATH") or DEFAULT_LOCAL_PATH))
     if kind == "sync":
         from lane_pg.facade.drivers.sync import SyncDriver
 
@@ -206,12 +236,7 @@ def _failover(wiring: _Wiring) -> QueueDriver:
                 f" variables (LANE_PG_FAILOVER_{suffix}_*): give them distinct labels"
             )
         suffixes[suffix] = label
-        driver = _build(
-            kind,
-            wiring,
-            dsn_var=f"LANE_PG_FAILOVER_{suffix}_DSN",
-            schema_var=f"LANE_PG_FAILOVER_{suffix}_SCHEMA",
-        )
+        driver = _build(kind, wiring, prefix=f"LANE_PG_FAILOVER_{suffix}_")
         if id(driver) in failover_stores:
             other = next(name for name, known in built if known is driver)
             key = next(key for key, known in wiring.stores.items() if known is driver)

@@ -35,7 +35,7 @@ import asyncio
 import contextlib
 import os
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Final, Literal, Protocol, TypeAlias, runtime_checkable
@@ -300,6 +300,7 @@ class BackendDriver(SettleSpellings):
         self._url: str | None = None
         self._lazy = False
         self._schema = "lane"
+        self._opener: Callable[[], Awaitable[JobQueueBackend]] | None = None
         self._opening = asyncio.Lock()
         self.visibility_timeout = visibility_timeout_of(visibility_timeout)
         self.worker_id = f"{driver_name}-driver-{os.getpid()}-{uuid.uuid4().hex[:8]}"
@@ -318,6 +319,19 @@ class BackendDriver(SettleSpellings):
         (``url`` None: ``$LANE_PG_DSN``, else the embedded server, resolved then)."""
         driver = cls(None, driver_name, visibility_timeout=visibility_timeout)
         driver._url, driver._schema, driver._lazy = url, schema, True
+        return driver
+
+    @classmethod
+    def opened_by(
+        cls,
+        opener: Callable[[], Awaitable[JobQueueBackend]],
+        driver_name: str,
+        *,
+        visibility_timeout: Duration | None = None,
+    ) -> BackendDriver:
+        """A driver whose backend ``opener()`` opens on first use (again after ``close``)."""
+        driver = cls(None, driver_name, visibility_timeout=visibility_timeout)
+        driver._opener, driver._lazy = opener, True
         return driver
 
     @property
@@ -343,7 +357,10 @@ class BackendDriver(SettleSpellings):
                 if self._backend is None:
                     if not self._lazy:
                         raise ConfigurationError(f"{self!r} was closed")
-                    self._backend = await connect(self._url, schema=self._schema)
+                    if self._opener is not None:
+                        self._backend = await self._opener()
+                    else:
+                        self._backend = await connect(self._url, schema=self._schema)
         return self._backend
 
     async def push(self, envelope: Envelope, *, conn: object | None = None) -> str:

@@ -59,6 +59,7 @@ def _refused(env: dict[str, str], match: str, **options: bool) -> None:
         ("postgres", "postgres", BackendDriver),
         ("database", "postgres", BackendDriver),
         ("memory", "memory", BackendDriver),
+        ("local", "local", BackendDriver),
         ("sync", "sync", SyncDriver),
         ("null", "null", NullDriver),
         ("failover", "failover", FailoverDriver),
@@ -132,7 +133,6 @@ def test_a_worker_never_falls_back_to_memory_A12() -> None:
     ("env", "match"),
     [
         ({"LANE_PG_DRIVER": "redis"}, "Redis backend is not available yet"),
-        ({"LANE_PG_DRIVER": "local"}, "local .* not available yet"),
         ({"LANE_PG_SCHEMA": "bad-name"}, "schema"),
         ({"LANE_PG_DSN": "mysql://x@y/z"}, "invalid DSN"),
         ({"LANE_PG_DSN": "redis://localhost"}, "Redis backend is not available yet"),
@@ -250,6 +250,7 @@ def test_a_failover_entry_shares_the_store_of_another_connection_CONN_11() -> No
         ({"LANE_PG_FAILOVER_CONNECTIONS": ":memory"}, "has no label"),
         ({"LANE_PG_FAILOVER_CONNECTIONS": "a:memory,a:null"}, "'a' and 'a' read the same"),
         ({"LANE_PG_FAILOVER_CONNECTIONS": "pg-a:memory,pg_a:null"}, "read the same variables"),
+        ({"LANE_PG_FAILOVER_CONNECTIONS": "a:local,b:local"}, "'a' and 'b' are the same store"),
         (
             {"LANE_PG_FAILOVER_CONNECTIONS": "pg-a:postgres,pg-b:postgres"},
             "'pg-a' and 'pg-b' are the same store",

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,6 +33,7 @@ from lane_pg.facade import (
     SyncDriver,
     current_context,
 )
+from lane_pg.facade.drivers.local import LocalBackend
 from lane_pg.facade.envelope import Envelope
 from lane_pg.flows import FlowJob
 from lane_pg.memory import MemoryBackend
@@ -65,7 +67,7 @@ class Broken(Job):
 
 
 DURABLE = ("backend", "failover")
-SHIPPED = ("backend", "failover", "sync", "null")
+SHIPPED = ("backend", "failover", "local", "sync", "null")
 
 
 def _facade(driver: QueueDriver) -> QueueFacade:
@@ -76,7 +78,7 @@ def _facade(driver: QueueDriver) -> QueueFacade:
 
 @pytest_asyncio.fixture(params=SHIPPED)
 async def shipped(
-    request: pytest.FixtureRequest, backend: JobQueueBackend, backend_kind: str
+    request: pytest.FixtureRequest, backend: JobQueueBackend, backend_kind: str, tmp_path: Path
 ) -> AsyncIterator[QueueDriver]:
     """Every shipped driver; the durable ones over the test's backend (memory, postgres)."""
     kind: str = request.param
@@ -91,6 +93,10 @@ async def shipped(
             ]
         )
         await spare.close()
+    elif kind == "local":
+        local = BackendDriver.opened_by(lambda: LocalBackend.open(tmp_path / "local.json"), "local")
+        yield local
+        await local.close()
     elif kind == "sync":
         yield SyncDriver()
     else:

@@ -1,0 +1,173 @@
+"""The ``local`` driver (DRV-2): a memory store persisted as a JSON snapshot, restored
+whole by the next ``open``."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from lane_pg.errors import ConfigurationError
+from lane_pg.facade import BackendDriver, Job, JobRegistry, QueueFacade, bootstrap_from_env
+from lane_pg.facade.drivers.local import LocalBackend, snapshot_of
+from lane_pg.flows import ChildRef, FlowJob
+from lane_pg.schedule import RepeatOptions
+from lane_pg.types import DeduplicationOptions, JobOptions, QueueDemand
+
+Q = "local"
+
+
+@dataclass
+class Note(Job):
+    job_name = "Note"
+    queue = Q
+    n: int = 0
+
+
+async def _busy_store(path: Path) -> tuple[LocalBackend, dict[str, str]]:
+    """A store with something of every kind in it."""
+    store = await LocalBackend.open(path)
+    ids: dict[str, str] = {}
+    ids["waiting"] = (await store.add_job(Q, "w", {"n": 1}, {"priority": 3})).id
+    ids["delayed"] = (await store.add_job(Q, "d", None, {"delay_ms": 60_000})).id
+    ids["active"] = (await store.add_job(Q, "a")).id
+    ids["done"] = (await store.add_job(Q, "c")).id
+    ids["failed"] = (await store.add_job(Q, "f")).id
+    claimed = await store.claim_jobs(
+        "w1", [QueueDemand(Q, 3)], timedelta(minutes=5)
+    )  # a, c, f after w (priority 3 sorts last)
+    tokens = {job.id: job.lock_token for job in claimed}
+    await store.add_job_log(Q, ids["active"], "half way", token=tokens[ids["active"]])
+    await store.update_job_progress(Q, ids["active"], 50, token=tokens[ids["active"]])
+    await store.complete_job(Q, ids["done"], tokens[ids["done"]], {"ok": 1})
+    await store.fail_job(Q, ids["failed"], tokens[ids["failed"]], "boom", discard_retry=True)
+    # A dedup owner that runs, with a kept next job (DEDUP-9).
+    keep = JobOptions(deduplication=DeduplicationOptions("k", keep_last_if_active=True))
+    ids["owner"] = (await store.add_job("dedup", "o", {"v": 1}, keep)).id
+    owner = (await store.claim_jobs("w1", [QueueDemand("dedup", 1)], 60))[0]
+    await store.add_job("dedup", "o", {"v": 2}, keep)
+    ids["owner_token"] = owner.lock_token
+    # A repeat scheduler.
+    await store.upsert_repeat(
+        "rep", "tick", None, JobOptions(repeat=RepeatOptions.every(timedelta(hours=1), key="t"))
+    )
+    # A flow whose child completed and whose child row is then removed.
+    flow = await store.add_flow(
+        FlowJob("parent", None, queue="flow", children=[FlowJob("child", {"c": 1})])
+    )
+    child = flow.children[0].job
+    ran = (await store.claim_jobs("w1", [QueueDemand("flow", 1)], 60))[0]
+    assert ran.id == child.id
+    await store.complete_job("flow", child.id, ran.lock_token, {"child": "value"})
+    assert await store.remove_job("flow", child.id)
+    ids["parent"], ids["child"] = flow.job.id, child.id
+    await store.pause_queue("paused")
+    await store.set_max_active_jobs(Q, 10)
+    assert await store.leader().acquire_leadership("maintenance", "w1", 30)
+    return store, ids
+
+
+async def test_reopening_restores_the_whole_store_DRV_2(tmp_path: Path) -> None:
+    path = tmp_path / "store.json"
+    store, ids = await _busy_store(path)
+    before = snapshot_of(store)
+    events = await store.read_events(Q)
+    await store.close()
+
+    again = await LocalBackend.open(path)
+    try:
+        assert snapshot_of(again) == before  # every record, sequence and index
+        assert await again.read_events(Q) == events
+        states = {name: (await again.get_job(Q, job_id)) for name, job_id in ids.items()}
+        assert states["waiting"] is not None and states["waiting"].state == "waiting"
+        assert states["delayed"] is not None and states["delayed"].state == "delayed"
+        active = states["active"]
+        assert active is not None and (active.state, active.progress) == ("active", 50)
+        assert (await again.get_job_logs(Q, ids["active"])).count == 1
+        assert states["done"] is not None and states["done"].return_value == {"ok": 1}
+        assert states["failed"] is not None and states["failed"].failed_reason == "boom"
+        # The processed value of a removed child is still the parent's (DRV-2's check).
+        values = await again.get_flow_children_values("flow", ids["parent"])
+        assert values == {ChildRef("flow", ids["child"]): {"child": "value"}}
+        assert [series.key for series in await again.list_repeats("rep")] == ["t"]
+        assert await again.is_queue_paused("paused")
+        assert await again.get_max_active_jobs(Q) == 10
+        assert not await again.leader().acquire_leadership("maintenance", "w2", 30)
+        # The kept next job is added when the restored owner finishes (DEDUP-9).
+        await again.complete_job("dedup", ids["owner"], ids["owner_token"])
+        waiting = (await again.list_jobs("dedup", ["waiting"])).items
+        assert [job.data for job in waiting] == [{"v": 2}]
+        # Sequences continue: a new job never reuses an id.
+        fresh = await again.add_job(Q, "new")
+        assert int(fresh.id) > max(int(job_id) for job_id in ids.values() if job_id.isdigit())
+    finally:
+        await again.close()
+
+
+async def test_every_change_is_on_disk_before_close_DRV_2(tmp_path: Path) -> None:
+    path = tmp_path / "store.json"
+    store = await LocalBackend.open(path)
+    job = await store.add_job(Q, "x", {"a": 1})
+    document = json.loads(path.read_text())
+    assert document["format"] == "lane_pg.local"
+    assert str(job.id) in path.read_text()
+    # A second process (or a second open here) cannot write the same file.
+    with pytest.raises(ConfigurationError, match="open in another process"):
+        await LocalBackend.open(path)
+    await store.close()
+    reopened = await LocalBackend.open(path)
+    assert (await reopened.get_job(Q, job.id)) is not None
+    await reopened.close()
+
+
+async def test_a_file_that_is_not_a_snapshot_is_refused_DRV_2(tmp_path: Path) -> None:
+    path = tmp_path / "store.json"
+    path.write_text('{"hello": 1}')
+    with pytest.raises(ConfigurationError, match="not a lane_pg local snapshot"):
+        await LocalBackend.open(path)
+    path.write_text("{not json")
+    with pytest.raises(ConfigurationError, match="cannot read snapshot"):
+        await LocalBackend.open(path)
+    path.write_text('{"format": "lane_pg.local", "version": 99, "store": {}}')
+    with pytest.raises(ConfigurationError, match="version 99"):
+        await LocalBackend.open(path)
+    # The lock was released by each refusal: a good file opens.
+    path.unlink()
+    fresh = await LocalBackend.open(path)
+    assert fresh.path.exists()  # a new store is written at once
+    await fresh.close()
+
+
+async def test_the_local_driver_from_the_environment_CONN_1_CONN_2(tmp_path: Path) -> None:
+    path = tmp_path / "app" / "queue.json"
+    facade = bootstrap_from_env(
+        QueueFacade(registry=JobRegistry()),
+        {"LANE_PG_DRIVER": "local", "LANE_PG_LOCAL_PATH": str(path)},
+    )
+    assert facade.driver_name() == "local"
+    assert not path.exists()  # booting does no I/O
+    job_id = await facade.push(Note(n=1))
+    await facade.close()
+    again = bootstrap_from_env(
+        QueueFacade(registry=JobRegistry()),
+        {"LANE_PG_DRIVER": "local", "LANE_PG_LOCAL_PATH": str(path)},
+    )
+    assert [job.id for job in await again.pending_jobs(Q)] == [job_id]
+    driver = again.driver()
+    assert isinstance(driver, BackendDriver)
+    reservation = await driver.pop_from([Q])
+    assert reservation is not None and await driver.ack(reservation) == "settled"
+    await again.close()
+
+
+def test_the_snapshot_refuses_what_it_cannot_hold_DRV_2() -> None:
+    from lane_pg.facade.drivers.local import encode
+
+    with pytest.raises(TypeError, match="cannot snapshot"):
+        encode(object())
+    with pytest.raises(TypeError, match="cannot snapshot"):
+        encode(float("nan"))
+    assert encode(datetime(2026, 1, 1, tzinfo=UTC)) == {"$dt": "2026-01-01T00:00:00+00:00"}
