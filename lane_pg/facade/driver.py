@@ -46,7 +46,6 @@ from lane_pg.facade.envelope import Envelope
 from lane_pg.types import JSON, Duration, JobRow, JobState, QueueDemand, to_millis
 
 SIZE_STATES: tuple[JobState, ...] = ("waiting", "delayed", "active", "waiting-children")
-CLEARED_STATES: tuple[JobState, ...] = ("waiting", "delayed", "waiting-children")
 DEFAULT_VISIBILITY_TIMEOUT = timedelta(seconds=60)
 """The lease of a reservation unless configured (``LANE_PG_VISIBILITY_TIMEOUT_SECS``)."""
 DEFAULT_LISTING_LIMIT = 1000

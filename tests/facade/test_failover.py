@@ -389,3 +389,12 @@ async def test_a_sync_handlers_os_error_is_not_a_failover_DRV_3_A17() -> None:
         await facade.push(Unreachable())
     assert RAN == ["unreachable"]  # ran once, not pushed again to the spare
     assert await _jobs(spare) == []
+
+
+async def test_a_read_over_a_down_store_raises_FOV_7() -> None:
+    spare = memory()
+    facade = _facade(FailoverDriver([("primary", refusing()), ("spare", spare)]))
+    await facade.push(Task())
+    assert await spare.size() == 1
+    with pytest.raises(ConnectionRefusedError):
+        await facade.size()  # never a total that silently leaves a store out
