@@ -28,8 +28,8 @@ under the pending id ``0:<dedup id>`` (``ChildRef(queue, "0:report")``, never mi
 until the owner finishes, when the child is stored and takes that place in the same
 transaction; a kept root is stored with its children then (DEDUP-18, -19). Whatever drops
 the kept job instead (a later duplicate, which takes its place and parent;
-``remove_deduplication_key``; the owner removed, drained or obliterated; its row expiring)
-releases the parent it was to join.
+``remove_deduplication_key``; the owner removed, drained or obliterated; its row expiring;
+``remove_unprocessed_children`` of the parent) releases the parent it was to join.
 """
 
 from __future__ import annotations

@@ -364,6 +364,15 @@ class _Flowing(_Store, FlowReads):
         ]
         snapshots = [child.snapshot() for child in doomed]
         self._remove_jobs([(self._queue(child.queue), child) for child in doomed], moment)
+        kept = [d for d in deps if d.bucket == "unprocessed" and d.child_key is None]
+        for dep in kept:  # DEDUP-18: the kept next jobs it waits for are dropped too
+            q = self._queues.get(dep.child_queue)
+            dedup_id = dep.child_id[2:]
+            owner = None if q is None else q.owners.get(dedup_id)
+            if owner is None or owner.next_parent is None or owner.next_parent[2] != parent.key:
+                continue
+            self._dedup_next_dropped(dep.child_queue, dedup_id, owner, moment)
+            owner.next_job, owner.next_parent, owner.next_children = None, None, []
         return snapshots
 
     async def remove_child_dependency(

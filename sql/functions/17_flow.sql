@@ -655,7 +655,9 @@ END $$;
 -- FLOW-24: removes the parent's pending children that nobody holds and that are not
 -- running (waiting, delayed or waiting-children), each with its `removed` event; their
 -- dependency rows stay (bucket removed: they show as missing) and the parent is released
--- when nothing is pending. Returns the removed rows.
+-- when nothing is pending. The kept next jobs it waits for (DEDUP-18) are dropped too,
+-- each whose owner row is free (an owner finishing now stores its child, which then is
+-- pending and running-free, for a later call). Returns the removed rows.
 CREATE OR REPLACE FUNCTION lane.remove_unprocessed_children(p_queue text, p_id text,
                                                             p_now timestamptz DEFAULT NULL)
 RETURNS SETOF lane.jobs LANGUAGE plpgsql AS $$
@@ -663,6 +665,8 @@ DECLARE
     v_now timestamptz := coalesce(p_now, clock_timestamp());
     v_parent_key bigint := lane._job_key(p_queue, p_id);
     v_children lane.jobs[];
+    v_kept record;
+    v_owner lane.dedup_owners;
 BEGIN
     v_children := ARRAY(
         SELECT j FROM lane.flow_deps d JOIN lane.jobs j ON j.key = d.child_key
@@ -671,6 +675,19 @@ BEGIN
          ORDER BY d.seq
            FOR UPDATE OF j SKIP LOCKED);
     PERFORM lane._remove_jobs(ARRAY(SELECT c.key FROM unnest(v_children) c), v_now);
+    FOR v_kept IN
+        SELECT d.child_queue, substr(d.child_id, 3) AS dedup_id FROM lane.flow_deps d
+         WHERE d.parent_key = v_parent_key AND d.bucket = 'unprocessed' AND d.child_key IS NULL
+         ORDER BY d.seq
+    LOOP
+        SELECT * INTO v_owner FROM lane.dedup_owners
+         WHERE queue = v_kept.child_queue AND dedup_id = v_kept.dedup_id FOR UPDATE SKIP LOCKED;
+        CONTINUE WHEN NOT FOUND
+                   OR (v_owner.next_job -> 'parent' ->> 'key')::bigint IS DISTINCT FROM v_parent_key;
+        UPDATE lane.dedup_owners SET next_job = NULL
+         WHERE queue = v_owner.queue AND dedup_id = v_owner.dedup_id;
+        PERFORM lane._dedup_next_dropped(v_owner.queue, v_owner.dedup_id, v_owner.next_job, v_now);
+    END LOOP;
     RETURN QUERY SELECT * FROM unnest(v_children);
 END $$;
 

@@ -377,3 +377,44 @@ async def test_a_kept_flow_is_stored_when_its_parent_fails_after_stalling_DEDUP_
     [_, latest] = await jobs_named(backend, queue_name, "nightly")
     [step] = await jobs_named(backend, queue_name, "step")
     assert (latest.data, latest.state, step.parent_id) == ("v2", "waiting-children", latest.id)
+
+
+async def test_removing_unprocessed_children_drops_a_kept_child_FLOW_24_DEDUP_18(
+    backend: JobQueueBackend, queue_name: str, clock: Clock
+) -> None:
+    owner = await running_owner(backend, queue_name, clock)
+    await backend.add_flow(
+        FlowJob(
+            "parent",
+            queue=queue_name,
+            options={"job_id": "P"},
+            children=[FlowJob("plain", "a"), FlowJob("report", "v2", KEEP)],
+        ),
+        now=clock.at(2),
+    )
+    removed = await backend.remove_unprocessed_children(queue_name, "P", now=clock.at(3))
+    assert [job.name for job in removed] == ["plain"]
+    assert await state(backend, queue_name, "P") == "waiting"
+    await complete(backend, owner, clock, 4)
+    assert len(await jobs_named(backend, queue_name, "report")) == 1  # nothing was kept
+
+
+async def test_replacing_a_delayed_owner_releases_the_kept_childs_parent_DEDUP_18(
+    backend: JobQueueBackend, queue_name: str, clock: Clock
+) -> None:
+    """The owner retries with a backoff (delayed, its kept child still kept); a
+    replace_delayed add removes it and owns the id: the kept child is gone with it."""
+    options = {
+        "deduplication": {"id": "report", "keep_last_if_active": True},
+        "attempts": 2,
+        "backoff": {"type": "fixed", "delay_ms": 60_000},
+    }
+    await backend.add_job(queue_name, "report", "v1", options, now=clock.at(0))
+    owner = await claim_one(backend, queue_name, clock, 1)
+    await flow_with_kept_child(backend, queue_name, clock, "P", "v2")
+    await backend.fail_job(queue_name, owner.id, token(owner), "again", now=clock.at(3))
+    assert await state(backend, queue_name, owner.id) == "delayed"
+    replace = {"deduplication": {"id": "report", "replace_delayed": True}}
+    replacement = await backend.add_job(queue_name, "report", "v3", replace, now=clock.at(4))
+    assert replacement.id != owner.id
+    assert await state(backend, queue_name, "P") == "waiting"
