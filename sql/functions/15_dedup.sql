@@ -89,6 +89,9 @@ DECLARE
     v_job lane.jobs;
     v_next jsonb;
     v_parent_key bigint;
+    -- The parent being attached to, which its caller releases (lane._dedup_next_dropped).
+    v_attaching bigint := CASE WHEN p_parent_id IS NOT NULL
+                               THEN lane._find_key(p_parent_queue, p_parent_id) END;
 BEGIN
     LOOP
         INSERT INTO lane.dedup_owners (queue, dedup_id, job_id, job_key, expires_at,
@@ -106,7 +109,7 @@ BEGIN
         IF v_job.key IS NULL THEN
             -- A stale or expired row: the new job takes it over (DEDUP-15, A10).
             PERFORM lane._dedup_next_dropped(p_queue, v_dedup_id, v_owner.next_job, p_now,
-                                             lane._find_key(p_parent_queue, p_parent_id));
+                                             v_attaching);
             UPDATE lane.dedup_owners
                SET job_id = p_id, job_key = p_key, expires_at = v_expires,
                    keep_last = v_keep_last, next_job = NULL, created_at = p_now
@@ -122,7 +125,7 @@ BEGIN
                 DELETE FROM lane.jobs WHERE key = v_job.key;
                 PERFORM lane._emit(p_queue, 'removed', v_job.id, '{"prev": "delayed"}', p_now);
                 PERFORM lane._dedup_next_dropped(p_queue, v_dedup_id, v_owner.next_job, p_now,
-                                                 lane._find_key(p_parent_queue, p_parent_id));
+                                                 v_attaching);
                 UPDATE lane.dedup_owners
                    SET job_id = p_id, job_key = p_key, keep_last = v_keep_last, next_job = NULL,
                        expires_at = CASE WHEN v_extend THEN v_expires ELSE expires_at END
@@ -136,7 +139,7 @@ BEGIN
             IF p_parent_id IS NOT NULL THEN
                 -- DEDUP-18: the parent waits for it; its placeholder first, so a parent
                 -- whose earlier kept child this one replaces never reaches 0 between.
-                v_parent_key := lane._find_key(p_parent_queue, p_parent_id);
+                v_parent_key := v_attaching;
                 v_next := v_next || jsonb_build_object('parent', jsonb_build_object(
                               'queue', p_parent_queue, 'id', p_parent_id, 'key', v_parent_key));
                 PERFORM lane._flow_hold(v_parent_key, p_queue, v_dedup_id,
