@@ -228,12 +228,34 @@ class _Flowing(_Store, FlowReads):
         node = _Node(q.name, owner.next_job, owner.next_children)
         parent = self._waiting_parent(owner)
         if parent is not None and self._take_placeholder(parent, q.name, dedup_id):
-            self._flow_attach(parent, [node], (), now)
+            if self._would_conflict(node, (parent.queue, parent.id)):
+                # As lane._flow_materialise: a node whose custom id (or a custom id below
+                # it) is another parent's child is a duplicate of it (ADD-3), and the
+                # owner's outcome still stands. Checked first: the store is not restored
+                # under a completion that holds its records.
+                self._emit(q, "duplicated", node.job_id, {}, now)
+                if parent.state == "waiting-children" and (parent.deps_pending or 0) <= 0:
+                    self._flow_release([parent], now)
+            else:
+                self._flow_attach(parent, [node], (), now)
             return
         before = self._last_key
         record = self._insert(q.name, node.new, now, hold=bool(node.children))
         if node.children and record.key > before:
             self._flow_attach(record, node.children, (), now)
+
+    def _would_conflict(self, node: _Node, parent: tuple[str, str | None]) -> bool:
+        """Whether attaching ``node`` under ``parent`` would meet a ParentConflict: a
+        custom id in its tree that is a retained parent's child elsewhere."""
+        if node.job_id is not None:
+            found = self._find(node.queue, node.job_id)
+            if found is not None:
+                record = found[1]
+                owner = (record.parent_queue, record.parent_id)
+                if record.parent_id is not None and owner != parent and self._parent_of(record):
+                    return True
+        below = (node.queue, node.job_id)  # a fresh node's children have a new parent
+        return any(self._would_conflict(child, below) for child in node.children)
 
     async def add_flow(self, flow: FlowJob, *, now: datetime | None = None) -> Flow:
         root = _check_flow(flow.to_json(), None)

@@ -77,15 +77,30 @@ BEGIN
              WHERE parent_key = v_parent.key AND child_queue = p_queue
                AND child_id = lane._flow_placeholder_id(p_dedup_id) AND bucket = 'unprocessed';
             IF FOUND THEN
-                -- No release in between: _flow_attach counts the new child, then checks.
-                UPDATE lane.jobs SET deps_pending = deps_pending - 1 WHERE key = v_parent.key
-                RETURNING * INTO v_parent;
-                PERFORM 1 FROM lane._flow_attach(
-                    v_parent,
-                    jsonb_build_array(jsonb_build_object(
-                        'queue', p_queue, 'name', p_next ->> 'name', 'data', p_next -> 'data',
-                        'options', p_next -> 'options', 'children', v_children)),
-                    '{}', p_now);
+                -- The owner's completion (or terminal failure) must not fail because of the
+                -- kept node: one whose custom id is another parent's child (LN011), or
+                -- held by someone else right now (55P03), is what an add of an existing
+                -- id is, a duplicate (ADD-3): `duplicated` on that id, and the parent no
+                -- longer waits for it. The block's savepoint is only paid on this path.
+                BEGIN
+                    -- No release in between: _flow_attach counts the new child, then checks.
+                    UPDATE lane.jobs SET deps_pending = deps_pending - 1 WHERE key = v_parent.key
+                    RETURNING * INTO v_parent;
+                    PERFORM 1 FROM lane._flow_attach(
+                        v_parent,
+                        jsonb_build_array(jsonb_build_object(
+                            'queue', p_queue, 'name', p_next ->> 'name', 'data', p_next -> 'data',
+                            'options', p_next -> 'options', 'children', v_children)),
+                        '{}', p_now);
+                EXCEPTION WHEN SQLSTATE 'LN011' OR lock_not_available THEN
+                    PERFORM lane._emit(p_queue, 'duplicated', p_next -> 'options' ->> 'job_id',
+                                       '{}', p_now);
+                    UPDATE lane.jobs SET deps_pending = deps_pending - 1 WHERE key = v_parent.key
+                    RETURNING * INTO v_parent;
+                    IF v_parent.state = 'waiting-children' AND v_parent.deps_pending <= 0 THEN
+                        PERFORM lane._flow_release(ARRAY[v_parent.key], p_now);
+                    END IF;
+                END;
                 RETURN;
             END IF;
         END IF;

@@ -418,3 +418,40 @@ async def test_replacing_a_delayed_owner_releases_the_kept_childs_parent_DEDUP_1
     replacement = await backend.add_job(queue_name, "report", "v3", replace, now=clock.at(4))
     assert replacement.id != owner.id
     assert await state(backend, queue_name, "P") == "waiting"
+
+
+async def test_a_kept_child_whose_id_another_parent_holds_is_a_duplicate_DEDUP_18(
+    backend: JobQueueBackend, queue_name: str, clock: Clock
+) -> None:
+    """The owner's completion never fails because of its kept node: a node whose custom id
+    is another retained parent's child is a duplicate of that job (ADD-3), and the parent
+    that waited for it goes on."""
+    owner = await running_owner(backend, queue_name, clock)
+    waiting = await backend.add_flow(
+        FlowJob(
+            "parent",
+            queue=queue_name,
+            options={"job_id": "waiting"},
+            children=[FlowJob("report", "v2", keep_last(job_id="c1"))],
+        ),
+        now=clock.at(2),
+    )
+    assert waiting.children == []  # kept as the owner's next job
+    # Meanwhile another flow takes the kept node's custom id for a child of its own.
+    other = await backend.add_flow(
+        FlowJob(
+            "other-parent",
+            queue=queue_name,
+            options={"job_id": "other"},
+            children=[FlowJob("taken", "x", {"job_id": "c1"})],
+        ),
+        now=clock.at(3),
+    )
+    assert await state(backend, queue_name, "waiting") == "waiting-children"
+    await complete(backend, owner, clock, 4)  # must not raise ParentConflict
+    assert await state(backend, queue_name, owner.id) == "completed"
+    assert await state(backend, queue_name, "waiting") == "waiting"
+    taken = await backend.get_job(queue_name, "c1")
+    assert taken is not None and (taken.name, taken.parent_id) == ("taken", other.job.id)
+    events = await backend.read_events(queue_name)
+    assert [e.event for e in events if e.job_id == "c1"][-1] == "duplicated"
