@@ -11,7 +11,9 @@ are emitted on the facade's listeners. Decisions (docs/decisions.md):
 * delays are ignored (the job runs now) and a debounce never collapses: every push runs;
 * nothing stays behind: counts are 0 and listings empty, because that is literally true;
 * ``conn=`` (in-transaction) is refused: the handler cannot run inside the caller's
-  transaction and be rolled back with it.
+  transaction and be rolled back with it;
+* ``bulk`` runs the jobs one after another and is not atomic: an exception stops the batch
+  with the earlier jobs already run.
 """
 
 from __future__ import annotations
