@@ -19,10 +19,18 @@ import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from lane_pg.backend import HasWakeups, JobQueueBackend, backend_kind, connect, resolve_url
+from lane_pg.backend import (
+    HasWakeups,
+    JobQueueBackend,
+    RecordsFailedJobs,
+    backend_kind,
+    connect,
+    resolve_url,
+)
 from lane_pg.errors import ConfigurationError
 from lane_pg.facade import DEFAULT_REGISTRY, BackendDriver, JobRegistry, QueueFacade
 from lane_pg.facade.runner import typed_processors
+from lane_pg.failed import FailedJobStore
 from lane_pg.types import JSON, JobOptions, JobRow, Lane
 from lane_pg.worker import Processor, ProcessorLike, Worker, WorkerConfig
 
@@ -99,8 +107,11 @@ class App:
         from lane_pg.facade import Q
 
         facade = facade or Q
-        driver = BackendDriver(await self.backend(), backend_kind(self.resolve_dsn()))
+        backend = await self.backend()
+        driver = BackendDriver(backend, backend_kind(self.resolve_dsn()))
         facade.set_driver(driver, name=self.connection)
+        if facade.failed_store() is None:
+            facade.set_failed_store(default_failed_store(backend))  # FAIL-8
         return facade
 
     def resolve_dsn(self) -> str:
@@ -149,7 +160,16 @@ class App:
                 health_interval=min(config.poll_interval, 5.0),
             )
             await notifier.start()
-        return Worker(backend, self.all_processors(), config, notifier=notifier)
+        from lane_pg.facade import Q
+
+        return Worker(
+            backend,
+            self.all_processors(),
+            config,
+            notifier=notifier,
+            failed_store=Q.failed_store() or default_failed_store(backend),
+            connection=self.connection_label(),
+        )
 
     async def run_worker(self, config: WorkerConfig | None = None, **settings: Any) -> Worker:
         """Run a worker until it stops (``worker.stop()``, or idle in burst mode)."""
@@ -165,3 +185,14 @@ class App:
         if self._backend is not None:
             await self._backend.close()
             self._backend = None
+
+
+def default_failed_store(backend: JobQueueBackend) -> FailedJobStore | None:
+    """The failed-job store a backend's driver binds at boot (FAIL-8): PostgreSQL's
+    database store; None for the others (``Q.set_failed_store`` binds one)."""
+    if not isinstance(backend, RecordsFailedJobs):
+        return None
+    from lane_pg.postgres.backend import PostgresBackend
+    from lane_pg.postgres.failed import DatabaseFailedJobStore
+
+    return DatabaseFailedJobStore(backend) if isinstance(backend, PostgresBackend) else None
