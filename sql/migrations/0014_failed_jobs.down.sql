@@ -1,10 +1,23 @@
--- Undoes 0014_failed_jobs.sql: tables only, as every .down.sql (0001's shape again).
+-- Undoes 0014_failed_jobs.sql: tables only, as every .down.sql. The table is built again in
+-- 0001's shape (column order included) and the records copied over, the job id taken
+-- back out of the envelope.
 
-DROP INDEX lane.failed_jobs_failed_at_idx;
-ALTER TABLE lane.failed_jobs ALTER COLUMN failed_at SET DEFAULT now();
-ALTER TABLE lane.failed_jobs ALTER COLUMN connection SET DEFAULT 'default';
-ALTER TABLE lane.failed_jobs ADD COLUMN job_id text NOT NULL DEFAULT '';
-UPDATE lane.failed_jobs SET job_id = coalesce(envelope_json ->> 'id', '');
-ALTER TABLE lane.failed_jobs ALTER COLUMN job_id DROP DEFAULT;
-ALTER TABLE lane.failed_jobs RENAME COLUMN envelope_json TO payload;
-ALTER TABLE lane.failed_jobs RENAME COLUMN job_name TO name;
+ALTER TABLE lane.failed_jobs RENAME TO failed_jobs_0014;
+ALTER INDEX lane.failed_jobs_pkey RENAME TO failed_jobs_0014_pkey;
+ALTER INDEX lane.failed_jobs_queue_idx RENAME TO failed_jobs_0014_queue_idx;
+CREATE TABLE lane.failed_jobs (
+    id         uuid PRIMARY KEY,
+    connection text NOT NULL DEFAULT 'default',
+    queue      text NOT NULL,
+    job_id     text NOT NULL,
+    name       text NOT NULL,
+    payload    jsonb NOT NULL,
+    exception  text NOT NULL,
+    failed_at  timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX failed_jobs_queue_idx ON lane.failed_jobs (queue, failed_at);
+INSERT INTO lane.failed_jobs (id, connection, queue, job_id, name, payload, exception, failed_at)
+SELECT id, connection, queue, coalesce(envelope_json ->> 'id', ''), job_name, envelope_json,
+       exception, failed_at
+  FROM lane.failed_jobs_0014;
+DROP TABLE lane.failed_jobs_0014;
