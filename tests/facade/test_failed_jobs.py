@@ -19,7 +19,7 @@ import pytest
 from lane_pg.app import App
 from lane_pg.backend import JobQueueBackend
 from lane_pg.errors import ConfigurationError, UnknownJobName
-from lane_pg.facade import Job, JobQueued, QueueFacade, typed_processors
+from lane_pg.facade import EnvelopeOverrides, Job, JobQueued, QueueFacade, typed_processors
 from lane_pg.facade import failed as facade_failed
 from lane_pg.failed import (
     FailedJobFilter,
@@ -217,6 +217,30 @@ async def test_an_unknown_job_name_is_recorded_A14(
     assert UnknownJobName.__name__ in record.exception
     failed = await backend.get_job(queue_name, job.id)
     assert failed is not None and failed.state == "failed" and failed.attempts_made == 1
+
+
+@dataclass
+class Slow(Job):
+    job_name = "Slow"
+    max_tries = 3
+    timeout = 0.05
+    fail_on_timeout = True
+
+    async def handle(self) -> None:
+        await asyncio.sleep(30)
+
+
+async def test_a_timeout_with_fail_on_timeout_is_recorded_FAIL_2(
+    backend: JobQueueBackend, facade: QueueFacade, store: FailedJobStore, queue_name: str
+) -> None:
+    facade.registry.register(Slow)
+    job_id = await facade.push_with(Slow(), EnvelopeOverrides(queue=queue_name))
+    await work(backend, facade, store, queue_name)
+    [record] = await records_of(store, queue_name)
+    assert (record.job_name, record.job_id) == ("Slow", job_id)
+    assert "TimeoutExceeded" in record.exception
+    job = await backend.get_job(queue_name, job_id)
+    assert job is not None and job.state == "failed" and job.attempts_made == 1
 
 
 async def test_retry_of_a_retained_row_runs_the_same_job_again_FAIL_4(
