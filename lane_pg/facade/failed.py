@@ -21,7 +21,7 @@ import logging
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from lane_pg.errors import ConfigurationError, LaneError
+from lane_pg.errors import ConfigurationError, LaneError, ValidationError
 from lane_pg.facade.driver import BackendDriver
 from lane_pg.facade.events import JobQueued
 from lane_pg.failed import (
@@ -149,30 +149,40 @@ class FailedJobs:
         record = await store.find(check_record_id(record_id))
         if record is None:
             return False
-        await self._retry(store, record)
-        return True
+        return await self._retry(store, record)
 
-    async def _retry(self, store: FailedJobStore, record: FailedJobRecord) -> None:
+    async def _retry(self, store: FailedJobStore, record: FailedJobRecord) -> bool:
+        """Push ``record``'s job again; False when another retry took the record first.
+
+        The record is deleted before the push, so of two concurrent retries (two
+        ``retry all`` runs) one pushes and the other finds nothing to take; a push that
+        fails logs the record back, so it is never lost."""
         queue, job_id, name, data = decode_record(record)
         driver = self._retry_driver(record)
-        backend = driver.backend
-        row = await backend.get_job(queue, job_id)
-        if row is None:
-            options = retry_options(record.envelope)
-            stored = await backend.add_job(queue, name, data, options)
-            await self.events.emit(JobQueued(record.connection, queue, name, stored.id))
-        elif row.state in ("failed", "completed"):
-            await backend.retry_job(queue, job_id)
-            await self.events.emit(JobQueued(record.connection, queue, name, job_id))
-        else:
-            log.info(
-                "failed job %s: job %s/%s is %s again already; its record goes",
-                record.id,
-                queue,
-                job_id,
-                row.state,
-            )
-        await store.forget(record.id)
+        options = retry_options(record.envelope)
+        if not await store.forget(record.id):
+            return False
+        try:
+            backend = driver.backend
+            row = await backend.get_job(queue, job_id)
+            if row is None:
+                stored = await backend.add_job(queue, name, data, options)
+                await self.events.emit(JobQueued(record.connection, queue, name, stored.id))
+            elif row.state in ("failed", "completed"):
+                await backend.retry_job(queue, job_id)
+                await self.events.emit(JobQueued(record.connection, queue, name, job_id))
+            else:
+                log.info(
+                    "failed job %s: job %s/%s is %s again already; its record goes",
+                    record.id,
+                    queue,
+                    job_id,
+                    row.state,
+                )
+        except BaseException:
+            await store.log(record)
+            raise
+        return True
 
     async def retry_all_failed(
         self, before: datetime | None = None, *, where: FailedJobFilter | None = None
@@ -190,11 +200,10 @@ class FailedJobs:
             page = await store.page(scope, after=after, limit=RETRY_PAGE)
             for record in page:
                 try:
-                    await self._retry(store, record)
-                except (ConfigurationError, UndecodableFailedJob) as exc:
+                    retried += await self._retry(store, record)
+                except (ConfigurationError, UndecodableFailedJob, ValidationError) as exc:
+                    # ValidationError: stored data or options the backend refuses now.
                     log.warning("failed job %s kept: %s", record.id, exc)
-                    continue
-                retried += 1
             if len(page) < RETRY_PAGE:
                 return retried
             after = record_key(page[-1])

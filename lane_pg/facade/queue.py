@@ -229,7 +229,9 @@ class QueueFacade(FailedJobs):
                 await driver.close()
 
     def reset(self) -> None:
-        """Forget connections, routes, forwards and listeners (tests; drivers not closed)."""
+        """Forget connections, routes, forwards, listeners and the failed-job store (tests;
+        drivers not closed)."""
+        self._failed_store = None
         self._default = None
         self._default_name = None
         self._connections.clear()

@@ -18,7 +18,7 @@ import pytest
 
 from lane_pg.app import App
 from lane_pg.backend import JobQueueBackend
-from lane_pg.errors import ConfigurationError, UnknownJobName
+from lane_pg.errors import ConfigurationError, InvalidOptions, UnknownJobName
 from lane_pg.facade import EnvelopeOverrides, Job, JobQueued, QueueFacade, typed_processors
 from lane_pg.facade import failed as facade_failed
 from lane_pg.failed import (
@@ -349,6 +349,49 @@ async def test_retry_refuses_unknown_connections_and_undecodable_records_FAIL_4(
     assert await facade.retry_failed("5f1d1c0e-0000-4000-8000-000000000000") is False
     await store.forget(nowhere.id)
     await store.forget(garbage.id)
+
+
+async def test_concurrent_retries_of_one_record_push_it_once_FAIL_4(
+    backend: JobQueueBackend, facade: QueueFacade, store: FailedJobStore, queue_name: str
+) -> None:
+    facade.registry.register(Poison)
+    facade.set_failed_store(store)
+    options: dict[str, JSON] = {"attempts": 1, "remove_on_fail": True}
+    await backend.add_job(queue_name, "Poison", {"n": 5}, options)
+    await work(backend, facade, store, queue_name)
+    [record] = await records_of(store, queue_name)
+    outcomes = await asyncio.gather(*(facade.retry_failed(record.id) for _ in range(4)))
+    assert sorted(outcomes) == [False, False, False, True]
+    assert await backend.get_job_count(queue_name, ["waiting"]) == 1  # a new id, once
+
+
+async def test_a_push_the_backend_refuses_keeps_the_record_FAIL_4_FAIL_5(
+    backend: JobQueueBackend, facade: QueueFacade, store: FailedJobStore, queue_name: str
+) -> None:
+    facade.set_failed_store(store)
+    refused = FailedJobRecord(
+        id="0b6c55ad-3f0c-4a53-9b2a-2a7a3cfa0004",
+        connection=facade.connection_name(),
+        queue=queue_name,
+        job_name="Poison",
+        envelope={
+            "queue": queue_name,
+            "id": "c-1",
+            "name": "Poison",
+            "data": {},
+            "options": {"attempts": 0},
+        },
+        exception="x",
+        failed_at=datetime.now(UTC),
+    )
+    await store.log(refused)
+    with pytest.raises(InvalidOptions, match="attempts"):
+        await facade.retry_failed(refused.id)
+    assert await store.find(refused.id) == refused
+    assert await facade.retry_all_failed(where=FailedJobFilter(queue=queue_name)) == 0
+    assert await store.find(refused.id) == refused
+    assert await backend.get_job(queue_name, "c-1") is None
+    await store.forget(refused.id)
 
 
 async def test_retry_all_keeps_what_it_cannot_push_and_pages_FAIL_5(
