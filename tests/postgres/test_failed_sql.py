@@ -184,3 +184,38 @@ async def test_store_functions_refuse_bad_input_FAIL_1(
     assert await conn.fetchval("SELECT lane.count_failed_jobs($1)", queue_name) == 1
     assert await conn.fetchval("SELECT lane.forget_failed_job($1)", record_id) is True
     assert await conn.fetchval("SELECT lane.forget_failed_job($1)", record_id) is False
+
+
+@pytest.mark.parametrize(("meta", "recorded"), [({"connection": "pg"}, True), (None, False)])
+async def test_a_parent_failed_by_its_child_records_typed_parents_FAIL_2(
+    conn: asyncpg.Connection, queue_name: str, meta: dict[str, str] | None, recorded: bool
+) -> None:
+    parent_options: dict[str, object] = {"job_id": "report-1"}
+    if meta is not None:
+        parent_options["meta"] = meta
+    flow = {
+        "queue": queue_name,
+        "name": "Report",
+        "options": parent_options,
+        "children": [{"name": "Fetch", "data": 1, "queue": f"{queue_name}_c"}],
+    }
+    await conn.execute("SELECT lane.add_flow($1::jsonb)", json.dumps(flow))
+    child = await conn.fetchrow(
+        "SELECT id, lock_token::text AS token"
+        " FROM lane.claim_jobs('w', ARRAY[$1], ARRAY[1], 30000)",
+        f"{queue_name}_c",
+    )
+    assert child is not None
+    [outcome] = await conn.fetch(
+        FAIL, f"{queue_name}_c", child["id"], child["token"], "fetch broke", None, None
+    )
+    assert outcome["state"] == "failed"
+    assert (await state(conn, queue_name, "report-1"))["state"] == "failed"
+    assert await records(conn, f"{queue_name}_c") == []  # the child's worker had no store
+    found = await records(conn, queue_name)
+    if recorded:
+        [record] = found
+        assert (record["connection"], record["job_name"]) == ("pg", "Report")
+        assert "fetch broke" in record["exception"]
+    else:
+        assert found == []
