@@ -75,9 +75,13 @@ if TYPE_CHECKING:
         Job,
         Q,
         QueueFacade,
+        bootstrap_default,
+        bootstrap_from_env,
         current_context,
         job,
         register_job,
+        run_worker,
+        run_worker_on,
     )
     from lane_pg.worker import JobContext, Worker, WorkerConfig, claim_next_blocking
 
@@ -87,9 +91,13 @@ _LAZY = {
     "Job": "lane_pg.facade",
     "Q": "lane_pg.facade",
     "QueueFacade": "lane_pg.facade",
+    "bootstrap_default": "lane_pg.facade",
+    "bootstrap_from_env": "lane_pg.facade",
     "current_context": "lane_pg.facade",
     "job": "lane_pg.facade",
     "register_job": "lane_pg.facade",
+    "run_worker": "lane_pg.facade",
+    "run_worker_on": "lane_pg.facade",
     "JobContext": "lane_pg.worker",
     "Worker": "lane_pg.worker",
     "WorkerConfig": "lane_pg.worker",
@@ -155,11 +163,15 @@ __all__ = [
     "ValidationError",
     "Worker",
     "WorkerConfig",
+    "bootstrap_default",
+    "bootstrap_from_env",
     "claim_next_blocking",
     "connect",
     "current_context",
     "job",
     "register_job",
+    "run_worker",
+    "run_worker_on",
 ]
 
 

@@ -19,20 +19,14 @@ import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from lane_pg.backend import (
-    HasWakeups,
-    JobQueueBackend,
-    RecordsFailedJobs,
-    backend_kind,
-    connect,
-    resolve_url,
-)
+from lane_pg.backend import JobQueueBackend, backend_kind, connect, resolve_url
 from lane_pg.errors import ConfigurationError
 from lane_pg.facade import DEFAULT_REGISTRY, BackendDriver, JobRegistry, QueueFacade
+from lane_pg.facade.failed import default_failed_store
 from lane_pg.facade.runner import typed_processors
-from lane_pg.failed import FailedJobStore
 from lane_pg.types import JSON, JobOptions, JobRow, Lane
 from lane_pg.worker import Processor, ProcessorLike, Worker, WorkerConfig
+from lane_pg.worker.start import close_worker, create_worker
 
 
 class App:
@@ -151,22 +145,13 @@ class App:
             config = WorkerConfig(**settings)
         elif settings:
             raise ConfigurationError("give either a WorkerConfig or settings, not both")
-        backend = await self.backend()
-        notifier = None
-        if isinstance(backend, HasWakeups):
-            notifier = backend.wakeups(
-                [lane.name for lane in config.lanes] or None,
-                name=f"lane_pg listener {config.worker_id}",
-                health_interval=min(config.poll_interval, 5.0),
-            )
-            await notifier.start()
         from lane_pg.facade import Q
 
-        return Worker(
+        backend = await self.backend()
+        return await create_worker(
             backend,
             self.all_processors(),
             config,
-            notifier=notifier,
             failed_store=Q.failed_store() or default_failed_store(backend),
             connection=self.connection_label(),
         )
@@ -177,22 +162,10 @@ class App:
         try:
             await worker.run()
         finally:
-            if worker.notifier is not None:
-                await worker.notifier.close()
+            await close_worker(worker)
         return worker
 
     async def close(self) -> None:
         if self._backend is not None:
             await self._backend.close()
             self._backend = None
-
-
-def default_failed_store(backend: JobQueueBackend) -> FailedJobStore | None:
-    """The failed-job store a backend's driver binds at boot (FAIL-8): PostgreSQL's
-    database store; None for the others (``Q.set_failed_store`` binds one)."""
-    if not isinstance(backend, RecordsFailedJobs):
-        return None
-    from lane_pg.postgres.backend import PostgresBackend
-    from lane_pg.postgres.failed import DatabaseFailedJobStore
-
-    return DatabaseFailedJobStore(backend) if isinstance(backend, PostgresBackend) else None

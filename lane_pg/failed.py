@@ -201,7 +201,7 @@ class RecordsInSettlement(Protocol):
     (``DatabaseFailedJobStore`` on the worker's own database): the worker then passes its
     connection name to ``fail_jobs_recording`` instead of logging the record first."""
 
-    def records_in(self, backend: object) -> bool:
+    async def records_in(self, backend: object) -> bool:
         """Whether settling through ``backend`` writes this store's records."""
         ...
 

@@ -20,11 +20,11 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 
-from lane_pg.app import default_failed_store
 from lane_pg.backend import backend_kind, resolve_url
 from lane_pg.cli.common import CommandError, add_connection_arguments, parse_duration
 from lane_pg.cli.pause import open_backend
 from lane_pg.facade import BackendDriver, JobRegistry, QueueFacade
+from lane_pg.facade.failed import default_failed_store
 from lane_pg.failed import FailedJobStore
 
 NO_STORE = (

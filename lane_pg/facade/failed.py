@@ -21,6 +21,7 @@ import logging
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from lane_pg.backend import JobQueueBackend, RecordsFailedJobs
 from lane_pg.errors import ConfigurationError, LaneError, ValidationError
 from lane_pg.facade.driver import BackendDriver
 from lane_pg.facade.events import JobQueued
@@ -163,7 +164,7 @@ class FailedJobs:
         if not await store.forget(record.id):
             return False
         try:
-            backend = driver.backend
+            backend = await driver.backend()
             row = await backend.get_job(queue, job_id)
             if row is None:
                 stored = await backend.add_job(queue, name, data, options)
@@ -207,3 +208,14 @@ class FailedJobs:
             if len(page) < RETRY_PAGE:
                 return retried
             after = record_key(page[-1])
+
+
+def default_failed_store(backend: JobQueueBackend) -> FailedJobStore | None:
+    """The failed-job store a backend's driver binds at boot (FAIL-8): PostgreSQL's
+    database store; None for the others (``Q.set_failed_store`` binds one)."""
+    if not isinstance(backend, RecordsFailedJobs):
+        return None
+    from lane_pg.postgres.backend import PostgresBackend
+    from lane_pg.postgres.failed import DatabaseFailedJobStore
+
+    return DatabaseFailedJobStore(backend) if isinstance(backend, PostgresBackend) else None

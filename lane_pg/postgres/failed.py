@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
+from lane_pg.backend import JobQueueBackend
+from lane_pg.errors import ConfigurationError
 from lane_pg.failed import (
     ANY_RECORD,
     DEFAULT_PAGE,
@@ -49,33 +51,58 @@ def _record(row: Any) -> FailedJobRecord:
     )
 
 
-class DatabaseFailedJobStore(PagedStore):
-    """Failed-job records in a PostgreSQL schema, over a ``PostgresBackend``'s pool."""
+class BackendSource(Protocol):
+    """What opens a backend on first use: a lazy ``BackendDriver`` (``bootstrap_from_env``
+    binds the store at boot, before any I/O)."""
 
-    def __init__(self, backend: PostgresBackend) -> None:
-        if not isinstance(backend, PostgresBackend):
-            raise TypeError(f"DatabaseFailedJobStore takes a PostgresBackend, got {backend!r}")
-        self.backend = backend
+    async def backend(self) -> JobQueueBackend: ...
+
+
+class DatabaseFailedJobStore(PagedStore):
+    """Failed-job records in a PostgreSQL schema, over a ``PostgresBackend``'s pool (or
+    the one a driver opens on first use)."""
+
+    def __init__(self, backend: PostgresBackend | BackendSource) -> None:
+        if not isinstance(backend, PostgresBackend) and not callable(
+            getattr(backend, "backend", None)
+        ):
+            raise TypeError(
+                f"DatabaseFailedJobStore takes a PostgresBackend or a driver, got {backend!r}"
+            )
+        self._source = backend
 
     def __repr__(self) -> str:
-        return f"DatabaseFailedJobStore(schema={self.backend.schema!r})"
+        return f"DatabaseFailedJobStore({self._source!r})"
 
-    def records_in(self, backend: object) -> bool:
+    async def _pg(self) -> PostgresBackend:
+        source = self._source
+        if isinstance(source, PostgresBackend):
+            return source
+        opened = await source.backend()
+        if not isinstance(opened, PostgresBackend):
+            raise ConfigurationError(
+                f"DatabaseFailedJobStore needs a PostgreSQL connection, {source!r} opened"
+                f" {opened!r}"
+            )
+        return opened
+
+    async def records_in(self, backend: object) -> bool:
         """Settling through ``backend`` records into this store: the same backend, or one
         on the same DSN and schema."""
-        if backend is self.backend:
+        mine = await self._pg()
+        if backend is mine:
             return True
         return (
             isinstance(backend, PostgresBackend)
-            and backend.schema == self.backend.schema
+            and backend.schema == mine.schema
             and backend.dsn is not None
-            and backend.dsn == self.backend.dsn
+            and backend.dsn == mine.dsn
         )
 
     async def log(self, record: FailedJobRecord) -> None:
         if not isinstance(record, FailedJobRecord):
             raise TypeError(f"log takes a FailedJobRecord, got {record!r}")
-        await self.backend._fetchval(
+        await (await self._pg())._fetchval(
             "SELECT lane.log_failed_job($1::uuid, $2, $3, $4, $5::jsonb, $6, $7)",
             check_record_id(record.id),
             record.connection,
@@ -87,7 +114,7 @@ class DatabaseFailedJobStore(PagedStore):
         )
 
     async def find(self, record_id: str) -> FailedJobRecord | None:
-        rows = await self.backend._fetch(
+        rows = await (await self._pg())._fetch(
             f"SELECT {_COLUMNS} FROM lane.find_failed_job($1::uuid) AS f",
             check_record_id(record_id),
         )
@@ -96,18 +123,20 @@ class DatabaseFailedJobStore(PagedStore):
     async def forget(self, record_id: str) -> bool:
         return cast(
             bool,
-            await self.backend._fetchval(
+            await (await self._pg())._fetchval(
                 "SELECT lane.forget_failed_job($1::uuid)", check_record_id(record_id)
             ),
         )
 
     async def flush(self, before: datetime | None = None) -> int:
-        return cast(int, await self.backend._fetchval("SELECT lane.flush_failed_jobs($1)", before))
+        return cast(
+            int, await (await self._pg())._fetchval("SELECT lane.flush_failed_jobs($1)", before)
+        )
 
     async def count(self, where: FailedJobFilter = ANY_RECORD) -> int:
         return cast(
             int,
-            await self.backend._fetchval(
+            await (await self._pg())._fetchval(
                 "SELECT lane.count_failed_jobs($1, $2, $3)",
                 where.queue,
                 where.job_name,
@@ -123,7 +152,7 @@ class DatabaseFailedJobStore(PagedStore):
         limit: int = DEFAULT_PAGE,
     ) -> list[FailedJobRecord]:
         _check_limit(limit)
-        rows = await self.backend._fetch(
+        rows = await (await self._pg())._fetch(
             f"SELECT {_COLUMNS} FROM lane.failed_jobs_page($1, $2::uuid, $3, $4, $5, $6) AS f",
             None if after is None else after[0],
             None if after is None else check_record_id(after[1]),

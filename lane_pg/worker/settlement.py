@@ -50,14 +50,7 @@ class Settlement:
         self._connection = connection
         """The connection name records carry when the job's push stored none (FAIL-2)."""
         self._records_in_backend: RecordsFailedJobs | None = None
-        store: object = failed_store  # a store may have either capability, or both
-        recorder: object = backend
-        if (
-            isinstance(store, RecordsInSettlement)
-            and isinstance(recorder, RecordsFailedJobs)
-            and store.records_in(recorder)
-        ):
-            self._records_in_backend = recorder
+        self._store_checked = failed_store is None
         self._stacktrace_limit = stacktrace_limit
         self._jobs = jobs
         self._counts = counts
@@ -143,7 +136,26 @@ class Settlement:
             await self._write_failures(failures)
         self._settled.set()
 
+    async def _check_store(self) -> None:
+        """Once, at the first failure: does the backend write the store's records itself?"""
+        self._store_checked = True
+        store: object = self._failed_store  # a store may have either capability, or both
+        recorder: object = self._backend
+        try:
+            if (
+                isinstance(store, RecordsInSettlement)
+                and isinstance(recorder, RecordsFailedJobs)
+                and await store.records_in(recorder)
+            ):
+                self._records_in_backend = recorder
+        except Exception as exc:
+            # Not known to be this database: the store is written before settling, and a
+            # store that cannot answer refuses its records there too (FAIL-3).
+            log.error("the failed-job store cannot be checked (%s)", exc)
+
     async def _write_failures(self, failures: list[Failure]) -> None:
+        if not self._store_checked:
+            await self._check_store()
         store = self._failed_store
         if self._records_in_backend is not None:
             # FAIL-2, A4: the records are written in the transaction of the transitions.

@@ -19,7 +19,14 @@ import pytest
 from lane_pg.app import App
 from lane_pg.backend import JobQueueBackend
 from lane_pg.errors import ConfigurationError, InvalidOptions, UnknownJobName
-from lane_pg.facade import EnvelopeOverrides, Job, JobQueued, QueueFacade, typed_processors
+from lane_pg.facade import (
+    EnvelopeOverrides,
+    Job,
+    JobQueued,
+    JobRegistry,
+    QueueFacade,
+    typed_processors,
+)
 from lane_pg.facade import failed as facade_failed
 from lane_pg.failed import (
     FailedJobFilter,
@@ -467,3 +474,30 @@ async def test_binding_a_postgres_app_binds_the_database_store_FAIL_8(pg_dsn: st
         assert memory.failed_store() is None
     finally:
         await memory_app.close()
+
+
+async def test_bootstrap_binds_the_database_store_and_run_worker_records_in_it_FAIL_8(
+    pg_dsn: str, queue_name: str
+) -> None:
+    from lane_pg.facade import bootstrap_from_env, run_worker
+    from lane_pg.postgres.failed import DatabaseFailedJobStore
+
+    memory = bootstrap_from_env(QueueFacade(), env={"LANE_PG_DRIVER": "memory"})
+    assert memory.failed_store() is None
+
+    facade = bootstrap_from_env(QueueFacade(registry=JobRegistry()), env={"LANE_PG_DSN": pg_dsn})
+    store = facade.failed_store()
+    assert isinstance(store, DatabaseFailedJobStore)  # bound at boot, no I/O yet
+    try:
+        facade.registry.register(Poison)
+        job_id = await push_poison(facade, queue_name)
+        config = WorkerConfig(lanes=(Lane(queue_name),), poll_interval=0.05, burst=True)
+        await asyncio.wait_for(run_worker(facade=facade, config=config), 30)
+        [record] = await records_of(store, queue_name)
+        backend = await facade.driver().backend()  # type: ignore[attr-defined]
+        job = await backend.get_job(queue_name, job_id)
+        assert record.job_id == job_id and record.connection == "postgres"
+        assert record.failed_at == job.finished_at  # recorded by lane.fail_jobs itself
+        assert await facade.retry_failed(record.id) is True
+    finally:
+        await facade.close()
