@@ -3,9 +3,9 @@ share: the facade and store they work on, and their common options.
 
 ``open_failed_jobs`` is the one place that decides which store and which connection the
 commands use: the backend of ``--dsn``/``--schema`` (``$LANE_PG_DSN``), made the default
-connection of a fresh facade under ``--connection`` (default: the driver's name,
-``postgresql``, the label ``lane_pg.App`` workers and pushes give it), with the failed-job
-store that driver binds at boot (FAIL-8: PostgreSQL's database store). A retry therefore
+connection of a fresh facade under ``--connection`` (default: both names the database gets,
+``postgres`` from ``bootstrap_from_env`` and ``postgresql`` from ``lane_pg.App``), with the
+failed-job store that driver binds at boot (FAIL-8: PostgreSQL's database store). A retry therefore
 pushes to the database the command was pointed at; a record that failed on another
 connection name is refused. With the memory driver (``memory://``) no store is bound and
 the commands exit 1 saying so; a store a memory app binds itself lives in that app's
@@ -27,6 +27,8 @@ from lane_pg.facade import BackendDriver, JobRegistry, QueueFacade
 from lane_pg.facade.failed import default_failed_store
 from lane_pg.failed import FailedJobStore
 
+DRIVER_NAME = "postgres"
+
 NO_STORE = (
     "no failed-job store is bound: the {driver} driver binds none (only the postgres"
     " driver does; an app on another driver binds its own with Q.set_failed_store, in"
@@ -41,8 +43,8 @@ def add_store_arguments(parser: argparse.ArgumentParser) -> None:
         "--connection",
         default=None,
         metavar="NAME",
-        help="the connection name the database answers to in retries (default: its"
-        " driver's name, postgresql)",
+        help="the connection name the database answers to in retries (default: postgres"
+        " and postgresql)",
     )
 
 
@@ -59,7 +61,12 @@ async def open_failed_jobs(
         if store is None:
             raise CommandError(NO_STORE.format(driver=kind))
         facade = QueueFacade(registry=JobRegistry())
-        facade.set_driver(BackendDriver(backend, kind), name=connection or kind)
+        driver = BackendDriver(backend, DRIVER_NAME)
+        facade.set_driver(driver, name=connection or DRIVER_NAME)
+        if connection is None:
+            # The other label the same database gets: lane_pg.App names its connection by
+            # the URL's kind ("postgresql"), bootstrap_from_env by the driver ("postgres").
+            facade.register_connection(kind, driver)
         facade.set_failed_store(store)
         yield facade, store
 
