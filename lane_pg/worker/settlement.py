@@ -137,8 +137,8 @@ class Settlement:
         self._settled.set()
 
     async def _check_store(self) -> None:
-        """Once, at the first failure: does the backend write the store's records itself?"""
-        self._store_checked = True
+        """At the first failure: does the backend write the store's records itself? Asked
+        again at the next batch when the store could not answer."""
         store: object = self._failed_store  # a store may have either capability, or both
         recorder: object = self._backend
         try:
@@ -148,9 +148,10 @@ class Settlement:
                 and await store.records_in(recorder)
             ):
                 self._records_in_backend = recorder
+            self._store_checked = True
         except Exception as exc:
-            # Not known to be this database: the store is written before settling, and a
-            # store that cannot answer refuses its records there too (FAIL-3).
+            # Not known to be this database: this batch goes the way of a store elsewhere,
+            # whose refused records leave their jobs to their leases (FAIL-3).
             log.error("the failed-job store cannot be checked (%s)", exc)
 
     async def _write_failures(self, failures: list[Failure]) -> None:
