@@ -22,6 +22,7 @@ from typing import Any
 from lane_pg.backend import JobQueueBackend, backend_kind, connect, resolve_url
 from lane_pg.errors import ConfigurationError
 from lane_pg.facade import DEFAULT_REGISTRY, BackendDriver, JobRegistry, QueueFacade
+from lane_pg.facade.failed import default_failed_store
 from lane_pg.facade.runner import typed_processors
 from lane_pg.types import JSON, JobOptions, JobRow, Lane
 from lane_pg.worker import Processor, ProcessorLike, Worker, WorkerConfig
@@ -100,8 +101,11 @@ class App:
         from lane_pg.facade import Q
 
         facade = facade or Q
-        driver = BackendDriver(await self.backend(), backend_kind(self.resolve_dsn()))
+        backend = await self.backend()
+        driver = BackendDriver(backend, backend_kind(self.resolve_dsn()))
         facade.set_driver(driver, name=self.connection)
+        if facade.failed_store() is None:
+            facade.set_failed_store(default_failed_store(backend))  # FAIL-8
         return facade
 
     def resolve_dsn(self) -> str:
@@ -141,7 +145,16 @@ class App:
             config = WorkerConfig(**settings)
         elif settings:
             raise ConfigurationError("give either a WorkerConfig or settings, not both")
-        return await create_worker(await self.backend(), self.all_processors(), config)
+        from lane_pg.facade import Q
+
+        backend = await self.backend()
+        return await create_worker(
+            backend,
+            self.all_processors(),
+            config,
+            failed_store=Q.failed_store() or default_failed_store(backend),
+            connection=self.connection_label(),
+        )
 
     async def run_worker(self, config: WorkerConfig | None = None, **settings: Any) -> Worker:
         """Run a worker until it stops (``worker.stop()``, or idle in burst mode)."""

@@ -298,6 +298,10 @@ def bootstrap_from_env(
             # The default's own driver is an alias of it (CONN-11): one store, one binding.
             registered[name] = default if name == kind else _build(name, wiring)
     facade.set_driver(default)
+    if kind == "postgres":  # FAIL-8: the postgres default's database failed-job store
+        from lane_pg.postgres.failed import DatabaseFailedJobStore
+
+        facade.set_failed_store(DatabaseFailedJobStore(default))  # type: ignore[arg-type]
     for name, driver in registered.items():
         facade.register_connection(name, driver)
     return facade

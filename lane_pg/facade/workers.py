@@ -43,7 +43,13 @@ async def run_worker(
         )
     label = connection or driver.driver_name
     processors = typed_processors(facade.registry, facade.events, label)
-    worker = await create_worker(await driver.backend(), processors, config or WorkerConfig())
+    worker = await create_worker(
+        await driver.backend(),
+        processors,
+        config or WorkerConfig(),
+        failed_store=facade.failed_store(),
+        connection=label,
+    )
     try:
         await run_until(worker, shutdown)
     finally:

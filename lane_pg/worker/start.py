@@ -11,6 +11,7 @@ import asyncio
 from collections.abc import Mapping
 
 from lane_pg.backend import HasWakeups, JobQueueBackend
+from lane_pg.failed import FailedJobStore
 from lane_pg.worker.config import WorkerConfig
 from lane_pg.worker.context import ProcessorLike
 from lane_pg.worker.runtime import Worker
@@ -20,6 +21,9 @@ async def create_worker(
     backend: JobQueueBackend,
     processors: Mapping[str, ProcessorLike] | ProcessorLike,
     config: WorkerConfig,
+    *,
+    failed_store: FailedJobStore | None = None,
+    connection: str = "default",
 ) -> Worker:
     notifier = None
     if isinstance(backend, HasWakeups):
@@ -29,7 +33,14 @@ async def create_worker(
             health_interval=min(config.poll_interval, 5.0),
         )
         await notifier.start()
-    return Worker(backend, processors, config, notifier=notifier)
+    return Worker(
+        backend,
+        processors,
+        config,
+        notifier=notifier,
+        failed_store=failed_store,
+        connection=connection,
+    )
 
 
 async def close_worker(worker: Worker) -> None:

@@ -242,7 +242,9 @@ BEGIN
             IF v_row.fail_now AND v_parent.state = 'waiting-children' THEN
                 -- FLOW-5: the parent fails now, with its own finalisation (its parent's
                 -- policy included).
-                PERFORM lane._fail_terminal(v_parent.key, v_row.why, p_now);
+                -- FAIL-2: a typed parent is recorded, as stalled recovery does.
+                PERFORM lane._fail_terminal(v_parent.key, v_row.why, p_now,
+                                            lane._failed_job_connection(v_parent, NULL));
                 CONTINUE;
             END IF;
             IF v_parent.state NOT IN ('completed', 'failed') AND v_parent.deferred_failure IS NULL THEN
