@@ -626,7 +626,7 @@ class _Store:
 
     def _owner_job(self, q: _Queue, owner: _Owner, now: datetime) -> _Record | None:
         """lane._dedup_owner_job: the owner's job while the owner blocks duplicates."""
-        job = q.jobs.get(owner.job_id)
+        job = None if owner.job_id is None else q.jobs.get(owner.job_id)
         if job is None or job.key != owner.job_key:
             return None
         if job.state == "active" and owner.keep_last:
@@ -655,8 +655,18 @@ class _Store:
         keeps it. An owner added earlier in the same call deduplicates plainly (DEDUP-20),
         as lane._store_jobs does for an owner it has not stored yet."""
         expires = None if dedup.ttl_ms is None else now + dedup.ttl_ms * _MILLISECOND
-        fresh = _Owner(key, job_id, expires, dedup.keep_last_if_active)
+        fresh = _Owner(key, job_id, expires, dedup.keep_last_if_active, token=dedup.token)
         owner = q.owners.get(dedup.id)
+        if owner is not None and owner.reserved_at(now):
+            # A live reservation (TX-10): the add carrying its token takes it over with
+            # its expiry; any other add is refused (there is no owner job to return).
+            if owner.token == dedup.token:
+                owner.job_key, owner.job_id = key, job_id
+                return None
+            raise DeduplicationConflict(
+                f"deduplication id {dedup.id!r} of queue {q.name} is reserved by a pending"
+                f" push until {owner.expires_at}"
+            )
         holder = None if owner is None else self._owner_job(q, owner, now)
         if owner is None or holder is None:
             q.owners[dedup.id] = fresh
@@ -712,6 +722,11 @@ class _Store:
         dedup = _parse_options(job.options).parsed.deduplication
         assert dedup is not None
         owner = q.owners.get(job.dedup_id)
+        if owner is not None and owner.reserved_at(now):
+            raise DeduplicationConflict(
+                f"deduplication id {job.dedup_id!r} of queue {q.name} is reserved by a pending"
+                f" push: job {job.id} cannot be retried until it is released"
+            )
         if owner is not None and owner.job_key != job.key:
             holder = self._owner_job(q, owner, now)
             if holder is not None:
@@ -722,7 +737,9 @@ class _Store:
         if not apply:
             return
         expires = None if dedup.ttl_ms is None else now + dedup.ttl_ms * _MILLISECOND
-        q.owners[job.dedup_id] = _Owner(job.key, job.id, expires, dedup.keep_last_if_active)
+        q.owners[job.dedup_id] = _Owner(
+            job.key, job.id, expires, dedup.keep_last_if_active, token=dedup.token
+        )
 
 
 def _resolved_bucket(outcome: str, policy: str) -> str:
