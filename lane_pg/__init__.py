@@ -78,6 +78,7 @@ if TYPE_CHECKING:
         current_context,
         job,
         register_job,
+        transaction,
     )
     from lane_pg.worker import JobContext, Worker, WorkerConfig, claim_next_blocking
 
@@ -90,6 +91,7 @@ _LAZY = {
     "current_context": "lane_pg.facade",
     "job": "lane_pg.facade",
     "register_job": "lane_pg.facade",
+    "transaction": "lane_pg.facade",
     "JobContext": "lane_pg.worker",
     "Worker": "lane_pg.worker",
     "WorkerConfig": "lane_pg.worker",
@@ -160,6 +162,7 @@ __all__ = [
     "current_context",
     "job",
     "register_job",
+    "transaction",
 ]
 
 

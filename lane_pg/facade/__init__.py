@@ -7,28 +7,33 @@ It sits on the backend protocol and the worker and imports no database driver
 from __future__ import annotations
 
 from lane_pg.facade.driver import BackendDriver, QueueDriver
-from lane_pg.facade.envelope import Envelope, EnvelopeOverrides
+from lane_pg.facade.envelope import DebounceOptions, Envelope, EnvelopeOverrides
 from lane_pg.facade.events import (
     Events,
+    JobDebounced,
     JobExceptionOccurred,
     JobProcessed,
     JobProcessing,
     JobQueued,
     JobQueueing,
+    UniqueJobSkipped,
 )
 from lane_pg.facade.job import DEFAULT_BACKOFF, Job, current_context
 from lane_pg.facade.queue import Q, QueueFacade
 from lane_pg.facade.registry import DEFAULT_REGISTRY, JobRegistry, job, register_job
 from lane_pg.facade.runner import TypedJobProcessor, typed_processors
+from lane_pg.facade.transaction import Transaction, current_transaction, transaction
 
 __all__ = [
     "DEFAULT_BACKOFF",
     "DEFAULT_REGISTRY",
     "BackendDriver",
+    "DebounceOptions",
     "Envelope",
     "EnvelopeOverrides",
     "Events",
     "Job",
+    "JobDebounced",
     "JobExceptionOccurred",
     "JobProcessed",
     "JobProcessing",
@@ -38,9 +43,13 @@ __all__ = [
     "Q",
     "QueueDriver",
     "QueueFacade",
+    "Transaction",
     "TypedJobProcessor",
+    "UniqueJobSkipped",
     "current_context",
+    "current_transaction",
     "job",
     "register_job",
+    "transaction",
     "typed_processors",
 ]

@@ -27,10 +27,11 @@ from lane_pg.facade.events import Events, JobQueued, JobQueueing
 from lane_pg.facade.job import Job
 from lane_pg.facade.registry import DEFAULT_REGISTRY, JobRegistry
 from lane_pg.facade.routing import Routing
+from lane_pg.facade.unique import UniquePushes
 from lane_pg.types import Duration
 
 
-class QueueFacade:
+class QueueFacade(UniquePushes):
     """Connections, routes and pushes of one application (``lane_pg.Q`` is the shared one)."""
 
     def __init__(self, *, registry: JobRegistry = DEFAULT_REGISTRY) -> None:
@@ -191,7 +192,15 @@ class QueueFacade:
         return ids
 
     async def dispatch(self, envelope: Envelope, *, conn: object | None = None) -> str:
-        """Write one resolved envelope on its connection, with its two events."""
+        """Write one resolved envelope on its connection, with its two events; a debounced
+        or after-commit push goes its own way (``UniquePushes.dispatch_special``)."""
+        handled = await self.dispatch_special(envelope, conn)
+        if handled is not None:
+            return handled
+        return await self.write(envelope, conn=conn)
+
+    async def write(self, envelope: Envelope, *, conn: object | None = None) -> str:
+        """The plain write of ``dispatch``: ``JobQueueing``, the driver's push, ``JobQueued``."""
         driver = self.driver_for(envelope.connection)
         await self.events.emit(
             JobQueueing(envelope.connection, envelope.queue, envelope.job_name, envelope.job)
