@@ -17,6 +17,7 @@ from lane_pg.facade import (
     DebounceOptions,
     Job,
     JobDebounced,
+    JobExceptionOccurred,
     JobQueued,
     QueueFacade,
     UniqueJobSkipped,
@@ -69,6 +70,7 @@ class UntilProcessing(Job):
     backoff = None
     account: str
     fail_first: bool = False
+    version: int = 1
 
     def unique_id(self) -> str | None:
         return self.account
@@ -243,60 +245,50 @@ async def test_lock_released_right_before_handle_UNIQ_6(
     assert await facade.push_unique(UntilProcessing("a")) is True
 
 
-async def test_failed_handler_already_released_so_a_duplicate_is_queued_UNIQ_6(
-    facade: QueueFacade, backend: JobQueueBackend, registry: Any, drain: Drain
+async def test_failed_handler_already_released_so_a_duplicate_is_queued_UNIQ_6_UNIQ_7(
+    facade: QueueFacade, backend: JobQueueBackend, drain: Drain, registry: Any
 ) -> None:
+    """Attempt 1 frees the lock before its handler fails, so a duplicate pushed while the
+    retry waits is a second job (UNIQ-6). Attempt 2 then starts and must leave that newer
+    push's lock alone (UNIQ-7; Laravel PR #59567: a retry released a lock it did not own)."""
     registry.register(UntilProcessing)
     ATTEMPTS.clear()
-    assert await facade.push_unique(UntilProcessing("b", fail_first=True)) is True
-    from lane_pg.facade import typed_processors
-    from lane_pg.types import QueueDemand
-    from lane_pg.worker.context import JobContext
+    duplicates: list[bool] = []
 
-    processor = typed_processors(registry, facade.events, "c")["UntilProcessing"]
-    [claimed] = await backend.claim_jobs("w", [QueueDemand(QUEUE["name"], 1)], 30)
-    with pytest.raises(RuntimeError):
-        await processor.process(claimed, JobContext(backend, claimed, "w"))
-    assert claimed.lock_token is not None
-    await backend.fail_job(QUEUE["name"], claimed.id, claimed.lock_token, "boom")
-    # The retry waits; the lock is gone, so a duplicate is a second job.
-    assert await facade.push_unique(UntilProcessing("b")) is True
-    assert len(await rows(backend)) == 2
+    async def push_duplicate(event: JobExceptionOccurred) -> None:
+        duplicates.append(
+            await facade.later_unique(timedelta(hours=1), UntilProcessing("c", version=2))
+        )
 
-
-async def test_a_retry_never_releases_a_newer_lock_UNIQ_7(
-    facade: QueueFacade, backend: JobQueueBackend, registry: Any, drain: Drain
-) -> None:
-    """Laravel PR #59567: attempt 1 released its lock; a newer push took it; attempt 2 of
-    the old job must leave the newer lock alone."""
-    registry.register(UntilProcessing)
-    ATTEMPTS.clear()
+    facade.events.listen(JobExceptionOccurred, push_duplicate)
     assert await facade.push_unique(UntilProcessing("c", fail_first=True)) is True
-    old = (await rows(backend))[0]
-    from lane_pg.facade import typed_processors
-    from lane_pg.types import QueueDemand
-    from lane_pg.worker.context import JobContext
-
-    processor = typed_processors(registry, facade.events, "c")["UntilProcessing"]
-    [first] = await backend.claim_jobs("w", [QueueDemand(QUEUE["name"], 1)], 30)
-    with pytest.raises(RuntimeError):
-        await processor.process(first, JobContext(backend, first, "w"))
-    assert first.lock_token is not None
-    await backend.fail_job(QUEUE["name"], first.id, first.lock_token, "boom")
-    assert await facade.push_later(UntilProcessing("other"), datetime.now(UTC) + timedelta(hours=1))
-    assert await facade.later_unique(timedelta(hours=1), UntilProcessing("c")) is True
-    newer = next(
-        r for r in await rows(backend) if r.id not in (old.id,) and r.data["account"] == "c"
-    )
-    waiting = await backend.get_job(QUEUE["name"], old.id)
-    assert waiting is not None and waiting.state == "waiting"  # the retry, at once (no backoff)
-    [second] = await backend.claim_jobs("w", [QueueDemand(QUEUE["name"], 1)], 30)
-    assert second.id == old.id
-    await processor.process(second, JobContext(backend, second, "w"))
-    assert ATTEMPTS["c"] == 2
+    await drain(QUEUE["name"])
+    assert RUNS == [("until", ("c", 1)), ("until", ("c", 2))]  # the retry ran
+    assert duplicates == [True]
+    jobs = await rows(backend)
+    assert len(jobs) == 2
+    [newer] = [job for job in jobs if job.data.get("version") == 2]
     key = "UntilProcessing:c"
     assert await backend.get_deduplication_job_id(QUEUE["name"], key) == newer.id
     assert await facade.push_unique(UntilProcessing("c")) is False
+
+
+async def test_without_a_token_the_worker_frees_nothing_UNIQ_7(
+    facade: QueueFacade, backend: JobQueueBackend, drain: Drain, registry: Any
+) -> None:
+    """A job of the class pushed plainly (no token) runs; a plain dedup owner of the same
+    key stays until its TTL."""
+    registry.register(UntilProcessing)
+    ATTEMPTS.clear()
+    await backend.add_job(
+        QUEUE["name"],
+        "UntilProcessing",
+        {"account": "d"},
+        {"deduplication": {"id": "UntilProcessing:d", "ttl_ms": 60_000}},
+    )
+    await drain(QUEUE["name"])
+    assert RUNS == [("until", ("d", 1))]
+    assert await facade.push_unique(UntilProcessing("d")) is False
 
 
 # -- debounce ----------------------------------------------------------------------------
