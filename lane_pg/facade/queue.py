@@ -178,6 +178,15 @@ class QueueFacade(UniquePushes):
             names = sorted(kind.__qualname__ for kind in kinds)
             raise ConfigurationError(f"bulk takes jobs of one type per call, got {names}")
         envelopes = [self.envelope(job) for job in jobs]
+        deferred = await self.bulk_special(envelopes, conn)
+        if deferred is not None:
+            return deferred
+        return await self.write_bulk(envelopes, conn=conn)
+
+    async def write_bulk(
+        self, envelopes: Sequence[Envelope], *, conn: object | None = None
+    ) -> list[str]:
+        """The plain write of ``bulk``: the events around one ``bulk_push``."""
         first = envelopes[0]
         driver = self.driver_for(first.connection)
         for envelope in envelopes:

@@ -39,6 +39,7 @@ from __future__ import annotations
 import logging
 import os
 import uuid
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -132,6 +133,10 @@ class UniquePushes:
 
         async def write(self, envelope: Envelope, *, conn: object | None = None) -> str: ...
 
+        async def write_bulk(
+            self, envelopes: Sequence[Envelope], *, conn: object | None = None
+        ) -> list[str]: ...
+
     # -- public pushes ---------------------------------------------------------------------
 
     async def push_unique(self, job: Job) -> bool:
@@ -190,6 +195,31 @@ class UniquePushes:
         if envelope.debounce is not None:
             return await self._debounce(envelope, conn)
         return None
+
+    async def bulk_special(
+        self, envelopes: Sequence[Envelope], conn: object | None
+    ) -> list[str] | None:
+        """PUSH-6: a bulk call defers all or nothing (when any of its jobs wants to), the
+        same way as one push; it never arms a debounce window (UNIQ-13). None: write now."""
+        tx = current_transaction() if conn is None else None
+        if tx is None or not any(wants_after_commit(envelope) for envelope in envelopes):
+            return None
+        driver = self.driver_for(envelopes[0].connection)  # TX-14
+        if await self._shares_database(tx, driver):
+            ids = await driver.bulk_push(envelopes, conn=tx.conn)
+            for envelope, job_id in zip(envelopes, ids, strict=True):
+                emit = self._events_of(envelope, job_id)
+                tx.defer(Deferred(emit, DISCARD_NOTHING, _what(envelope)))
+            return ids
+        for envelope in envelopes:
+            if envelope.job_id is None:
+                envelope.job_id = f"{DEFERRED_ID_PREFIX}{uuid.uuid4().hex}"
+
+        async def run() -> None:
+            await self.write_bulk(envelopes)
+
+        tx.defer(Deferred(run, DISCARD_NOTHING, _what(envelopes[0])))
+        return [envelope.job_id or "" for envelope in envelopes]
 
     # -- unique ----------------------------------------------------------------------------
 

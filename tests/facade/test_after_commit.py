@@ -395,3 +395,32 @@ async def test_shared_database_rollback_is_atomic_with_business_rows_A24(shared:
 async def test_transaction_takes_an_asyncpg_like_connection() -> None:
     with pytest.raises(TypeError, match="asyncpg"):
         lane_pg.transaction(object())
+
+
+async def test_outer_rollback_frees_a_lock_of_a_released_savepoint_TX_6(setup: Setup) -> None:
+    """Laravel PR #60482: the inner savepoint committed, the outer transaction rolled back;
+    the lock taken in the savepoint must not stay behind."""
+    with pytest.raises(Rollback):
+        async with lane_pg.transaction(setup.conn):
+            async with lane_pg.transaction(setup.conn):
+                assert await setup.facade.push_unique(Report("f")) is True
+            raise Rollback
+    assert await setup.rows() == []
+    assert await setup.facade.push_unique(Report("f")) is True
+
+
+async def test_bulk_defers_all_or_nothing_PUSH_6(setup: Setup) -> None:
+    async with lane_pg.transaction(setup.conn):
+        ids = await setup.facade.bulk([DeferredReceipt(1), DeferredReceipt(2)])
+        assert len(ids) == 2 and await setup.rows() == []
+    rows = await setup.rows()
+    assert sorted(row.id for row in rows) == sorted(ids)
+    if setup.clock is not None:  # written at commit in one bulk call, events around it
+        assert names(setup.events) == ["JobQueueing"] * 2 + ["JobQueued"] * 2
+    else:  # written in the transaction; each job's pair fired at commit
+        assert names(setup.events) == ["JobQueueing", "JobQueued"] * 2
+    with pytest.raises(Rollback):
+        async with lane_pg.transaction(setup.conn):
+            await setup.facade.bulk([DeferredReceipt(3), DeferredReceipt(4)])
+            raise Rollback
+    assert len(await setup.rows()) == 2
