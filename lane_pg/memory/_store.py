@@ -635,6 +635,24 @@ class _Store:
             return job if owner.expires_at > now else None
         return job if job.state not in ("completed", "failed") else None
 
+    def _check_reservations(self, queue: str, specs: Sequence[_NewJob], now: datetime) -> None:
+        """Before an add writes anything: a spec meeting another push's live reservation
+        fails the whole call, as lane._dedup_take's error rolls lane.add_jobs back (a spec
+        whose custom id is stored never reaches the dedup check, ADD-3)."""
+        q = self._queues.get(queue)
+        if q is None:
+            return
+        for new in specs:
+            opts = new.options.parsed
+            dedup = opts.deduplication
+            owner = None if dedup is None else q.owners.get(dedup.id)
+            if dedup is None or owner is None or not owner.reserved_at(now):
+                continue
+            if owner.token != dedup.token and not (
+                opts.job_id is not None and opts.job_id in q.jobs
+            ):
+                raise _reserved(q, dedup.id, owner)
+
     def _dedup_events(
         self, q: _Queue, owner_id: str, dedup_id: str, loser_id: str, now: datetime
     ) -> None:
@@ -663,10 +681,7 @@ class _Store:
             if owner.token == dedup.token:
                 owner.job_key, owner.job_id = key, job_id
                 return None
-            raise DeduplicationConflict(
-                f"deduplication id {dedup.id!r} of queue {q.name} is reserved by a pending"
-                f" push until {owner.expires_at}"
-            )
+            raise _reserved(q, dedup.id, owner)
         holder = None if owner is None else self._owner_job(q, owner, now)
         if owner is None or holder is None:
             q.owners[dedup.id] = fresh
@@ -740,6 +755,13 @@ class _Store:
         q.owners[job.dedup_id] = _Owner(
             job.key, job.id, expires, dedup.keep_last_if_active, token=dedup.token
         )
+
+
+def _reserved(q: _Queue, dedup_id: str, owner: _Owner) -> DeduplicationConflict:
+    return DeduplicationConflict(
+        f"deduplication id {dedup_id!r} of queue {q.name} is reserved by a pending push"
+        f" until {owner.expires_at}"
+    )
 
 
 def _resolved_bucket(outcome: str, policy: str) -> str:

@@ -11,7 +11,7 @@ import pytest
 
 from lane_pg.backend import DeduplicationLocks, JobQueueBackend
 from lane_pg.errors import DeduplicationConflict, InvalidOptions
-from lane_pg.types import ALL_STATES, JobRow, QueueDemand
+from lane_pg.types import ALL_STATES, JobRow, JobSpec, QueueDemand
 from tests.helpers import Clock
 
 KEY = "SendReport:acct_42"
@@ -169,3 +169,18 @@ async def test_bad_tokens_in_the_document_are_refused_UNIQ_7(
     with pytest.raises(InvalidOptions):
         await backend.add_job(queue_name, "r", 1, {"deduplication": {"id": KEY, "token": token}})
     assert await job_count(backend, queue_name) == 0
+
+
+async def test_a_bulk_add_meeting_a_reservation_writes_nothing_TX_10(
+    backend: JobQueueBackend, queue_name: str, clock: Clock
+) -> None:
+    assert await locks(backend).reserve_deduplication_key(queue_name, KEY, "t1", 60, now=clock.at())
+    specs = [
+        JobSpec("r", 1, {}),
+        JobSpec("r", 2, unique("t2")),
+    ]
+    with pytest.raises(DeduplicationConflict):
+        await backend.add_jobs(queue_name, specs, now=clock.at(1))
+    assert await job_count(backend, queue_name) == 0
+    [stored] = await backend.add_jobs(queue_name, [JobSpec("r", 3, unique("t1"))], now=clock.at(2))
+    assert await backend.get_deduplication_job_id(queue_name, KEY, now=clock.at(3)) == stored.id
