@@ -16,9 +16,14 @@ savepoint that rolls back discards what was registered since it opened; one that
 released hands its pushes to the enclosing level. A transaction lane_pg does not track (a
 raw ``BEGIN``) is no ambient transaction: pushes inside it happen at once (TX-12).
 
-Supported connections: asyncpg (anything with ``transaction()`` returning an object with
-``start``/``commit``/``rollback``, which is asyncpg's API). psycopg and SQLAlchemy
-sessions are not tracked yet (their pushes are immediate, TX-12).
+Supported connections: asyncpg ``Connection`` and psycopg ``AsyncConnection`` (anything
+whose ``transaction()`` is an async context manager that nests as a savepoint). A psycopg
+connection should be in autocommit mode, as psycopg recommends for ``transaction()``
+blocks. The outermost level must really begin the transaction: opening one on a
+connection already inside a transaction lane_pg did not open raises ``ConfigurationError``
+(its "commit" would only release a savepoint, and deferred pushes would run before the
+data is committed). SQLAlchemy sessions are not tracked (their pushes are immediate,
+TX-12).
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
+
+from lane_pg.errors import ConfigurationError
 
 log = logging.getLogger("lane_pg.facade")
 
@@ -58,8 +65,8 @@ class Transaction:
         begin = getattr(conn, "transaction", None)
         if not callable(begin):
             raise TypeError(
-                "lane_pg.transaction takes an asyncpg connection (psycopg and SQLAlchemy"
-                f" connections are not tracked yet), got {conn!r}"
+                "lane_pg.transaction takes an asyncpg Connection or a psycopg AsyncConnection"
+                f" (SQLAlchemy connections are not tracked), got {conn!r}"
             )
         self.conn = conn
         self.parent: Transaction | None = None
@@ -84,8 +91,14 @@ class Transaction:
         if outer is not None and outer.root.conn is self.conn:
             self.parent = outer
             self.identities = outer.root.identities
+        elif _in_transaction(self.conn):
+            raise ConfigurationError(
+                "lane_pg.transaction: the connection is already inside a transaction lane_pg"
+                " did not open, so this block's end would not commit it; open the outermost"
+                " transaction with lane_pg.transaction (psycopg: use autocommit=True)"
+            )
         self._native = self.conn.transaction()
-        await self._native.start()
+        await self._native.__aenter__()
         self._token = _AMBIENT.set(self)
         return self
 
@@ -99,12 +112,12 @@ class Transaction:
         _AMBIENT.reset(self._token)
         if exc is not None:
             try:
-                await self._native.rollback()
+                await self._native.__aexit__(exc_type, exc, tb)  # rolls back
             finally:
                 await self._discard()
             return
         try:
-            await self._native.commit()
+            await self._native.__aexit__(None, None, None)  # commits (or releases)
         except BaseException:
             # A refused COMMIT (a deferred constraint, a lost connection): nothing was
             # committed, so nothing deferred may run (TX-10).
@@ -143,6 +156,16 @@ class Transaction:
                     log.exception("could not give back what %s took at push time", item.what)
         if first is not None:
             raise first
+
+
+def _in_transaction(conn: Any) -> bool:
+    """Whether ``conn`` is inside a transaction already: asyncpg's ``is_in_transaction()``,
+    psycopg's ``info.transaction_status`` (IDLE is 0)."""
+    check = getattr(conn, "is_in_transaction", None)
+    if callable(check):
+        return bool(check())
+    status = getattr(getattr(conn, "info", None), "transaction_status", None)
+    return status is not None and int(status) != 0
 
 
 def transaction(conn: Any) -> Transaction:

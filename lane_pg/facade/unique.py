@@ -418,12 +418,24 @@ class UniquePushes:
         pool = None
         if isinstance(driver, BackendDriver) and isinstance(driver.backend, AddsInTransaction):
             pool = getattr(driver.backend, "pool", None)
-        fetch = getattr(tx.conn, "fetchval", None)
         shared = False
-        if pool is not None and callable(fetch):
-            shared = await pool.fetchval(_IDENTITY_SQL) == await fetch(_IDENTITY_SQL)
+        if pool is not None:
+            shared = await pool.fetchval(_IDENTITY_SQL) == await _fetch_one(tx.conn, _IDENTITY_SQL)
         tx.identities[id(driver)] = shared
         return shared
+
+
+async def _fetch_one(conn: Any, sql: str) -> object:
+    """The first column of one row, on an asyncpg or a psycopg async connection (duck-typed:
+    the facade imports no driver)."""
+    fetchval = getattr(conn, "fetchval", None)
+    if callable(fetchval):
+        return await fetchval(sql)
+    cursor = await conn.execute(sql)
+    row = await cursor.fetchone()
+    if isinstance(row, dict):  # a dict_row factory
+        return next(iter(row.values()), None)
+    return None if row is None else row[0]
 
 
 def _locks(driver: BackendDriver) -> DeduplicationLocks:

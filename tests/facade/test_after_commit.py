@@ -15,8 +15,11 @@ import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import asyncpg
+import psycopg
+import psycopg.errors
 import pytest
 import pytest_asyncio
 
@@ -107,7 +110,7 @@ class Clock:
 class Setup:
     facade: QueueFacade
     backend: JobQueueBackend
-    conn: asyncpg.Connection
+    conn: Any
     queue: str
     events: list[object]
     clock: Clock | None
@@ -127,17 +130,36 @@ def _facade(backend: JobQueueBackend, kind: str, queue: str) -> tuple[QueueFacad
     return facade, seen
 
 
-@pytest_asyncio.fixture
-async def conn(pg_dsn: str) -> AsyncIterator[asyncpg.Connection]:
-    connection = await asyncpg.connect(pg_dsn)
+@pytest_asyncio.fixture(params=["asyncpg", "psycopg"])
+async def conn(pg_dsn: str, request: pytest.FixtureRequest) -> AsyncIterator[Any]:
+    """The caller's connection: asyncpg, or psycopg async in autocommit mode."""
+    connection: Any
+    if request.param == "asyncpg":
+        connection = await asyncpg.connect(pg_dsn)
+    else:
+        connection = await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True)
     try:
         yield connection
     finally:
         await connection.close()
 
 
+async def scalar(conn: Any, sql: str, *args: object) -> Any:
+    """One value, with ``$n`` parameters, on either driver."""
+    if isinstance(conn, asyncpg.Connection):
+        return await conn.fetchval(sql, *args)
+    for n in range(len(args), 0, -1):
+        sql = sql.replace(f"${n}", "%s")
+    cursor = await conn.execute(sql, args)
+    row = await cursor.fetchone()
+    return None if row is None else row[0]
+
+
+UNIQUE_VIOLATION = (asyncpg.UniqueViolationError, psycopg.errors.UniqueViolation)
+
+
 @pytest_asyncio.fixture
-async def deferred(conn: asyncpg.Connection, queue_name: str) -> AsyncIterator[Setup]:
+async def deferred(conn: Any, queue_name: str) -> AsyncIterator[Setup]:
     clock = Clock()
     memory = MemoryBackend(clock=clock)
     facade, seen = _facade(memory, "memory", queue_name)
@@ -146,9 +168,7 @@ async def deferred(conn: asyncpg.Connection, queue_name: str) -> AsyncIterator[S
 
 
 @pytest_asyncio.fixture
-async def shared(
-    conn: asyncpg.Connection, pg_backend: PostgresBackend, queue_name: str
-) -> AsyncIterator[Setup]:
+async def shared(conn: Any, pg_backend: PostgresBackend, queue_name: str) -> AsyncIterator[Setup]:
     # The queue exists before the transaction, as an application's queues do: an
     # in-transaction add that creates it holds its new lane.queues row until the commit,
     # and an immediate push to it from the same task would wait on that row for good.
@@ -158,7 +178,7 @@ async def shared(
 
 
 @pytest.fixture(params=["deferred", "shared"])
-def setup(request: pytest.FixtureRequest) -> Setup:
+def setup(request: pytest.FixtureRequest, conn: Any) -> Setup:
     """Each test once per set-up (a sync fixture: an async one cannot set up another)."""
     value: Setup = request.getfixturevalue(request.param)
     return value
@@ -183,8 +203,11 @@ async def test_deferred_until_commit_then_both_events_and_the_row_TX_3(setup: Se
             assert await setup.rows() == []
         else:  # A24: written in the transaction, invisible to other connections
             assert await setup.backend.get_job(setup.queue, job_id) is None
-            count = await setup.conn.fetchval(
-                "SELECT count(*) FROM lane.jobs WHERE queue = $1 AND id = $2", setup.queue, job_id
+            count = await scalar(
+                setup.conn,
+                "SELECT count(*) FROM lane.jobs WHERE queue = $1 AND id = $2",
+                setup.queue,
+                job_id,
             )
             assert count == 1
     assert names(setup.events) == ["JobQueueing", "JobQueued"]
@@ -304,7 +327,7 @@ async def test_a_refused_commit_frees_the_lock_TX_10(setup: Setup) -> None:
         "CREATE TEMP TABLE IF NOT EXISTS deferred_check"
         " (id int, CONSTRAINT once UNIQUE (id) DEFERRABLE INITIALLY DEFERRED)"
     )
-    with pytest.raises(asyncpg.UniqueViolationError):
+    with pytest.raises(UNIQUE_VIOLATION):
         async with lane_pg.transaction(setup.conn):
             assert await setup.facade.push_unique(Report("d")) is True
             await setup.conn.execute("INSERT INTO deferred_check VALUES (1), (1)")
@@ -330,7 +353,7 @@ async def test_a_failed_write_at_commit_frees_the_lock_UNIQ_3(deferred: Setup) -
 
 
 async def test_a_reservation_lost_before_commit_still_pushes_with_a_warning_UNIQ_4(
-    pg_dsn: str, conn: asyncpg.Connection, queue_name: str, caplog: pytest.LogCaptureFixture
+    pg_dsn: str, conn: Any, queue_name: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The lock expires at unique_for even while the transaction is open (TX-10); another
     push takes it; the commit still writes the job (the call said True) and warns."""
@@ -383,12 +406,12 @@ async def test_shared_database_rollback_is_atomic_with_business_rows_A24(shared:
             await shared.conn.execute(f"INSERT INTO {table} VALUES (1)")
             await shared.facade.push(DeferredReceipt(1))
             raise Rollback
-    assert await shared.conn.fetchval(f"SELECT count(*) FROM {table}") == 0
+    assert await scalar(shared.conn, f"SELECT count(*) FROM {table}") == 0
     assert await shared.rows() == [] and shared.events == []
     async with lane_pg.transaction(shared.conn):
         await shared.conn.execute(f"INSERT INTO {table} VALUES (2)")
         await shared.facade.push(DeferredReceipt(2))
-    assert await shared.conn.fetchval(f"SELECT count(*) FROM {table}") == 1
+    assert await scalar(shared.conn, f"SELECT count(*) FROM {table}") == 1
     assert len(await shared.rows()) == 1
 
 
@@ -424,3 +447,15 @@ async def test_bulk_defers_all_or_nothing_PUSH_6(setup: Setup) -> None:
             await setup.facade.bulk([DeferredReceipt(3), DeferredReceipt(4)])
             raise Rollback
     assert len(await setup.rows()) == 2
+
+
+async def test_a_connection_already_in_an_untracked_transaction_is_refused_TX_12(
+    conn: Any, deferred: Setup
+) -> None:
+    """Its end would only release a savepoint: deferred pushes would run before the data
+    is committed. Refused, nothing pushed."""
+    async with conn.transaction():
+        with pytest.raises(ConfigurationError, match="already inside a transaction"):
+            async with lane_pg.transaction(conn):
+                await deferred.facade.push(DeferredReceipt(1))
+    assert await deferred.rows() == []
