@@ -73,6 +73,8 @@ class Transaction:
         self.pending: list[Deferred] = []
         self.identities: dict[int, bool] = {}
         """Per driver id: whether the driver writes to this transaction's database (A24)."""
+        self.prepared: set[tuple[int, str]] = set()
+        """(driver id, queue) known to exist outside the transaction (A24 writes)."""
         self._native: Any = None
         self._token: contextvars.Token[Transaction | None] | None = None
 
@@ -91,6 +93,7 @@ class Transaction:
         if outer is not None and outer.root.conn is self.conn:
             self.parent = outer
             self.identities = outer.root.identities
+            self.prepared = outer.root.prepared
         elif _in_transaction(self.conn):
             raise ConfigurationError(
                 "lane_pg.transaction: the connection is already inside a transaction lane_pg"

@@ -175,6 +175,7 @@ class UniquePushes:
         if tx is not None and wants_after_commit(envelope):
             driver = self.driver_for(envelope.connection)  # TX-14: an unknown one raises now
             if envelope.debounce is None and await self._shares_database(tx, driver):
+                await self._prepare_queue(tx, driver, envelope.queue)
                 job_id = await driver.push(envelope, conn=tx.conn)
                 tx.defer(
                     Deferred(self._events_of(envelope, job_id), DISCARD_NOTHING, _what(envelope))
@@ -206,6 +207,7 @@ class UniquePushes:
             return None
         driver = self.driver_for(envelopes[0].connection)  # TX-14
         if await self._shares_database(tx, driver):
+            await self._prepare_queue(tx, driver, envelopes[0].queue)
             ids = await driver.bulk_push(envelopes, conn=tx.conn)
             for envelope, job_id in zip(envelopes, ids, strict=True):
                 emit = self._events_of(envelope, job_id)
@@ -278,6 +280,7 @@ class UniquePushes:
         """A24: the lock and the job in the caller's transaction; the events at commit. A
         savepoint keeps a refused add (a key reserved elsewhere) from aborting it."""
         token = (envelope.deduplication or {}).get("token")
+        await self._prepare_queue(tx, driver, envelope.queue)
         try:
             async with tx.conn.transaction():
                 row = await driver.push_row(envelope, conn=tx.conn)
@@ -408,6 +411,19 @@ class UniquePushes:
             )
 
         return emit
+
+    async def _prepare_queue(self, tx: Transaction, driver: QueueDriver, queue: str) -> None:
+        """Create a missing queue outside the transaction before an in-transaction write:
+        an add that creates it would hold its new ``lane.queues`` row until the commit, so
+        every other push to that queue (this task's immediate ones included) would wait
+        for the caller's transaction. A new queue records events, as one an add creates."""
+        key = (id(driver), queue)
+        if key in tx.prepared or not isinstance(driver, BackendDriver):
+            return
+        backend = driver.backend
+        if queue not in await backend.list_queues():
+            await backend.set_queue_events(queue, record=True)
+        tx.prepared.add(key)
 
     async def _shares_database(self, tx: Transaction, driver: QueueDriver) -> bool:
         """A24: whether ``driver`` writes to the database ``tx`` is open on (same database,

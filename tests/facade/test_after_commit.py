@@ -10,6 +10,7 @@ the commit (A24).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import AsyncIterator
@@ -169,10 +170,6 @@ async def deferred(conn: Any, queue_name: str) -> AsyncIterator[Setup]:
 
 @pytest_asyncio.fixture
 async def shared(conn: Any, pg_backend: PostgresBackend, queue_name: str) -> AsyncIterator[Setup]:
-    # The queue exists before the transaction, as an application's queues do: an
-    # in-transaction add that creates it holds its new lane.queues row until the commit,
-    # and an immediate push to it from the same task would wait on that row for good.
-    await pg_backend.set_queue_events(queue_name, record=True)
     facade, seen = _facade(pg_backend, "postgres", queue_name)
     yield Setup(facade, pg_backend, conn, queue_name, seen, None)
 
@@ -459,3 +456,15 @@ async def test_a_connection_already_in_an_untracked_transaction_is_refused_TX_12
             async with lane_pg.transaction(conn):
                 await deferred.facade.push(DeferredReceipt(1))
     assert await deferred.rows() == []
+
+
+async def test_an_immediate_push_to_a_new_queue_does_not_wait_for_the_transaction_A24(
+    shared: Setup,
+) -> None:
+    """The in-transaction write creates no lane.queues row inside the transaction: an
+    immediate push from the same task to the same (new) queue would wait on it for good."""
+    async with lane_pg.transaction(shared.conn):
+        await shared.facade.push(DeferredReceipt(1))  # in the transaction
+        await asyncio.wait_for(shared.facade.push(Receipt(2)), 10)  # at once, elsewhere
+        assert [row.data for row in await shared.rows()] == [{"order": 2}]
+    assert len(await shared.rows()) == 2
