@@ -22,7 +22,6 @@ from lane_pg.errors import ConfigurationError
 __all__ = ["COMMANDS", "CommandError", "build_parser", "console_main", "main"]
 
 PROG = "python -m lane_pg"
-# Later: "failed", "retry", "flush", ...
 COMMANDS: tuple[str, ...] = (
     "migrate",
     "worker",
@@ -38,6 +37,10 @@ COMMANDS: tuple[str, ...] = (
     "obliterate",
     "recover-stalled",
     "flow",
+    "failed",
+    "retry",
+    "forget",
+    "flush",
 )
 
 EXIT_ERROR = 1

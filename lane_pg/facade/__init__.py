@@ -6,6 +6,7 @@ It sits on the backend protocol and the worker and imports no database driver
 
 from __future__ import annotations
 
+from lane_pg.facade.bootstrap import bootstrap_default, bootstrap_from_env
 from lane_pg.facade.driver import BackendDriver, QueueDriver
 from lane_pg.facade.envelope import DebounceOptions, Envelope, EnvelopeOverrides
 from lane_pg.facade.events import (
@@ -23,6 +24,7 @@ from lane_pg.facade.queue import Q, QueueFacade
 from lane_pg.facade.registry import DEFAULT_REGISTRY, JobRegistry, job, register_job
 from lane_pg.facade.runner import TypedJobProcessor, typed_processors
 from lane_pg.facade.transaction import Transaction, current_transaction, transaction
+from lane_pg.facade.workers import run_worker, run_worker_on
 
 __all__ = [
     "DEFAULT_BACKOFF",
@@ -46,10 +48,14 @@ __all__ = [
     "Transaction",
     "TypedJobProcessor",
     "UniqueJobSkipped",
+    "bootstrap_default",
+    "bootstrap_from_env",
     "current_context",
     "current_transaction",
     "job",
     "register_job",
+    "run_worker",
+    "run_worker_on",
     "transaction",
     "typed_processors",
 ]

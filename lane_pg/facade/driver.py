@@ -14,11 +14,12 @@ with ``queue=None`` covers every queue of the connection.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Protocol, runtime_checkable
 
-from lane_pg.backend import AddsInTransaction, JobQueueBackend
+from lane_pg.backend import AddsInTransaction, JobQueueBackend, connect
 from lane_pg.errors import ConfigurationError
 from lane_pg.facade.envelope import Envelope
 from lane_pg.types import JobRow, JobState
@@ -58,31 +59,61 @@ class QueueDriver(Protocol):
 
 
 class BackendDriver:
-    """A ``QueueDriver`` over a backend (PostgreSQL, memory)."""
+    """A ``QueueDriver`` over a backend (PostgreSQL, memory): given open, or opened from
+    ``url`` on first use (``BackendDriver.lazy``), so configuring connections does no I/O."""
 
-    def __init__(self, backend: JobQueueBackend, driver_name: str) -> None:
-        self.backend = backend
+    def __init__(self, backend: JobQueueBackend | None, driver_name: str) -> None:
+        self._backend = backend
         self._driver_name = driver_name
+        self._url: str | None = None
+        self._lazy = False
+        self._schema = "lane"
+        self._opening = asyncio.Lock()
+
+    @classmethod
+    def lazy(cls, url: str | None, driver_name: str, *, schema: str = "lane") -> BackendDriver:
+        """A driver whose backend ``lane_pg.backend.connect(url)`` opens on first use
+        (``url`` None: ``$LANE_PG_DSN``, else the embedded server, resolved then)."""
+        driver = cls(None, driver_name)
+        driver._url, driver._schema, driver._lazy = url, schema, True
+        return driver
 
     @property
     def driver_name(self) -> str:
         return self._driver_name
 
+    @property
+    def url(self) -> str | None:
+        """The URL a lazy driver opens (None for a driver given its backend)."""
+        return self._url
+
+    @property
+    def schema(self) -> str:
+        return self._schema
+
     def __repr__(self) -> str:
         return f"BackendDriver({self._driver_name})"
+
+    async def backend(self) -> JobQueueBackend:
+        """The backend, opened now if this driver is lazy and not yet open."""
+        if self._backend is None:
+            async with self._opening:
+                if self._backend is None:
+                    if not self._lazy:
+                        raise ConfigurationError(f"{self!r} was closed")
+                    self._backend = await connect(self._url, schema=self._schema)
+        return self._backend
 
     async def push(self, envelope: Envelope, *, conn: object | None = None) -> str:
         return (await self.push_row(envelope, conn=conn)).id
 
     async def push_row(self, envelope: Envelope, *, conn: object | None = None) -> JobRow:
         """``push``, returning the stored (or, deduplicated, the owner's) snapshot."""
-        now = datetime.now(UTC)
-        options = envelope.options_document(now)
+        backend = await self.backend()
+        options = envelope.options_document(datetime.now(UTC))
         if conn is None:
-            return await self.backend.add_job(
-                envelope.queue, envelope.job_name, envelope.data, options
-            )
-        return await self._transactional().add_job_in(
+            return await backend.add_job(envelope.queue, envelope.job_name, envelope.data, options)
+        return await self._transactional(backend).add_job_in(
             conn, envelope.queue, envelope.job_name, envelope.data, options
         )
 
@@ -97,25 +128,27 @@ class BackendDriver:
         now = datetime.now(UTC)
         specs = [envelope.spec(now) for envelope in envelopes]
         queue = envelopes[0].queue
+        backend = await self.backend()
         if conn is None:
-            rows = await self.backend.add_jobs(queue, specs)
+            rows = await backend.add_jobs(queue, specs)
         else:
-            rows = await self._transactional().add_jobs_in(conn, queue, specs)
+            rows = await self._transactional(backend).add_jobs_in(conn, queue, specs)
         return [row.id for row in rows]
 
-    def _transactional(self) -> AddsInTransaction:
-        if not isinstance(self.backend, AddsInTransaction):
+    def _transactional(self, backend: JobQueueBackend) -> AddsInTransaction:
+        if not isinstance(backend, AddsInTransaction):
             raise ConfigurationError(
                 f"the {self._driver_name} connection cannot enqueue inside a caller's"
                 " transaction (conn=): only PostgreSQL can"
             )
-        return self.backend
+        return backend
 
     async def _count(self, queue: str | None, states: Sequence[JobState]) -> int:
-        queues = [queue] if queue is not None else await self.backend.list_queues()
+        backend = await self.backend()
+        queues = [queue] if queue is not None else await backend.list_queues()
         total = 0
         for name in queues:
-            total += await self.backend.get_job_count(name, list(states))
+            total += await backend.get_job_count(name, list(states))
         return total
 
     async def size(self, queue: str | None = None) -> int:
@@ -131,4 +164,7 @@ class BackendDriver:
         return await self._count(queue, ("active",))
 
     async def close(self) -> None:
-        await self.backend.close()
+        if self._backend is not None:
+            await self._backend.close()
+            if self._lazy:
+                self._backend = None  # a lazy driver may open again

@@ -246,7 +246,7 @@ class UniquePushes:
         if tx is not None and wants_after_commit(envelope):
             if await self._shares_database(tx, driver):
                 return await self._unique_in_transaction(tx, driver, envelope, unique_id)
-            locks = _locks(driver)
+            locks = await _locks(driver)
             if not await locks.reserve_deduplication_key(
                 envelope.queue, key, token, timedelta(milliseconds=ttl_ms)
             ):
@@ -335,8 +335,8 @@ class UniquePushes:
                 " window is kept on the queue's own connection"
             )
         driver = self._backend_driver(envelope, "a debounced push")
-        locks = _locks(driver)
-        backend = driver.backend
+        locks = await _locks(driver)
+        backend = await driver.backend()
         key = f"debounce:{envelope.job_name}:{options.id or ''}"
         token = uuid.uuid4().hex
         now = datetime.now(UTC)
@@ -420,7 +420,7 @@ class UniquePushes:
         key = (id(driver), queue)
         if key in tx.prepared or not isinstance(driver, BackendDriver):
             return
-        backend = driver.backend
+        backend = await driver.backend()
         if queue not in await backend.list_queues():
             await backend.set_queue_events(queue, record=True)
         tx.prepared.add(key)
@@ -432,8 +432,10 @@ class UniquePushes:
         if known is not None:
             return known
         pool = None
-        if isinstance(driver, BackendDriver) and isinstance(driver.backend, AddsInTransaction):
-            pool = getattr(driver.backend, "pool", None)
+        if isinstance(driver, BackendDriver):
+            backend = await driver.backend()
+            if isinstance(backend, AddsInTransaction):
+                pool = getattr(backend, "pool", None)
         shared = False
         if pool is not None:
             shared = await pool.fetchval(_IDENTITY_SQL) == await _fetch_one(tx.conn, _IDENTITY_SQL)
@@ -454,13 +456,14 @@ async def _fetch_one(conn: Any, sql: str) -> object:
     return None if row is None else row[0]
 
 
-def _locks(driver: BackendDriver) -> DeduplicationLocks:
-    if not isinstance(driver.backend, DeduplicationLocks):
+async def _locks(driver: BackendDriver) -> DeduplicationLocks:
+    backend = await driver.backend()
+    if not isinstance(backend, DeduplicationLocks):
         raise ConfigurationError(
             f"the {driver.driver_name} connection has no owner-token locks"
             " (reserve_deduplication_key / release_deduplication_key)"
         )
-    return driver.backend
+    return backend
 
 
 def _checked(options: DebounceOptions) -> DebounceOptions:

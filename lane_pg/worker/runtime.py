@@ -17,6 +17,7 @@ from lane_pg.backend import (
     WakeupSource,
 )
 from lane_pg.errors import InvalidOptions
+from lane_pg.failed import FailedJobStore
 from lane_pg.types import ClaimedJob, Lane, QueueDemand
 from lane_pg.worker.claiming import wait_for_claim
 from lane_pg.worker.config import WorkerConfig
@@ -43,7 +44,9 @@ class Worker:
     ``leader`` elects the maintenance leader among the backend's workers; by default the
     backend's own (``HasLeader``), and a backend without one makes this worker its only
     leader. ``pause_state`` is for drivers whose queue pauses live outside the claim
-    (``lane_pg.worker.pausing``); PostgreSQL and memory need none.
+    (``lane_pg.worker.pausing``); PostgreSQL and memory need none. ``failed_store`` keeps
+    a record of every job that fails for good (FAIL-2, ``lane_pg.failed``), named
+    ``connection`` unless its push stored a connection label.
 
     Ways to run it: ``run()`` (or ``start()``, its task) until ``stop()``, or until idle in
     burst mode, with leases renewed, stalled jobs recovered and upkeep done by the leader;
@@ -60,6 +63,8 @@ class Worker:
         notifier: WakeupSource | None = None,
         leader: Leader | None = None,
         pause_state: PauseState | None = None,
+        failed_store: FailedJobStore | None = None,
+        connection: str = "default",
     ) -> None:
         self.backend = backend
         self._claimer: JobQueueBackend = backend
@@ -94,6 +99,8 @@ class Worker:
             self.counts,
             self.worker_id,
             stacktrace_limit=self.config.stacktrace_limit,
+            failed_store=failed_store,
+            connection=connection,
         )
         self._runner = JobRunner(
             self.processors,
