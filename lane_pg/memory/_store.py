@@ -478,11 +478,12 @@ class _Store:
         """lane._flow_release: waiting-children parents to waiting, or delayed while their
         own delay is not due (FLOW-3, FLOW-29); the due ones first, each in key order."""
         held = sorted((p for p in parents if p.state == "waiting-children"), key=lambda p: p.key)
-        for parent in [p for p in held if p.available_at <= now]:
+        # Due against the later of now and the parent's creation (lane._flow_release).
+        for parent in [p for p in held if p.available_at <= max(now, p.created_at)]:
             q = self._queue(parent.queue)
             self._move_to_waiting(q, parent)
             self._emit(q, "waiting", parent.id, {"prev": "waiting-children"}, now)
-        for parent in [p for p in held if p.available_at > now]:
+        for parent in [p for p in held if p.available_at > max(now, p.created_at)]:
             q = self._queue(parent.queue)
             self._move_to_delayed(q, parent, parent.available_at)
             data = {"delay": _epoch_ms(parent.available_at), "prev": "waiting-children"}
