@@ -20,20 +20,23 @@ from lane_pg.facade.driver import (
 )
 from lane_pg.facade.drivers import FailoverDriver, NullDriver, SyncDriver
 from lane_pg.facade.drivers.failover import ConnectionUnavailable
-from lane_pg.facade.envelope import Envelope, EnvelopeOverrides
+from lane_pg.facade.envelope import DebounceOptions, Envelope, EnvelopeOverrides
 from lane_pg.facade.events import (
     Events,
+    JobDebounced,
     JobExceptionOccurred,
     JobProcessed,
     JobProcessing,
     JobQueued,
     JobQueueing,
     QueueFailedOver,
+    UniqueJobSkipped,
 )
 from lane_pg.facade.job import DEFAULT_BACKOFF, Job, current_context
 from lane_pg.facade.queue import Q, QueueFacade
 from lane_pg.facade.registry import DEFAULT_REGISTRY, JobRegistry, job, register_job
 from lane_pg.facade.runner import TypedJobProcessor, typed_processors
+from lane_pg.facade.transaction import Transaction, current_transaction, transaction
 from lane_pg.facade.workers import run_worker, run_worker_on
 
 __all__ = [
@@ -44,12 +47,14 @@ __all__ = [
     "Ack",
     "BackendDriver",
     "ConnectionUnavailable",
+    "DebounceOptions",
     "DriverBase",
     "Envelope",
     "EnvelopeOverrides",
     "Events",
     "FailoverDriver",
     "Job",
+    "JobDebounced",
     "JobExceptionOccurred",
     "JobProcessed",
     "JobProcessing",
@@ -65,13 +70,17 @@ __all__ = [
     "Release",
     "Reservation",
     "SyncDriver",
+    "Transaction",
     "TypedJobProcessor",
+    "UniqueJobSkipped",
     "bootstrap_default",
     "bootstrap_from_env",
     "current_context",
+    "current_transaction",
     "job",
     "register_job",
     "run_worker",
     "run_worker_on",
+    "transaction",
     "typed_processors",
 ]
