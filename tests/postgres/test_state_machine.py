@@ -153,13 +153,14 @@ class JobStateMachine(RuleBasedStateMachine):
         assert len(model_job.stacktrace) == len(real_job.stacktrace)
 
     def mapped_reason(self, reason: str | None) -> str | None:
-        """A model reason with the child id it names (a flow policy's) mapped."""
+        """A model reason with the child ids it names mapped: a flow policy's, and the
+        grandchild's nested in it when a failure went up a tree ("child 5 of queue q
+        failed: child 7 of queue q failed: boom")."""
         match = None if reason is None else _CHILD_REASON.match(reason)
         if reason is None or match is None:
             return reason
-        return (
-            f"child {self.real_id(match[1])} of queue {match[2]} failed: " + reason[match.end() :]
-        )
+        rest = self.mapped_reason(reason[match.end() :])
+        return f"child {self.real_id(match[1])} of queue {match[2]} failed: {rest}"
 
     def teardown(self) -> None:
         async def cleanup() -> None:
