@@ -162,15 +162,23 @@ async def test_a_child_that_kills_its_workers_applies_the_policy_STALL_4(
             queue_name,
             [
                 {"name": "record", "options": {"job_id": "good"}},
-                # Due after "good" has surely completed: a worker killed while good's
-                # completion was still being written would stall good as well.
+                # Promoted once "good" has completed: a worker killed while good's
+                # completion was still being written would stall good as well (a fixed
+                # 1.5 s delay was not enough on a loaded machine).
                 {
                     "name": "die",
-                    "options": {"job_id": "killer", "attempts": 5, "delay_ms": 1500, **policy},
+                    "options": {"job_id": "killer", "attempts": 5, "delay_ms": 600_000, **policy},
                 },
             ],
         ),
     )
+    workers.spawn(*args)
+
+    async def good_completed() -> bool:
+        return await state_of(db, queue_name, "good") == "completed"
+
+    await until(good_completed, timeout=60, interval=0.05)
+    await backend.promote_job(queue_name, "killer")
 
     async def parent_settled_while_keeping_a_worker_alive() -> bool:
         if not any(worker.alive() for worker in workers.spawned):
