@@ -671,6 +671,9 @@ class QueueDemand:
 
     queue: str
     limit: int
+    pause_as: str | None = None
+    """The queue whose pause decides for this one (None: its own). A worker started on
+    ``default`` claims the destination of its forward under ``default``'s pause (PAUSE-8)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -896,3 +899,18 @@ def validate_stacktrace(stacktrace: object, failed_reason: object) -> tuple[list
     if failed_reason is not None and not isinstance(failed_reason, str):
         raise InvalidOptions(f"failed_reason must be a string or None, got {failed_reason!r}")
     return list(stacktrace), failed_reason
+
+
+@dataclass(frozen=True, slots=True)
+class PauseStatus:
+    """What ``get_pause_status`` read in one snapshot (PAUSE-5, PAUSE-7, CLI-6)."""
+
+    all_paused: bool
+    """The connection-wide switch (``pause_all``)."""
+    paused: frozenset[str]
+    """The asked queues whose own pause flag is set."""
+    restart_at_ms: int | None
+    """The last restart signal, milliseconds since the epoch; None when none was given."""
+
+    def is_paused(self, queue: str) -> bool:
+        return self.all_paused or queue in self.paused
