@@ -772,9 +772,14 @@ class Lane:
     priority: int = 0
     max_concurrency: int | None = None
     min_concurrency: int = 0
+    pause_as: str | None = None
+    """For a lane served because a queue the worker was started on is forwarded here
+    (ROUTE-5): that queue, whose pause decides for this lane (PAUSE-8); None: its own."""
 
     def __post_init__(self) -> None:
         validate_queue_name(self.name)
+        if self.pause_as is not None:
+            validate_queue_name(self.pause_as)
         if self.priority < 0:
             raise InvalidOptions(f"lane {self.name!r}: priority must be >= 0")
         if self.max_concurrency is not None and self.max_concurrency < 1:

@@ -16,8 +16,16 @@ from lane_pg.facade.events import (
     JobProcessing,
     JobQueued,
     JobQueueing,
+    QueuePaused,
+    QueueResumed,
+    QueuesPaused,
+    QueuesResumed,
+    WorkerInterrupted,
+    WorkerQueuePaused,
+    WorkerQueueResumed,
 )
 from lane_pg.facade.job import DEFAULT_BACKOFF, Job, current_context
+from lane_pg.facade.pausing import FacadeWorkerHooks, PausesQueues
 from lane_pg.facade.queue import Q, QueueFacade
 from lane_pg.facade.registry import DEFAULT_REGISTRY, JobRegistry, job, register_job
 from lane_pg.facade.runner import TypedJobProcessor, typed_processors
@@ -29,6 +37,7 @@ __all__ = [
     "Envelope",
     "EnvelopeOverrides",
     "Events",
+    "FacadeWorkerHooks",
     "Job",
     "JobExceptionOccurred",
     "JobProcessed",
@@ -36,10 +45,18 @@ __all__ = [
     "JobQueued",
     "JobQueueing",
     "JobRegistry",
+    "PausesQueues",
     "Q",
     "QueueDriver",
     "QueueFacade",
+    "QueuePaused",
+    "QueueResumed",
+    "QueuesPaused",
+    "QueuesResumed",
     "TypedJobProcessor",
+    "WorkerInterrupted",
+    "WorkerQueuePaused",
+    "WorkerQueueResumed",
     "bootstrap_default",
     "bootstrap_from_env",
     "current_context",

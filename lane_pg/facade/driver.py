@@ -22,7 +22,7 @@ from typing import Protocol, runtime_checkable
 from lane_pg.backend import AddsInTransaction, JobQueueBackend, connect
 from lane_pg.errors import ConfigurationError
 from lane_pg.facade.envelope import Envelope
-from lane_pg.types import JobRow, JobState
+from lane_pg.types import JobRow, JobState, PauseStatus
 
 SIZE_STATES: tuple[JobState, ...] = ("waiting", "delayed", "active", "waiting-children")
 
@@ -162,6 +162,23 @@ class BackendDriver:
 
     async def reserved_size(self, queue: str | None = None) -> int:
         return await self._count(queue, ("active",))
+
+    # -- pausing (PAUSE-3..5; lane_pg.facade.pausing) ------------------------------------
+
+    async def pause_queue(self, queue: str) -> None:
+        await (await self.backend()).pause_queue(queue)
+
+    async def resume_queue(self, queue: str) -> None:
+        await (await self.backend()).resume_queue(queue)
+
+    async def pause_all(self) -> None:
+        await (await self.backend()).pause_all()
+
+    async def resume_all(self) -> None:
+        await (await self.backend()).resume_all()
+
+    async def pause_status(self, queues: Sequence[str]) -> PauseStatus:
+        return await (await self.backend()).get_pause_status(queues)
 
     async def close(self) -> None:
         if self._backend is not None:

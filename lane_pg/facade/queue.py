@@ -25,12 +25,13 @@ from lane_pg.facade.driver import QueueDriver
 from lane_pg.facade.envelope import NO_OVERRIDES, Envelope, EnvelopeOverrides, build_envelope
 from lane_pg.facade.events import Events, JobQueued, JobQueueing
 from lane_pg.facade.job import Job
+from lane_pg.facade.pausing import PausingMixin
 from lane_pg.facade.registry import DEFAULT_REGISTRY, JobRegistry
 from lane_pg.facade.routing import Routing
 from lane_pg.types import Duration
 
 
-class QueueFacade:
+class QueueFacade(PausingMixin):
     """Connections, routes and pushes of one application (``lane_pg.Q`` is the shared one)."""
 
     def __init__(self, *, registry: JobRegistry = DEFAULT_REGISTRY) -> None:
