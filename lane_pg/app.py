@@ -24,7 +24,7 @@ from lane_pg.errors import ConfigurationError
 from lane_pg.facade import DEFAULT_REGISTRY, BackendDriver, JobRegistry, QueueFacade
 from lane_pg.facade.runner import typed_processors
 from lane_pg.types import JSON, JobOptions, JobRow, Lane
-from lane_pg.worker import Processor, ProcessorLike, Worker, WorkerConfig
+from lane_pg.worker import Processor, ProcessorLike, Worker, WorkerConfig, WorkerHooks
 
 
 class App:
@@ -74,15 +74,19 @@ class App:
 
         return register
 
-    def all_processors(self, facade: QueueFacade | None = None) -> dict[str, ProcessorLike]:
+    def all_processors(
+        self, facade: QueueFacade | None = None, *, connection: str | None = None
+    ) -> dict[str, ProcessorLike]:
         """The processor functions and a processor per registered job class, by job name;
-        one name served twice is refused."""
+        one name served twice is refused. ``connection``: the label the job classes' events
+        carry (default ``connection_label()``)."""
         from lane_pg.facade import Q
 
         facade = facade or Q
+        label = connection or self.connection_label()
         typed: dict[str, ProcessorLike] = {}
         if self.jobs is not None:
-            typed.update(typed_processors(self.jobs, facade.events, self.connection_label()))
+            typed.update(typed_processors(self.jobs, facade.events, label))
         both = sorted(set(typed) & set(self._processors))
         if both:
             raise ConfigurationError(
@@ -128,7 +132,13 @@ class App:
         ``lane_pg.postgres.enqueue`` to enqueue inside one)."""
         return await (await self.backend()).add_job(queue, name, data, options)
 
-    async def create_worker(self, config: WorkerConfig | None = None, **settings: Any) -> Worker:
+    async def create_worker(
+        self,
+        config: WorkerConfig | None = None,
+        *,
+        hooks: WorkerHooks | None = None,
+        **settings: Any,
+    ) -> Worker:
         """A worker for this app's processors, woken early by the backend when it can
         (PostgreSQL: a LISTEN connection for its queues; other backends poll).
 
@@ -149,7 +159,7 @@ class App:
                 health_interval=min(config.poll_interval, 5.0),
             )
             await notifier.start()
-        return Worker(backend, self.all_processors(), config, notifier=notifier)
+        return Worker(backend, self.all_processors(), config, notifier=notifier, hooks=hooks)
 
     async def run_worker(self, config: WorkerConfig | None = None, **settings: Any) -> Worker:
         """Run a worker until it stops (``worker.stop()``, or idle in burst mode)."""

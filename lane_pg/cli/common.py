@@ -5,10 +5,15 @@ from __future__ import annotations
 import argparse
 import os
 import re
+from collections.abc import Mapping
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from lane_pg.backend.url import redact_url
 from lane_pg.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from lane_pg.facade import QueueDriver, QueueFacade
 
 DEFAULT_SCHEMA = "lane"
 
@@ -69,6 +74,17 @@ def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_connection_name_argument(parser: argparse.ArgumentParser) -> None:
+    """``--connection NAME``: a facade connection (CLI-2); default: the default one."""
+    parser.add_argument(
+        "--connection",
+        default=None,
+        metavar="NAME",
+        help="the queue connection to use (default: the default connection); an unknown"
+        " name exits non-zero",
+    )
+
+
 def sqlalchemy_url(dsn: str) -> str:
     """A ``postgresql://`` DSN as a SQLAlchemy URL on the psycopg (3) driver."""
     from sqlalchemy.engine import make_url
@@ -101,3 +117,34 @@ def describe_error(exc: BaseException) -> str:
     first = first.split("(Background on this error", 1)[0].strip()
     kind = type(inner).__name__
     return f"{kind}: {first}" if kind not in first else first
+
+
+def connection_env(args: argparse.Namespace) -> dict[str, str]:
+    """``os.environ`` with ``--dsn`` and ``--schema`` applied, for ``bootstrap_from_env``."""
+    env = dict(os.environ)
+    if getattr(args, "dsn", None):
+        env["LANE_PG_DSN"] = args.dsn
+    schema = getattr(args, "schema", None)
+    if schema:
+        env["LANE_PG_SCHEMA"] = schema
+    return env
+
+
+def resolve_connection(
+    name: str | None, *, env: Mapping[str, str] | None = None
+) -> tuple[QueueFacade, str, QueueDriver]:
+    """``(facade, connection name, driver)`` of ``--connection NAME`` (None: the default).
+
+    The facade is ``lane_pg.Q``; unless something (an ``--app`` module) gave it a default
+    connection already, ``bootstrap_from_env`` wires one from ``env``. An unknown name is
+    a ``ConfigurationError`` naming the known ones, raised before anything is opened
+    (CLI-2, CLI-7)."""
+    from lane_pg.facade import Q, bootstrap_from_env
+
+    try:
+        Q.driver()
+    except ConfigurationError:
+        bootstrap_from_env(Q, env)
+    if name is None:
+        return Q, Q.connection_name(), Q.driver()
+    return Q, name, Q.connection(name)
