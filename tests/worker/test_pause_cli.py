@@ -111,6 +111,7 @@ async def test_pause_is_checked_on_the_started_name_not_the_forward_PAUSE_8_ROUT
     assert (await backend.get_job_state(high, second.id)) == "waiting"
     await backend.resume_queue(default)
     await wait_for_state(db, high, second.id, "completed")
+    await until(lambda: _async(status_lines(worker, f"Queue {default} RESUMED")))
     assert len(status_lines(worker, f"Queue {default} PAUSED")) == 1
     assert len(status_lines(worker, f"Queue {default} RESUMED")) == 1
     worker.send(signal.SIGTERM)
