@@ -298,3 +298,34 @@ async def test_restart_signal_stops_a_running_worker_only_CLI_6(
     finally:
         await _stop(later, later_task)
     assert seen == [WorkerInterrupted("main", 0)]
+
+
+class UnreadableSignals(MemoryBackend):
+    """A backend whose pause/restart read fails (a real method that raises)."""
+
+    async def get_pause_status(self, queues: Sequence[str] = ()) -> Any:
+        raise ConnectionError("signals store down")
+
+
+async def test_unreadable_signals_fail_open_PAUSE_11(
+    queue_name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    backend = UnreadableSignals()
+    done: list[str] = []
+
+    async def record(job: Any, ctx: Any) -> None:
+        done.append(job.id)
+
+    worker = Worker(
+        backend, {"n": record}, WorkerConfig(lanes=(Lane(queue_name),), poll_interval=0.02)
+    )
+    task = worker.start()
+    try:
+        job = await backend.add_job(queue_name, "n")
+        await eventually(lambda: done == [job.id])
+        later = await backend.add_job(queue_name, "n")
+        await eventually(lambda: done == [job.id, later.id])
+    finally:
+        await _stop(worker, task)
+    warnings = [r for r in caplog.records if "signals unreadable" in r.getMessage()]
+    assert len(warnings) == 1  # once per outage, not per loop
