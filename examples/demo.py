@@ -5,6 +5,9 @@ that returns the job already holding its id, a repeat series that runs three tim
 run's successor written by its completion, and a flow: a report whose two children run
 first, released by the last child's completion and combining what they returned.
 
+Then the facade: a typed job class pushed with ``Q.push`` / ``Q.later`` / ``Q.bulk`` and
+a plain processor function, both run by one ``lane_pg.Worker`` (LISTEN/NOTIFY, leases).
+
     make demo            # or: python examples/demo.py
 
 With ``LANE_PG_DSN`` unset this starts an embedded PostgreSQL whose data lives in
@@ -18,9 +21,23 @@ import asyncio
 import os
 import sys
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
-from lane_pg import Backoff, DeduplicationOptions, JobOptions, JobRow, QueueDemand, RepeatOptions
+from lane_pg import (
+    App,
+    Backoff,
+    DeduplicationOptions,
+    Job,
+    JobContext,
+    JobOptions,
+    JobRow,
+    Lane,
+    Q,
+    QueueDemand,
+    RepeatOptions,
+    register_job,
+)
 from lane_pg.flows import FlowJob
 from lane_pg.postgres.backend import PostgresBackend
 from lane_pg.postgres.embedded import resolve_dsn
@@ -71,6 +88,70 @@ HANDLERS: dict[str, Callable[[JobRow, PostgresBackend], Awaitable[object]]] = {
 }
 
 
+# --------------------------------------------------------------------------- the facade
+FACADE_QUEUE = "demo-mail"
+
+
+@dataclass
+class SendWelcomeEmail(Job):
+    """A typed job: its fields are the stored data, ``handle`` does the work."""
+
+    job_name = "SendWelcomeEmail"
+    queue = FACADE_QUEUE
+    max_tries = 5
+    user_id: int
+
+    async def handle(self) -> dict[str, int]:
+        return {"welcomed": self.user_id}
+
+
+register_job(SendWelcomeEmail)
+
+
+async def facade_demo(dsn: str) -> bool:
+    """Push typed jobs through ``Q`` and run them, with a processor function, on a worker."""
+    app = App(dsn)
+
+    @app.processor("audit")
+    async def audit(job: JobRow, ctx: JobContext) -> str:
+        return f"audited {job.data['what']}"
+
+    await app.bind(Q)  # Q writes where this app's workers claim
+    try:
+        ids = [
+            await Q.push(SendWelcomeEmail(user_id=42)),
+            await Q.later(timedelta(milliseconds=300), SendWelcomeEmail(user_id=7)),
+            *await Q.bulk([SendWelcomeEmail(user_id=n) for n in (100, 101, 102)]),
+        ]
+        backend = await app.backend()
+        ids.append((await backend.add_job(FACADE_QUEUE, "audit", {"what": "signups"})).id)
+        print(f"pushed     {len(ids)} jobs to {FACADE_QUEUE} (one delayed 300 ms)")
+        worker = await app.create_worker(lanes=(Lane(FACADE_QUEUE),), poll_interval=0.5)
+        running = asyncio.create_task(worker.run())
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + DEADLINE_SECONDS
+        rows: list[JobRow | None] = []
+        while loop.time() < deadline:
+            rows = [await backend.get_job(FACADE_QUEUE, job_id) for job_id in ids]
+            if all(row is not None and row.state == "completed" for row in rows):
+                break
+            await asyncio.sleep(0.05)
+        worker.stop()
+        await running
+        if worker.notifier is not None:
+            await worker.notifier.close()
+        for row in rows:
+            if row is not None:
+                show("worker", row, f"result={row.return_value!r}")
+        ok = all(row is not None and row.state == "completed" for row in rows)
+        print(
+            f"worker ran {len(ids)} facade jobs: {'all completed' if ok else 'NOT all completed'}"
+        )
+        return ok
+    finally:
+        await app.close()
+
+
 def show(what: str, job: JobRow, detail: str = "") -> None:
     label = f"{job.name}#{job.id}"
     print(f"{what:<10} {label:<22} -> {job.state:<9} {detail}".rstrip())
@@ -119,9 +200,11 @@ async def main() -> int:
         show("added", flow.job, "(flow parent of 2 children)")
         jobs += [flow.job, *(child.job for child in flow.children)]
         ours = {job.id for job in jobs}
-        return 0 if await process(backend, ours, int(beat.id)) else 1
+        if not await process(backend, ours, int(beat.id)):
+            return 1
     finally:
         await backend.close()
+    return 0 if await facade_demo(dsn) else 1
 
 
 async def process(backend: PostgresBackend, ours: set[str], first_beat: int) -> bool:

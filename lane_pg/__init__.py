@@ -80,6 +80,8 @@ if TYPE_CHECKING:
         current_context,
         job,
         register_job,
+        run_worker,
+        run_worker_on,
     )
     from lane_pg.worker import JobContext, Worker, WorkerConfig, claim_next_blocking
 
@@ -94,6 +96,8 @@ _LAZY = {
     "current_context": "lane_pg.facade",
     "job": "lane_pg.facade",
     "register_job": "lane_pg.facade",
+    "run_worker": "lane_pg.facade",
+    "run_worker_on": "lane_pg.facade",
     "JobContext": "lane_pg.worker",
     "Worker": "lane_pg.worker",
     "WorkerConfig": "lane_pg.worker",
@@ -166,6 +170,8 @@ __all__ = [
     "current_context",
     "job",
     "register_job",
+    "run_worker",
+    "run_worker_on",
 ]
 
 

@@ -19,12 +19,14 @@ import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from lane_pg.backend import HasWakeups, JobQueueBackend, backend_kind, connect, resolve_url
+from lane_pg.backend import JobQueueBackend, backend_kind, connect, resolve_url
 from lane_pg.errors import ConfigurationError
 from lane_pg.facade import DEFAULT_REGISTRY, BackendDriver, JobRegistry, QueueFacade
+from lane_pg.facade.failed import default_failed_store
 from lane_pg.facade.runner import typed_processors
 from lane_pg.types import JSON, JobOptions, JobRow, Lane
 from lane_pg.worker import Processor, ProcessorLike, Worker, WorkerConfig, WorkerHooks
+from lane_pg.worker.start import close_worker, create_worker
 
 
 class App:
@@ -103,8 +105,11 @@ class App:
         from lane_pg.facade import Q
 
         facade = facade or Q
-        driver = BackendDriver(await self.backend(), backend_kind(self.resolve_dsn()))
+        backend = await self.backend()
+        driver = BackendDriver(backend, backend_kind(self.resolve_dsn()))
         facade.set_driver(driver, name=self.connection)
+        if facade.failed_store() is None:
+            facade.set_failed_store(default_failed_store(backend))  # FAIL-8
         return facade
 
     def resolve_dsn(self) -> str:
@@ -150,16 +155,17 @@ class App:
             config = WorkerConfig(**settings)
         elif settings:
             raise ConfigurationError("give either a WorkerConfig or settings, not both")
+        from lane_pg.facade import Q
+
         backend = await self.backend()
-        notifier = None
-        if isinstance(backend, HasWakeups):
-            notifier = backend.wakeups(
-                [lane.name for lane in config.lanes] or None,
-                name=f"lane_pg listener {config.worker_id}",
-                health_interval=min(config.poll_interval, 5.0),
-            )
-            await notifier.start()
-        return Worker(backend, self.all_processors(), config, notifier=notifier, hooks=hooks)
+        return await create_worker(
+            backend,
+            self.all_processors(),
+            config,
+            failed_store=Q.failed_store() or default_failed_store(backend),
+            connection=self.connection_label(),
+            hooks=hooks,
+        )
 
     async def run_worker(self, config: WorkerConfig | None = None, **settings: Any) -> Worker:
         """Run a worker until it stops (``worker.stop()``, or idle in burst mode)."""
@@ -167,8 +173,7 @@ class App:
         try:
             await worker.run()
         finally:
-            if worker.notifier is not None:
-                await worker.notifier.close()
+            await close_worker(worker)
         return worker
 
     async def close(self) -> None:

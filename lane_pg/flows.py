@@ -20,6 +20,16 @@ The same rule applies on every path by which a child ends: completion, failure, 
 recovery past its limit, removal, ``remove_on_fail``. A child's result stays under its
 parent (``lane.flow_deps``) after the child's own row is cleaned away; it goes with the
 parent's row.
+
+A node whose deduplication id another job owns is not stored (DEDUP-17, -19). When the
+owner is running and the node asks for ``keep_last_if_active``, the node is kept as the
+owner's next job with its parent and its own children: a kept child's parent waits for it
+under the pending id ``0:<dedup id>`` (``ChildRef(queue, "0:report")``, never missing)
+until the owner finishes, when the child is stored and takes that place in the same
+transaction; a kept root is stored with its children then (DEDUP-18, -19). Whatever drops
+the kept job instead (a later duplicate, which takes its place and parent;
+``remove_deduplication_key``; the owner removed, drained or obliterated; its row expiring;
+``remove_unprocessed_children`` of the parent) releases the parent it was to join.
 """
 
 from __future__ import annotations

@@ -154,3 +154,43 @@ async def test_lanes_worker_runs_control_first(db: str) -> None:
     assert ran == ["control-1", "control-2", "control-3", "prompt-1", "prompt-2", "prompt-3"]
     states = await fetch(db, "SELECT DISTINCT state FROM lane.jobs")
     assert [s["state"] for s in states] == ["completed"]
+
+
+# ------------------------------------------------------------------ demo and facade
+async def test_demo_runs_the_runtime_and_the_facade(db: str) -> None:
+    done = await run(str(EXAMPLES / "demo.py"), dsn=db)
+    assert "all 7 jobs completed; the series ran 3 times and ended" in done.stdout
+    assert "worker ran 6 facade jobs: all completed" in done.stdout
+
+
+async def test_facade_app_is_pushed_and_drained_by_the_worker_cli_PUSH_1_CLI_1(db: str) -> None:
+    pushed = await run(str(EXAMPLES / "facade_app.py"), dsn=db)
+    assert "pushed 4 jobs" in pushed.stdout
+    # The delayed push is due 200 ms after it was written: wait for the database to say
+    # so (a burst worker leaves jobs that are not due yet).
+    for _ in range(100):
+        due = await fetch(
+            db,
+            "SELECT count(*) AS n FROM lane.jobs WHERE state = 'delayed' AND available_at > now()",
+        )
+        if due[0]["n"] == 0:
+            break
+        await asyncio.sleep(0.05)
+    done = await run("-m", "lane_pg", "worker", "--app", "examples.facade_app", "--burst", dsn=db)
+    for line in (
+        "welcome mail for user 42",
+        "welcome mail for user 7",
+        "invoice for order 1001: 350",
+        "invoice for order 1002: 75",
+    ):
+        assert line in done.stdout
+    jobs = await fetch(
+        db, "SELECT name, queue, state, data, max_attempts FROM lane.jobs ORDER BY id::bigint"
+    )
+    assert [(j["name"], j["queue"], j["state"], j["max_attempts"]) for j in jobs] == [
+        ("SendWelcomeEmail", "facade-mail", "completed", 5),
+        ("SendWelcomeEmail", "facade-mail", "completed", 5),
+        ("BuildInvoice", "facade-billing", "completed", 2),
+        ("BuildInvoice", "facade-billing", "completed", 2),
+    ]
+    assert json_value(jobs[2]["data"]) == {"order": 1001, "lines": [250, 100]}

@@ -48,6 +48,7 @@ from lane_pg.backend.capabilities import (
     IndexSize,
     Leader,
     ReclaimsSpace,
+    RecordsFailedJobs,
     WakeupSource,
 )
 from lane_pg.backend.cleanup import Cleaner
@@ -83,6 +84,7 @@ __all__ = [
     "Producer",
     "Reader",
     "ReclaimsSpace",
+    "RecordsFailedJobs",
     "Repeater",
     "Settler",
     "WakeupSource",

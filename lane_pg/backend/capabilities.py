@@ -13,7 +13,15 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from lane_pg.backend import JobQueueBackend
-    from lane_pg.types import JSON, Duration, JobOptions, JobRow, JobSpec
+    from lane_pg.types import (
+        JSON,
+        Duration,
+        Failure,
+        FinalizeOutcome,
+        JobOptions,
+        JobRow,
+        JobSpec,
+    )
 
 
 @runtime_checkable
@@ -163,3 +171,16 @@ class AddsInTransaction(Protocol):
     async def add_jobs_in(
         self, conn: object, queue: str, specs: Sequence[JobSpec]
     ) -> list[JobRow]: ...
+
+
+@runtime_checkable
+class RecordsFailedJobs(Protocol):
+    """A backend that records terminal failures in its own failed-job table, in the
+    transaction of the transition (PostgreSQL: ``lane.fail_jobs``' last parameter)."""
+
+    async def fail_jobs_recording(
+        self, items: Sequence[Failure], connection: str, *, now: datetime | None = None
+    ) -> list[FinalizeOutcome]:
+        """``fail_jobs``; each item that fails for good is also recorded, under its stored
+        connection label, else ``connection``."""
+        ...

@@ -20,6 +20,13 @@ that rolls back leaves no owner. The rules every backend follows:
   -13). A release only ever removes the row that names the releasing job.
 * Within one bulk add, a spec whose id an earlier spec of the call took is deduplicated
   against it, whatever its flags (DEDUP-20).
+* In a flow, a duplicate node is not stored (DEDUP-17, -19); kept as a running owner's
+  next job it keeps its parent and children: the parent counts a placeholder dependency
+  ``0:<dedup id>`` until the owner finishes and the node is stored under it, in that
+  transaction. Every way a kept next job is dropped (replaced by a later duplicate, this
+  key removed, the owner removed or its row expired or cleaned) releases that parent
+  when nothing else is pending, so no parent waits for a job that will never exist
+  (DEDUP-18).
 * A row that no longer blocks (its job gone, not its job, finished, or expired) is
   replaced or deleted wherever it is met (DEDUP-15, A10).
 """

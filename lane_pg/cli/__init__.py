@@ -23,7 +23,6 @@ from lane_pg.errors import ConfigurationError
 __all__ = ["COMMANDS", "CommandError", "build_parser", "console_main", "main"]
 
 PROG = "python -m lane_pg"
-# Later: "failed", "retry", "flush", ...
 COMMANDS: tuple[str, ...] = (
     "migrate",
     "worker",
@@ -39,6 +38,10 @@ COMMANDS: tuple[str, ...] = (
     "obliterate",
     "recover-stalled",
     "flow",
+    "failed",
+    "retry",
+    "forget",
+    "flush",
     "restart",
 )
 

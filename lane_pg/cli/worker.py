@@ -27,7 +27,6 @@ import sys
 from datetime import datetime
 
 from lane_pg.app import App
-from lane_pg.backend import HasWakeups
 from lane_pg.cli.common import (
     DEFAULT_SCHEMA,
     CommandError,
@@ -39,8 +38,10 @@ from lane_pg.cli.common import (
 from lane_pg.cli.limits import parse_rate
 from lane_pg.errors import LaneError
 from lane_pg.facade import BackendDriver, FacadeWorkerHooks, Q, QueueFacade
+from lane_pg.facade.failed import default_failed_store
 from lane_pg.types import Lane
 from lane_pg.worker import Worker, WorkerConfig
+from lane_pg.worker.start import close_worker, create_worker
 
 HELP = "run a worker: claim jobs of the given queues and run the app's processors"
 ALIASES = ("work",)
@@ -274,33 +275,30 @@ async def _serve(app: App, config: WorkerConfig) -> int:
     try:
         return await _run(worker, config, app.connection_label())
     finally:
-        if worker.notifier is not None:
-            await worker.notifier.close()
+        await close_worker(worker)
         await app.close()
 
 
 async def _serve_connection(
     app: App, config: WorkerConfig, name: str, driver: BackendDriver
 ) -> int:
-    """A worker on facade connection ``name`` (``--connection``)."""
-    backend = await driver.backend()
-    notifier = None
+    """A worker on facade connection ``name`` (``--connection``), made as ``App`` and
+    ``run_worker`` make theirs (``lane_pg.worker.start.create_worker``)."""
     try:
-        if isinstance(backend, HasWakeups):
-            notifier = backend.wakeups(
-                [lane.name for lane in config.lanes] or None,
-                name=f"lane_pg listener {config.worker_id}",
-                health_interval=min(config.poll_interval, 5.0),
-            )
-            await notifier.start()
-        processors = app.all_processors(Q, connection=name)
-        worker = Worker(
-            backend, processors, config, notifier=notifier, hooks=CliWorkerHooks(Q.events, name)
+        backend = await driver.backend()
+        worker = await create_worker(
+            backend,
+            app.all_processors(Q, connection=name),
+            config,
+            failed_store=Q.failed_store() or default_failed_store(backend),
+            connection=name,
+            hooks=CliWorkerHooks(Q.events, name),
         )
-        return await _run(worker, config, name)
+        try:
+            return await _run(worker, config, name)
+        finally:
+            await close_worker(worker)
     finally:
-        if notifier is not None:
-            await notifier.close()
         await driver.close()
 
 

@@ -29,6 +29,7 @@ from lane_pg.facade.pausing import FacadeWorkerHooks, PausesQueues
 from lane_pg.facade.queue import Q, QueueFacade
 from lane_pg.facade.registry import DEFAULT_REGISTRY, JobRegistry, job, register_job
 from lane_pg.facade.runner import TypedJobProcessor, typed_processors
+from lane_pg.facade.workers import run_worker, run_worker_on
 
 __all__ = [
     "DEFAULT_BACKOFF",
@@ -62,5 +63,7 @@ __all__ = [
     "current_context",
     "job",
     "register_job",
+    "run_worker",
+    "run_worker_on",
     "typed_processors",
 ]

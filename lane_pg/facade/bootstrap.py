@@ -44,7 +44,12 @@ def bootstrap_from_env(
     facade = facade or Q
     env = os.environ if env is None else env
     kind = (env.get("LANE_PG_DRIVER") or "postgres").strip().lower()
-    facade.set_driver(driver_from_env(kind, env))
+    driver = driver_from_env(kind, env)
+    facade.set_driver(driver)
+    if DRIVER_ALIASES.get(kind, kind) == "postgres":  # FAIL-8: its database store
+        from lane_pg.postgres.failed import DatabaseFailedJobStore
+
+        facade.set_failed_store(DatabaseFailedJobStore(driver))  # type: ignore[arg-type]
     return facade
 
 

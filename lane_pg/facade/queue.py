@@ -24,6 +24,7 @@ from lane_pg.errors import ConfigurationError
 from lane_pg.facade.driver import QueueDriver
 from lane_pg.facade.envelope import NO_OVERRIDES, Envelope, EnvelopeOverrides, build_envelope
 from lane_pg.facade.events import Events, JobQueued, JobQueueing
+from lane_pg.facade.failed import FailedJobs
 from lane_pg.facade.job import Job
 from lane_pg.facade.pausing import PausingMixin
 from lane_pg.facade.registry import DEFAULT_REGISTRY, JobRegistry
@@ -31,7 +32,7 @@ from lane_pg.facade.routing import Routing
 from lane_pg.types import Duration
 
 
-class QueueFacade(PausingMixin):
+class QueueFacade(FailedJobs, PausingMixin):
     """Connections, routes and pushes of one application (``lane_pg.Q`` is the shared one)."""
 
     def __init__(self, *, registry: JobRegistry = DEFAULT_REGISTRY) -> None:
@@ -229,7 +230,9 @@ class QueueFacade(PausingMixin):
                 await driver.close()
 
     def reset(self) -> None:
-        """Forget connections, routes, forwards and listeners (tests; drivers not closed)."""
+        """Forget connections, routes, forwards, listeners and the failed-job store (tests;
+        drivers not closed)."""
+        self._failed_store = None
         self._default = None
         self._default_name = None
         self._connections.clear()

@@ -220,12 +220,32 @@ class _Record:
 
 
 @dataclass(slots=True)
+class _Node:
+    """One checked flow node."""
+
+    queue: str
+    new: _NewJob
+    children: list[_Node] = field(default_factory=list)
+
+    @property
+    def job_id(self) -> str | None:
+        return self.new.options.parsed.job_id
+
+
+def _placeholder_id(dedup_id: str) -> str:
+    """lane._flow_placeholder_id: the dependency id a parent waits under for the kept
+    next job of ``dedup_id`` (DEDUP-18); ``0:`` ids are never a job's."""
+    return "0:" + dedup_id
+
+
+@dataclass(slots=True)
 class _Dep:
-    """A ``lane.flow_deps`` row: one child of a parent, its bucket and what it left."""
+    """A ``lane.flow_deps`` row: one child of a parent, its bucket and what it left
+    (``child_key`` None: a placeholder for a kept next job, DEDUP-18)."""
 
     child_queue: str
     child_id: str
-    child_key: int
+    child_key: int | None
     bucket: str
     policy: str
     seq: int
@@ -243,6 +263,10 @@ class _Owner:
     keep_last: bool
     next_job: _NewJob | None = None
     """The latest duplicate kept while a keep-last owner runs (DEDUP-9)."""
+    next_parent: tuple[str, str, int] | None = None
+    """The kept flow child's parent (queue, id, key), which waits for it (DEDUP-18)."""
+    next_children: list[_Node] = field(default_factory=list)
+    """The kept flow node's own children (DEDUP-18, -19)."""
 
 
 @dataclass(slots=True)

@@ -36,8 +36,10 @@ from lane_pg.memory._records import (
     _json_copy,
     _Leadership,
     _NewJob,
+    _Node,
     _Owner,
     _parse_options,
+    _placeholder_id,
     _Policy,
     _Queue,
     _Record,
@@ -345,8 +347,18 @@ class _Store:
         go."""
         for q, job in jobs:
             self._emit(q, "removed", job.id, {"prev": job.state}, now)
-            self._dedup_release(q, job)  # DEDUP-12
-            self._repeat_release(q, job)  # REP-7
+        # DEDUP-12, with a kept next job's parent told (DEDUP-18) unless it goes too, in
+        # (queue, dedup id) order as lane._remove_jobs; REP-7.
+        removed = {job.key for _, job in jobs}
+        dropped: list[tuple[str, str, _Owner]] = []
+        for q, job in jobs:
+            owner = self._dedup_release(q, job, now, tell=False)
+            kept_for = None if owner is None else owner.next_parent
+            if owner is not None and job.dedup_id is not None and kept_for is not None:
+                dropped += [(q.name, job.dedup_id, owner)] if kept_for[2] not in removed else []
+            self._repeat_release(q, job)
+        for name, dedup_id, owner in sorted(dropped, key=lambda d: (d[0], d[1])):
+            self._dedup_next_dropped(name, dedup_id, owner, now)
         pending = [
             job
             for _, job in jobs
@@ -372,11 +384,13 @@ class _Store:
         *,
         parent: _Record | None = None,
         hold: bool = False,
+        children: list[_Node] | None = None,
     ) -> _Record:
         """Store one new job (lane._store_jobs for one spec), or give the job that keeps its
         custom id (ADD-3) or deduplication id (DEDUP-1). With ``batch`` (one call's jobs so
         far) the new job's events wait for ``_emit_batch``. A flow child names its
-        ``parent``; with ``hold`` (children of its own) it waits in waiting-children."""
+        ``parent``; with ``hold`` (children of its own) it waits in waiting-children, and
+        ``children`` go with it when it is kept as a running owner's next job (DEDUP-18)."""
         q = self._queue(queue)
         opts = new.options.parsed
         if opts.job_id is not None and opts.job_id in q.jobs:
@@ -392,7 +406,9 @@ class _Store:
         # A generated id is the key's text, as lane._store_jobs gives it (migration 0008).
         job_id = opts.job_id if opts.job_id is not None else str(key)
         if opts.deduplication is not None:
-            owner = self._dedup_take(q, opts.deduplication, new, key, job_id, now, batch)
+            owner = self._dedup_take(
+                q, opts.deduplication, new, key, job_id, now, batch, parent, children or []
+            )
             if owner is not None:
                 return owner
         due = now + opts.delay_ms * _MILLISECOND
@@ -664,14 +680,20 @@ class _Store:
         job_id: str,
         now: datetime,
         batch: _Batch | None,
+        parent: _Record | None = None,
+        children: list[_Node] | None = None,
     ) -> _Record | None:
         """lane._dedup_take: None when the new job owns the id now, else the job that
         keeps it. An owner added earlier in the same call deduplicates plainly (DEDUP-20),
-        as lane._store_jobs does for an owner it has not stored yet."""
+        as lane._store_jobs does for an owner it has not stored yet. A flow node kept as
+        the next job keeps its ``parent`` (which holds a placeholder for it) and
+        ``children`` (DEDUP-18, -19)."""
         expires = None if dedup.ttl_ms is None else now + dedup.ttl_ms * _MILLISECOND
         fresh = _Owner(key, job_id, expires, dedup.keep_last_if_active)
         owner = q.owners.get(dedup.id)
         holder = None if owner is None else self._owner_job(q, owner, now)
+        if owner is not None and holder is None:
+            self._dedup_next_dropped(q.name, dedup.id, owner, now, attaching=parent)
         if owner is None or holder is None:
             q.owners[dedup.id] = fresh
             return None
@@ -684,12 +706,25 @@ class _Store:
         if dedup.replace_delayed and holder.state == "delayed" and holder.parent_id is None:
             self._delete(q, holder)
             self._emit(q, "removed", holder.id, {"prev": "delayed"}, now)
+            self._dedup_next_dropped(q.name, dedup.id, owner, now, attaching=parent)
             fresh.expires_at = expires if dedup.extend_ttl else owner.expires_at
             q.owners[dedup.id] = fresh
             self._dedup_events(q, job_id, dedup.id, holder.id, now)
             return None
         if dedup.keep_last_if_active and holder.state == "active":
+            next_parent = None
+            if parent is not None:
+                # DEDUP-18: the placeholder before the replaced one goes (lane._dedup_take).
+                next_parent = (parent.queue, parent.id, parent.key)
+                self._flow_hold(parent, q.name, dedup.id, new.options.parsed.parent_policy, now)
+            replaced_parent = owner.next_parent
+            if (None if replaced_parent is None else replaced_parent[2]) != (
+                None if parent is None else parent.key
+            ):
+                self._dedup_next_dropped(q.name, dedup.id, owner, now, attaching=parent)
             owner.next_job = new
+            owner.next_parent = next_parent
+            owner.next_children = list(children or [])
             owner.keep_last = True
             owner.expires_at = None
         elif dedup.extend_ttl:
@@ -709,14 +744,81 @@ class _Store:
             or owner.expires_at <= now
         ):
             del q.owners[job.dedup_id]
-        if owner.next_job is not None:
+        if owner.next_job is not None and (owner.next_parent or owner.next_children):
+            self._flow_materialise(q, job.dedup_id, owner, now)  # DEDUP-18, -19
+        elif owner.next_job is not None:
             self._insert(q.name, owner.next_job, now)
 
-    def _dedup_release(self, q: _Queue, job: _Record) -> None:
-        """lane._dedup_release: a deleted job gives up its id while the row names it."""
+    def _flow_materialise(self, q: _Queue, dedup_id: str, owner: _Owner, now: datetime) -> None:
+        """lane._flow_materialise (the flows mixin has it)."""
+        raise NotImplementedError
+
+    def _dedup_release(
+        self, q: _Queue, job: _Record, now: datetime, *, tell: bool = True
+    ) -> _Owner | None:
+        """lane._dedup_release: a deleted job gives up its id while the row names it, and
+        the parent of a kept next job stops waiting for it (DEDUP-18; with ``tell``
+        False the caller does that). Returns the deleted row."""
         owner = None if job.dedup_id is None else q.owners.get(job.dedup_id)
-        if owner is not None and job.dedup_id is not None and owner.job_key == job.key:
-            del q.owners[job.dedup_id]
+        if owner is None or job.dedup_id is None or owner.job_key != job.key:
+            return None
+        del q.owners[job.dedup_id]
+        if tell:
+            self._dedup_next_dropped(q.name, job.dedup_id, owner, now)
+        return owner
+
+    def _flow_hold(
+        self, parent: _Record, queue: str, dedup_id: str, policy: str, now: datetime
+    ) -> None:
+        """lane._flow_hold: the parent waits for the kept next job of ``dedup_id``."""
+        deps = self._deps.setdefault(parent.key, {})
+        dep = deps.get((queue, _placeholder_id(dedup_id)))
+        if dep is not None:
+            dep.policy = policy
+            return
+        self._last_dep_seq += 1
+        deps[(queue, _placeholder_id(dedup_id))] = _Dep(
+            queue, _placeholder_id(dedup_id), None, "unprocessed", policy, self._last_dep_seq
+        )
+        parent.deps_pending = (parent.deps_pending or 0) + 1
+
+    def _waiting_parent(self, owner: _Owner) -> _Record | None:
+        """The parent a kept next job was to join, while its row exists."""
+        if owner.next_parent is None:
+            return None
+        queue, parent_id, key = owner.next_parent
+        found = self._find(queue, parent_id)
+        return None if found is None or found[1].key != key else found[1]
+
+    def _take_placeholder(self, parent: _Record, queue: str, dedup_id: str) -> bool:
+        """The placeholder for ``dedup_id`` leaves the parent's pending set (if there)."""
+        deps = self._deps.get(parent.key, {})
+        dep = deps.get((queue, _placeholder_id(dedup_id)))
+        if dep is None or dep.bucket != "unprocessed":
+            return False
+        del deps[(queue, _placeholder_id(dedup_id))]
+        assert parent.deps_pending is not None
+        parent.deps_pending -= 1
+        return True
+
+    def _dedup_next_dropped(
+        self,
+        queue: str,
+        dedup_id: str,
+        owner: _Owner,
+        now: datetime,
+        *,
+        attaching: _Record | None = None,
+    ) -> None:
+        """lane._dedup_next_dropped: a kept next job that will never be stored no longer
+        holds its parent, which is released when nothing else is pending (not
+        ``attaching``, whose caller checks once its children are counted)."""
+        parent = self._waiting_parent(owner)
+        if parent is None or not self._take_placeholder(parent, queue, dedup_id):
+            return
+        pending = parent.deps_pending or 0
+        if parent.state == "waiting-children" and pending <= 0 and parent is not attaching:
+            self._flow_release([parent], now)
 
     def _dedup_reclaim(self, q: _Queue, job: _Record, now: datetime, *, apply: bool) -> None:
         """lane._dedup_reclaim: a retried job takes its id back (DEDUP-13); with ``apply``
@@ -735,6 +837,8 @@ class _Store:
                 )
         if not apply:
             return
+        if owner is not None:
+            self._dedup_next_dropped(q.name, job.dedup_id, owner, now)
         expires = None if dedup.ttl_ms is None else now + dedup.ttl_ms * _MILLISECOND
         q.owners[job.dedup_id] = _Owner(job.key, job.id, expires, dedup.keep_last_if_active)
 

@@ -124,6 +124,10 @@ class _Cleaning(_Store):
             )
         doomed = sorted(q.jobs.values(), key=lambda j: j.key)
         self._remove_in_chunks(q, doomed, moment)
+        # Rows left without a job: a parent elsewhere that waited for one's kept next job
+        # is told (DEDUP-18; the queue's own parents are gone).
+        for dedup_id, owner in sorted(q.owners.items()):
+            self._dedup_next_dropped(queue, dedup_id, owner, moment)
         del self._queues[queue]  # events, owners, series, limits, settings, pause
         return len(doomed)
 
@@ -157,7 +161,7 @@ class _Cleaning(_Store):
             if gone(q, row.job_id, row.job_key)
         ][: None if left is None else left - len(stale_owners)]
         for q, dedup_id in stale_owners:
-            del q.owners[dedup_id]
+            self._dedup_next_dropped(q.name, dedup_id, q.owners.pop(dedup_id), moment)
         for q, key in stale_series:
             del q.series[key]
         return len(stale_owners) + len(stale_series)

@@ -19,16 +19,22 @@ class _Deduplicating(_Store):
         owner = None if q is None else q.owners.get(dedup_id)
         if q is None or owner is None:
             return None
-        holder = self._owner_job(q, owner, self._now(now))
+        moment = self._now(now)
+        holder = self._owner_job(q, owner, moment)
         if holder is None:
             del q.owners[dedup_id]
+            self._dedup_next_dropped(queue, dedup_id, owner, moment)
             return None
         return holder.id
 
     async def remove_deduplication_key(self, queue: str, dedup_id: str) -> bool:
         validate_queue_name(queue)
         q = self._queues.get(queue)
-        return q is not None and q.owners.pop(dedup_id, None) is not None
+        owner = None if q is None else q.owners.pop(dedup_id, None)
+        if owner is None:
+            return False
+        self._dedup_next_dropped(queue, dedup_id, owner, self._now(None))  # DEDUP-18
+        return True
 
     async def expire_dedup_owners(self, *, limit: int = 1000, now: datetime | None = None) -> int:
         moment = self._now(now)
@@ -40,8 +46,9 @@ class _Deduplicating(_Store):
             and owner.expires_at <= moment
             and not (owner.keep_last and self._runs(q.name, owner.job_id, owner.job_key))
         )[: max(limit, 0)]
-        for _, name, dedup_id in expired:
-            del self._queues[name].owners[dedup_id]
+        for _, name, dedup_id in sorted(expired, key=lambda e: (e[1], e[2])):
+            owner = self._queues[name].owners.pop(dedup_id)
+            self._dedup_next_dropped(name, dedup_id, owner, moment)  # DEDUP-18
         return len(expired)
 
     def _runs(self, queue: str, job_id: str, key: int) -> bool:

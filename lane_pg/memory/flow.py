@@ -8,7 +8,6 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from datetime import datetime
 
 from lane_pg.backend.flow import FlowReads, check_page_request
@@ -29,25 +28,20 @@ from lane_pg.flows import (
     FlowDependencyPage,
     FlowJob,
 )
-from lane_pg.memory._records import _Batch, _Dep, _NewJob, _parse_spec, _Record
+from lane_pg.memory._records import (
+    _Batch,
+    _Dep,
+    _Node,
+    _Owner,
+    _parse_spec,
+    _Queue,
+    _Record,
+)
 from lane_pg.memory._store import _Store
 from lane_pg.options import FLOW_POLICY_FLAGS
 from lane_pg.types import JSON, JobRow, validate_queue_name
 
 _NODE_KEYS = ("queue", "name", "data", "options", "children")
-
-
-@dataclass(slots=True)
-class _Node:
-    """One checked flow node."""
-
-    queue: str
-    new: _NewJob
-    children: list[_Node] = field(default_factory=list)
-
-    @property
-    def job_id(self) -> str | None:
-        return self.new.options.parsed.job_id
 
 
 def _check_flow(document: JSON, parent_queue: str | None) -> _Node:
@@ -170,14 +164,22 @@ class _Flowing(_Store, FlowReads):
             for _, child in group:
                 before = len(batch.jobs)
                 record = self._insert(
-                    queue, child.new, now, batch, parent=parent, hold=bool(child.children)
+                    queue,
+                    child.new,
+                    now,
+                    batch,
+                    parent=parent,
+                    hold=bool(child.children),
+                    children=child.children,
                 )
                 records.append((record, len(batch.jobs) > before))
             if batch.jobs or batch.later:
                 self._emit_batch(self._queue(queue), batch, now)
             for (ord_, child), (record, fresh) in zip(group, records, strict=True):
                 if not fresh and record.id != child.job_id:
-                    continue  # DEDUP-17: the owner of its deduplication id, not attached
+                    # DEDUP-17: the owner of its deduplication id, not attached (DEDUP-18:
+                    # kept as its next job, the parent holds a placeholder for it).
+                    continue
                 if (record.parent_queue, record.parent_id) != (parent.queue, parent.id):
                     if record.parent_id is not None and self._parent_of(record) is not None:
                         raise ParentConflict(
@@ -218,12 +220,51 @@ class _Flowing(_Store, FlowReads):
             self._flow_release([parent], now)
         return stored
 
+    def _flow_materialise(self, q: _Queue, dedup_id: str, owner: _Owner, now: datetime) -> None:
+        """lane._flow_materialise: a kept flow node stored; under the parent that still
+        waits for it in its placeholder's place, else as a flow of its own (DEDUP-18,
+        -19)."""
+        assert owner.next_job is not None
+        node = _Node(q.name, owner.next_job, owner.next_children)
+        parent = self._waiting_parent(owner)
+        if parent is not None and self._take_placeholder(parent, q.name, dedup_id):
+            if self._would_conflict(node, (parent.queue, parent.id)):
+                # As lane._flow_materialise: a node whose custom id (or a custom id below
+                # it) is another parent's child is a duplicate of it (ADD-3), and the
+                # owner's outcome still stands. Checked first: the store is not restored
+                # under a completion that holds its records.
+                self._emit(q, "duplicated", node.job_id, {}, now)
+                if parent.state == "waiting-children" and (parent.deps_pending or 0) <= 0:
+                    self._flow_release([parent], now)
+            else:
+                self._flow_attach(parent, [node], (), now)
+            return
+        before = self._last_key
+        record = self._insert(q.name, node.new, now, hold=bool(node.children))
+        if node.children and record.key > before:
+            self._flow_attach(record, node.children, (), now)
+
+    def _would_conflict(self, node: _Node, parent: tuple[str, str | None]) -> bool:
+        """Whether attaching ``node`` under ``parent`` would meet a ParentConflict: a
+        custom id in its tree that is a retained parent's child elsewhere."""
+        if node.job_id is not None:
+            found = self._find(node.queue, node.job_id)
+            if found is not None:
+                record = found[1]
+                owner = (record.parent_queue, record.parent_id)
+                if record.parent_id is not None and owner != parent and self._parent_of(record):
+                    return True
+        below = (node.queue, node.job_id)  # a fresh node's children have a new parent
+        return any(self._would_conflict(child, below) for child in node.children)
+
     async def add_flow(self, flow: FlowJob, *, now: datetime | None = None) -> Flow:
         root = _check_flow(flow.to_json(), None)
         moment = self._now(now)
         with self._all_or_nothing():
             before = self._last_key
-            record = self._insert(root.queue, root.new, moment, hold=bool(root.children))
+            record = self._insert(
+                root.queue, root.new, moment, hold=bool(root.children), children=root.children
+            )
             fresh = record.key > before
             stored: list[tuple[tuple[int, ...], _Record]] = []
             if fresh or record.id == root.job_id:  # else DEDUP-19: the owner's flow stands
@@ -282,7 +323,7 @@ class _Flowing(_Store, FlowReads):
             unprocessed=sum(dep.bucket == "unprocessed" for dep in deps),
             failed=sum(dep.bucket == "failed" for dep in deps),
             ignored=sum(dep.bucket == "ignored" for dep in deps),
-            missing=sum(self._present(dep) is None for dep in deps),
+            missing=sum(dep.child_key is not None and self._present(dep) is None for dep in deps),
         )
 
     async def get_flow_dependency_page(
@@ -322,8 +363,10 @@ class _Flowing(_Store, FlowReads):
                 for dep in deps
                 if dep.bucket == "unprocessed"
             ],
-            missing_child_ids=[
-                ChildRef(dep.child_queue, dep.child_id) for dep, child in present if child is None
+            missing_child_ids=[  # a placeholder (DEDUP-18) is to come, not missing
+                ChildRef(dep.child_queue, dep.child_id)
+                for dep, child in present
+                if child is None and dep.child_key is not None
             ],
         )
 
@@ -343,6 +386,15 @@ class _Flowing(_Store, FlowReads):
         ]
         snapshots = [child.snapshot() for child in doomed]
         self._remove_jobs([(self._queue(child.queue), child) for child in doomed], moment)
+        kept = [d for d in deps if d.bucket == "unprocessed" and d.child_key is None]
+        for dep in kept:  # DEDUP-18: the kept next jobs it waits for are dropped too
+            q = self._queues.get(dep.child_queue)
+            dedup_id = dep.child_id[2:]
+            owner = None if q is None else q.owners.get(dedup_id)
+            if owner is None or owner.next_parent is None or owner.next_parent[2] != parent.key:
+                continue
+            self._dedup_next_dropped(dep.child_queue, dedup_id, owner, moment)
+            owner.next_job, owner.next_parent, owner.next_children = None, None, []
         return snapshots
 
     async def remove_child_dependency(

@@ -62,7 +62,7 @@ class _Repeating(_Store):
             )
         check_series_left([new], moment)
         if owner is not None:
-            self._dedup_release(q, owner)
+            self._dedup_release(q, owner, moment)
             self._delete(q, owner)
             self._emit(q, "removed", owner.id, {"prev": owner.state}, moment)
         return self._insert(queue, new, moment).snapshot()

@@ -487,6 +487,31 @@ class PostgresBackend(
         )
         return [outcome(row) for row in rows]
 
+    async def fail_jobs_recording(
+        self, items: Sequence[Failure], connection: str, *, now: datetime | None = None
+    ) -> list[FinalizeOutcome]:
+        """``fail_jobs``, recording each item that fails for good in ``failed_jobs`` in the
+        same transaction (FAIL-2, A4), under its stored connection label, else
+        ``connection`` (``RecordsFailedJobs``)."""
+        if not items:
+            return []
+        if not connection:
+            raise ConfigurationError("a failed-job record needs a connection name")
+        rows = await self._fetch(
+            "SELECT queue, id, status, state FROM lane.fail_jobs($1::text[], $2::text[],"
+            " $3::uuid[], $4::text[], $5::text[], $6::bool[], $7, $8::int[], $9)",
+            [item.queue for item in items],
+            [item.id for item in items],
+            [token_text(item.token) for item in items],
+            [item.reason for item in items],
+            [item.stacktrace for item in items],
+            [item.discard_retry for item in items],
+            now,
+            [item.stacktrace_limit for item in items],
+            connection,
+        )
+        return [outcome(row) for row in rows]
+
     async def release_job(
         self, queue: str, job_id: str, token: str, *, now: datetime | None = None
     ) -> JobRow:

@@ -164,8 +164,10 @@ class FlowCalls(FlowReads):
                 for row in rows
                 if row["bucket"] == "unprocessed"
             ],
-            missing_child_ids=[
-                ChildRef(row["child_queue"], row["child_id"]) for row in rows if not row["present"]
+            missing_child_ids=[  # present NULL: a placeholder (DEDUP-18), to come
+                ChildRef(row["child_queue"], row["child_id"])
+                for row in rows
+                if row["present"] is False
             ],
         )
 

@@ -17,6 +17,7 @@ from lane_pg.backend import (
     WakeupSource,
 )
 from lane_pg.errors import InvalidOptions
+from lane_pg.failed import FailedJobStore
 from lane_pg.types import ClaimedJob, Lane, QueueDemand
 from lane_pg.worker.claiming import wait_for_claim
 from lane_pg.worker.config import WorkerConfig
@@ -49,7 +50,9 @@ class Worker:
     ``leader`` elects the maintenance leader among the backend's workers; by default the
     backend's own (``HasLeader``), and a backend without one makes this worker its only
     leader. ``pause_state`` is for drivers whose queue pauses live outside the claim
-    (``lane_pg.worker.pausing``); PostgreSQL and memory need none. ``hooks`` hear of pause
+    (``lane_pg.worker.pausing``); PostgreSQL and memory need none. ``failed_store`` keeps
+    a record of every job that fails for good (FAIL-2, ``lane_pg.failed``), named
+    ``connection`` unless its push stored a connection label. ``hooks`` hear of pause
     transitions of the queues the worker was started with and of a restart signal
     (``WorkerHooks``; ``run()`` only, read by a ``SignalWatch`` at most once a second).
 
@@ -68,6 +71,8 @@ class Worker:
         notifier: WakeupSource | None = None,
         leader: Leader | None = None,
         pause_state: PauseState | None = None,
+        failed_store: FailedJobStore | None = None,
+        connection: str = "default",
         hooks: WorkerHooks | None = None,
     ) -> None:
         self.backend = backend
@@ -114,6 +119,8 @@ class Worker:
             self.counts,
             self.worker_id,
             stacktrace_limit=self.config.stacktrace_limit,
+            failed_store=failed_store,
+            connection=connection,
         )
         self._runner = JobRunner(
             self.processors,

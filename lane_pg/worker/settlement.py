@@ -4,6 +4,14 @@ One settlement task writes whatever finished while the previous batch was being 
 (group commit), so batching adds no waiting. Every item carries the token of its claim: a
 run whose lease was taken over has its outcome refused (``lock_mismatch``) and counted as
 lost, never written over the new owner's.
+
+Failed-job records (FAIL-2, FAIL-3): with a store the backend writes itself (the database
+store of the worker's own database) the failures go to ``fail_jobs_recording``, which
+records those that end in the transaction that ends them. With a store elsewhere (memory)
+the record of a job that fails for good is logged first; when the store raises, the job is
+not settled: it stays active under our token, its lease lapses and it comes back. Without
+a store nothing changes on the write path; a job that failed for good is logged (queue, id,
+name, reason: never its data or ``options.meta``, FAIL-7).
 """
 
 from __future__ import annotations
@@ -15,8 +23,9 @@ import time
 import traceback
 from collections.abc import Awaitable, Sequence
 
-from lane_pg.backend import Settler
-from lane_pg.types import JSON, Completion, Failure, FinalizeOutcome
+from lane_pg.backend import RecordsFailedJobs, Settler
+from lane_pg.failed import FailedJobRecord, FailedJobStore, RecordsInSettlement, fails_for_good
+from lane_pg.types import JSON, Completion, Failure, FinalizeOutcome, JobRow
 from lane_pg.worker.execution import Running, RunningJobs
 
 log = logging.getLogger("lane_pg.worker")
@@ -33,8 +42,15 @@ class Settlement:
         worker_id: str,
         *,
         stacktrace_limit: int | None = None,
+        failed_store: FailedJobStore | None = None,
+        connection: str = "default",
     ) -> None:
         self._backend = backend
+        self._failed_store = failed_store
+        self._connection = connection
+        """The connection name records carry when the job's push stored none (FAIL-2)."""
+        self._records_in_backend: RecordsFailedJobs | None = None
+        self._store_checked = failed_store is None
         self._stacktrace_limit = stacktrace_limit
         self._jobs = jobs
         self._counts = counts
@@ -117,15 +133,110 @@ class Settlement:
         if completions:
             await self._write("completed", completions, self._backend.complete_jobs(completions))
         if failures:
-            await self._write("failed", failures, self._backend.fail_jobs(failures))
+            await self._write_failures(failures)
         self._settled.set()
+
+    async def _check_store(self) -> None:
+        """At the first failure: does the backend write the store's records itself? Asked
+        again at the next batch when the store could not answer."""
+        store: object = self._failed_store  # a store may have either capability, or both
+        recorder: object = self._backend
+        try:
+            if (
+                isinstance(store, RecordsInSettlement)
+                and isinstance(recorder, RecordsFailedJobs)
+                and await store.records_in(recorder)
+            ):
+                self._records_in_backend = recorder
+            self._store_checked = True
+        except Exception as exc:
+            # Not known to be this database: this batch goes the way of a store elsewhere,
+            # whose refused records leave their jobs to their leases (FAIL-3).
+            log.error("the failed-job store cannot be checked (%s)", exc)
+
+    async def _write_failures(self, failures: list[Failure]) -> None:
+        if not self._store_checked:
+            await self._check_store()
+        store = self._failed_store
+        if self._records_in_backend is not None:
+            # FAIL-2, A4: the records are written in the transaction of the transitions.
+            call = self._records_in_backend.fail_jobs_recording(failures, self._connection)
+            await self._write("failed", failures, call)
+            return
+        if store is None:
+            outcomes = await self._write("failed", failures, self._backend.fail_jobs(failures))
+            for item, outcome in zip(failures, outcomes, strict=False):
+                if outcome.status == "ok" and outcome.state == "failed":
+                    log.warning(
+                        "job %s/%s failed for good (no failed-job store): %s",
+                        item.queue,
+                        item.id,
+                        item.reason,
+                    )
+            return
+        logged: dict[tuple[str, str, str], FailedJobRecord] = {}
+        settle: list[Failure] = []
+        for item in failures:
+            running = self._jobs.get(item.queue, item.id, item.token)
+            if running is None or not fails_for_good(running.job, item.discard_retry):
+                settle.append(item)
+                continue
+            record = self._record(running.job, item)
+            try:
+                await store.log(record)
+            except Exception as exc:
+                # FAIL-3: never finalise a job whose record was not kept; it stays active
+                # under our token and returns when its lease lapses.
+                self.failures += 1
+                log.error(
+                    "job %s/%s: the failed-job store refused its record (%s); the job is"
+                    " left to its lease and will come back",
+                    item.queue,
+                    item.id,
+                    exc,
+                )
+                self._jobs.finish(running)
+                continue
+            logged[(item.queue, item.id, item.token)] = record
+            settle.append(item)
+        if not settle:
+            return
+        outcomes = await self._write("failed", settle, self._backend.fail_jobs(settle))
+        written = {
+            (item.queue, item.id, item.token)
+            for item, outcome in zip(settle, outcomes, strict=False)
+            if outcome.status == "ok"
+        }
+        for key, record in logged.items():
+            if key not in written:
+                # The job was not failed by us after all (lease lost, write failed): its
+                # next owner records its own end.
+                with contextlib.suppress(Exception):
+                    await store.forget(record.id)
+
+    def _record(self, job: JobRow, item: Failure) -> FailedJobRecord:
+        """The record of ``job`` as ``lane._fail_one`` leaves it (one more attempt made,
+        the reason and traceback of this failure)."""
+        exception = item.stacktrace if item.stacktrace is not None else item.reason
+        record = FailedJobRecord.of_job(job, self._connection, exception)
+        stacktrace = list(job.stacktrace)
+        if item.stacktrace is not None:
+            stacktrace.append(item.stacktrace)
+        if item.stacktrace_limit is not None:
+            stacktrace = stacktrace[-item.stacktrace_limit :] if item.stacktrace_limit > 0 else []
+        record.envelope.update(
+            attempts_made=job.attempts_made + 1,
+            failed_reason=item.reason,
+            stacktrace=list(stacktrace),
+        )
+        return record
 
     async def _write(
         self,
         kind: str,
         batch: Sequence[Completion | Failure],
         call: Awaitable[list[FinalizeOutcome]],
-    ) -> None:
+    ) -> list[FinalizeOutcome]:
         try:
             outcomes = await call
         except Exception as exc:
@@ -168,3 +279,4 @@ class Settlement:
             running = self._jobs.get(item.queue, item.id, item.token)
             if running is not None:
                 self._jobs.finish(running)
+        return outcomes

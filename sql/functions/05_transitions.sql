@@ -139,7 +139,12 @@ END $$;
 
 -- Terminal failure of one locked job (FIN-4, FIN-6, STALL-3): state, events, retention,
 -- metrics, drained. p_prev is the state it leaves.
-CREATE OR REPLACE FUNCTION lane._fail_terminal(p_key bigint, p_reason text, p_now timestamptz)
+-- With p_record_connection, the failure is also recorded in lane.failed_jobs (FAIL-2, A4:
+-- same transaction), naming the job's stored connection label, else that one;
+-- p_exception is the record's exception text (default: p_reason).
+CREATE OR REPLACE FUNCTION lane._fail_terminal(p_key bigint, p_reason text, p_now timestamptz,
+                                               p_record_connection text DEFAULT NULL,
+                                               p_exception text DEFAULT NULL)
 RETURNS lane.jobs LANGUAGE plpgsql AS $$
 DECLARE
     v_job lane.jobs;
@@ -153,6 +158,10 @@ BEGIN
     RETURNING * INTO v_job;
     PERFORM lane._emit(v_job.queue, 'failed', v_job.id,
                        jsonb_build_object('prev', v_prev, 'failedReason', p_reason), p_now);
+    IF p_record_connection IS NOT NULL THEN  -- before retention may delete the row (RET-7)
+        PERFORM lane._record_failed_job(v_job, p_record_connection,
+                                        coalesce(p_exception, p_reason), p_now);
+    END IF;
     IF v_job.attempts_made >= v_job.max_attempts THEN
         PERFORM lane._emit(v_job.queue, 'retries-exhausted', v_job.id,
                            jsonb_build_object('attemptsMade', v_job.attempts_made), p_now);

@@ -15,12 +15,15 @@
 -- A flow (17_flow.sql) also gives the children's parent (p_parent_queue, p_parent_id) and,
 -- in p_holds, which specs have children of their own: those go in waiting-children, with
 -- `added` + `waiting-children`, and no enqueue sequence until released. fresh[i] says
--- whether spec i's job is the one this call inserted.
+-- whether spec i's job is the one this call inserted. p_nodes, the specs' flow nodes, is
+-- read only for a spec kept as a running owner's next job (DEDUP-18, -19: its children
+-- are kept with it).
 CREATE OR REPLACE FUNCTION lane._store_jobs(p_queue text, p_names text[], p_datas jsonb[],
                                             p_options jsonb[], p_now timestamptz,
                                             p_parent_queue text DEFAULT NULL,
                                             p_parent_id text DEFAULT NULL,
                                             p_holds boolean[] DEFAULT NULL,
+                                            p_nodes jsonb[] DEFAULT NULL,
                                             OUT keys bigint[], OUT ids text[],
                                             OUT enqueued_seqs bigint[], OUT order_keys bigint[],
                                             OUT fresh boolean[])
@@ -146,9 +149,11 @@ BEGIN
                                                                           v_ids[v_i]),
                                                    ARRAY[2]);
                 ELSE
-                    v_owner_key := lane._dedup_take(p_queue, v_dedup, v_keys[v_i], v_ids[v_i],
-                                                    p_names[v_i], p_datas[v_i], p_options[v_i],
-                                                    p_now);
+                    v_owner_key := lane._dedup_take(
+                        p_queue, v_dedup, v_keys[v_i], v_ids[v_i], p_names[v_i], p_datas[v_i],
+                        p_options[v_i], p_now, p_parent_queue, p_parent_id,
+                        CASE WHEN v_dedup -> 'keep_last_if_active' = 'true'::jsonb
+                             THEN p_nodes[v_i] -> 'children' END);
                 END IF;
                 IF v_owner_key IS NOT NULL THEN
                     v_owners[v_i] := v_owner_key;

@@ -68,9 +68,17 @@ END $$;
 --   while it runs (DEDUP-9, -16);
 -- * extend_ttl: the owner's expiry restarts at p_now (DEDUP-6);
 -- and in every case `debounced` + `deduplicated` (DEDUP-2).
+--
+-- A flow node (17_flow.sql) also gives its parent (p_parent_queue, p_parent_id) and, in
+-- p_children, its own children. Kept as the next job, it keeps both (DEDUP-18, -19): the
+-- next record carries them, and a child's parent counts a placeholder dependency for it
+-- (lane._flow_hold) until the record is stored as a job or dropped.
 CREATE OR REPLACE FUNCTION lane._dedup_take(p_queue text, p_dedup jsonb, p_key bigint,
                                             p_id text, p_name text, p_data jsonb,
-                                            p_options jsonb, p_now timestamptz)
+                                            p_options jsonb, p_now timestamptz,
+                                            p_parent_queue text DEFAULT NULL,
+                                            p_parent_id text DEFAULT NULL,
+                                            p_children jsonb DEFAULT NULL)
 RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
     v_dedup_id text := p_dedup ->> 'id';
@@ -79,6 +87,11 @@ DECLARE
     v_extend boolean := coalesce((p_dedup ->> 'extend_ttl')::boolean, false);
     v_owner lane.dedup_owners;
     v_job lane.jobs;
+    v_next jsonb;
+    v_parent_key bigint;
+    -- The parent being attached to, which its caller releases (lane._dedup_next_dropped).
+    v_attaching bigint := CASE WHEN p_parent_id IS NOT NULL
+                               THEN lane._find_key(p_parent_queue, p_parent_id) END;
 BEGIN
     LOOP
         INSERT INTO lane.dedup_owners (queue, dedup_id, job_id, job_key, expires_at,
@@ -95,6 +108,8 @@ BEGIN
         v_job := lane._dedup_owner_job(v_owner, p_now);
         IF v_job.key IS NULL THEN
             -- A stale or expired row: the new job takes it over (DEDUP-15, A10).
+            PERFORM lane._dedup_next_dropped(p_queue, v_dedup_id, v_owner.next_job, p_now,
+                                             v_attaching);
             UPDATE lane.dedup_owners
                SET job_id = p_id, job_key = p_key, expires_at = v_expires,
                    keep_last = v_keep_last, next_job = NULL, created_at = p_now
@@ -109,6 +124,8 @@ BEGIN
                 DELETE FROM lane.job_logs WHERE job_key = v_job.key;
                 DELETE FROM lane.jobs WHERE key = v_job.key;
                 PERFORM lane._emit(p_queue, 'removed', v_job.id, '{"prev": "delayed"}', p_now);
+                PERFORM lane._dedup_next_dropped(p_queue, v_dedup_id, v_owner.next_job, p_now,
+                                                 v_attaching);
                 UPDATE lane.dedup_owners
                    SET job_id = p_id, job_key = p_key, keep_last = v_keep_last, next_job = NULL,
                        expires_at = CASE WHEN v_extend THEN v_expires ELSE expires_at END
@@ -118,10 +135,26 @@ BEGIN
             END IF;
         END IF;
         IF v_keep_last AND v_job.state = 'active' THEN
+            v_next := jsonb_build_object('name', p_name, 'data', p_data, 'options', p_options);
+            IF p_parent_id IS NOT NULL THEN
+                -- DEDUP-18: the parent waits for it; its placeholder first, so a parent
+                -- whose earlier kept child this one replaces never reaches 0 between.
+                v_parent_key := v_attaching;
+                v_next := v_next || jsonb_build_object('parent', jsonb_build_object(
+                              'queue', p_parent_queue, 'id', p_parent_id, 'key', v_parent_key));
+                PERFORM lane._flow_hold(v_parent_key, p_queue, v_dedup_id,
+                                        lane._flow_policy(p_options), p_now);
+            END IF;
+            IF jsonb_typeof(p_children) = 'array' AND jsonb_array_length(p_children) > 0 THEN
+                v_next := v_next || jsonb_build_object('children', p_children);  -- DEDUP-19
+            END IF;
+            IF (v_owner.next_job -> 'parent' ->> 'key')::bigint IS DISTINCT FROM v_parent_key THEN
+                -- Only the latest is kept: the replaced one's parent stops waiting for it.
+                PERFORM lane._dedup_next_dropped(p_queue, v_dedup_id, v_owner.next_job, p_now,
+                                                 v_parent_key);
+            END IF;
             UPDATE lane.dedup_owners
-               SET next_job = jsonb_build_object('name', p_name, 'data', p_data,
-                                                 'options', p_options),
-                   keep_last = true, expires_at = NULL
+               SET next_job = v_next, keep_last = true, expires_at = NULL
              WHERE queue = p_queue AND dedup_id = v_dedup_id;
         ELSIF v_extend THEN
             UPDATE lane.dedup_owners SET expires_at = v_expires
@@ -156,7 +189,11 @@ BEGIN
             DELETE FROM lane.dedup_owners
              WHERE queue = v_owner.queue AND dedup_id = v_owner.dedup_id;
         END IF;
-        IF v_owner.next_job IS NOT NULL THEN
+        IF v_owner.next_job ? 'parent' OR v_owner.next_job ? 'children' THEN
+            -- A flow node: under its parent, or as a flow of its own (DEDUP-18, -19).
+            PERFORM lane._flow_materialise(v_owner.queue, v_owner.dedup_id, v_owner.next_job,
+                                           p_now);
+        ELSIF v_owner.next_job IS NOT NULL THEN
             -- Through the add path: it takes the id again (the row is gone), keeps a custom
             -- id (BullMQ #4030), and writes the job's added / waiting | delayed events.
             PERFORM lane._store_jobs(v_owner.queue, ARRAY[v_owner.next_job ->> 'name'],
@@ -168,12 +205,53 @@ END $$;
 
 -- DEDUP-12, MGMT-16: a job about to be deleted gives up its dedup id, with any kept next
 -- job, but only while the row still names it.
-CREATE OR REPLACE FUNCTION lane._dedup_release(p_job lane.jobs)
+CREATE OR REPLACE FUNCTION lane._dedup_release(p_job lane.jobs, p_now timestamptz)
 RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    v_next jsonb;
 BEGIN
     IF p_job.dedup_id IS NOT NULL THEN
         DELETE FROM lane.dedup_owners
-         WHERE queue = p_job.queue AND dedup_id = p_job.dedup_id AND job_key = p_job.key;
+         WHERE queue = p_job.queue AND dedup_id = p_job.dedup_id AND job_key = p_job.key
+        RETURNING next_job INTO v_next;
+        PERFORM lane._dedup_next_dropped(p_job.queue, p_job.dedup_id, v_next, p_now);
+    END IF;
+END $$;
+
+-- DEDUP-18: a kept next job that will never be stored (its record replaced or deleted)
+-- no longer holds the parent it was to join: the placeholder goes, and the parent is
+-- released when nothing else is pending, except p_attaching (NULL: none), the parent a
+-- caller is attaching children to, which checks its count itself once they are counted.
+-- Every path that drops a next record calls this (lane._dedup_take, _dedup_release,
+-- _dedup_reclaim, get_deduplication_job_id, remove_deduplication_key,
+-- expire_dedup_owners, _remove_jobs, obliterate, remove_orphaned); a record without a
+-- parent costs one key test.
+CREATE OR REPLACE FUNCTION lane._dedup_next_dropped(p_queue text, p_dedup_id text,
+                                                    p_next jsonb, p_now timestamptz,
+                                                    p_attaching bigint DEFAULT NULL)
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    v_parent lane.jobs;
+BEGIN
+    IF p_next IS NULL OR NOT p_next ? 'parent' THEN
+        RETURN;
+    END IF;
+    SELECT * INTO v_parent FROM lane.jobs
+     WHERE key = (p_next -> 'parent' ->> 'key')::bigint FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN;  -- the parent is gone, with its placeholder
+    END IF;
+    DELETE FROM lane.flow_deps
+     WHERE parent_key = v_parent.key AND child_queue = p_queue
+       AND child_id = lane._flow_placeholder_id(p_dedup_id) AND bucket = 'unprocessed';
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    UPDATE lane.jobs SET deps_pending = deps_pending - 1 WHERE key = v_parent.key
+    RETURNING * INTO v_parent;
+    IF v_parent.state = 'waiting-children' AND v_parent.deps_pending <= 0
+       AND v_parent.key IS DISTINCT FROM p_attaching THEN
+        PERFORM lane._flow_release(ARRAY[v_parent.key], p_now);
     END IF;
 END $$;
 
@@ -212,6 +290,7 @@ BEGIN
                     p_job.id));
             END IF;
         END IF;
+        PERFORM lane._dedup_next_dropped(p_job.queue, p_job.dedup_id, v_owner.next_job, p_now);
         UPDATE lane.dedup_owners
            SET job_id = p_job.id, job_key = p_job.key, expires_at = v_expires, next_job = NULL,
                keep_last = coalesce((v_dedup ->> 'keep_last_if_active')::boolean, false),
@@ -239,17 +318,27 @@ BEGIN
     v_job := lane._dedup_owner_job(v_owner, coalesce(p_now, clock_timestamp()));
     IF v_job.key IS NULL THEN
         DELETE FROM lane.dedup_owners WHERE queue = p_queue AND dedup_id = p_dedup_id;
+        PERFORM lane._dedup_next_dropped(p_queue, p_dedup_id, v_owner.next_job,
+                                         coalesce(p_now, clock_timestamp()));
     END IF;
     RETURN v_job.id;
 END $$;
 
--- DEDUP-14: frees p_dedup_id (and drops a kept next job) whatever holds it; the owner job
--- itself is not touched. True when there was a row.
+-- DEDUP-14: frees p_dedup_id (and drops a kept next job, releasing a parent that waited
+-- for it: DEDUP-18) whatever holds it; the owner job itself is not touched. True when
+-- there was a row.
 CREATE OR REPLACE FUNCTION lane.remove_deduplication_key(p_queue text, p_dedup_id text)
 RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+    v_next jsonb;
 BEGIN
-    DELETE FROM lane.dedup_owners WHERE queue = p_queue AND dedup_id = p_dedup_id;
-    RETURN FOUND;
+    DELETE FROM lane.dedup_owners WHERE queue = p_queue AND dedup_id = p_dedup_id
+    RETURNING next_job INTO v_next;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    PERFORM lane._dedup_next_dropped(p_queue, p_dedup_id, v_next, clock_timestamp());
+    RETURN true;
 END $$;
 
 -- Periodic upkeep: deletes up to p_limit owner rows whose TTL ran out (none of them blocks
@@ -263,16 +352,26 @@ RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
     v_now timestamptz := coalesce(p_now, clock_timestamp());
     v_count integer;
+    v_gone record;
 BEGIN
-    DELETE FROM lane.dedup_owners o
-     WHERE (o.queue, o.dedup_id) IN (
-            SELECT e.queue, e.dedup_id FROM lane.dedup_owners e
-             WHERE e.expires_at <= v_now
-               AND NOT (e.keep_last AND EXISTS (SELECT 1 FROM lane.jobs j
-                                                 WHERE j.key = e.job_key AND j.state = 'active'))
-             ORDER BY e.expires_at
-             LIMIT p_limit
-               FOR UPDATE SKIP LOCKED);
-    GET DIAGNOSTICS v_count = ROW_COUNT;
+    v_count := 0;
+    FOR v_gone IN
+        WITH gone AS (
+            DELETE FROM lane.dedup_owners o
+             WHERE (o.queue, o.dedup_id) IN (
+                    SELECT e.queue, e.dedup_id FROM lane.dedup_owners e
+                     WHERE e.expires_at <= v_now
+                       AND NOT (e.keep_last AND EXISTS (SELECT 1 FROM lane.jobs j
+                                                         WHERE j.key = e.job_key
+                                                           AND j.state = 'active'))
+                     ORDER BY e.expires_at
+                     LIMIT p_limit
+                       FOR UPDATE SKIP LOCKED)
+            RETURNING o.queue, o.dedup_id, o.next_job)
+        SELECT * FROM gone ORDER BY 1, 2
+    LOOP
+        v_count := v_count + 1;
+        PERFORM lane._dedup_next_dropped(v_gone.queue, v_gone.dedup_id, v_gone.next_job, v_now);
+    END LOOP;
     RETURN v_count;
 END $$;

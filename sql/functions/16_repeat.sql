@@ -269,7 +269,7 @@ BEGIN
                     CASE WHEN v_owner.key IS NULL THEN 'being claimed or finished'
                          WHEN v_owner.state = 'active' THEN 'active' ELSE 'in a flow' END));
             END IF;
-            PERFORM lane._dedup_release(v_owner);
+            PERFORM lane._dedup_release(v_owner, v_now);
             DELETE FROM lane.job_logs WHERE job_key = v_owner.key;
             DELETE FROM lane.jobs WHERE key = v_owner.key;
             PERFORM lane._emit(p_queue, 'removed', v_owner.id,

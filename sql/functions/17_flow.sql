@@ -23,6 +23,97 @@ RETURNS text LANGUAGE sql IMMUTABLE AS $$
                 ELSE 'fail' END
 $$;
 
+-- DEDUP-18: the id under which a parent waits for the kept next job of a deduplication
+-- id (lane._dedup_take): never a job's id (ids starting with `0:` are reserved for it),
+-- so no child's outcome, read by key, ever resolves it.
+CREATE OR REPLACE FUNCTION lane._flow_placeholder_id(p_dedup_id text)
+RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT '0:' || p_dedup_id
+$$;
+
+-- DEDUP-18: the parent (locked by the caller: it is attaching children) waits for the
+-- next job kept under p_dedup_id of p_queue: a pending dependency row without a child row
+-- (child_key NULL), counted in deps_pending once; a later candidate for the same parent
+-- keeps the row and brings its policy.
+CREATE OR REPLACE FUNCTION lane._flow_hold(p_parent_key bigint, p_queue text, p_dedup_id text,
+                                           p_policy text, p_now timestamptz)
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    v_inserted boolean;
+BEGIN
+    INSERT INTO lane.flow_deps (parent_key, child_queue, child_id, child_key, bucket, policy,
+                                updated_at)
+    VALUES (p_parent_key, p_queue, lane._flow_placeholder_id(p_dedup_id), NULL, 'unprocessed',
+            p_policy, p_now)
+    ON CONFLICT (parent_key, child_queue, child_id)
+    DO UPDATE SET policy = excluded.policy, updated_at = excluded.updated_at
+    RETURNING xmax = 0 INTO v_inserted;
+    IF v_inserted THEN
+        UPDATE lane.jobs SET deps_pending = coalesce(deps_pending, 0) + 1 WHERE key = p_parent_key;
+    END IF;
+END $$;
+
+-- DEDUP-18, -19: the kept next job p_next of p_dedup_id (its owner's row just deleted by
+-- lane._dedup_finish) stored as the flow node it was: a child whose parent still waits for
+-- it takes its placeholder's place as a real dependency, in this transaction (attached as
+-- lane._flow_attach attaches any child, children of its own included); a flow root, or a
+-- child whose parent is gone, is stored as a flow of its own, its delay counted from p_now
+-- (DEDUP-10).
+CREATE OR REPLACE FUNCTION lane._flow_materialise(p_queue text, p_dedup_id text, p_next jsonb,
+                                                  p_now timestamptz)
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    v_parent lane.jobs;
+    v_children jsonb := coalesce(p_next -> 'children', '[]'::jsonb);
+    v_has_children boolean := jsonb_array_length(coalesce(p_next -> 'children', '[]'::jsonb)) > 0;
+    v_stored record;
+    v_root lane.jobs;
+BEGIN
+    IF p_next ? 'parent' THEN
+        SELECT * INTO v_parent FROM lane.jobs
+         WHERE key = (p_next -> 'parent' ->> 'key')::bigint FOR UPDATE;
+        IF FOUND THEN
+            DELETE FROM lane.flow_deps
+             WHERE parent_key = v_parent.key AND child_queue = p_queue
+               AND child_id = lane._flow_placeholder_id(p_dedup_id) AND bucket = 'unprocessed';
+            IF FOUND THEN
+                -- The owner's completion (or terminal failure) must not fail because of the
+                -- kept node: one whose custom id is another parent's child (LN011), or
+                -- held by someone else right now (55P03), is what an add of an existing
+                -- id is, a duplicate (ADD-3): `duplicated` on that id, and the parent no
+                -- longer waits for it. The block's savepoint is only paid on this path.
+                BEGIN
+                    -- No release in between: _flow_attach counts the new child, then checks.
+                    UPDATE lane.jobs SET deps_pending = deps_pending - 1 WHERE key = v_parent.key
+                    RETURNING * INTO v_parent;
+                    PERFORM 1 FROM lane._flow_attach(
+                        v_parent,
+                        jsonb_build_array(jsonb_build_object(
+                            'queue', p_queue, 'name', p_next ->> 'name', 'data', p_next -> 'data',
+                            'options', p_next -> 'options', 'children', v_children)),
+                        '{}', p_now);
+                EXCEPTION WHEN SQLSTATE 'LN011' OR lock_not_available THEN
+                    PERFORM lane._emit(p_queue, 'duplicated', p_next -> 'options' ->> 'job_id',
+                                       '{}', p_now);
+                    UPDATE lane.jobs SET deps_pending = deps_pending - 1 WHERE key = v_parent.key
+                    RETURNING * INTO v_parent;
+                    IF v_parent.state = 'waiting-children' AND v_parent.deps_pending <= 0 THEN
+                        PERFORM lane._flow_release(ARRAY[v_parent.key], p_now);
+                    END IF;
+                END;
+                RETURN;
+            END IF;
+        END IF;
+    END IF;
+    v_stored := lane._store_jobs(p_queue, ARRAY[p_next ->> 'name'], ARRAY[p_next -> 'data'],
+                                 ARRAY[p_next -> 'options'], p_now, NULL, NULL,
+                                 ARRAY[v_has_children]);
+    IF v_has_children AND v_stored.fresh[1] THEN
+        SELECT * INTO v_root FROM lane.jobs WHERE key = v_stored.keys[1] FOR UPDATE;
+        PERFORM 1 FROM lane._flow_attach(v_root, v_children, '{}', p_now);
+    END IF;
+END $$;
+
 -- FLOW-3, FLOW-29: the given parents (locked, in waiting-children) go to waiting, or to
 -- delayed while their own delay is not due, each with its event (prev=waiting-children).
 CREATE OR REPLACE FUNCTION lane._flow_release(p_keys bigint[], p_now timestamptz)
@@ -151,7 +242,9 @@ BEGIN
             IF v_row.fail_now AND v_parent.state = 'waiting-children' THEN
                 -- FLOW-5: the parent fails now, with its own finalisation (its parent's
                 -- policy included).
-                PERFORM lane._fail_terminal(v_parent.key, v_row.why, p_now);
+                -- FAIL-2: a typed parent is recorded, as stalled recovery does.
+                PERFORM lane._fail_terminal(v_parent.key, v_row.why, p_now,
+                                            lane._failed_job_connection(v_parent, NULL));
                 CONTINUE;
             END IF;
             IF v_parent.state NOT IN ('completed', 'failed') AND v_parent.deferred_failure IS NULL THEN
@@ -380,7 +473,7 @@ BEGIN
                     FROM unnest(v_nodes) WITH ORDINALITY u(n, o) ORDER BY o),
             ARRAY(SELECT coalesce(nullif(n -> 'options', 'null'::jsonb), '{}'::jsonb)
                     FROM unnest(v_nodes) WITH ORDINALITY u(n, o) ORDER BY o),
-            p_now, p_parent.queue, p_parent.id, v_holds);
+            p_now, p_parent.queue, p_parent.id, v_holds, v_nodes);
         -- A child this call inserted is attached as it is: its row names the parent, and
         -- no one else sees it yet. Only the others are looked at one by one. (Local
         -- arrays: an element of a record's array field copies the whole array, which
@@ -394,11 +487,14 @@ BEGIN
         FOR v_i IN 1 .. cardinality(v_nodes) LOOP
             CONTINUE WHEN v_new[v_i];
             v_options := coalesce(nullif(v_nodes[v_i] -> 'options', 'null'::jsonb), '{}'::jsonb);
+            -- DEDUP-17, -18: the owner of its deduplication id (kept as its next job, the
+            -- parent holding a placeholder for it, when it runs and keep-last applies),
+            -- not locked: its completion may be waiting for the owner row this call holds.
+            CONTINUE WHEN v_sids[v_i] IS DISTINCT FROM v_options ->> 'job_id';
             -- Taken only if free (lock order: a child before its parent, which this call
             -- holds; a busy child is an error the caller may retry).
             SELECT * INTO v_child FROM lane.jobs WHERE lane.jobs.key = v_skeys[v_i]
                FOR UPDATE NOWAIT;
-            CONTINUE WHEN v_child.id IS DISTINCT FROM v_options ->> 'job_id';  -- DEDUP-17
             v_attach[v_i] := true;
             IF (v_child.parent_queue, v_child.parent_id) IS DISTINCT FROM (p_parent.queue, p_parent.id) THEN
                 IF v_child.parent_id IS NOT NULL
@@ -501,7 +597,8 @@ BEGIN
     PERFORM lane._ensure_queue(v_queue);
     v_stored := lane._store_jobs(v_queue, ARRAY[p_flow ->> 'name'],
                                  ARRAY[coalesce(p_flow -> 'data', 'null'::jsonb)],
-                                 ARRAY[v_options], v_now, NULL, NULL, ARRAY[v_has_children]);
+                                 ARRAY[v_options], v_now, NULL, NULL, ARRAY[v_has_children],
+                                 ARRAY[p_flow]);
     SELECT * INTO v_root FROM lane.jobs WHERE lane.jobs.key = v_stored.keys[1] FOR UPDATE;
     -- DEDUP-19: a root that is another job's duplicate gives that job's flow as it stands.
     IF v_stored.fresh[1] OR v_root.id = v_options ->> 'job_id' THEN
@@ -575,7 +672,9 @@ END $$;
 -- FLOW-24: removes the parent's pending children that nobody holds and that are not
 -- running (waiting, delayed or waiting-children), each with its `removed` event; their
 -- dependency rows stay (bucket removed: they show as missing) and the parent is released
--- when nothing is pending. Returns the removed rows.
+-- when nothing is pending. The kept next jobs it waits for (DEDUP-18) are dropped too,
+-- each whose owner row is free (an owner finishing now stores its child, which then is
+-- pending and running-free, for a later call). Returns the removed rows.
 CREATE OR REPLACE FUNCTION lane.remove_unprocessed_children(p_queue text, p_id text,
                                                             p_now timestamptz DEFAULT NULL)
 RETURNS SETOF lane.jobs LANGUAGE plpgsql AS $$
@@ -583,6 +682,8 @@ DECLARE
     v_now timestamptz := coalesce(p_now, clock_timestamp());
     v_parent_key bigint := lane._job_key(p_queue, p_id);
     v_children lane.jobs[];
+    v_kept record;
+    v_owner lane.dedup_owners;
 BEGIN
     v_children := ARRAY(
         SELECT j FROM lane.flow_deps d JOIN lane.jobs j ON j.key = d.child_key
@@ -591,6 +692,19 @@ BEGIN
          ORDER BY d.seq
            FOR UPDATE OF j SKIP LOCKED);
     PERFORM lane._remove_jobs(ARRAY(SELECT c.key FROM unnest(v_children) c), v_now);
+    FOR v_kept IN
+        SELECT d.child_queue, substr(d.child_id, 3) AS dedup_id FROM lane.flow_deps d
+         WHERE d.parent_key = v_parent_key AND d.bucket = 'unprocessed' AND d.child_key IS NULL
+         ORDER BY d.seq
+    LOOP
+        SELECT * INTO v_owner FROM lane.dedup_owners
+         WHERE queue = v_kept.child_queue AND dedup_id = v_kept.dedup_id FOR UPDATE SKIP LOCKED;
+        CONTINUE WHEN NOT FOUND
+                   OR (v_owner.next_job -> 'parent' ->> 'key')::bigint IS DISTINCT FROM v_parent_key;
+        UPDATE lane.dedup_owners SET next_job = NULL
+         WHERE queue = v_owner.queue AND dedup_id = v_owner.dedup_id;
+        PERFORM lane._dedup_next_dropped(v_owner.queue, v_owner.dedup_id, v_owner.next_job, v_now);
+    END LOOP;
     RETURN QUERY SELECT * FROM unnest(v_children);
 END $$;
 
@@ -652,7 +766,8 @@ BEGIN
            count(*) FILTER (WHERE d.bucket = 'unprocessed'),
            count(*) FILTER (WHERE d.bucket = 'failed'),
            count(*) FILTER (WHERE d.bucket = 'ignored'),
-           count(*) FILTER (WHERE NOT EXISTS (SELECT 1 FROM lane.jobs j WHERE j.key = d.child_key))
+           count(*) FILTER (WHERE d.child_key IS NOT NULL  -- a placeholder: not gone, to come
+                              AND NOT EXISTS (SELECT 1 FROM lane.jobs j WHERE j.key = d.child_key))
       INTO processed, unprocessed, failed, ignored, missing
       FROM lane.flow_deps d WHERE d.parent_key = v_key;
 END $$;
@@ -691,13 +806,15 @@ BEGIN
 END $$;
 
 -- FLOW-16: every dependency of a parent with its bucket and whether its child's row is
--- still there (no rows for an unknown parent or one without children).
+-- still there (no rows for an unknown parent or one without children); NULL for a
+-- placeholder (DEDUP-18), a kept next job that has no row yet and is not missing either.
 CREATE OR REPLACE FUNCTION lane.get_flow_dependencies(p_queue text, p_id text)
 RETURNS TABLE (seq bigint, child_queue text, child_id text, child_key bigint, bucket text,
                value jsonb, reason text, present boolean)
 LANGUAGE sql STABLE AS $$
     SELECT d.seq, d.child_queue, d.child_id, d.child_key, d.bucket, d.value, d.reason,
-           EXISTS (SELECT 1 FROM lane.jobs j WHERE j.key = d.child_key)
+           CASE WHEN d.child_key IS NOT NULL
+                THEN EXISTS (SELECT 1 FROM lane.jobs j WHERE j.key = d.child_key) END
       FROM lane.flow_deps d
      WHERE d.parent_key = lane._find_key(p_queue, p_id)
      ORDER BY d.seq

@@ -170,7 +170,8 @@ END $$;
 CREATE OR REPLACE FUNCTION lane._fail_one(p_queue text, p_id text, p_token uuid, p_reason text,
                                           p_stacktrace text, p_discard boolean,
                                           p_now timestamptz,
-                                          p_stacktrace_limit integer DEFAULT NULL)
+                                          p_stacktrace_limit integer DEFAULT NULL,
+                                          p_failed_store_connection text DEFAULT NULL)
 RETURNS lane.jobs LANGUAGE plpgsql AS $$
 DECLARE
     v_job lane.jobs;
@@ -192,7 +193,9 @@ BEGIN
         RETURN NULL;
     END IF;
     IF coalesce(p_discard, false) OR v_job.attempts_made >= v_job.max_attempts THEN
-        RETURN lane._fail_terminal(v_job.key, p_reason, p_now);
+        -- FAIL-2: the record's exception is the traceback the worker sent, else the reason.
+        RETURN lane._fail_terminal(v_job.key, p_reason, p_now, p_failed_store_connection,
+                                   coalesce(p_stacktrace, p_reason));
     END IF;
     v_delay := lane._backoff_ms(v_job.backoff, v_job.attempts_made);
     IF v_delay > 0 THEN
@@ -214,10 +217,14 @@ BEGIN
     RETURN v_job;
 END $$;
 
+-- p_failed_store_connection (FAIL-2, A4): a worker whose failed store is this database
+-- passes its connection name, and every item failing for good is recorded in
+-- lane.failed_jobs in this transaction (lane._fail_terminal); NULL records nothing.
 CREATE OR REPLACE FUNCTION lane.fail_jobs(p_queues text[], p_ids text[], p_tokens uuid[],
                                           p_reasons text[], p_stacktraces text[],
                                           p_discards boolean[], p_now timestamptz DEFAULT NULL,
-                                          p_stacktrace_limits integer[] DEFAULT NULL)
+                                          p_stacktrace_limits integer[] DEFAULT NULL,
+                                          p_failed_store_connection text DEFAULT NULL)
 RETURNS TABLE (ord integer, queue text, id text, status text, state text)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -229,7 +236,7 @@ BEGIN
     FOR v_i IN 1 .. coalesce(cardinality(p_ids), 0) LOOP
         v_job := lane._fail_one(p_queues[v_i], p_ids[v_i], p_tokens[v_i], p_reasons[v_i],
                                 p_stacktraces[v_i], p_discards[v_i], v_now,
-                                p_stacktrace_limits[v_i]);
+                                p_stacktrace_limits[v_i], p_failed_store_connection);
         ord := v_i;
         queue := p_queues[v_i];
         id := p_ids[v_i];

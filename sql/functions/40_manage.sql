@@ -103,6 +103,10 @@ RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
     v_children lane.jobs[];
     v_parents bigint[];
+    v_next_queues text[];
+    v_next_ids text[];
+    v_nexts jsonb[];
+    v_i integer;
 BEGIN
     IF coalesce(cardinality(p_keys), 0) = 0 THEN
         RETURN;
@@ -116,10 +120,23 @@ BEGIN
      WHERE j.key = ANY (p_keys) AND coalesce(q.record_events, true)
      GROUP BY j.queue, (u.ord - 1) / 1024
      ORDER BY min(u.ord);
-    DELETE FROM lane.dedup_owners o
-     USING lane.jobs j
-     WHERE j.key = ANY (p_keys) AND j.dedup_id IS NOT NULL
-       AND o.queue = j.queue AND o.dedup_id = j.dedup_id AND o.job_key = j.key;
+    -- A kept next job goes with its owner (DEDUP-12); a parent outside this removal that
+    -- waited for it is told (DEDUP-18).
+    WITH gone AS (
+        DELETE FROM lane.dedup_owners o
+         USING lane.jobs j
+         WHERE j.key = ANY (p_keys) AND j.dedup_id IS NOT NULL
+           AND o.queue = j.queue AND o.dedup_id = j.dedup_id AND o.job_key = j.key
+        RETURNING o.queue, o.dedup_id, o.next_job)
+    SELECT array_agg(g.queue ORDER BY g.queue, g.dedup_id),
+           array_agg(g.dedup_id ORDER BY g.queue, g.dedup_id),
+           array_agg(g.next_job ORDER BY g.queue, g.dedup_id)
+      INTO v_next_queues, v_next_ids, v_nexts
+      FROM gone g
+     WHERE g.next_job ? 'parent' AND (g.next_job -> 'parent' ->> 'key')::bigint <> ALL (p_keys);
+    FOR v_i IN 1 .. coalesce(cardinality(v_nexts), 0) LOOP
+        PERFORM lane._dedup_next_dropped(v_next_queues[v_i], v_next_ids[v_i], v_nexts[v_i], p_now);
+    END LOOP;
     DELETE FROM lane.repeat_schedulers s
      USING lane.jobs j
      WHERE j.key = ANY (p_keys) AND j.repeat_key IS NOT NULL

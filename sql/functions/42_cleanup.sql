@@ -195,6 +195,7 @@ DECLARE
     v_now timestamptz := coalesce(p_now, clock_timestamp());
     v_found bigint[];
     v_total bigint;
+    v_gone record;
 BEGIN
     PERFORM lane._check_queue(p_queue);
     IF p_force IS NULL THEN
@@ -219,7 +220,15 @@ BEGIN
     -- queue or another; a parent elsewhere keeps its record of children that were here.
     v_total := lane._remove_in_chunks(v_found, v_now);
     DELETE FROM lane.events WHERE queue = p_queue;
-    DELETE FROM lane.dedup_owners WHERE queue = p_queue;
+    -- Rows left without a job; a parent in another queue that waited for one's kept next
+    -- job is told (DEDUP-18; the queue's own parents are gone).
+    FOR v_gone IN
+        WITH gone AS (DELETE FROM lane.dedup_owners WHERE queue = p_queue
+                      RETURNING dedup_id, next_job)
+        SELECT g.dedup_id, g.next_job FROM gone g WHERE g.next_job ? 'parent' ORDER BY 1
+    LOOP
+        PERFORM lane._dedup_next_dropped(p_queue, v_gone.dedup_id, v_gone.next_job, v_now);
+    END LOOP;
     DELETE FROM lane.repeat_schedulers WHERE queue = p_queue;
     DELETE FROM lane.claim_log WHERE queue = p_queue;
     DELETE FROM lane.metrics WHERE queue = p_queue;
@@ -245,6 +254,7 @@ DECLARE
     v_last bigint;
     v_seen integer;
     v_gone bigint;
+    v_owner record;
     v_total bigint := 0;
 BEGIN
     IF p_count IS NULL OR p_count < 0 OR p_limit IS NULL OR p_limit < 0 THEN
@@ -302,17 +312,25 @@ BEGIN
         EXIT WHEN v_seen < v_batch;
     END LOOP;
     -- Dedup owners and repeat series: small tables (one row per live id or series).
-    WITH gone AS (
-        DELETE FROM lane.dedup_owners o
-         WHERE (o.queue, o.dedup_id) IN (
-               SELECT e.queue, e.dedup_id FROM lane.dedup_owners e
-                WHERE (e.expires_at IS NULL OR e.expires_at <= v_now)
-                  AND NOT EXISTS (SELECT 1 FROM lane.jobs j WHERE j.key = e.job_key)
-                ORDER BY e.queue, e.dedup_id
-                LIMIT v_left
-                  FOR UPDATE SKIP LOCKED)
-        RETURNING 1)
-    SELECT count(*) INTO v_gone FROM gone;
+    -- A parent that waited for a gone row's kept next job is told (DEDUP-18).
+    v_gone := 0;
+    FOR v_owner IN
+        WITH gone AS (
+            DELETE FROM lane.dedup_owners o
+             WHERE (o.queue, o.dedup_id) IN (
+                   SELECT e.queue, e.dedup_id FROM lane.dedup_owners e
+                    WHERE (e.expires_at IS NULL OR e.expires_at <= v_now)
+                      AND NOT EXISTS (SELECT 1 FROM lane.jobs j WHERE j.key = e.job_key)
+                    ORDER BY e.queue, e.dedup_id
+                    LIMIT v_left
+                      FOR UPDATE SKIP LOCKED)
+            RETURNING o.queue, o.dedup_id, o.next_job)
+        SELECT * FROM gone g ORDER BY g.queue, g.dedup_id
+    LOOP
+        v_gone := v_gone + 1;
+        PERFORM lane._dedup_next_dropped(v_owner.queue, v_owner.dedup_id, v_owner.next_job,
+                                         v_now);
+    END LOOP;
     v_total := v_total + v_gone;
     v_left := v_left - v_gone;
     WITH gone AS (

@@ -31,7 +31,10 @@ BEGIN
                     SELECT 1 FROM lane.repeat_schedulers r
                      WHERE r.queue = v_job.queue AND r.key = v_job.repeat_key
                        AND r.job_key = v_job.key)) THEN
-            PERFORM lane._fail_terminal(v_job.key, 'job stalled more than allowable limit', v_now);
+            -- FAIL-2: a typed job (its push stored options.meta.connection) is recorded in
+            -- lane.failed_jobs: no worker is left whose failed store could (decisions.md).
+            PERFORM lane._fail_terminal(v_job.key, 'job stalled more than allowable limit', v_now,
+                                        lane._failed_job_connection(v_job, NULL));
             state := 'failed';
         ELSE
             UPDATE lane.jobs SET lock_token = NULL, lease_expires_at = NULL WHERE key = v_job.key;

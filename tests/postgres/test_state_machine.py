@@ -75,6 +75,8 @@ _POLICIES = [
     "remove_dependency_on_failure",
     "continue_parent_on_failure",
 ]
+# A flow node's keep-last deduplication id, shared with add_deduplicated's (DEDUP-17..19).
+_FLOW_DEDUP = [None, None, None, "a", "b"]
 _CHILD_REASON = re.compile(r"^child (\S+) of queue (\S+) failed: ")
 
 
@@ -293,22 +295,27 @@ class JobStateMachine(RuleBasedStateMachine):
                 st.integers(1, 2),
                 st.sampled_from([None, "new", "reuse"]),
                 st.booleans(),
+                st.sampled_from(_FLOW_DEDUP),
             ),
             min_size=1,
             max_size=3,
         ),
         parent=st.sampled_from([None, "new", "reuse"]),
         parent_delay_s=st.sampled_from([0, 0, 2]),
+        parent_dedup=st.sampled_from(_FLOW_DEDUP),
     )
     def add_flow(
         self,
-        children: list[tuple[str | None, int, str | None, bool]],
+        children: list[tuple[str | None, int, str | None, bool, str | None]],
         parent: str | None,
         parent_delay_s: int,
+        parent_dedup: str | None = None,
     ) -> None:
         """FLOW-1..13: trees of one or two levels, every policy, custom ids new or met
         again (an existing parent takes children; an existing child is attached, counts
-        at once when completed, or conflicts with another parent)."""
+        at once when completed, or conflicts with another parent). DEDUP-17..19: a node
+        may carry a keep-last deduplication id that add_deduplicated's jobs share: skipped
+        for a waiting owner, kept (its parent holding a placeholder) for a running one."""
 
         def custom(kind: str | None) -> str | None:
             if kind is None:
@@ -317,10 +324,12 @@ class JobStateMachine(RuleBasedStateMachine):
             return f"f{self.flow_ids}"
 
         nodes = []
-        for policy, attempts, kind, grandchild in children:
+        for policy, attempts, kind, grandchild, dedup_id in children:
             options: dict[str, Any] = {"attempts": attempts}
             if policy is not None:
                 options[policy] = True
+            if dedup_id is not None:
+                options["deduplication"] = {"id": dedup_id, "keep_last_if_active": True}
             job_id = custom(kind)
             if job_id is not None:
                 options["job_id"] = job_id
@@ -330,6 +339,8 @@ class JobStateMachine(RuleBasedStateMachine):
                 )
             )
         parent_options: dict[str, Any] = {"delay_ms": parent_delay_s * 1000}
+        if parent_dedup is not None:
+            parent_options["deduplication"] = {"id": parent_dedup, "keep_last_if_active": True}
         parent_id = custom(parent)
         if parent_id is not None:
             parent_options["job_id"] = parent_id
@@ -762,14 +773,19 @@ class FlowStateMachine(JobStateMachine):
     )
     def add_plain_flow(self, policies: list[str | None], attempts: int, nested: bool) -> None:
         self.add_flow(
-            [(policy, attempts, None, nested and n == 0) for n, policy in enumerate(policies)],
+            [
+                (policy, attempts, None, nested and n == 0, None)
+                for n, policy in enumerate(policies)
+            ],
             None,
             0,
         )
 
     @rule(policy=st.sampled_from(_POLICIES), attempts=st.integers(1, 2))
     def add_flow_of_two(self, policy: str | None, attempts: int) -> None:
-        self.add_flow([(policy, attempts, None, False), (None, 1, None, False)], None, 0)
+        self.add_flow(
+            [(policy, attempts, None, False, None), (None, 1, None, False, None)], None, 0
+        )
 
     @precondition(lambda self: self.held or self.stale)
     @rule(index=st.integers(0, 20), stale=st.booleans(), value=st.integers(0, 3))

@@ -1,0 +1,72 @@
+"""Running typed-job workers from code (WORK-17), exactly as ``python -m lane_pg worker``.
+
+    stop = asyncio.Event()
+    await lane_pg.run_worker(Q.driver(), WorkerConfig(lease=60, poll_interval=0.1), stop)
+    await lane_pg.run_worker_on("reports", config, stop)   # a registered connection
+
+The worker runs on the connection's backend with a processor for every job class of the
+facade's registry; setting ``shutdown`` stops it at the next claim boundary, running jobs
+finish (``shutdown_timeout``) and the call returns the stopped worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from lane_pg.errors import ConfigurationError
+from lane_pg.facade.driver import BackendDriver, QueueDriver
+from lane_pg.facade.queue import Q, QueueFacade
+from lane_pg.facade.runner import typed_processors
+from lane_pg.worker import Worker, WorkerConfig
+from lane_pg.worker.start import close_worker, create_worker, run_until
+
+
+async def run_worker(
+    driver: QueueDriver | None = None,
+    config: WorkerConfig | None = None,
+    shutdown: asyncio.Event | None = None,
+    *,
+    facade: QueueFacade | None = None,
+    connection: str | None = None,
+) -> Worker:
+    """Run a worker on ``driver`` (the facade's default connection when None) until
+    ``shutdown`` is set (or, in burst mode, until idle). ``connection`` is the name its
+    events carry (default: the facade's name for the default connection)."""
+    facade = facade or Q
+    if driver is None:
+        driver = facade.driver()
+        connection = connection or facade.connection_name()
+    if not isinstance(driver, BackendDriver):
+        raise ConfigurationError(
+            f"{driver!r} has no backend to claim from: workers run on postgres or memory"
+            " connections"
+        )
+    label = connection or driver.driver_name
+    processors = typed_processors(facade.registry, facade.events, label)
+    worker = await create_worker(
+        await driver.backend(),
+        processors,
+        config or WorkerConfig(),
+        failed_store=facade.failed_store(),
+        connection=label,
+    )
+    try:
+        await run_until(worker, shutdown)
+    finally:
+        await close_worker(worker)
+    return worker
+
+
+async def run_worker_on(
+    name: str,
+    config: WorkerConfig | None = None,
+    shutdown: asyncio.Event | None = None,
+    *,
+    facade: QueueFacade | None = None,
+) -> Worker:
+    """``run_worker`` on the connection named ``name``; ``ConfigurationError`` for an
+    unknown name, before anything is claimed."""
+    facade = facade or Q
+    return await run_worker(
+        facade.connection(name), config, shutdown, facade=facade, connection=name
+    )
