@@ -82,6 +82,7 @@ if TYPE_CHECKING:
         register_job,
         run_worker,
         run_worker_on,
+        transaction,
     )
     from lane_pg.worker import JobContext, Worker, WorkerConfig, claim_next_blocking
 
@@ -96,6 +97,7 @@ _LAZY = {
     "current_context": "lane_pg.facade",
     "job": "lane_pg.facade",
     "register_job": "lane_pg.facade",
+    "transaction": "lane_pg.facade",
     "run_worker": "lane_pg.facade",
     "run_worker_on": "lane_pg.facade",
     "JobContext": "lane_pg.worker",
@@ -172,6 +174,7 @@ __all__ = [
     "register_job",
     "run_worker",
     "run_worker_on",
+    "transaction",
 ]
 
 

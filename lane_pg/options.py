@@ -143,6 +143,10 @@ class Deduplication:
     keep_last_if_active: bool = False
     """A duplicate arriving while the owner runs is kept (only the latest) and added when
     the owner finishes (DEDUP-9)."""
+    token: str | None = None
+    """The push that takes the id (the facade's unique and debounce pushes): the owner row
+    carries it, ``release_deduplication_key`` frees only a row carrying it, and an add with
+    a reservation's token takes that reservation over (UNIQ-7, TX-10)."""
 
 
 DEDUPLICATION_KEYS: tuple[str, ...] = (
@@ -151,6 +155,7 @@ DEDUPLICATION_KEYS: tuple[str, ...] = (
     "extend_ttl",
     "replace_delayed",
     "keep_last_if_active",
+    "token",
 )
 _DEDUPLICATION_FLAGS = ("extend_ttl", "replace_delayed", "keep_last_if_active")
 
@@ -339,16 +344,22 @@ def _deduplication(value: _JSON) -> Deduplication:
             for flag in _DEDUPLICATION_FLAGS
         )
         and not (value.get("extend_ttl") and value.get("ttl_ms") is None)
+        and (
+            value.get("token") is None
+            or (isinstance(value["token"], str) and 1 <= len(value["token"]) <= MAX_JOB_ID_LENGTH)
+        )
     )
     if not valid:
         raise InvalidOptions(
             f"invalid deduplication {value!r}: use {{'id': '1-{MAX_JOB_ID_LENGTH} characters',"
             f" 'ttl_ms': 1..{MAX_DURATION_MS}, 'extend_ttl': bool, 'replace_delayed': bool,"
-            " 'keep_last_if_active': bool}; extend_ttl needs ttl_ms"
+            f" 'keep_last_if_active': bool, 'token': '1-{MAX_JOB_ID_LENGTH} characters'}};"
+            " extend_ttl needs ttl_ms"
         )
     return Deduplication(
         id=value["id"],
         ttl_ms=value.get("ttl_ms"),
+        token=value.get("token"),
         **{flag: bool(value.get(flag)) for flag in _DEDUPLICATION_FLAGS},
     )
 

@@ -29,12 +29,24 @@ that rolls back leaves no owner. The rules every backend follows:
   (DEDUP-18).
 * A row that no longer blocks (its job gone, not its job, finished, or expired) is
   replaced or deleted wherever it is met (DEDUP-15, A10).
+
+Owner tokens (``DeduplicationLocks``, migration 0015): an add whose deduplication document
+carries ``token`` records it on the owner row. ``release_deduplication_key`` frees an id
+only while its row still carries the caller's token (UNIQ-7: a redelivered or retried job
+never frees the lock of a newer push, Laravel PR #59567). ``reserve_deduplication_key``
+takes an id before its job exists (a row with a token and an expiry and no job, TX-10):
+it blocks like a TTL owner; ``get_deduplication_job_id`` answers None for it (no job yet)
+without deleting it; the add carrying its token takes it over, keeping its expiry; any
+other add of that id, and a ``retry_job`` reclaiming it, raise ``DeduplicationConflict``
+and write nothing, since there is no owner job to return.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Protocol, runtime_checkable
+
+from lane_pg.types import Duration
 
 
 @runtime_checkable
@@ -56,4 +68,29 @@ class Deduplicator(Protocol):
     async def expire_dedup_owners(self, *, limit: int = 1000, now: datetime | None = None) -> int:
         """Delete up to ``limit`` owner rows whose TTL ran out (a running keep-last owner
         keeps its row); returns how many went. The maintenance leader runs it."""
+        ...
+
+
+@runtime_checkable
+class DeduplicationLocks(Protocol):
+    """Owner-token locks on deduplication ids: the facade's unique pushes (UNIQ-5..7, TX-10)."""
+
+    async def reserve_deduplication_key(
+        self,
+        queue: str,
+        dedup_id: str,
+        token: str,
+        ttl: Duration,
+        *,
+        now: datetime | None = None,
+    ) -> bool:
+        """Take ``dedup_id`` for the push named ``token`` for ``ttl``, before its job exists.
+        True when ``token`` holds it now (also when it already did); False when another
+        live owner or reservation holds it. ``InvalidOptions`` for an empty or over-long id
+        or token, or a ttl outside 1 ms..MAX_DURATION_MS."""
+        ...
+
+    async def release_deduplication_key(self, queue: str, dedup_id: str, token: str) -> bool:
+        """Free ``dedup_id`` only while its row carries ``token`` (reserved or owned, with any
+        kept next job); the job is not touched. True when a row went."""
         ...

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from lane_pg.facade.bootstrap import bootstrap_default, bootstrap_from_env
 from lane_pg.facade.driver import BackendDriver, QueueDriver
-from lane_pg.facade.envelope import Envelope, EnvelopeOverrides
+from lane_pg.facade.envelope import DebounceOptions, Envelope, EnvelopeOverrides
 from lane_pg.facade.events import (
     Events,
+    JobDebounced,
     JobExceptionOccurred,
     JobProcessed,
     JobProcessing,
@@ -20,6 +21,7 @@ from lane_pg.facade.events import (
     QueueResumed,
     QueuesPaused,
     QueuesResumed,
+    UniqueJobSkipped,
     WorkerInterrupted,
     WorkerQueuePaused,
     WorkerQueueResumed,
@@ -29,17 +31,20 @@ from lane_pg.facade.pausing import FacadeWorkerHooks, PausesQueues
 from lane_pg.facade.queue import Q, QueueFacade
 from lane_pg.facade.registry import DEFAULT_REGISTRY, JobRegistry, job, register_job
 from lane_pg.facade.runner import TypedJobProcessor, typed_processors
+from lane_pg.facade.transaction import Transaction, current_transaction, transaction
 from lane_pg.facade.workers import run_worker, run_worker_on
 
 __all__ = [
     "DEFAULT_BACKOFF",
     "DEFAULT_REGISTRY",
     "BackendDriver",
+    "DebounceOptions",
     "Envelope",
     "EnvelopeOverrides",
     "Events",
     "FacadeWorkerHooks",
     "Job",
+    "JobDebounced",
     "JobExceptionOccurred",
     "JobProcessed",
     "JobProcessing",
@@ -54,16 +59,20 @@ __all__ = [
     "QueueResumed",
     "QueuesPaused",
     "QueuesResumed",
+    "Transaction",
     "TypedJobProcessor",
+    "UniqueJobSkipped",
     "WorkerInterrupted",
     "WorkerQueuePaused",
     "WorkerQueueResumed",
     "bootstrap_default",
     "bootstrap_from_env",
     "current_context",
+    "current_transaction",
     "job",
     "register_job",
     "run_worker",
     "run_worker_on",
+    "transaction",
     "typed_processors",
 ]

@@ -36,6 +36,17 @@ class EnvelopeOverrides:
 NO_OVERRIDES = EnvelopeOverrides()
 
 
+@dataclass(frozen=True, slots=True)
+class DebounceOptions:
+    """A debounced push (UNIQ-9, -10): run once, ``window`` after the burst's last dispatch,
+    or at once when the burst has waited ``max_wait`` since its first; ``id`` scopes the
+    window (None: one window for the job type)."""
+
+    window: Duration
+    max_wait: Duration | None = None
+    id: str | None = None
+
+
 @dataclass(slots=True)
 class Envelope:
     """One resolved push: everything the driver writes."""
@@ -55,6 +66,10 @@ class Envelope:
     job_id: str | None = None
     deduplication: dict[str, JSON] | None = None
     meta: dict[str, JSON] = field(default_factory=dict)
+    after_commit: bool | None = None
+    """The per-push after-commit override (TX-7); None: the process switch, then the job."""
+    debounce: DebounceOptions | None = None
+    """Set for a debounced push (``push_debounced`` or ``Job.debounce_for``, UNIQ-9)."""
 
     def delay_from(self, now: datetime) -> timedelta:
         """The delay the backend stores, for a push written at ``now``."""
@@ -111,6 +126,7 @@ def build_envelope(
         fail_on_timeout=cls.fail_on_timeout,
         delay=delay if delay is not None else cls.delay,
         available_at=available_at,
+        after_commit=overrides.after_commit,
     )
 
 

@@ -107,6 +107,26 @@ class JobExceptionOccurred:
 
 
 @dataclass(frozen=True, slots=True)
+class UniqueJobSkipped:
+    """``push_unique`` found the key ``job_name:unique_id`` locked and pushed nothing (UNIQ-1)."""
+
+    job_name: str
+    unique_id: str
+    connection: str
+
+
+@dataclass(frozen=True, slots=True)
+class JobDebounced:
+    """A debounced dispatch was superseded by a newer one of its window (UNIQ-11): removed
+    at push while still delayed, or acknowledged by the worker without running."""
+
+    connection: str
+    queue: str
+    job_name: str
+    job_id: str
+
+
+@dataclass(frozen=True, slots=True)
 class QueuePaused:
     """``Q.pause(connection, queue)`` paused one queue (PAUSE-3), in the calling process."""
 

@@ -54,7 +54,8 @@ class Job:
     timeout: ClassVar[Duration | None] = None
     fail_on_timeout: ClassVar[bool] = False
     after_commit: ClassVar[bool] = False
-    """Deferred to the commit of the ambient transaction (TX-3)."""
+    """Deferred to the commit of the ambient transaction (TX-3); an instance decides with
+    ``dispatch_after_commit`` (TX-13)."""
     unique_for: ClassVar[Duration] = DEFAULT_UNIQUE_FOR
     unique_until_processing: ClassVar[bool] = False
     debounce_for: ClassVar[Duration | None] = None
@@ -63,6 +64,12 @@ class Job:
     def unique_id(self) -> str | None:
         """The key of ``push_unique`` (UNIQ-1); None refuses a unique push (UNIQ-2)."""
         return None
+
+    def dispatch_after_commit(self) -> bool:
+        """Whether this instance waits for the ambient transaction's commit (TX-13): the
+        class's ``after_commit`` unless a subclass decides per message (a shared carrier
+        job for mail, say). A per-push override and ``LANE_PG_AFTER_COMMIT`` outrank it."""
+        return type(self).after_commit
 
     def debounce_id(self) -> str | None:
         """The scope of a debounce window (UNIQ-10); None: one window for the whole type."""

@@ -29,10 +29,11 @@ from lane_pg.facade.job import Job
 from lane_pg.facade.pausing import PausingMixin
 from lane_pg.facade.registry import DEFAULT_REGISTRY, JobRegistry
 from lane_pg.facade.routing import Routing
+from lane_pg.facade.unique import UniquePushes
 from lane_pg.types import Duration
 
 
-class QueueFacade(FailedJobs, PausingMixin):
+class QueueFacade(FailedJobs, UniquePushes, PausingMixin):
     """Connections, routes and pushes of one application (``lane_pg.Q`` is the shared one)."""
 
     def __init__(self, *, registry: JobRegistry = DEFAULT_REGISTRY) -> None:
@@ -179,6 +180,15 @@ class QueueFacade(FailedJobs, PausingMixin):
             names = sorted(kind.__qualname__ for kind in kinds)
             raise ConfigurationError(f"bulk takes jobs of one type per call, got {names}")
         envelopes = [self.envelope(job) for job in jobs]
+        deferred = await self.bulk_special(envelopes, conn)
+        if deferred is not None:
+            return deferred
+        return await self.write_bulk(envelopes, conn=conn)
+
+    async def write_bulk(
+        self, envelopes: Sequence[Envelope], *, conn: object | None = None
+    ) -> list[str]:
+        """The plain write of ``bulk``: the events around one ``bulk_push``."""
         first = envelopes[0]
         driver = self.driver_for(first.connection)
         for envelope in envelopes:
@@ -193,7 +203,15 @@ class QueueFacade(FailedJobs, PausingMixin):
         return ids
 
     async def dispatch(self, envelope: Envelope, *, conn: object | None = None) -> str:
-        """Write one resolved envelope on its connection, with its two events."""
+        """Write one resolved envelope on its connection, with its two events; a debounced
+        or after-commit push goes its own way (``UniquePushes.dispatch_special``)."""
+        handled = await self.dispatch_special(envelope, conn)
+        if handled is not None:
+            return handled
+        return await self.write(envelope, conn=conn)
+
+    async def write(self, envelope: Envelope, *, conn: object | None = None) -> str:
+        """The plain write of ``dispatch``: ``JobQueueing``, the driver's push, ``JobQueued``."""
         driver = self.driver_for(envelope.connection)
         await self.events.emit(
             JobQueueing(envelope.connection, envelope.queue, envelope.job_name, envelope.job)

@@ -5,17 +5,35 @@ rebuilds the instance from the job's data and awaits ``handle()``. Its return va
 job's result; an exception fails the attempt under the job's stored retry settings, the
 same path as for ``@app.processor`` functions. Data that no longer fits the class (a field
 renamed since the push) can never run, so it fails the job for good.
+
+Two checks come first, on the backend the job was claimed from: a debounced dispatch whose
+window another job owns now is superseded and completes without running (``JobDebounced``,
+UNIQ-11; no window at all runs it, UNIQ-12); and a ``unique_until_processing`` job frees
+its lock right before ``handle()``, by the token its push recorded, so an attempt never
+frees a lock a newer push took (UNIQ-6, -7).
 """
 
 from __future__ import annotations
 
+import logging
+
+from lane_pg.backend import DeduplicationLocks, Deduplicator
 from lane_pg.errors import InvalidPayload, UnrecoverableJobError
 from lane_pg.facade.envelope import META_CONNECTION
-from lane_pg.facade.events import Events, JobExceptionOccurred, JobProcessed, JobProcessing
+from lane_pg.facade.events import (
+    Events,
+    JobDebounced,
+    JobExceptionOccurred,
+    JobProcessed,
+    JobProcessing,
+)
 from lane_pg.facade.job import _CURRENT, Job, decode_fields
 from lane_pg.facade.registry import JobRegistry
+from lane_pg.facade.unique import META_DEBOUNCE, META_UNIQUE, meta_of
 from lane_pg.types import JSON, JobRow
 from lane_pg.worker.context import JobContext
+
+log = logging.getLogger("lane_pg.facade")
 
 
 def job_connection(job: JobRow, fallback: str) -> str:
@@ -47,9 +65,14 @@ class TypedJobProcessor:
             raise UnrecoverableJobError(str(exc)) from exc
         attempt = job.attempts_started
         events = self.events
+        if await self._superseded(job, ctx):
+            await events.emit(JobDebounced(self.connection, job.queue, job.name, job.id))
+            return None
         await events.emit(JobProcessing(self.connection, job.queue, job.name, job.id, attempt))
         token = _CURRENT.set(ctx)
         try:
+            if self.cls.unique_until_processing:
+                await self._release_unique(job, ctx)
             result = await instance.handle()
         except Exception as exc:
             await events.emit(
@@ -60,6 +83,34 @@ class TypedJobProcessor:
             _CURRENT.reset(token)
         await events.emit(JobProcessed(self.connection, job.queue, job.name, job.id, attempt))
         return result
+
+    async def _superseded(self, job: JobRow, ctx: JobContext) -> bool:
+        """UNIQ-11, -12: another job owns this dispatch's debounce window now. A flushed
+        dispatch (max wait reached, UNIQ-10) and one without a window always run."""
+        window = meta_of(job, META_DEBOUNCE)
+        key = None if window is None or window.get("flush") else window.get("key")
+        backend = ctx.backend
+        if not isinstance(key, str) or not isinstance(backend, Deduplicator):
+            return False
+        owner = await backend.get_deduplication_job_id(job.queue, key)
+        return owner is not None and owner != job.id
+
+    async def _release_unique(self, job: JobRow, ctx: JobContext) -> None:
+        """UNIQ-6, -7: free this push's lock, only while it is still this push's."""
+        lock = meta_of(job, META_UNIQUE)
+        key = None if lock is None else lock.get("key")
+        token = None if lock is None else lock.get("token")
+        if not isinstance(key, str) or not isinstance(token, str):
+            return  # pushed without a token: only its TTL ends the lock (UNIQ-7)
+        backend = ctx.backend
+        if not isinstance(backend, DeduplicationLocks):
+            log.warning(
+                "%s: the backend cannot free unique locks by token; %r ends at its TTL",
+                job.name,
+                key,
+            )
+            return
+        await backend.release_deduplication_key(job.queue, key, token)
 
 
 def typed_processors(

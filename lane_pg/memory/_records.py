@@ -257,12 +257,20 @@ class _Dep:
 class _Owner:
     """A ``lane.dedup_owners`` row: the job that owns a deduplication id in its queue."""
 
-    job_key: int
-    job_id: str
+    job_key: int | None
+    """None (with ``job_id``) for a reservation: taken before its job exists (TX-10)."""
+    job_id: str | None
     expires_at: datetime | None
     keep_last: bool
     next_job: _NewJob | None = None
     """The latest duplicate kept while a keep-last owner runs (DEDUP-9)."""
+    token: str | None = None
+    """The push that took the id (migration 0015): the owner-scoped release matches it."""
+
+    def reserved_at(self, now: datetime) -> bool:
+        """A live reservation: it blocks the id but names no job yet."""
+        return self.job_key is None and self.expires_at is not None and self.expires_at > now
+
     next_parent: tuple[str, str, int] | None = None
     """The kept flow child's parent (queue, id, key), which waits for it (DEDUP-18)."""
     next_children: list[_Node] = field(default_factory=list)

@@ -492,11 +492,12 @@ class _Store:
         """lane._flow_release: waiting-children parents to waiting, or delayed while their
         own delay is not due (FLOW-3, FLOW-29); the due ones first, each in key order."""
         held = sorted((p for p in parents if p.state == "waiting-children"), key=lambda p: p.key)
-        for parent in [p for p in held if p.available_at <= now]:
+        # Due against the later of now and the parent's creation (lane._flow_release).
+        for parent in [p for p in held if p.available_at <= max(now, p.created_at)]:
             q = self._queue(parent.queue)
             self._move_to_waiting(q, parent)
             self._emit(q, "waiting", parent.id, {"prev": "waiting-children"}, now)
-        for parent in [p for p in held if p.available_at > now]:
+        for parent in [p for p in held if p.available_at > max(now, p.created_at)]:
             q = self._queue(parent.queue)
             self._move_to_delayed(q, parent, parent.available_at)
             data = {"delay": _epoch_ms(parent.available_at), "prev": "waiting-children"}
@@ -656,7 +657,7 @@ class _Store:
 
     def _owner_job(self, q: _Queue, owner: _Owner, now: datetime) -> _Record | None:
         """lane._dedup_owner_job: the owner's job while the owner blocks duplicates."""
-        job = q.jobs.get(owner.job_id)
+        job = None if owner.job_id is None else q.jobs.get(owner.job_id)
         if job is None or job.key != owner.job_key:
             return None
         if job.state == "active" and owner.keep_last:
@@ -664,6 +665,24 @@ class _Store:
         if owner.expires_at is not None:
             return job if owner.expires_at > now else None
         return job if job.state not in ("completed", "failed") else None
+
+    def _check_reservations(self, queue: str, specs: Sequence[_NewJob], now: datetime) -> None:
+        """Before an add writes anything: a spec meeting another push's live reservation
+        fails the whole call, as lane._dedup_take's error rolls lane.add_jobs back (a spec
+        whose custom id is stored never reaches the dedup check, ADD-3)."""
+        q = self._queues.get(queue)
+        if q is None:
+            return
+        for new in specs:
+            opts = new.options.parsed
+            dedup = opts.deduplication
+            owner = None if dedup is None else q.owners.get(dedup.id)
+            if dedup is None or owner is None or not owner.reserved_at(now):
+                continue
+            if owner.token != dedup.token and not (
+                opts.job_id is not None and opts.job_id in q.jobs
+            ):
+                raise _reserved(q, dedup.id, owner)
 
     def _dedup_events(
         self, q: _Queue, owner_id: str, dedup_id: str, loser_id: str, now: datetime
@@ -689,8 +708,15 @@ class _Store:
         the next job keeps its ``parent`` (which holds a placeholder for it) and
         ``children`` (DEDUP-18, -19)."""
         expires = None if dedup.ttl_ms is None else now + dedup.ttl_ms * _MILLISECOND
-        fresh = _Owner(key, job_id, expires, dedup.keep_last_if_active)
+        fresh = _Owner(key, job_id, expires, dedup.keep_last_if_active, token=dedup.token)
         owner = q.owners.get(dedup.id)
+        if owner is not None and owner.reserved_at(now):
+            # A live reservation (TX-10): the add carrying its token takes it over with
+            # its expiry; any other add is refused (there is no owner job to return).
+            if owner.token == dedup.token:
+                owner.job_key, owner.job_id = key, job_id
+                return None
+            raise _reserved(q, dedup.id, owner)
         holder = None if owner is None else self._owner_job(q, owner, now)
         if owner is not None and holder is None:
             self._dedup_next_dropped(q.name, dedup.id, owner, now, attaching=parent)
@@ -828,6 +854,11 @@ class _Store:
         dedup = _parse_options(job.options).parsed.deduplication
         assert dedup is not None
         owner = q.owners.get(job.dedup_id)
+        if owner is not None and owner.reserved_at(now):
+            raise DeduplicationConflict(
+                f"deduplication id {job.dedup_id!r} of queue {q.name} is reserved by a pending"
+                f" push: job {job.id} cannot be retried until it is released"
+            )
         if owner is not None and owner.job_key != job.key:
             holder = self._owner_job(q, owner, now)
             if holder is not None:
@@ -840,7 +871,16 @@ class _Store:
         if owner is not None:
             self._dedup_next_dropped(q.name, job.dedup_id, owner, now)
         expires = None if dedup.ttl_ms is None else now + dedup.ttl_ms * _MILLISECOND
-        q.owners[job.dedup_id] = _Owner(job.key, job.id, expires, dedup.keep_last_if_active)
+        q.owners[job.dedup_id] = _Owner(
+            job.key, job.id, expires, dedup.keep_last_if_active, token=dedup.token
+        )
+
+
+def _reserved(q: _Queue, dedup_id: str, owner: _Owner) -> DeduplicationConflict:
+    return DeduplicationConflict(
+        f"deduplication id {dedup_id!r} of queue {q.name} is reserved by a pending push"
+        f" until {owner.expires_at}"
+    )
 
 
 def _resolved_bucket(outcome: str, policy: str) -> str:

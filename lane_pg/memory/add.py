@@ -32,6 +32,7 @@ class _Adding(_Store):
         new = _parse_spec(name, data, options)
         moment = self._now(now)
         check_series_left([new], moment)
+        self._check_reservations(queue, [new], moment)
         return self._insert(queue, new, moment).snapshot()
 
     async def add_jobs(
@@ -41,6 +42,7 @@ class _Adding(_Store):
         parsed = [_parse_spec(spec.name, spec.data, spec.options) for spec in specs]
         moment = self._now(now)
         check_series_left(parsed, moment)
+        self._check_reservations(queue, parsed, moment)
         batch = _Batch()
         jobs = [self._insert(queue, new, moment, batch) for new in parsed]
         if batch.jobs or batch.later:

@@ -138,8 +138,8 @@ class _Cleaning(_Store):
         left = validate_count(limit, "limit") or None
         moment = self._now(now)
 
-        def gone(q: _Queue, job_id: str, job_key: int) -> bool:
-            job = q.jobs.get(job_id)
+        def gone(q: _Queue, job_id: str | None, job_key: int | None) -> bool:
+            job = None if job_id is None else q.jobs.get(job_id)
             return job is None or job.key != job_key
 
         # Logs live on their job's record and a parent's dependency rows go with it

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
+from lane_pg.errors import InvalidOptions
+from lane_pg.memory._records import _Owner
 from lane_pg.memory._store import _Store
-from lane_pg.types import validate_queue_name
+from lane_pg.options import MAX_DURATION_MS, MAX_JOB_ID_LENGTH
+from lane_pg.types import Duration, to_millis, validate_queue_name
 
 
 class _Deduplicating(_Store):
@@ -17,7 +20,7 @@ class _Deduplicating(_Store):
         validate_queue_name(queue)
         q = self._queues.get(queue)
         owner = None if q is None else q.owners.get(dedup_id)
-        if q is None or owner is None:
+        if q is None or owner is None or owner.reserved_at(self._now(now)):
             return None
         moment = self._now(now)
         holder = self._owner_job(q, owner, moment)
@@ -36,6 +39,50 @@ class _Deduplicating(_Store):
         self._dedup_next_dropped(queue, dedup_id, owner, self._now(None))  # DEDUP-18
         return True
 
+    async def reserve_deduplication_key(
+        self,
+        queue: str,
+        dedup_id: str,
+        token: str,
+        ttl: Duration,
+        *,
+        now: datetime | None = None,
+    ) -> bool:
+        validate_queue_name(queue)
+        ttl_ms = to_millis(ttl, "reservation ttl")
+        if not (
+            1 <= len(dedup_id) <= MAX_JOB_ID_LENGTH
+            and 1 <= len(token) <= MAX_JOB_ID_LENGTH
+            and 1 <= ttl_ms <= MAX_DURATION_MS
+        ):
+            raise InvalidOptions(
+                "a reservation needs an id and a token of 1-255 characters and a ttl of"
+                f" 1..{MAX_DURATION_MS} ms, got {dedup_id!r}, {token!r}, {ttl_ms}"
+            )
+        moment = self._now(now)
+        q = self._queue(queue)
+        owner = q.owners.get(dedup_id)
+        if owner is not None and (
+            owner.reserved_at(moment) or self._owner_job(q, owner, moment) is not None
+        ):
+            return owner.token == token
+        if owner is not None:
+            self._dedup_next_dropped(queue, dedup_id, owner, moment)  # DEDUP-18
+        q.owners[dedup_id] = _Owner(
+            None, None, moment + timedelta(milliseconds=ttl_ms), False, token=token
+        )
+        return True
+
+    async def release_deduplication_key(self, queue: str, dedup_id: str, token: str) -> bool:
+        validate_queue_name(queue)
+        q = self._queues.get(queue)
+        owner = None if q is None else q.owners.get(dedup_id)
+        if q is None or owner is None or owner.token is None or owner.token != token:
+            return False
+        del q.owners[dedup_id]
+        self._dedup_next_dropped(queue, dedup_id, owner, self._now(None))  # DEDUP-18
+        return True
+
     async def expire_dedup_owners(self, *, limit: int = 1000, now: datetime | None = None) -> int:
         moment = self._now(now)
         expired = sorted(
@@ -51,6 +98,6 @@ class _Deduplicating(_Store):
             self._dedup_next_dropped(name, dedup_id, owner, moment)  # DEDUP-18
         return len(expired)
 
-    def _runs(self, queue: str, job_id: str, key: int) -> bool:
-        found = self._find(queue, job_id)
+    def _runs(self, queue: str, job_id: str | None, key: int | None) -> bool:
+        found = None if job_id is None else self._find(queue, job_id)
         return found is not None and found[1].key == key and found[1].state == "active"

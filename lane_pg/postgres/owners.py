@@ -11,7 +11,16 @@ from typing import Any, cast
 
 import asyncpg
 
-from lane_pg.types import JSON, JobOptions, JobRow, RepeatInfo, dumps_json, options_json
+from lane_pg.types import (
+    JSON,
+    Duration,
+    JobOptions,
+    JobRow,
+    RepeatInfo,
+    dumps_json,
+    options_json,
+    to_millis,
+)
 
 REPEAT_COLUMNS = (
     "r.key, r.job_id, r.name, r.next_at, r.count, r.every_ms, r.pattern, r.tz,"
@@ -62,6 +71,36 @@ class OwnerCalls:
         return cast(
             bool,
             await self._fetchval("SELECT lane.remove_deduplication_key($1, $2)", queue, dedup_id),
+        )
+
+    async def reserve_deduplication_key(
+        self,
+        queue: str,
+        dedup_id: str,
+        token: str,
+        ttl: Duration,
+        *,
+        now: datetime | None = None,
+    ) -> bool:
+        ttl_ms = to_millis(ttl, "reservation ttl")
+        return cast(
+            bool,
+            await self._fetchval(
+                "SELECT lane.reserve_deduplication_key($1, $2, $3, $4, $5)",
+                queue,
+                dedup_id,
+                token,
+                ttl_ms,
+                now,
+            ),
+        )
+
+    async def release_deduplication_key(self, queue: str, dedup_id: str, token: str) -> bool:
+        return cast(
+            bool,
+            await self._fetchval(
+                "SELECT lane.release_deduplication_key($1, $2, $3)", queue, dedup_id, token
+            ),
         )
 
     async def expire_dedup_owners(self, *, limit: int = 1000, now: datetime | None = None) -> int:

@@ -32,6 +32,12 @@ class JobContext:
         self._lease_lost = False
         self._discard_retry = False
 
+    @property
+    def backend(self) -> ContextBackend:
+        """The backend the job was claimed from (the facade's runner frees unique locks and
+        checks debounce windows on it)."""
+        return self._backend
+
     def has_lost_lease(self) -> bool:
         """True once this worker no longer holds the job: stop side effects."""
         return self._lease_lost

@@ -368,9 +368,13 @@ BEGIN
             IF NOT (CASE WHEN jsonb_typeof(v_value) <> 'object' THEN false
                    ELSE NOT EXISTS (SELECT 1 FROM jsonb_object_keys(v_value) k
                                      WHERE k NOT IN ('id', 'ttl_ms', 'extend_ttl',
-                                                     'replace_delayed', 'keep_last_if_active'))
+                                                     'replace_delayed', 'keep_last_if_active',
+                                                     'token'))
                         AND jsonb_typeof(v_value -> 'id') IS NOT DISTINCT FROM 'string'
                         AND length(v_value ->> 'id') BETWEEN 1 AND 255
+                        AND (coalesce(jsonb_typeof(v_value -> 'token'), 'null') = 'null'
+                             OR jsonb_typeof(v_value -> 'token') = 'string'
+                                AND length(v_value ->> 'token') BETWEEN 1 AND 255)
                         AND (coalesce(jsonb_typeof(v_value -> 'ttl_ms'), 'null') = 'null'
                              OR lane._is_json_count(v_value -> 'ttl_ms', 9223372036854)
                                 AND v_value -> 'ttl_ms' <> '0'::jsonb)
@@ -386,7 +390,8 @@ BEGIN
                 PERFORM lane._fail('LN003', format(
                     'invalid deduplication %s: use {"id": "1-255 characters", '
                     '"ttl_ms": 1..9223372036854, "extend_ttl": bool, "replace_delayed": bool, '
-                    '"keep_last_if_active": bool}; extend_ttl needs ttl_ms', v_value));
+                    '"keep_last_if_active": bool, "token": "1-255 characters"}; extend_ttl '
+                    'needs ttl_ms', v_value));
             END IF;
         WHEN 'repeat' THEN
             PERFORM lane._check_repeat(v_value);  -- REP-1, REP-5 (08_schedule.sql)

@@ -85,6 +85,7 @@ DECLARE
     v_expires timestamptz := p_now + (p_dedup ->> 'ttl_ms')::bigint * interval '1 millisecond';
     v_keep_last boolean := coalesce((p_dedup ->> 'keep_last_if_active')::boolean, false);
     v_extend boolean := coalesce((p_dedup ->> 'extend_ttl')::boolean, false);
+    v_token text := p_dedup ->> 'token';
     v_owner lane.dedup_owners;
     v_job lane.jobs;
     v_next jsonb;
@@ -94,9 +95,10 @@ DECLARE
                                THEN lane._find_key(p_parent_queue, p_parent_id) END;
 BEGIN
     LOOP
-        INSERT INTO lane.dedup_owners (queue, dedup_id, job_id, job_key, expires_at,
-                                       keep_last, created_at)
-        VALUES (p_queue, v_dedup_id, p_id, p_key, v_expires, v_keep_last, p_now)
+        INSERT INTO lane.dedup_owners (queue, dedup_id, kind, job_id, job_key, expires_at,
+                                       keep_last, token, created_at)
+        VALUES (p_queue, v_dedup_id, CASE WHEN v_token IS NULL THEN 'dedup' ELSE 'unique' END,
+                p_id, p_key, v_expires, v_keep_last, v_token, p_now)
         ON CONFLICT DO NOTHING;
         IF FOUND THEN
             RETURN NULL;
@@ -105,6 +107,19 @@ BEGIN
          WHERE queue = p_queue AND dedup_id = v_dedup_id FOR UPDATE;
         -- Released between the two statements (its job finished or was removed): again.
         CONTINUE WHEN NOT FOUND;
+        IF v_owner.job_key IS NULL AND v_owner.expires_at > p_now THEN
+            -- A live reservation (lane.reserve_deduplication_key, TX-10): the add carrying
+            -- its token is the reserved job and takes the row over, keeping its expiry;
+            -- any other add is refused (it has no owner job to return).
+            IF v_owner.token IS NOT DISTINCT FROM v_token THEN
+                UPDATE lane.dedup_owners SET job_id = p_id, job_key = p_key
+                 WHERE queue = p_queue AND dedup_id = v_dedup_id;
+                RETURN NULL;
+            END IF;
+            PERFORM lane._fail('LN009', format(
+                'deduplication id %L of queue %s is reserved by a pending push until %s',
+                v_dedup_id, p_queue, v_owner.expires_at));
+        END IF;
         v_job := lane._dedup_owner_job(v_owner, p_now);
         IF v_job.key IS NULL THEN
             -- A stale or expired row: the new job takes it over (DEDUP-15, A10).
@@ -112,7 +127,9 @@ BEGIN
                                              v_attaching);
             UPDATE lane.dedup_owners
                SET job_id = p_id, job_key = p_key, expires_at = v_expires,
-                   keep_last = v_keep_last, next_job = NULL, created_at = p_now
+                   keep_last = v_keep_last, next_job = NULL, created_at = p_now,
+                   token = v_token,
+                   kind = CASE WHEN v_token IS NULL THEN 'dedup' ELSE 'unique' END
              WHERE queue = p_queue AND dedup_id = v_dedup_id;
             RETURN NULL;
         END IF;
@@ -128,7 +145,8 @@ BEGIN
                                                  v_attaching);
                 UPDATE lane.dedup_owners
                    SET job_id = p_id, job_key = p_key, keep_last = v_keep_last, next_job = NULL,
-                       expires_at = CASE WHEN v_extend THEN v_expires ELSE expires_at END
+                       expires_at = CASE WHEN v_extend THEN v_expires ELSE expires_at END,
+                       token = v_token
                  WHERE queue = p_queue AND dedup_id = v_dedup_id;
                 PERFORM lane._dedup_events(p_queue, p_id, v_dedup_id, v_job.id, p_now);
                 RETURN NULL;
@@ -271,9 +289,10 @@ BEGIN
     v_expires := p_now + (v_dedup ->> 'ttl_ms')::bigint * interval '1 millisecond';
     LOOP
         INSERT INTO lane.dedup_owners (queue, dedup_id, job_id, job_key, expires_at,
-                                       keep_last, created_at)
+                                       keep_last, token, created_at)
         VALUES (p_job.queue, p_job.dedup_id, p_job.id, p_job.key, v_expires,
-                coalesce((v_dedup ->> 'keep_last_if_active')::boolean, false), p_now)
+                coalesce((v_dedup ->> 'keep_last_if_active')::boolean, false),
+                v_dedup ->> 'token', p_now)
         ON CONFLICT DO NOTHING;
         IF FOUND THEN
             RETURN;
@@ -281,6 +300,11 @@ BEGIN
         SELECT * INTO v_owner FROM lane.dedup_owners
          WHERE queue = p_job.queue AND dedup_id = p_job.dedup_id FOR UPDATE;
         CONTINUE WHEN NOT FOUND;
+        IF v_owner.job_key IS NULL AND v_owner.expires_at > p_now THEN
+            PERFORM lane._fail('LN009', format(
+                'deduplication id %L of queue %s is reserved by a pending push: job %s cannot '
+                'be retried until it is released', p_job.dedup_id, p_job.queue, p_job.id));
+        END IF;
         IF v_owner.job_key IS DISTINCT FROM p_job.key THEN
             v_holder := lane._dedup_owner_job(v_owner, p_now);
             IF v_holder.key IS NOT NULL THEN
@@ -293,6 +317,7 @@ BEGIN
         PERFORM lane._dedup_next_dropped(p_job.queue, p_job.dedup_id, v_owner.next_job, p_now);
         UPDATE lane.dedup_owners
            SET job_id = p_job.id, job_key = p_job.key, expires_at = v_expires, next_job = NULL,
+               token = v_dedup ->> 'token',
                keep_last = coalesce((v_dedup ->> 'keep_last_if_active')::boolean, false),
                created_at = p_now
          WHERE queue = p_job.queue AND dedup_id = p_job.dedup_id;
@@ -314,6 +339,9 @@ BEGIN
      WHERE queue = p_queue AND dedup_id = p_dedup_id FOR UPDATE;
     IF NOT FOUND THEN
         RETURN NULL;
+    END IF;
+    IF v_owner.job_key IS NULL AND v_owner.expires_at > coalesce(p_now, clock_timestamp()) THEN
+        RETURN NULL;  -- a live reservation: it blocks, but names no job yet (TX-10)
     END IF;
     v_job := lane._dedup_owner_job(v_owner, coalesce(p_now, clock_timestamp()));
     IF v_job.key IS NULL THEN
@@ -374,4 +402,76 @@ BEGIN
         PERFORM lane._dedup_next_dropped(v_gone.queue, v_gone.dedup_id, v_gone.next_job, v_now);
     END LOOP;
     RETURN v_count;
+END $$;
+
+-- TX-10: takes p_dedup_id for the push named p_token before its job exists (an
+-- after-commit push_unique writes the job at commit): a row with kind 'unique', that token,
+-- an expiry p_ttl_ms from now and no job. True when the caller holds the id now (also when
+-- its token already did); false when a live owner or another live reservation blocks. The
+-- add that carries the token takes the row over (lane._dedup_take).
+CREATE OR REPLACE FUNCTION lane.reserve_deduplication_key(p_queue text, p_dedup_id text,
+                                                          p_token text, p_ttl_ms bigint,
+                                                          p_now timestamptz DEFAULT NULL)
+RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+    v_now timestamptz := coalesce(p_now, clock_timestamp());
+    v_expires timestamptz;
+    v_owner lane.dedup_owners;
+BEGIN
+    PERFORM lane._check_queue(p_queue);
+    IF p_dedup_id IS NULL OR length(p_dedup_id) NOT BETWEEN 1 AND 255
+       OR p_token IS NULL OR length(p_token) NOT BETWEEN 1 AND 255
+       OR p_ttl_ms IS NULL OR p_ttl_ms NOT BETWEEN 1 AND 9223372036854 THEN
+        PERFORM lane._fail('LN003', format(
+            'a reservation needs an id and a token of 1-255 characters and a ttl of '
+            '1..9223372036854 ms, got %L, %L, %s', p_dedup_id, p_token, p_ttl_ms));
+    END IF;
+    v_expires := v_now + p_ttl_ms * interval '1 millisecond';
+    -- Created as every queue is: under pause_all a new queue starts paused (PAUSE-4).
+    PERFORM lane._ensure_queue(p_queue);
+    LOOP
+        INSERT INTO lane.dedup_owners (queue, dedup_id, kind, job_id, job_key, expires_at,
+                                       keep_last, token, created_at)
+        VALUES (p_queue, p_dedup_id, 'unique', NULL, NULL, v_expires, false, p_token, v_now)
+        ON CONFLICT DO NOTHING;
+        IF FOUND THEN
+            RETURN true;
+        END IF;
+        SELECT * INTO v_owner FROM lane.dedup_owners
+         WHERE queue = p_queue AND dedup_id = p_dedup_id FOR UPDATE;
+        CONTINUE WHEN NOT FOUND;
+        IF v_owner.job_key IS NULL AND v_owner.expires_at > v_now
+           OR v_owner.job_key IS NOT NULL AND (lane._dedup_owner_job(v_owner, v_now)).key IS NOT NULL
+        THEN
+            RETURN v_owner.token IS NOT DISTINCT FROM p_token;
+        END IF;
+        -- Stale or expired: the reservation takes it over (DEDUP-15), dropping a kept next
+        -- job as every takeover does (DEDUP-18).
+        PERFORM lane._dedup_next_dropped(p_queue, p_dedup_id, v_owner.next_job, v_now);
+        UPDATE lane.dedup_owners
+           SET kind = 'unique', job_id = NULL, job_key = NULL, expires_at = v_expires,
+               keep_last = false, next_job = NULL, token = p_token, created_at = v_now
+         WHERE queue = p_queue AND dedup_id = p_dedup_id;
+        RETURN true;
+    END LOOP;
+END $$;
+
+-- UNIQ-7, TX-10: frees p_dedup_id only while its row still carries p_token (the push that
+-- took it), reserved or owned by a job, with any kept next job. A row of a newer push, or
+-- without a token, is left alone (Laravel PR #59567): TTL expiry is its only end. True
+-- when a row went.
+CREATE OR REPLACE FUNCTION lane.release_deduplication_key(p_queue text, p_dedup_id text,
+                                                          p_token text)
+RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+    v_next jsonb;
+BEGIN
+    DELETE FROM lane.dedup_owners
+     WHERE queue = p_queue AND dedup_id = p_dedup_id AND token = p_token
+    RETURNING next_job INTO v_next;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    PERFORM lane._dedup_next_dropped(p_queue, p_dedup_id, v_next, clock_timestamp());
+    RETURN true;
 END $$;

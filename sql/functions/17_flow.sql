@@ -123,9 +123,13 @@ DECLARE
     v_later lane.jobs;
     v_queue text;
 BEGIN
+    -- Due against the later of p_now and the parent's creation: a releasing transaction
+    -- may have taken its p_now before the parent was added (an owner's completion that
+    -- waited for the adder's lock, DEDUP-18), and a parent without a delay of its own is
+    -- due whatever that transaction's clock says.
     v_due := ARRAY(SELECT key FROM lane.jobs
                     WHERE key = ANY (p_keys) AND state = 'waiting-children'
-                      AND available_at <= p_now ORDER BY key);
+                      AND available_at <= greatest(p_now, created_at) ORDER BY key);
     IF cardinality(v_due) > 0 THEN
         PERFORM lane._make_waiting(v_due, 'waiting-children', p_now);
         FOR v_queue IN SELECT DISTINCT queue FROM lane.jobs WHERE key = ANY (v_due) LOOP
@@ -134,7 +138,8 @@ BEGIN
     END IF;
     FOR v_later IN
         SELECT * FROM lane.jobs
-         WHERE key = ANY (p_keys) AND state = 'waiting-children' AND available_at > p_now
+         WHERE key = ANY (p_keys) AND state = 'waiting-children'
+           AND available_at > greatest(p_now, created_at)
          ORDER BY key
     LOOP
         PERFORM lane._wake_for_due(v_later.queue, v_later.available_at, p_now);

@@ -1,0 +1,485 @@
+"""Unique pushes, debounced pushes and after-commit dispatch (UNIQ, TX-3..14), mixed into
+``QueueFacade``.
+
+Unique (UNIQ-1..7, -15). ``push_unique(job)`` is one add whose deduplication document is
+``{id: "<job_name>:<unique_id>", ttl_ms: unique_for, token}``: a TTL dedup owner in the job's
+queue, written in the job's own transaction, so ``get_deduplication_job_id(queue, key)``
+sees it, the lock outlives completion (DEDUP-4) and a failed add leaves no lock. The fresh
+``token`` also rides in ``options.meta.unique``: the add returns the stored job or the
+owner, and only our own token says "pushed" (True) rather than "suppressed" (False,
+``UniqueJobSkipped``). ``unique_until_processing`` jobs free the lock right before
+``handle()`` by that token (``release_deduplication_key``), so an old attempt never frees
+a newer push's lock (UNIQ-7, Laravel PR #59567).
+
+Debounce (UNIQ-9..13). The window of ``(job_name, debounce_id)`` is a dedup owner keyed
+``debounce:<job_name>:<debounce_id>`` with ``replace_delayed`` and no TTL: each dispatch is
+stored ``window`` later and replaces the window's delayed job in the same transaction; an
+owner that is no longer delayed (promoted, running) is released by its token and the new
+dispatch takes the window, so the old one is superseded and the worker, finding another
+job owning the window, completes it without running it (``JobDebounced``). A missing
+window runs the job (UNIQ-12). ``options.meta.debounce`` carries ``{key, token,
+first_at_ms, flush}``: once a burst has waited ``max_wait`` since its first dispatch, the
+dispatch is stored without delay, marked ``flush`` (never superseded) and the window is
+released, so the next dispatch starts a new burst (UNIQ-10).
+
+After commit (TX). See ``lane_pg.facade.transaction``. Inside a tracked transaction a
+deferring push is resolved now and written at commit; its id is assigned now (a custom id
+``ac-<uuid>``) so the call can return it. When the transaction is on the database the
+push's PostgreSQL connection writes to (A24), the job is written inside the transaction
+instead (rollback-atomic, stronger than deferring) and only ``JobQueueing``/``JobQueued``
+wait for the commit. A deferred ``push_unique`` on another store reserves its key at once
+(``reserve_deduplication_key``); rollback, a refused COMMIT or a savepoint rollback give
+it back (owner-scoped), and the add at commit takes the reservation over. If the
+reservation expired and another push took the key meanwhile, the job is still written
+(the call already answered True) and a warning names the job and key (UNIQ-4).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from lane_pg.backend import AddsInTransaction, DeduplicationLocks
+from lane_pg.errors import ConfigurationError, DeduplicationConflict, JobNotFound
+from lane_pg.facade.driver import BackendDriver
+from lane_pg.facade.envelope import DebounceOptions, Envelope, EnvelopeOverrides
+from lane_pg.facade.events import JobDebounced, JobQueued, JobQueueing, UniqueJobSkipped
+from lane_pg.facade.job import Job, job_name_of
+from lane_pg.facade.transaction import DISCARD_NOTHING, Deferred, Transaction, current_transaction
+from lane_pg.types import JSON, Duration, JobRow, to_millis
+
+if TYPE_CHECKING:
+    from lane_pg.facade.driver import QueueDriver
+    from lane_pg.facade.events import Events
+
+log = logging.getLogger("lane_pg.facade")
+
+META_UNIQUE = "unique"
+"""``options.meta`` key of a unique push: ``{"key", "token"}``."""
+META_DEBOUNCE = "debounce"
+"""``options.meta`` key of a debounced push: ``{"key", "token", "first_at_ms", "flush"}``."""
+AFTER_COMMIT_ENV = "LANE_PG_AFTER_COMMIT"
+DEFERRED_ID_PREFIX = "ac-"
+_IDENTITY_SQL = (
+    "SELECT current_database() || '/' || current_setting('port') || '/'"
+    " || pg_postmaster_start_time()::text"
+)
+
+
+def process_after_commit() -> bool:
+    """TX-8: ``LANE_PG_AFTER_COMMIT=true|1``, read at each push."""
+    return os.environ.get(AFTER_COMMIT_ENV, "").strip().lower() in ("true", "1")
+
+
+def wants_after_commit(envelope: Envelope) -> bool:
+    """TX-7, -8, -13: the per-push override, else the process switch, else the instance."""
+    if envelope.after_commit is not None:
+        return envelope.after_commit
+    return process_after_commit() or envelope.job.dispatch_after_commit()
+
+
+def declares_unique(cls: type[Job]) -> bool:
+    return cls.unique_id is not Job.unique_id
+
+
+def refuse_unique_and_debounce(cls: type[Job]) -> None:
+    """UNIQ-14: one class is unique or debounced, never both."""
+    if cls.debounce_for is not None and declares_unique(cls):
+        raise ConfigurationError(
+            f"{cls.__qualname__} declares both debounce_for and unique_id: a job type is"
+            " debounced or unique, not both"
+        )
+
+
+def meta_of(row: JobRow, key: str) -> dict[str, JSON] | None:
+    meta = row.options.get("meta")
+    value = meta.get(key) if isinstance(meta, dict) else None
+    return value if isinstance(value, dict) else None
+
+
+def token_of(row: JobRow, key: str) -> str | None:
+    value = meta_of(row, key)
+    token = None if value is None else value.get("token")
+    return token if isinstance(token, str) else None
+
+
+def _seconds(value: Duration) -> timedelta:
+    return value if isinstance(value, timedelta) else timedelta(seconds=value)
+
+
+class UniquePushes:
+    """``push_unique``, ``push_debounced``, ``push_after_commit`` and the after-commit and
+    debounce turns of ``dispatch`` (mixed into ``QueueFacade``)."""
+
+    if TYPE_CHECKING:
+        events: Events
+
+        def driver_for(self, connection: str) -> QueueDriver: ...
+
+        def envelope(
+            self,
+            job: Job,
+            overrides: EnvelopeOverrides = ...,
+            *,
+            delay: Duration | None = None,
+            available_at: datetime | None = None,
+        ) -> Envelope: ...
+
+        async def dispatch(self, envelope: Envelope, *, conn: object | None = None) -> str: ...
+
+        async def write(self, envelope: Envelope, *, conn: object | None = None) -> str: ...
+
+        async def write_bulk(
+            self, envelopes: Sequence[Envelope], *, conn: object | None = None
+        ) -> list[str]: ...
+
+    # -- public pushes ---------------------------------------------------------------------
+
+    async def push_unique(self, job: Job) -> bool:
+        """Push unless a live lock ``job_name:unique_id`` holds (UNIQ-1): True when pushed."""
+        return await self._push_unique(self.envelope(job))
+
+    async def push_unique_later(self, job: Job, at: datetime) -> bool:
+        if at.tzinfo is None:
+            raise ConfigurationError("push_unique_later takes an aware datetime (with a time zone)")
+        return await self._push_unique(self.envelope(job, available_at=at))
+
+    async def later_unique(self, delay: Duration, job: Job) -> bool:
+        return await self._push_unique(self.envelope(job, delay=delay))
+
+    async def push_after_commit(self, job: Job) -> str:
+        """``push_with(job, EnvelopeOverrides(after_commit=True))`` (TX-7)."""
+        return await self.dispatch(self.envelope(job, EnvelopeOverrides(after_commit=True)))
+
+    async def push_debounced(self, job: Job, options: DebounceOptions) -> str:
+        """Keep only the latest dispatch of a burst (UNIQ-9): returns this dispatch's id."""
+        envelope = self.envelope(job)
+        envelope.debounce = _checked(options)
+        return await self.dispatch(envelope)
+
+    # -- the dispatch turns ----------------------------------------------------------------
+
+    async def dispatch_special(self, envelope: Envelope, conn: object | None) -> str | None:
+        """The push's id when it is debounced or deferred (handled here), else None."""
+        cls = type(envelope.job)
+        refuse_unique_and_debounce(cls)
+        if envelope.debounce is None and cls.debounce_for is not None:
+            envelope.debounce = _checked(
+                DebounceOptions(cls.debounce_for, cls.max_debounce_wait, envelope.job.debounce_id())
+            )
+        tx = current_transaction() if conn is None else None
+        if tx is not None and wants_after_commit(envelope):
+            driver = self.driver_for(envelope.connection)  # TX-14: an unknown one raises now
+            if envelope.debounce is None and await self._shares_database(tx, driver):
+                await self._prepare_queue(tx, driver, envelope.queue)
+                job_id = await driver.push(envelope, conn=tx.conn)
+                tx.defer(
+                    Deferred(self._events_of(envelope, job_id), DISCARD_NOTHING, _what(envelope))
+                )
+                return job_id
+            if envelope.job_id is None:
+                envelope.job_id = f"{DEFERRED_ID_PREFIX}{uuid.uuid4().hex}"
+            job_id = envelope.job_id
+
+            async def run() -> None:
+                if envelope.debounce is not None:
+                    await self._debounce(envelope, None)
+                else:
+                    await self.write(envelope)
+
+            tx.defer(Deferred(run, DISCARD_NOTHING, _what(envelope)))
+            return job_id
+        if envelope.debounce is not None:
+            return await self._debounce(envelope, conn)
+        return None
+
+    async def bulk_special(
+        self, envelopes: Sequence[Envelope], conn: object | None
+    ) -> list[str] | None:
+        """PUSH-6: a bulk call defers all or nothing (when any of its jobs wants to), the
+        same way as one push; it never arms a debounce window (UNIQ-13). None: write now."""
+        tx = current_transaction() if conn is None else None
+        if tx is None or not any(wants_after_commit(envelope) for envelope in envelopes):
+            return None
+        driver = self.driver_for(envelopes[0].connection)  # TX-14
+        if await self._shares_database(tx, driver):
+            await self._prepare_queue(tx, driver, envelopes[0].queue)
+            ids = await driver.bulk_push(envelopes, conn=tx.conn)
+            for envelope, job_id in zip(envelopes, ids, strict=True):
+                emit = self._events_of(envelope, job_id)
+                tx.defer(Deferred(emit, DISCARD_NOTHING, _what(envelope)))
+            return ids
+        for envelope in envelopes:
+            if envelope.job_id is None:
+                envelope.job_id = f"{DEFERRED_ID_PREFIX}{uuid.uuid4().hex}"
+
+        async def run() -> None:
+            await self.write_bulk(envelopes)
+
+        tx.defer(Deferred(run, DISCARD_NOTHING, _what(envelopes[0])))
+        return [envelope.job_id or "" for envelope in envelopes]
+
+    # -- unique ----------------------------------------------------------------------------
+
+    async def _push_unique(self, envelope: Envelope) -> bool:
+        cls = type(envelope.job)
+        refuse_unique_and_debounce(cls)
+        unique_id = envelope.job.unique_id()
+        if unique_id is None:
+            raise ConfigurationError(
+                f"push_unique: {cls.__qualname__}.unique_id() returned None; a unique push"
+                " needs the id its lock is keyed by (UNIQ-2)"
+            )
+        key = f"{envelope.job_name}:{unique_id}"
+        token = uuid.uuid4().hex
+        ttl_ms = to_millis(cls.unique_for, "unique_for")
+        if ttl_ms <= 0:
+            raise ConfigurationError(f"{cls.__qualname__}.unique_for must be positive")
+        envelope.deduplication = {"id": key, "ttl_ms": ttl_ms, "token": token}
+        envelope.meta[META_UNIQUE] = {"key": key, "token": token}
+        driver = self._backend_driver(envelope, "push_unique")
+        tx = current_transaction()
+        if tx is not None and wants_after_commit(envelope):
+            if await self._shares_database(tx, driver):
+                return await self._unique_in_transaction(tx, driver, envelope, unique_id)
+            locks = await _locks(driver)
+            if not await locks.reserve_deduplication_key(
+                envelope.queue, key, token, timedelta(milliseconds=ttl_ms)
+            ):
+                await self._skipped(envelope, unique_id)
+                return False
+
+            async def give_back() -> None:
+                await locks.release_deduplication_key(envelope.queue, key, token)
+
+            tx.defer(Deferred(self._reserved_write(driver, envelope), give_back, _what(envelope)))
+            return True
+        await self.events.emit(
+            JobQueueing(envelope.connection, envelope.queue, envelope.job_name, envelope.job)
+        )
+        try:
+            row = await driver.push_row(envelope)
+        except DeduplicationConflict:  # reserved by a pending after-commit push elsewhere
+            await self._skipped(envelope, unique_id)
+            return False
+        if token_of(row, META_UNIQUE) != token:
+            await self._skipped(envelope, unique_id)
+            return False
+        await self.events.emit(
+            JobQueued(envelope.connection, envelope.queue, envelope.job_name, row.id)
+        )
+        return True
+
+    async def _unique_in_transaction(
+        self, tx: Transaction, driver: BackendDriver, envelope: Envelope, unique_id: str
+    ) -> bool:
+        """A24: the lock and the job in the caller's transaction; the events at commit. A
+        savepoint keeps a refused add (a key reserved elsewhere) from aborting it."""
+        token = (envelope.deduplication or {}).get("token")
+        await self._prepare_queue(tx, driver, envelope.queue)
+        try:
+            async with tx.conn.transaction():
+                row = await driver.push_row(envelope, conn=tx.conn)
+        except DeduplicationConflict:
+            await self._skipped(envelope, unique_id)
+            return False
+        if token_of(row, META_UNIQUE) != token:
+            await self._skipped(envelope, unique_id)
+            return False
+        tx.defer(Deferred(self._events_of(envelope, row.id), DISCARD_NOTHING, _what(envelope)))
+        return True
+
+    def _reserved_write(self, driver: BackendDriver, envelope: Envelope) -> Any:
+        async def run() -> None:
+            dedup = envelope.deduplication or {}
+            key, token = dedup.get("id"), dedup.get("token")
+            await self.events.emit(
+                JobQueueing(envelope.connection, envelope.queue, envelope.job_name, envelope.job)
+            )
+            try:
+                row: JobRow | None = await driver.push_row(envelope)
+            except DeduplicationConflict:
+                row = None
+            if row is None or token_of(row, META_UNIQUE) != token:
+                # UNIQ-4: our reservation ran out and another push holds the key now; the
+                # caller was told True, so the job is written, without the lock.
+                log.warning(
+                    "the unique lock %r of %s expired before its after-commit push and is"
+                    " held by another push now: the job is pushed without it",
+                    key,
+                    envelope.job_name,
+                )
+                envelope.deduplication = None
+                row = await driver.push_row(envelope)
+            await self.events.emit(
+                JobQueued(envelope.connection, envelope.queue, envelope.job_name, row.id)
+            )
+
+        return run
+
+    async def _skipped(self, envelope: Envelope, unique_id: str) -> None:
+        await self.events.emit(UniqueJobSkipped(envelope.job_name, unique_id, envelope.connection))
+
+    # -- debounce --------------------------------------------------------------------------
+
+    async def _debounce(self, envelope: Envelope, conn: object | None) -> str:
+        options = envelope.debounce
+        assert options is not None
+        if conn is not None:
+            raise ConfigurationError(
+                "a debounced push is not written in a caller's transaction (conn=): its"
+                " window is kept on the queue's own connection"
+            )
+        driver = self._backend_driver(envelope, "a debounced push")
+        locks = await _locks(driver)
+        backend = await driver.backend()
+        key = f"debounce:{envelope.job_name}:{options.id or ''}"
+        token = uuid.uuid4().hex
+        now = datetime.now(UTC)
+        first_at = now
+        previous = await backend.get_deduplication_job_id(envelope.queue, key)
+        if previous is not None:
+            try:
+                owner = await backend.get_job(envelope.queue, previous)
+            except JobNotFound:
+                owner = None
+            window = None if owner is None else meta_of(owner, META_DEBOUNCE)
+            started = None if window is None else window.get("first_at_ms")
+            if isinstance(started, int):
+                first_at = datetime.fromtimestamp(started / 1000, UTC)
+        flush = options.max_wait is not None and now - first_at >= _seconds(options.max_wait)
+        envelope.available_at = None
+        envelope.delay = 0 if flush else options.window
+        envelope.deduplication = {"id": key, "replace_delayed": True, "token": token}
+        envelope.meta[META_DEBOUNCE] = {
+            "key": key,
+            "token": token,
+            "first_at_ms": int(first_at.timestamp() * 1000),
+            "flush": flush,
+        }
+        await self.events.emit(
+            JobQueueing(envelope.connection, envelope.queue, envelope.job_name, envelope.job)
+        )
+        released = False
+        for _ in range(3):
+            row = await driver.push_row(envelope)
+            holder = token_of(row, META_DEBOUNCE)
+            if holder == token or holder is None:
+                break
+            # The window's job is no longer delayed: it is superseded (the worker drops it
+            # unless it already started) and this dispatch takes the window.
+            await locks.release_deduplication_key(envelope.queue, key, holder)
+            released = True
+        if token_of(row, META_DEBOUNCE) != token:
+            # A key held without a debounce token, or lost three races: run this dispatch
+            # anyway rather than lose it (UNIQ-12's fail-open direction).
+            envelope.deduplication = None
+            row = await driver.push_row(envelope)
+        if previous is not None and previous != row.id and not released:
+            # Replaced at push while still delayed (replace-delayed, UNIQ-11).
+            await self.events.emit(
+                JobDebounced(envelope.connection, envelope.queue, envelope.job_name, previous)
+            )
+        if flush:
+            await locks.release_deduplication_key(envelope.queue, key, token)
+        await self.events.emit(
+            JobQueued(envelope.connection, envelope.queue, envelope.job_name, row.id)
+        )
+        return row.id
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _backend_driver(self, envelope: Envelope, what: str) -> BackendDriver:
+        driver = self.driver_for(envelope.connection)
+        if not isinstance(driver, BackendDriver):
+            raise ConfigurationError(
+                f"{what} needs a connection over a backend (PostgreSQL, memory), got {driver!r}"
+            )
+        return driver
+
+    def _events_of(self, envelope: Envelope, job_id: str) -> Any:
+        async def emit() -> None:
+            await self.events.emit(
+                JobQueueing(envelope.connection, envelope.queue, envelope.job_name, envelope.job)
+            )
+            await self.events.emit(
+                JobQueued(envelope.connection, envelope.queue, envelope.job_name, job_id)
+            )
+
+        return emit
+
+    async def _prepare_queue(self, tx: Transaction, driver: QueueDriver, queue: str) -> None:
+        """Create a missing queue outside the transaction before an in-transaction write:
+        an add that creates it would hold its new ``lane.queues`` row until the commit, so
+        every other push to that queue (this task's immediate ones included) would wait
+        for the caller's transaction. A new queue records events, as one an add creates."""
+        key = (id(driver), queue)
+        if key in tx.prepared or not isinstance(driver, BackendDriver):
+            return
+        backend = await driver.backend()
+        if queue not in await backend.list_queues():
+            await backend.set_queue_events(queue, record=True)
+        tx.prepared.add(key)
+
+    async def _shares_database(self, tx: Transaction, driver: QueueDriver) -> bool:
+        """A24: whether ``driver`` writes to the database ``tx`` is open on (same database,
+        port and server start), asked once per transaction and driver."""
+        known = tx.identities.get(id(driver))
+        if known is not None:
+            return known
+        pool = None
+        if isinstance(driver, BackendDriver):
+            backend = await driver.backend()
+            if isinstance(backend, AddsInTransaction):
+                pool = getattr(backend, "pool", None)
+        shared = False
+        if pool is not None:
+            shared = await pool.fetchval(_IDENTITY_SQL) == await _fetch_one(tx.conn, _IDENTITY_SQL)
+        tx.identities[id(driver)] = shared
+        return shared
+
+
+async def _fetch_one(conn: Any, sql: str) -> object:
+    """The first column of one row, on an asyncpg or a psycopg async connection (duck-typed:
+    the facade imports no driver)."""
+    fetchval = getattr(conn, "fetchval", None)
+    if callable(fetchval):
+        return await fetchval(sql)
+    cursor = await conn.execute(sql)
+    row = await cursor.fetchone()
+    if isinstance(row, dict):  # a dict_row factory
+        return next(iter(row.values()), None)
+    return None if row is None else row[0]
+
+
+async def _locks(driver: BackendDriver) -> DeduplicationLocks:
+    backend = await driver.backend()
+    if not isinstance(backend, DeduplicationLocks):
+        raise ConfigurationError(
+            f"the {driver.driver_name} connection has no owner-token locks"
+            " (reserve_deduplication_key / release_deduplication_key)"
+        )
+    return backend
+
+
+def _checked(options: DebounceOptions) -> DebounceOptions:
+    if not isinstance(options, DebounceOptions):
+        raise TypeError(f"push_debounced takes DebounceOptions, got {options!r}")
+    if to_millis(options.window, "debounce window") <= 0:
+        raise ConfigurationError("a debounce window must be positive")
+    if options.max_wait is not None and to_millis(options.max_wait, "max_debounce_wait") <= 0:
+        raise ConfigurationError("max_debounce_wait must be positive")
+    if options.id is not None and not isinstance(options.id, str):
+        raise ConfigurationError(f"a debounce id is a string, got {options.id!r}")
+    return options
+
+
+def _what(envelope: Envelope) -> str:
+    return f"{envelope.job_name} on {envelope.connection}/{envelope.queue}"
+
+
+__all__ = ["DebounceOptions", "UniquePushes", "job_name_of"]
