@@ -25,7 +25,7 @@ from lane_pg.facade import DEFAULT_REGISTRY, BackendDriver, JobRegistry, QueueFa
 from lane_pg.facade.failed import default_failed_store
 from lane_pg.facade.runner import typed_processors
 from lane_pg.types import JSON, JobOptions, JobRow, Lane
-from lane_pg.worker import Processor, ProcessorLike, Worker, WorkerConfig
+from lane_pg.worker import Processor, ProcessorLike, Worker, WorkerConfig, WorkerHooks
 from lane_pg.worker.start import close_worker, create_worker
 
 
@@ -76,15 +76,19 @@ class App:
 
         return register
 
-    def all_processors(self, facade: QueueFacade | None = None) -> dict[str, ProcessorLike]:
+    def all_processors(
+        self, facade: QueueFacade | None = None, *, connection: str | None = None
+    ) -> dict[str, ProcessorLike]:
         """The processor functions and a processor per registered job class, by job name;
-        one name served twice is refused."""
+        one name served twice is refused. ``connection``: the label the job classes' events
+        carry (default ``connection_label()``)."""
         from lane_pg.facade import Q
 
         facade = facade or Q
+        label = connection or self.connection_label()
         typed: dict[str, ProcessorLike] = {}
         if self.jobs is not None:
-            typed.update(typed_processors(self.jobs, facade.events, self.connection_label()))
+            typed.update(typed_processors(self.jobs, facade.events, label))
         both = sorted(set(typed) & set(self._processors))
         if both:
             raise ConfigurationError(
@@ -133,7 +137,13 @@ class App:
         ``lane_pg.postgres.enqueue`` to enqueue inside one)."""
         return await (await self.backend()).add_job(queue, name, data, options)
 
-    async def create_worker(self, config: WorkerConfig | None = None, **settings: Any) -> Worker:
+    async def create_worker(
+        self,
+        config: WorkerConfig | None = None,
+        *,
+        hooks: WorkerHooks | None = None,
+        **settings: Any,
+    ) -> Worker:
         """A worker for this app's processors, woken early by the backend when it can
         (PostgreSQL: a LISTEN connection for its queues; other backends poll).
 
@@ -154,6 +164,7 @@ class App:
             config,
             failed_store=Q.failed_store() or default_failed_store(backend),
             connection=self.connection_label(),
+            hooks=hooks,
         )
 
     async def run_worker(self, config: WorkerConfig | None = None, **settings: Any) -> Worker:

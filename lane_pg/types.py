@@ -671,6 +671,9 @@ class QueueDemand:
 
     queue: str
     limit: int
+    pause_as: str | None = None
+    """The queue whose pause decides for this one (None: its own). A worker started on
+    ``default`` claims the destination of its forward under ``default``'s pause (PAUSE-8)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -769,9 +772,14 @@ class Lane:
     priority: int = 0
     max_concurrency: int | None = None
     min_concurrency: int = 0
+    pause_as: str | None = None
+    """For a lane served because a queue the worker was started on is forwarded here
+    (ROUTE-5): that queue, whose pause decides for this lane (PAUSE-8); None: its own."""
 
     def __post_init__(self) -> None:
         validate_queue_name(self.name)
+        if self.pause_as is not None:
+            validate_queue_name(self.pause_as)
         if self.priority < 0:
             raise InvalidOptions(f"lane {self.name!r}: priority must be >= 0")
         if self.max_concurrency is not None and self.max_concurrency < 1:
@@ -896,3 +904,18 @@ def validate_stacktrace(stacktrace: object, failed_reason: object) -> tuple[list
     if failed_reason is not None and not isinstance(failed_reason, str):
         raise InvalidOptions(f"failed_reason must be a string or None, got {failed_reason!r}")
     return list(stacktrace), failed_reason
+
+
+@dataclass(frozen=True, slots=True)
+class PauseStatus:
+    """What ``get_pause_status`` read in one snapshot (PAUSE-5, PAUSE-7, CLI-6)."""
+
+    all_paused: bool
+    """The connection-wide switch (``pause_all``)."""
+    paused: frozenset[str]
+    """The asked queues whose own pause flag is set."""
+    restart_at_ms: int | None
+    """The last restart signal, milliseconds since the epoch; None when none was given."""
+
+    def is_paused(self, queue: str) -> bool:
+        return self.all_paused or queue in self.paused

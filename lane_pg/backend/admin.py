@@ -111,6 +111,22 @@ class Administrator(Protocol):
         """Allow claims again, event ``resumed``, and wake idle claimers."""
         ...
 
+    async def pause_all(self) -> None:
+        """The connection-wide pause (PAUSE-4): no queue of this backend, existing or
+        created later, yields a claim (adds and promotion go on) until ``resume_all``.
+        Queue pauses are separate: ``pause_queue``'s flag is not touched. No event."""
+        ...
+
+    async def resume_all(self) -> None:
+        """Lift the connection-wide pause and wake idle claimers; queues paused with
+        ``pause_queue`` stay paused (PAUSE-4)."""
+        ...
+
+    async def signal_restart(self) -> int:
+        """Store the restart signal, now in milliseconds since the epoch (CLI-6), wake idle
+        claimers, and return it; workers started before it exit at their next check."""
+        ...
+
     async def set_queue_retention(
         self, queue: str, *, keep_completed: int | None, keep_failed: int | None
     ) -> None:

@@ -14,6 +14,7 @@ from lane_pg.types import (
     JobRow,
     JobState,
     LogPage,
+    PauseStatus,
     QueueEvent,
     QueueRetention,
     QueueStats,
@@ -90,6 +91,12 @@ class Reader(Protocol):
         ...
 
     async def is_queue_paused(self, queue: str) -> bool: ...
+
+    async def get_pause_status(self, queues: Sequence[str] = ()) -> PauseStatus:
+        """In one snapshot: the connection-wide pause, the ones among ``queues`` whose own
+        pause flag is set (a queue that does not exist is not paused), and the restart
+        signal (PAUSE-5, PAUSE-7, CLI-6)."""
+        ...
 
     async def get_queue_retention(self, queue: str) -> QueueRetention:
         """The queue's bounds; the defaults for a queue that does not exist yet."""

@@ -54,7 +54,9 @@ class Settler(Protocol):
         served first. Returns the claimed jobs in claim order, each a ``ClaimedJob`` whose
         ``lock_token`` is the token every later write of this run must carry.
         ``ignore_pause`` claims from paused queues too (PAUSE-10: workers of a process run
-        with ``LANE_PG_PAUSABLE=false``); nothing else changes.
+        with ``LANE_PG_PAUSABLE=false``); nothing else changes. A queue is paused by its own
+        flag or the connection-wide one (``pause_all``); a demand with ``pause_as`` is
+        paused when that queue is (its own flag then does not count, PAUSE-8).
         """
         ...
 

@@ -2,7 +2,8 @@
 
 Each command is a module of this package listed in ``COMMANDS`` (a ``-`` in the command's
 name is a ``_`` in the module's: ``recover-stalled`` is ``recover_stalled``) that defines
-``HELP`` (one line), ``add_arguments(parser)`` and ``run(args) -> int`` (the exit code). A command
+``HELP`` (one line), ``add_arguments(parser)`` and ``run(args) -> int`` (the exit code), and
+may define ``ALIASES`` (other names for it: ``work``, ``continue``). A command
 reports an expected failure by raising ``CommandError`` or a ``LaneError``; ``main`` prints
 it as one line on stderr and exits non-zero, never with a traceback.
 """
@@ -41,6 +42,7 @@ COMMANDS: tuple[str, ...] = (
     "retry",
     "forget",
     "flush",
+    "restart",
 )
 
 EXIT_ERROR = 1
@@ -59,7 +61,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMANDS:
         module = _command_module(name)
-        command = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        command = sub.add_parser(
+            name,
+            aliases=getattr(module, "ALIASES", ()),
+            help=module.HELP,
+            description=module.HELP,
+        )
         module.add_arguments(command)
         command.set_defaults(run=module.run)
     return parser

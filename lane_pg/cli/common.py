@@ -74,6 +74,17 @@ def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_connection_name_argument(parser: argparse.ArgumentParser) -> None:
+    """``--connection NAME``: a facade connection (CLI-2); default: the default one."""
+    parser.add_argument(
+        "--connection",
+        default=None,
+        metavar="NAME",
+        help="the queue connection to use (default: the default connection); an unknown"
+        " name exits non-zero",
+    )
+
+
 def sqlalchemy_url(dsn: str) -> str:
     """A ``postgresql://`` DSN as a SQLAlchemy URL on the psycopg (3) driver."""
     from sqlalchemy.engine import make_url
@@ -108,6 +119,17 @@ def describe_error(exc: BaseException) -> str:
     return f"{kind}: {first}" if kind not in first else first
 
 
+def connection_env(args: argparse.Namespace) -> dict[str, str]:
+    """``os.environ`` with ``--dsn`` and ``--schema`` applied, for ``bootstrap_from_env``."""
+    env = dict(os.environ)
+    if getattr(args, "dsn", None):
+        env["LANE_PG_DSN"] = args.dsn
+    schema = getattr(args, "schema", None)
+    if schema:
+        env["LANE_PG_SCHEMA"] = schema
+    return env
+
+
 def resolve_connection(
     name: str | None,
     *,
@@ -118,19 +140,25 @@ def resolve_connection(
     """The connection ``--connection NAME`` names: ``(facade, resolved name, driver)``.
 
     Wires ``facade`` (``lane_pg.Q`` unless given) from ``env`` (``os.environ``) with
-    ``bootstrap_from_env``, then looks ``name`` up among its connections; ``None`` or ``""``
+    ``bootstrap_from_env`` unless it has a default connection already (an ``--app`` module
+    that configured it), then looks ``name`` up among its connections; ``None`` or ``""``
     is the default connection. Nothing is opened: a durable driver connects on first use,
-    so an unknown name is a ``CommandError`` (exit 1) before any I/O, and a bad
-    environment a ``ConfigurationError`` (exit 2). ``for_worker`` refuses the memory
+    so an unknown name, like a bad environment, is a ``ConfigurationError`` (exit 2)
+    before any I/O. ``for_worker`` refuses the memory
     fallback of an unknown ``LANE_PG_DRIVER`` (a worker never silently runs on memory).
     A command that needs the backend under a ``BackendDriver`` awaits ``driver.backend()``.
     """
-    from lane_pg.facade import bootstrap_from_env
+    from lane_pg.facade import Q, bootstrap_from_env
 
-    configured = bootstrap_from_env(facade, env, for_worker=for_worker)
+    configured = facade or Q
+    try:
+        configured.driver()  # an --app module may have configured it already: keep that
+    except ConfigurationError:
+        bootstrap_from_env(configured, env, for_worker=for_worker)
     resolved = name or configured.connection_name()
     try:
         driver = configured.connection(resolved)
     except ConfigurationError as exc:
-        raise CommandError(f"--connection {resolved!r}: {exc}") from exc
+        # A configuration error (exit 2, as for any bad usage), before any I/O.
+        raise ConfigurationError(f"--connection {resolved!r}: {exc}") from exc
     return configured, resolved, driver

@@ -1,11 +1,19 @@
-"""``python -m lane_pg worker``: run a worker for an app's processors.
+"""``python -m lane_pg worker`` (alias ``work``): run a worker for an app's processors.
 
     python -m lane_pg worker --app myapp.jobs:app --queue control:1:3 --queue prompt:5:2
+    python -m lane_pg work --app myapp.jobs --connection reports --queue exports,heavy
 
-``--queue NAME[:PRIORITY[:CONCURRENCY]]`` may repeat; lanes are served in priority order
-(0 first). Without ``--queue`` the app's lanes are used, and without those every queue.
-SIGTERM or SIGINT stops claiming at once, lets running jobs finish for up to
-``--shutdown-timeout`` seconds, releases the rest back to their queue, and exits 0.
+``--queue NAME[:PRIORITY[:CONCURRENCY]]`` may repeat and takes comma lists; lanes are
+served in priority order (0 first). Without ``--queue`` the app's lanes are used, and
+without those every queue. A queue forwarded by the facade (``Q.forward(src, dst)``) is
+served with its destination, under the source's pause (ROUTE-5, PAUSE-8).
+``--connection NAME`` drains a facade connection (CLI-2): an unknown name exits 2 before
+anything is claimed. ``--max-jobs N`` exits 0 once N claimed jobs are settled (CLI-5); a
+``restart`` command makes a running worker exit 0 the same way (CLI-6). SIGTERM or SIGINT
+stops claiming at once, lets running jobs finish for up to ``--shutdown-timeout`` seconds,
+releases the rest back to their queue, and exits 0 (CLI-4). Pause transitions of the
+queues it was started with are printed as ``YYYY-MM-DD HH:MM:SS Queue billing PAUSED``
+(PAUSE-7, CLI-13).
 """
 
 from __future__ import annotations
@@ -16,29 +24,43 @@ import importlib
 import logging
 import signal
 import sys
+from datetime import datetime
 
 from lane_pg.app import App
-from lane_pg.cli.common import DEFAULT_SCHEMA, CommandError, add_connection_arguments
+from lane_pg.cli.common import (
+    DEFAULT_SCHEMA,
+    CommandError,
+    add_connection_arguments,
+    add_connection_name_argument,
+    connection_env,
+    resolve_connection,
+)
 from lane_pg.cli.limits import parse_rate
 from lane_pg.errors import LaneError
+from lane_pg.facade import BackendDriver, FacadeWorkerHooks, Q, QueueFacade
+from lane_pg.facade.failed import default_failed_store
 from lane_pg.types import Lane
-from lane_pg.worker import WorkerConfig
+from lane_pg.worker import Worker, WorkerConfig
+from lane_pg.worker.start import close_worker, create_worker
 
 HELP = "run a worker: claim jobs of the given queues and run the app's processors"
+ALIASES = ("work",)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--app",
-        required=True,
-        help="MODULE[:ATTR]: the module registering job classes, and its lane_pg.App",
+        default=None,
+        help="MODULE[:ATTR]: the module registering job classes, listeners and"
+        " connections, and its lane_pg.App (without it: nothing to run, refused)",
     )
     parser.add_argument(
         "--queue",
         action="append",
         default=[],
-        metavar="NAME[:PRIORITY[:CONCURRENCY]]",
-        help="a lane to serve (repeatable); default: the app's lanes, else every queue",
+        metavar="NAME[:PRIORITY[:CONCURRENCY]][,...]",
+        help="lanes to serve (repeatable, comma-separated); default: the app's lanes, else"
+        " every queue",
     )
     shipped = WorkerConfig.__dataclass_fields__  # the defaults live once, in WorkerConfig
     concurrency, lease = shipped["concurrency"].default, shipped["lease"].default
@@ -49,12 +71,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--burst", action="store_true", help="exit 0 once nothing is ready and nothing runs"
     )
-    parser.add_argument("--lease", type=float, default=lease, help=f"lease seconds ({lease:g})")
+    parser.add_argument(
+        "--lease",
+        "--visibility-timeout",
+        dest="lease",
+        type=float,
+        default=lease,
+        help=f"lease (visibility timeout) seconds ({lease:g})",
+    )
     parser.add_argument(
         "--shutdown-timeout", type=float, default=shutdown, help="seconds to finish jobs on stop"
     )
+    idle = parser.add_mutually_exclusive_group()
+    idle.add_argument(
+        "--poll-interval",
+        type=float,
+        default=None,
+        help=f"seconds between claims of an idle worker, the slow poll behind NOTIFY ({poll:g})",
+    )
+    idle.add_argument(
+        "--block-timeout",
+        type=float,
+        default=None,
+        metavar="S",
+        help="how long an idle claim waits for a wake-up before claiming again: the same"
+        " setting as --poll-interval",
+    )
     parser.add_argument(
-        "--poll-interval", type=float, default=poll, help=f"slow poll behind NOTIFY ({poll:g} s)"
+        "--max-jobs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="exit 0 once N claimed jobs are settled, whatever their outcome",
     )
     parser.add_argument("--worker-id", default=None, help="default: host-pid-random")
     parser.add_argument(
@@ -78,7 +126,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a job that exceeds its timeout fails for good (TimeoutExceeded) instead of"
         " being retried",
     )
+    add_connection_name_argument(parser)
     add_connection_arguments(parser)
+
+
+def parse_lanes(texts: list[str]) -> tuple[Lane, ...]:
+    """Every ``--queue`` value, each a comma list of ``NAME[:PRIORITY[:CONCURRENCY]]``."""
+    return tuple(
+        parse_lane(part.strip()) for text in texts for part in text.split(",") if part.strip()
+    )
+
+
+def with_forwards(
+    lanes: tuple[Lane, ...], facade: QueueFacade, connection: str
+) -> tuple[Lane, ...]:
+    """``lanes`` plus a lane for each forward destination of theirs (ROUTE-5), with its
+    source's priority and bound and paused as its source (PAUSE-8)."""
+    names = [lane.name for lane in lanes]
+    by_name = {lane.name: lane for lane in lanes}
+    extra = []
+    for source in names:
+        target = facade.routing.forwarded(source, connection)
+        if target not in by_name:
+            lane = by_name[source]
+            by_name[target] = Lane(
+                target, lane.priority, lane.max_concurrency, lane.min_concurrency, pause_as=source
+            )
+            extra.append(by_name[target])
+    return lanes + tuple(extra)
 
 
 def parse_lane(text: str) -> Lane:
@@ -120,22 +195,42 @@ def load_app(spec: str) -> App:
 
 def run(args: argparse.Namespace) -> int:
     sys.path.insert(0, "")  # MODULE is looked up from the current directory, like python -m
-    app = load_app(args.app)
-    # --schema (or $LANE_PG_SCHEMA) overrides the app's schema unless left at the default.
-    schema = app.schema if args.schema == DEFAULT_SCHEMA else args.schema
-    if args.dsn or schema != app.schema:
-        app = _with_dsn(app, args.dsn or app.resolve_dsn(), schema)
-    lanes = tuple(parse_lane(text) for text in args.queue) or app.lanes
+    app = load_app(args.app) if args.app else App()
+    connection = None
+    if args.connection is not None:
+        # After the app's import, which may configure connections (CLI-1); an unknown name
+        # is refused here, before anything is opened or claimed (CLI-2).
+        _, name, driver = resolve_connection(
+            args.connection, env=connection_env(args), for_worker=True
+        )
+        if not isinstance(driver, BackendDriver):
+            raise CommandError(f"connection {name!r} ({driver.driver_name}) has no worker")
+        connection = (name, driver)
+    else:
+        # --schema (or $LANE_PG_SCHEMA) overrides the app's schema unless left at the default.
+        schema = app.schema if args.schema == DEFAULT_SCHEMA else args.schema
+        if args.dsn or schema != app.schema:
+            app = _with_dsn(app, args.dsn or app.resolve_dsn(), schema)
+    if not app.processors and (app.jobs is None or not list(app.jobs)):
+        raise CommandError(
+            "nothing to run: no processors and no job classes are registered; give"
+            " --app MODULE[:ATTR] naming the module that registers them"
+        )
+    label = connection[0] if connection is not None else app.connection_label()
+    lanes = with_forwards(parse_lanes(args.queue) or app.lanes, Q, label)
+    poll = args.block_timeout if args.block_timeout is not None else args.poll_interval
     settings: dict[str, object] = {
         "concurrency": args.concurrency,
         "lanes": lanes,
         "lease": args.lease,
         "shutdown_timeout": args.shutdown_timeout,
-        "poll_interval": args.poll_interval,
         "burst": args.burst,
         "stacktrace_limit": args.stacktrace_limit,
         "fail_on_timeout": args.fail_on_timeout,
+        "max_jobs": args.max_jobs,
     }
+    if poll is not None:
+        settings["poll_interval"] = poll
     if args.worker_id:
         settings["worker_id"] = args.worker_id
     if args.claim_rate is not None:
@@ -144,6 +239,8 @@ def run(args: argparse.Namespace) -> int:
         config = WorkerConfig(**settings)  # type: ignore[arg-type]
     except LaneError as exc:
         raise CommandError(str(exc)) from exc
+    if connection is not None:
+        return asyncio.run(_serve_connection(app, config, *connection))
     return asyncio.run(_serve(app, config))
 
 
@@ -155,26 +252,74 @@ def _with_dsn(app: App, dsn: str, schema: str) -> App:
     return replacement
 
 
+class CliWorkerHooks(FacadeWorkerHooks):
+    """The facade's worker events, and a status line for each (PAUSE-7, CLI-13)."""
+
+    async def queue_paused(self, queue: str | None) -> None:
+        _status("All queues PAUSED" if queue is None else f"Queue {queue} PAUSED")
+        await super().queue_paused(queue)
+
+    async def queue_resumed(self, queue: str | None) -> None:
+        _status("All queues RESUMED" if queue is None else f"Queue {queue} RESUMED")
+        await super().queue_resumed(queue)
+
+    async def interrupted(self, processed: int) -> None:
+        _status(f"Restart signal: stopping after {processed} jobs")
+        await super().interrupted(processed)
+
+
+def _status(text: str) -> None:
+    print(f"{datetime.now().strftime('%Y-%m-%d %H:%M:%S')} {text}", flush=True)
+
+
 async def _serve(app: App, config: WorkerConfig) -> int:
-    worker = await app.create_worker(config)
+    worker = await app.create_worker(config, hooks=CliWorkerHooks(Q.events, app.connection_label()))
+    try:
+        return await _run(worker, config, app.connection_label())
+    finally:
+        await close_worker(worker)
+        await app.close()
+
+
+async def _serve_connection(
+    app: App, config: WorkerConfig, name: str, driver: BackendDriver
+) -> int:
+    """A worker on facade connection ``name`` (``--connection``), made as ``App`` and
+    ``run_worker`` make theirs (``lane_pg.worker.start.create_worker``)."""
+    try:
+        backend = await driver.backend()
+        worker = await create_worker(
+            backend,
+            app.all_processors(Q, connection=name),
+            config,
+            failed_store=Q.failed_store() or default_failed_store(backend),
+            connection=name,
+            hooks=CliWorkerHooks(Q.events, name),
+        )
+        try:
+            return await _run(worker, config, name)
+        finally:
+            await close_worker(worker)
+    finally:
+        await driver.close()
+
+
+async def _run(worker: Worker, config: WorkerConfig, connection: str) -> int:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, worker.stop)
     queues = ", ".join(
-        f"{lane.name}(priority {lane.priority}, max {lane.max_concurrency or config.concurrency})"
+        f"{lane.name}(priority {lane.priority}, max {lane.max_concurrency or config.concurrency}"
+        + (f", paused as {lane.pause_as}" if lane.pause_as else "")
+        + ")"
         for lane in worker.lanes
     )
     print(
-        f"lane_pg: worker {config.worker_id} started: queues {queues or 'all'};"
-        f" concurrency {config.concurrency}; lease {config.lease:g}s",
+        f"lane_pg: worker {config.worker_id} started: connection {connection};"
+        f" queues {queues or 'all'}; concurrency {config.concurrency}; lease {config.lease:g}s",
         flush=True,
     )
-    try:
-        await worker.run()
-    finally:
-        if worker.notifier is not None:
-            await worker.notifier.close()
-        await app.close()
+    await worker.run()
     logging.getLogger("lane_pg.worker").info(
         "worker %s exited: %s", config.worker_id, worker.counts
     )

@@ -43,7 +43,7 @@ from typing import Final, Literal, Protocol, TypeAlias, runtime_checkable
 from lane_pg.backend import AddsInTransaction, JobQueueBackend, connect
 from lane_pg.errors import ConfigurationError, JobNotFound, JobStateConflict, LockMismatch
 from lane_pg.facade.envelope import Envelope
-from lane_pg.types import JSON, Duration, JobRow, JobState, QueueDemand, to_millis
+from lane_pg.types import JSON, Duration, JobRow, JobState, PauseStatus, QueueDemand, to_millis
 
 SIZE_STATES: tuple[JobState, ...] = ("waiting", "delayed", "active", "waiting-children")
 DEFAULT_VISIBILITY_TIMEOUT = timedelta(seconds=60)
@@ -521,6 +521,23 @@ class BackendDriver(SettleSpellings):
         except (LockMismatch, JobNotFound):
             return STALE  # the lease is no longer ours: the backend changed nothing
         return SETTLED
+
+    # -- pausing (PAUSE-3..5; lane_pg.facade.pausing) ------------------------------------
+
+    async def pause_queue(self, queue: str) -> None:
+        await (await self.backend()).pause_queue(queue)
+
+    async def resume_queue(self, queue: str) -> None:
+        await (await self.backend()).resume_queue(queue)
+
+    async def pause_all(self) -> None:
+        await (await self.backend()).pause_all()
+
+    async def resume_all(self) -> None:
+        await (await self.backend()).resume_all()
+
+    async def pause_status(self, queues: Sequence[str]) -> PauseStatus:
+        return await (await self.backend()).get_pause_status(queues)
 
     async def close(self) -> None:
         if self._backend is not None:

@@ -135,3 +135,53 @@ class QueueFailedOver:
     connection: str
     job_name: str
     exception: BaseException
+
+
+@dataclass(frozen=True, slots=True)
+class QueuePaused:
+    """``Q.pause(connection, queue)`` paused one queue (PAUSE-3), in the calling process."""
+
+    connection: str
+    queue: str
+
+
+@dataclass(frozen=True, slots=True)
+class QueueResumed:
+    connection: str
+    queue: str
+
+
+@dataclass(frozen=True, slots=True)
+class QueuesPaused:
+    """``Q.pause_all(connection)``: the connection-wide switch (PAUSE-4)."""
+
+    connection: str
+
+
+@dataclass(frozen=True, slots=True)
+class QueuesResumed:
+    connection: str
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerQueuePaused:
+    """A worker found a queue it was started with paused (PAUSE-7): once per transition.
+    ``queue`` is None for a worker of every queue under the connection-wide pause."""
+
+    connection: str
+    queue: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerQueueResumed:
+    connection: str
+    queue: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerInterrupted:
+    """A worker saw a restart signal newer than its start and stops (CLI-6);
+    ``processed``: the jobs it settled."""
+
+    connection: str
+    processed: int

@@ -26,6 +26,7 @@ from lane_pg.facade.envelope import NO_OVERRIDES, Envelope, EnvelopeOverrides, b
 from lane_pg.facade.events import Events, JobQueued, JobQueueing
 from lane_pg.facade.failed import FailedJobs
 from lane_pg.facade.job import Job
+from lane_pg.facade.pausing import PausingMixin
 from lane_pg.facade.reads import ConnectionReads
 from lane_pg.facade.registry import DEFAULT_REGISTRY, JobRegistry
 from lane_pg.facade.routing import Routing
@@ -33,7 +34,7 @@ from lane_pg.facade.unique import UniquePushes
 from lane_pg.types import Duration
 
 
-class QueueFacade(FailedJobs, UniquePushes, ConnectionReads):
+class QueueFacade(FailedJobs, UniquePushes, ConnectionReads, PausingMixin):
     """Connections, routes and pushes of one application (``lane_pg.Q`` is the shared one)."""
 
     def __init__(self, *, registry: JobRegistry = DEFAULT_REGISTRY) -> None:

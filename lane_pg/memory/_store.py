@@ -57,6 +57,7 @@ from lane_pg.types import (
     FinalizeOutcome,
     JobRow,
     JobState,
+    QueueDemand,
     QueueEvent,
 )
 
@@ -80,9 +81,22 @@ class _Store:
         # lane.flow_deps: a parent's dependency rows by child, in attach (seq) order.
         self._deps: dict[int, dict[tuple[str, str], _Dep]] = {}
         self._last_dep_seq = 0
+        # lane.settings: the connection-wide pause (PAUSE-4) and the restart signal (CLI-6).
+        self._all_paused = False
+        self._restart_at_ms: int | None = None
 
     def _now(self, now: datetime | None) -> datetime:
         return _utc(self._clock() if now is None else now)
+
+    def _claim_paused(self, q: _Queue, demand: QueueDemand) -> bool:
+        """``lane.claim_jobs``' pause rule: the queue's own flag, or the flag of the queue
+        the demand is paused as (PAUSE-8), or the connection-wide pause (PAUSE-4)."""
+        if self._all_paused:
+            return True
+        if demand.pause_as is not None and demand.pause_as != q.name:
+            source = self._queues.get(demand.pause_as)
+            return source is not None and source.paused
+        return q.paused
 
     def _queue(self, name: str) -> _Queue:
         """The queue, created on first use."""

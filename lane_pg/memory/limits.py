@@ -184,7 +184,7 @@ class _Limits(_Store):
             due = [job.available_at for job in q.by_state["delayed"].values()] if delayed else []
             if due:
                 waits.append(max(0, _ceil_ms(min(due) - moment)))
-            if q.paused or not q.by_state["waiting"]:
+            if q.paused or self._all_paused or not q.by_state["waiting"]:
                 continue
             wait = (
                 _ceil_ms(q.rate_blocked_until - moment)

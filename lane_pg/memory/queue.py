@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from lane_pg.memory._records import _epoch_ms
 from lane_pg.memory._store import _Store
 from lane_pg.types import (
+    PauseStatus,
     QueueRetention,
     validate_queue_name,
     validate_record_events,
@@ -57,3 +61,21 @@ class _QueueSettings(_Store):
     async def is_queue_paused(self, queue: str) -> bool:
         q = self._queues.get(queue)
         return q is not None and q.paused
+
+    async def pause_all(self) -> None:
+        self._all_paused = True
+
+    async def resume_all(self) -> None:
+        self._all_paused = False
+
+    async def signal_restart(self) -> int:
+        self._restart_at_ms = _epoch_ms(self._now(None))
+        return self._restart_at_ms
+
+    async def get_pause_status(self, queues: Sequence[str] = ()) -> PauseStatus:
+        for name in queues:
+            validate_queue_name(name)
+        paused = frozenset(
+            name for name in queues if (q := self._queues.get(name)) is not None and q.paused
+        )
+        return PauseStatus(self._all_paused, paused, self._restart_at_ms)

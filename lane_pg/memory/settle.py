@@ -52,7 +52,7 @@ class _Settling(_Limits):
             if q is None:
                 continue
             self._promote_due(q, moment)
-            if q.paused and not ignore_pause:
+            if not ignore_pause and self._claim_paused(q, demand):
                 continue
             if q.rate_blocked_until is not None and q.rate_blocked_until > moment:
                 continue  # RATE-6

@@ -62,6 +62,7 @@ from lane_pg.types import (
     LeaseRef,
     LogEntry,
     LogPage,
+    PauseStatus,
     QueueDemand,
     QueueEvent,
     QueueRetention,
@@ -351,7 +352,22 @@ class PostgresBackend(
         rate_limit: JobRateLimit | None = None,
         ignore_pause: bool = False,
     ) -> list[ClaimedJob]:
-        if rate_limit is None and not ignore_pause:
+        pause_as = [demand.pause_as for demand in demands]
+        if any(name is not None for name in pause_as):
+            rows = await self._fetch(
+                f"SELECT {JOB_COLUMNS} FROM lane.claim_jobs($1, $2::text[], $3::int[], $4, $5,"
+                " $6, $7, $8, $9, $10::text[]) AS j",
+                worker_id,
+                [demand.queue for demand in demands],
+                [demand.limit for demand in demands],
+                to_millis(lease, "lease"),
+                total,
+                now,
+                *rate_limit_arguments(rate_limit),
+                ignore_pause,
+                pause_as,
+            )
+        elif rate_limit is None and not ignore_pause:
             # The plain claim keeps its statement (and its warm prepared plan).
             rows = await self._fetch(
                 f"SELECT {JOB_COLUMNS} FROM lane.claim_jobs($1, $2::text[], $3::int[], $4, $5,"
@@ -730,6 +746,24 @@ class PostgresBackend(
 
     async def is_queue_paused(self, queue: str) -> bool:
         return cast(bool, await self._fetchval("SELECT lane.is_queue_paused($1)", queue))
+
+    async def pause_all(self) -> None:
+        await self._fetch("SELECT lane.pause_all()")
+
+    async def resume_all(self) -> None:
+        await self._fetch("SELECT lane.resume_all()")
+
+    async def signal_restart(self) -> int:
+        return cast(int, await self._fetchval("SELECT lane.signal_restart()"))
+
+    async def get_pause_status(self, queues: Sequence[str] = ()) -> PauseStatus:
+        names = list(queues)
+        for name in names:
+            validate_queue_name(name)
+        [row] = await self._fetch(
+            "SELECT all_paused, paused, restart_at FROM lane.pause_status($1::text[])", names
+        )
+        return PauseStatus(row["all_paused"], frozenset(row["paused"]), row["restart_at"])
 
     # ----------------------------------------------------------------- reading
     async def get_job(self, queue: str, job_id: str) -> JobRow | None:

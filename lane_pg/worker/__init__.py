@@ -19,7 +19,8 @@ One asyncio event loop per process (DESIGN.md "Worker"), in modules by concern:
 - ``claiming``: ``claim_next_blocking``, a blocking claim for scripts (CLAIM-7), and the
   wait it shares with ``Worker.run_once_blocking``;
 - ``pausing``: ``PauseState``, pauses read outside the claim (drivers whose pause is not
-  in it), failing open (PAUSE-11);
+  in it), failing open (PAUSE-11); ``SignalWatch``, the pause transitions and restart
+  signal ``run()`` reports to its ``WorkerHooks`` (PAUSE-7, CLI-6);
 - ``config``: ``WorkerConfig``.
 
 The worker imports no database driver and nothing from ``lane_pg.postgres``: it talks to
@@ -29,7 +30,7 @@ the protocols of ``lane_pg.backend`` only.
 from lane_pg.worker.claiming import claim_next_blocking
 from lane_pg.worker.config import WorkerConfig
 from lane_pg.worker.context import JobContext, JobProcessor, Processor, ProcessorLike
-from lane_pg.worker.pausing import PauseState
+from lane_pg.worker.pausing import PauseState, SignalWatch, WorkerHooks
 from lane_pg.worker.runtime import Worker
 
 __all__ = [
@@ -38,7 +39,9 @@ __all__ = [
     "PauseState",
     "Processor",
     "ProcessorLike",
+    "SignalWatch",
     "Worker",
     "WorkerConfig",
+    "WorkerHooks",
     "claim_next_blocking",
 ]

@@ -107,6 +107,9 @@ class WorkerConfig:
     """A run that exceeds its job's timeout fails the job for good (``TimeoutExceeded``);
     by default it is a failed attempt (``JobTimedOut``), retried while attempts remain
     (RETRY-4)."""
+    max_jobs: int | None = None
+    """``run()`` claims at most this many jobs, then stops as on ``stop()``: they finish
+    and their outcomes are written (CLI-5, the periodic-restart strategy); None: no cap."""
     pausable: bool = field(default_factory=pausing_enabled)
     """Whether queue pauses stop this worker's claims (PAUSE-10); default
     ``$LANE_PG_PAUSABLE``, true unless set to false."""
@@ -136,6 +139,8 @@ class WorkerConfig:
             count = getattr(self, name)
             if count is not None and (isinstance(count, bool) or count < least):
                 raise InvalidOptions(f"{name} must be {kind} or None, got {count!r}")
+        if self.max_jobs is not None and (isinstance(self.max_jobs, bool) or self.max_jobs < 1):
+            raise InvalidOptions(f"max_jobs must be None or a count >= 1, got {self.max_jobs!r}")
         if self.blocking_claim_timeout < 0:
             raise InvalidOptions(
                 f"blocking_claim_timeout must not be negative, got {self.blocking_claim_timeout}"

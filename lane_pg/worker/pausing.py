@@ -1,4 +1,4 @@
-"""Pause state read outside the claim (PAUSE-10, PAUSE-11).
+"""Pause state read outside the claim (PAUSE-7, PAUSE-10, PAUSE-11, CLI-6).
 
 On PostgreSQL and memory a queue's pause is checked inside the claim (``claim_jobs`` skips
 paused queues), so the worker reads nothing. A driver whose pauses live elsewhere (a
@@ -14,10 +14,12 @@ store is never read (PAUSE-10).
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Sequence
+import time
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Protocol, runtime_checkable
 
-from lane_pg.types import QueueDemand
+from lane_pg.backend import JobQueueBackend
+from lane_pg.types import PauseStatus, QueueDemand
 
 log = logging.getLogger("lane_pg.worker")
 
@@ -56,3 +58,122 @@ class PauseFilter:
         if not paused:
             return demands
         return [demand for demand in demands if demand.queue not in paused]
+
+
+class WorkerHooks:
+    """What a worker tells the code that runs it (the facade's events, the CLI's lines).
+
+    The methods do nothing here; a subclass overrides the ones it needs. A hook that raises
+    is logged and the worker goes on (a broken listener never stops the loop)."""
+
+    async def queue_paused(self, queue: str | None) -> None:
+        """``queue`` (a name the worker was started with; None for a worker of every queue
+        under the connection-wide pause) became paused (PAUSE-7)."""
+
+    async def queue_resumed(self, queue: str | None) -> None:
+        """``queue`` became claimable again (PAUSE-7)."""
+
+    async def interrupted(self, processed: int) -> None:
+        """A restart signal newer than the worker's start was seen (CLI-6); the worker
+        stops claiming next. ``processed``: jobs it settled so far."""
+
+
+SIGNAL_INTERVAL = 1.0
+"""Seconds between two signal reads of a busy worker (``SignalWatch``)."""
+
+
+class SignalWatch:
+    """The worker's view of the signals it does not get from its claims: pause transitions
+    of the queues it was started with (PAUSE-7, PAUSE-8) and the restart signal (CLI-6).
+
+    One ``get_pause_status`` round trip answers both, and it is made at most once per
+    ``interval`` seconds at the top of a loop iteration: an idle worker reads once per poll
+    cycle (or per wake-up, at most once per ``interval``), a busy one once per ``interval``
+    whatever its claim rate, so the claim path itself pays nothing. The claim function
+    stays the authority on what may be claimed; this only says when the answer changed.
+
+    The restart baseline is the signal read first (at start-up, before any claim), so a
+    worker exits for a signal given after that read, on the database's clock, whatever the
+    host clocks say. A failed read changes nothing (the last known state stays; fail open,
+    PAUSE-11) and is logged once per outage. With pausing disabled (PAUSE-10) the read
+    serves the restart signal only."""
+
+    def __init__(
+        self,
+        backend: JobQueueBackend,
+        names: Sequence[str] | None,
+        hooks: WorkerHooks,
+        *,
+        pausable: bool,
+        interval: float = SIGNAL_INTERVAL,
+    ) -> None:
+        self._backend = backend
+        self._names = None if names is None else list(names)
+        self._hooks = hooks
+        self._pausable = pausable
+        self.interval = interval
+        self.next_at = 0.0
+        """``time.monotonic()`` at which the next ``check`` reads (0: at once)."""
+        self._baseline: int | None = None
+        self._started = False
+        self._paused: set[str | None] = set()
+        self._failing = False
+        self.reads = 0
+
+    @property
+    def paused(self) -> frozenset[str | None]:
+        """The names last seen paused (None: every queue, for a worker of every queue)."""
+        return frozenset(self._paused)
+
+    async def check(self) -> bool:
+        """Read the signals if due; report pause transitions; True when the worker must
+        restart (a restart signal newer than the first one read)."""
+        now = time.monotonic()
+        if now < self.next_at:
+            return False
+        self.next_at = now + self.interval
+        try:
+            status = await self._backend.get_pause_status(self._names or ())
+        except Exception as exc:
+            if not self._failing:
+                log.warning(
+                    "pause and restart signals unreadable (%s: %s); going on as before",
+                    type(exc).__name__,
+                    exc,
+                )
+            self._failing = True
+            return False
+        if self._failing:
+            log.warning("pause and restart signals readable again")
+            self._failing = False
+        self.reads += 1
+        if not self._started:
+            self._started = True
+            self._baseline = status.restart_at_ms
+        elif status.restart_at_ms is not None and (
+            self._baseline is None or status.restart_at_ms > self._baseline
+        ):
+            return True
+        if self._pausable:
+            await self._transitions(status)
+        return False
+
+    async def _transitions(self, status: PauseStatus) -> None:
+        if self._names is None:
+            now_paused: set[str | None] = {None} if status.all_paused else set()
+            order: list[str | None] = [None]
+        else:
+            now_paused = {name for name in self._names if status.is_paused(name)}
+            order = list(self._names)
+        for name in order:
+            if name in now_paused and name not in self._paused:
+                await self._call(self._hooks.queue_paused, name)
+            elif name not in now_paused and name in self._paused:
+                await self._call(self._hooks.queue_resumed, name)
+        self._paused = now_paused
+
+    async def _call(self, hook: Callable[[str | None], Awaitable[None]], name: str | None) -> None:
+        try:
+            await hook(name)
+        except Exception:
+            log.exception("worker hook %r raised", hook)

@@ -24,7 +24,13 @@ from lane_pg.worker.config import WorkerConfig
 from lane_pg.worker.context import JobContext, ProcessorLike, as_processor
 from lane_pg.worker.execution import JobRunner, RunningJobs
 from lane_pg.worker.maintenance import Leadership, MaintenanceScheduler, maintenance_tasks
-from lane_pg.worker.pausing import PauseFilter, PauseState
+from lane_pg.worker.pausing import (
+    SIGNAL_INTERVAL,
+    PauseFilter,
+    PauseState,
+    SignalWatch,
+    WorkerHooks,
+)
 from lane_pg.worker.renewal import renew_leases_forever
 from lane_pg.worker.settlement import Settlement
 
@@ -46,7 +52,9 @@ class Worker:
     leader. ``pause_state`` is for drivers whose queue pauses live outside the claim
     (``lane_pg.worker.pausing``); PostgreSQL and memory need none. ``failed_store`` keeps
     a record of every job that fails for good (FAIL-2, ``lane_pg.failed``), named
-    ``connection`` unless its push stored a connection label.
+    ``connection`` unless its push stored a connection label. ``hooks`` hear of pause
+    transitions of the queues the worker was started with and of a restart signal
+    (``WorkerHooks``; ``run()`` only, read by a ``SignalWatch`` at most once a second).
 
     Ways to run it: ``run()`` (or ``start()``, its task) until ``stop()``, or until idle in
     burst mode, with leases renewed, stalled jobs recovered and upkeep done by the leader;
@@ -65,6 +73,7 @@ class Worker:
         pause_state: PauseState | None = None,
         failed_store: FailedJobStore | None = None,
         connection: str = "default",
+        hooks: WorkerHooks | None = None,
     ) -> None:
         self.backend = backend
         self._claimer: JobQueueBackend = backend
@@ -88,6 +97,17 @@ class Worker:
         self._ignore_pause = not self.config.pausable
         self._pauses = (
             PauseFilter(pause_state) if pause_state is not None and self.config.pausable else None
+        )
+        # PAUSE-8: pause is watched on the names the worker was started with, not on the
+        # lanes it serves because of a forward (those are claimed paused as their source).
+        started = [lane.name for lane in self._lanes if lane.pause_as is None]
+        self.hooks = hooks or WorkerHooks()
+        self.signals = SignalWatch(
+            backend,
+            started if self._lanes else None,
+            self.hooks,
+            pausable=self.config.pausable,
+            interval=min(SIGNAL_INTERVAL, self.config.poll_interval),
         )
         self._all_queue_names: list[str] = []
         self._queues_read_at = 0.0
@@ -348,19 +368,58 @@ class Worker:
             )
             room = min(cap - self._running.in_lane(lane.name), free)
             if room > 0:
-                demands.append(QueueDemand(lane.name, room))
+                demands.append(QueueDemand(lane.name, room, lane.pause_as))
         return demands
+
+    def _stop_requested(self) -> bool:
+        return self._stopping
+
+    @property
+    def settled(self) -> int:
+        """Jobs whose outcome this worker wrote (completed or failed, retries included)."""
+        return self.counts["completed"] + self.counts["failed"]
+
+    async def _check_signals(self) -> bool:
+        """At most once per ``SignalWatch.interval``: pause transitions to the hooks, and
+        True (after telling the hooks) when a restart signal says to stop (CLI-6)."""
+        if not await self.signals.check():
+            return False
+        log.info("worker %s: restart signal seen: stopping", self.worker_id)
+        try:
+            await self.hooks.interrupted(self.settled)
+        except Exception:
+            log.exception("worker hook interrupted raised")
+        return True
+
+    def _claim_room(self, free: int) -> int | None:
+        """``free`` capped by what ``max_jobs`` leaves; None once it is used up."""
+        if self.config.max_jobs is None:
+            return free
+        left = self.config.max_jobs - self.counts["claimed"]
+        if left <= 0:
+            log.info("worker %s: claimed its %d jobs", self.worker_id, self.config.max_jobs)
+            return None
+        return min(free, left)
 
     async def _claim_loop(self) -> None:
         found_work = False
         while not self._stopping:
             # Cleared before looking, so a slot freed while we claim is not missed.
             self._wake.clear()
+            if time.monotonic() >= self.signals.next_at:
+                if await self._check_signals():
+                    self.stop()
+                if self._stop_requested():  # stop() may have come during the read
+                    break
             # A job running or settling now may be put back to waiting (a retry) while the
             # claim below is in flight: burst mode may stop only after a claim that began
             # with nothing in hand.
             had_work = bool(self._running) or self._settlement.has_unsettled()
-            free = self._free_slots()
+            room = self._claim_room(self._free_slots())
+            if room is None:
+                self.stop()  # CLI-5: the claimed jobs finish in the shutdown below
+                break
+            free = room
             demands = await self._demands(free, not found_work) if free > 0 else []
             jobs: list[ClaimedJob] = []
             claim_failed = False

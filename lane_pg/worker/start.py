@@ -14,6 +14,7 @@ from lane_pg.backend import HasWakeups, JobQueueBackend
 from lane_pg.failed import FailedJobStore
 from lane_pg.worker.config import WorkerConfig
 from lane_pg.worker.context import ProcessorLike
+from lane_pg.worker.pausing import WorkerHooks
 from lane_pg.worker.runtime import Worker
 
 
@@ -24,6 +25,7 @@ async def create_worker(
     *,
     failed_store: FailedJobStore | None = None,
     connection: str = "default",
+    hooks: WorkerHooks | None = None,
 ) -> Worker:
     notifier = None
     if isinstance(backend, HasWakeups):
@@ -40,6 +42,7 @@ async def create_worker(
         notifier=notifier,
         failed_store=failed_store,
         connection=connection,
+        hooks=hooks,
     )
 
 

@@ -46,8 +46,20 @@ RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM lane.queues WHERE name = p_queue) THEN
         PERFORM lane._check_queue(p_queue);
-        INSERT INTO lane.queues (name) VALUES (p_queue) ON CONFLICT DO NOTHING;
+        INSERT INTO lane.queues (name, paused_all) VALUES (p_queue, lane._all_paused())
+        ON CONFLICT DO NOTHING;
     END IF;
+END $$;
+
+-- The connection-wide pause a new queue row starts with (PAUSE-4, migration 0017). FOR
+-- SHARE: lane.pause_all updates this row before it updates the queue rows, so a queue
+-- created meanwhile either waits here and reads true, or is committed before pause_all's
+-- UPDATE of lane.queues looks (each plpgsql statement takes a fresh snapshot).
+CREATE OR REPLACE FUNCTION lane._all_paused()
+RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    RETURN coalesce((SELECT s.value = 'true'::jsonb FROM lane.settings s
+                      WHERE s.key = 'paused_all' FOR SHARE), false);
 END $$;
 
 -- plpgsql rather than LANGUAGE sql: called through PERFORM, a sql function is planned

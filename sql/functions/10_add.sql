@@ -394,7 +394,8 @@ BEGIN
         PERFORM lane._check_options(v_options);
     END IF;
     IF NOT v_known THEN
-        INSERT INTO lane.queues (name) VALUES (p_queue) ON CONFLICT DO NOTHING;
+        INSERT INTO lane.queues (name, paused_all) VALUES (p_queue, lane._all_paused())
+        ON CONFLICT DO NOTHING;
     END IF;
     IF jsonb_typeof(v_options -> 'repeat') = 'object' THEN
         -- A repeat may meet its series' owner (REP-6): the general path handles it.

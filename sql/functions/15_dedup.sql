@@ -427,7 +427,8 @@ BEGIN
             '1..9223372036854 ms, got %L, %L, %s', p_dedup_id, p_token, p_ttl_ms));
     END IF;
     v_expires := v_now + p_ttl_ms * interval '1 millisecond';
-    INSERT INTO lane.queues (name) VALUES (p_queue) ON CONFLICT DO NOTHING;
+    -- Created as every queue is: under pause_all a new queue starts paused (PAUSE-4).
+    PERFORM lane._ensure_queue(p_queue);
     LOOP
         INSERT INTO lane.dedup_owners (queue, dedup_id, kind, job_id, job_key, expires_at,
                                        keep_last, token, created_at)

@@ -13,12 +13,18 @@
 -- that took jobs under a rate limit is logged in lane.claim_log. A queue without limits
 -- takes no lock and reads its limits in the same queue-row SELECT as before.
 -- p_ignore_pause claims from paused queues too (PAUSE-10: LANE_PG_PAUSABLE=false workers).
+-- A queue is paused by its own flag or the connection-wide one (lane.pause_all, PAUSE-4),
+-- which every queue row carries (paused_all), so the same SELECT reads both.
+-- p_pause_as[i], when given and not NULL, is the queue whose pause decides for queue i
+-- (PAUSE-8, ROUTE-11): a worker started on `default` that also claims `high` because of a
+-- forward passes `default` for `high`; only such claims pay the extra queue-row read.
 CREATE OR REPLACE FUNCTION lane.claim_jobs(p_worker_id text, p_queues text[], p_limits integer[],
                                            p_lease_ms bigint, p_total integer DEFAULT NULL,
                                            p_now timestamptz DEFAULT NULL,
                                            p_rate_max integer DEFAULT NULL,
                                            p_rate_duration_ms integer DEFAULT NULL,
-                                           p_ignore_pause boolean DEFAULT false)
+                                           p_ignore_pause boolean DEFAULT false,
+                                           p_pause_as text[] DEFAULT NULL)
 RETURNS SETOF lane.jobs LANGUAGE plpgsql AS $$
 DECLARE
     v_now timestamptz := coalesce(p_now, clock_timestamp());
@@ -26,6 +32,7 @@ DECLARE
     v_queue text;
     v_limit integer;
     v_paused boolean;
+    v_all_paused boolean;
     v_record boolean;
     v_limited boolean;
     v_locked boolean := false;
@@ -45,6 +52,10 @@ BEGIN
     IF coalesce(cardinality(p_queues), 0) <> coalesce(cardinality(p_limits), 0) THEN
         PERFORM lane._fail('LN000', 'claim_jobs needs one limit per queue');
     END IF;
+    IF p_pause_as IS NOT NULL
+       AND cardinality(p_pause_as) <> coalesce(cardinality(p_queues), 0) THEN
+        PERFORM lane._fail('LN000', 'claim_jobs needs one pause queue (or NULL) per queue');
+    END IF;
     FOR v_i IN 1 .. coalesce(cardinality(p_queues), 0) LOOP
         EXIT WHEN v_left <= 0;
         v_queue := p_queues[v_i];
@@ -54,12 +65,12 @@ BEGIN
         -- UPDATE: each plpgsql statement costs its own executor start here. Measured on
         -- claims of one job (interleaved, medians of 500): 548 -> 483 us; the bare UPDATE
         -- in a one-statement function 359 us.
-        SELECT q.paused, q.record_events,
+        SELECT q.paused OR q.paused_all, q.paused_all, q.record_events,
                q.rate_max IS NOT NULL OR q.max_active IS NOT NULL OR q.rate_blocked_until > v_now,
                q.rate_blocked_until,
                EXISTS (SELECT 1 FROM lane.jobs j
                         WHERE j.queue = q.name AND j.state = 'delayed' AND j.available_at <= v_now)
-          INTO v_paused, v_record, v_limited, v_blocked_until, v_due
+          INTO v_paused, v_all_paused, v_record, v_limited, v_blocked_until, v_due
           FROM lane.queues q WHERE q.name = v_queue;
         CONTINUE WHEN NOT FOUND;
         -- CLAIM-3: promoted jobs wake nobody, so those of a paused, blocked or maxed queue
@@ -67,6 +78,12 @@ BEGIN
         -- due (nearly every claim) skips the call.
         IF v_due THEN
             PERFORM lane._promote_due(ARRAY[v_queue], v_now, false);
+        END IF;
+        IF p_pause_as IS NOT NULL THEN
+            IF p_pause_as[v_i] IS NOT NULL AND p_pause_as[v_i] <> v_queue THEN
+                v_paused := v_all_paused OR coalesce(
+                    (SELECT q.paused FROM lane.queues q WHERE q.name = p_pause_as[v_i]), false);
+            END IF;
         END IF;
         CONTINUE WHEN v_paused AND NOT p_ignore_pause;
         -- The plain path pays this one test and the one after the claim.

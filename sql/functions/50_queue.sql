@@ -86,3 +86,65 @@ CREATE OR REPLACE FUNCTION lane.queue_records_events(p_queue text)
 RETURNS boolean LANGUAGE sql STABLE AS $$
     SELECT lane.get_queue_events(p_queue)
 $$;
+
+-- PAUSE-4 (A8, A22): the connection-wide pause, the lane.settings row 'paused_all' and
+-- its copy on every queue row (lane.queues.paused_all, read by lane.claim_jobs in the
+-- queue-row SELECT it makes anyway). The settings row first: see lane._all_paused.
+-- Queue pauses (lane.queues.paused) are left as they are, so resume_all does not lift
+-- them. No queue event: the switch is not one queue's.
+CREATE OR REPLACE FUNCTION lane.pause_all(p_now timestamptz DEFAULT NULL)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO lane.settings AS s (key, value, updated_at)
+    VALUES ('paused_all', 'true', coalesce(p_now, clock_timestamp()))
+    ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at;
+    UPDATE lane.queues SET paused_all = true WHERE NOT paused_all;
+END $$;
+
+-- Lifts the connection-wide pause and wakes the claimers of every queue it held back.
+CREATE OR REPLACE FUNCTION lane.resume_all(p_now timestamptz DEFAULT NULL)
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    v_queue text;
+BEGIN
+    INSERT INTO lane.settings AS s (key, value, updated_at)
+    VALUES ('paused_all', 'false', coalesce(p_now, clock_timestamp()))
+    ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at;
+    FOR v_queue IN
+        UPDATE lane.queues SET paused_all = false WHERE paused_all RETURNING name
+    LOOP
+        PERFORM lane._wake(v_queue);
+    END LOOP;
+END $$;
+
+-- PAUSE-5, PAUSE-7, CLI-6: what a worker (or Q.is_paused) asks outside the claim, in one
+-- round trip: the connection-wide pause, the paused ones among p_queues (their own flag;
+-- a queue that does not exist is not paused), and the restart signal (ms since the epoch,
+-- NULL when none was ever given).
+CREATE OR REPLACE FUNCTION lane.pause_status(p_queues text[] DEFAULT '{}')
+RETURNS TABLE (all_paused boolean, paused text[], restart_at bigint)
+LANGUAGE sql STABLE AS $$
+    SELECT coalesce((SELECT s.value = 'true'::jsonb FROM lane.settings s
+                      WHERE s.key = 'paused_all'), false),
+           coalesce((SELECT array_agg(q.name ORDER BY q.name) FROM lane.queues q
+                      WHERE q.name = ANY (p_queues) AND q.paused), '{}'),
+           (SELECT (s.value #>> '{}')::bigint FROM lane.settings s WHERE s.key = 'restart_at')
+$$;
+
+-- CLI-6: workers started before this moment exit at their next signal check. Stored as
+-- milliseconds since the epoch (lane.settings 'restart_at'); returns them. Wakes every
+-- queue's idle claimers so they look now rather than at their next poll.
+CREATE OR REPLACE FUNCTION lane.signal_restart(p_now timestamptz DEFAULT NULL)
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    v_ms bigint := floor(extract(epoch FROM coalesce(p_now, clock_timestamp())) * 1000);
+    v_queue text;
+BEGIN
+    INSERT INTO lane.settings AS s (key, value, updated_at)
+    VALUES ('restart_at', to_jsonb(v_ms), coalesce(p_now, clock_timestamp()))
+    ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at;
+    FOR v_queue IN SELECT name FROM lane.queues LOOP
+        PERFORM lane._wake(v_queue);
+    END LOOP;
+    RETURN v_ms;
+END $$;

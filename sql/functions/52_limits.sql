@@ -284,7 +284,7 @@ BEGIN
                     ELSE q.rate_duration_ms END AS rate_ms,
                q.rate_blocked_until, q.max_active
           FROM lane.queues q
-         WHERE (p_queues IS NULL OR q.name = ANY (p_queues)) AND NOT q.paused
+         WHERE (p_queues IS NULL OR q.name = ANY (p_queues)) AND NOT (q.paused OR q.paused_all)
            AND (q.rate_max IS NOT NULL OR q.rate_blocked_until > v_now OR p_rate_max IS NOT NULL)
     LOOP
         PERFORM 1 FROM lane.jobs WHERE queue = v_row.name AND state = 'waiting'

@@ -10,7 +10,7 @@ from datetime import timedelta
 
 import pytest
 
-from lane_pg.cli.common import CommandError, resolve_connection
+from lane_pg.cli.common import resolve_connection
 from lane_pg.errors import ConfigurationError
 from lane_pg.facade import (
     BackendDriver,
@@ -170,7 +170,7 @@ def test_connections_register_one_per_entry_CONN_10_CONN_11() -> None:
     assert facade.connection("postgres") is facade.driver()  # the alias of the default
     assert facade.connection("memory").driver_name == "memory"
     assert isinstance(facade.connection("null"), NullDriver)
-    with pytest.raises(CommandError, match="'nope'"):
+    with pytest.raises(ConfigurationError, match="'nope'"):
         resolve_connection(
             "nope", env={"LANE_PG_DSN": DSN_A, "LANE_PG_CONNECTIONS": "memory"}, facade=_facade()
         )

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from lane_pg.cli.common import CommandError, resolve_connection
+from lane_pg.cli.common import resolve_connection
+from lane_pg.errors import ConfigurationError
 from lane_pg.facade import BackendDriver, JobRegistry, QueueFacade
 from lane_pg.memory import MemoryBackend
 
@@ -40,5 +41,5 @@ def test_a_registered_connection_by_name() -> None:
 
 
 def test_an_unknown_name_is_a_command_error() -> None:
-    with pytest.raises(CommandError, match=r"'nope'.*known: memory"):
+    with pytest.raises(ConfigurationError, match=r"'nope'.*known: memory"):
         resolve_connection("nope", env={"LANE_PG_DRIVER": "memory"}, facade=_facade())

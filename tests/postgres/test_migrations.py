@@ -205,6 +205,11 @@ def test_schema_version_is_highest_migration_number() -> None:
     assert files[0].version == 1
 
 
+def _version_before(version: int) -> int:
+    """The migration number below ``version`` (0 for none): numbers may skip."""
+    return max((m.version for m in migration_files() if m.version < version), default=0)
+
+
 def test_every_migration_has_an_alembic_revision() -> None:
     from alembic.script import ScriptDirectory
 
@@ -214,10 +219,12 @@ def test_every_migration_has_an_alembic_revision() -> None:
     revisions = {r.revision: r for r in script.walk_revisions()}
     assert set(revisions) == {f"{m.version:04d}" for m in migration_files()}
     assert script.get_heads() == [f"{SCHEMA_VERSION:04d}"]
+    previous = None  # numbers are reserved per branch, so a revision follows the file before
     for migration in migration_files():
         revision = revisions[f"{migration.version:04d}"]
-        expected_down = None if migration.version == 1 else f"{migration.version - 1:04d}"
+        expected_down = None if previous is None else f"{previous:04d}"
         assert revision.down_revision == expected_down
+        previous = migration.version
 
 
 def test_breaking_marker_is_read_from_the_first_line(tmp_path: Path) -> None:
@@ -418,7 +425,7 @@ async def test_alembic_downgrade_base_removes_everything(new_db: NewDatabase) ->
     try:
         with pytest.raises(SchemaVersionMismatch) as info:
             await check_version(conn, "lane_custom")
-        assert info.value.installed == (SCHEMA_VERSION - 1 or None)
+        assert info.value.installed == (_version_before(SCHEMA_VERSION) or None)
         assert info.value.required == SCHEMA_VERSION
     finally:
         await conn.close()
@@ -699,7 +706,7 @@ async def test_check_version_refuses_a_missing_schema(migrated: asyncpg.Connecti
 
 async def test_check_version_refuses_an_older_schema(migrated: asyncpg.Connection) -> None:
     await migrated.execute("DELETE FROM lane.schema_version WHERE version = $1", SCHEMA_VERSION)
-    older = SCHEMA_VERSION - 1
+    older = _version_before(SCHEMA_VERSION)
     if older < 1:  # only one migration so far: fake an older installed state
         older = 0
         await migrated.execute(

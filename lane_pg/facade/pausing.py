@@ -1,0 +1,139 @@
+"""Pausing through the facade (PAUSE-3..6) and the worker hooks that report it (PAUSE-7).
+
+    await Q.pause("reports", "billing")      # one queue of one connection
+    await Q.pause_all()                       # every queue of the default connection
+    await Q.is_paused(None, "billing")
+
+A connection argument of None means the default connection; any other name must be a
+configured connection (``Q.connection``), so a pause can never land on the wrong one.
+The pause itself is the connection's backend's (``lane.pause_queue``, ``lane.pause_all``:
+checked inside the claim); the facade adds the events of the calling process
+(``QueuePaused``, ``QueuesPaused``, ...: LIFE-4). A driver that cannot pause raises
+``NotImplementedError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from lane_pg.facade.events import (
+    Events,
+    QueuePaused,
+    QueueResumed,
+    QueuesPaused,
+    QueuesResumed,
+    WorkerInterrupted,
+    WorkerQueuePaused,
+    WorkerQueueResumed,
+)
+from lane_pg.types import PauseStatus, validate_queue_name
+from lane_pg.worker.pausing import WorkerHooks
+
+if TYPE_CHECKING:
+    from lane_pg.facade.driver import QueueDriver
+
+
+@runtime_checkable
+class PausesQueues(Protocol):
+    """A driver whose connection can be paused (``BackendDriver``)."""
+
+    async def pause_queue(self, queue: str) -> None: ...
+
+    async def resume_queue(self, queue: str) -> None: ...
+
+    async def pause_all(self) -> None: ...
+
+    async def resume_all(self) -> None: ...
+
+    async def pause_status(self, queues: Sequence[str]) -> PauseStatus: ...
+
+
+class PausingMixin:
+    """``QueueFacade``'s pause calls; the facade gives ``events``, ``driver()``,
+    ``connection(name)`` and ``connection_name()``."""
+
+    events: Events
+
+    # QueueFacade's own methods (it comes first in the MRO), declared for the type checker.
+    def driver(self) -> QueueDriver:
+        raise NotImplementedError
+
+    def connection(self, name: str) -> QueueDriver:
+        raise NotImplementedError
+
+    def connection_name(self) -> str:
+        raise NotImplementedError
+
+    def _pausable(self, connection: str | None) -> tuple[str, PausesQueues]:
+        """The connection's name and its driver, which must be able to pause."""
+        if connection is None:
+            name, driver = self.connection_name(), self.driver()
+        else:
+            name, driver = connection, self.connection(connection)
+        if not isinstance(driver, PausesQueues):
+            raise NotImplementedError(
+                f"the {getattr(driver, 'driver_name', type(driver).__name__)} connection"
+                f" {name!r} cannot pause queues"
+            )
+        return name, driver
+
+    async def pause(self, connection: str | None, queue: str) -> None:
+        """Pause ``queue`` on ``connection`` (None: the default) and emit ``QueuePaused``
+        (PAUSE-3); jobs already claimed finish, nothing more is claimed from it."""
+        validate_queue_name(queue)
+        name, driver = self._pausable(connection)
+        await driver.pause_queue(queue)
+        await self.events.emit(QueuePaused(name, queue))
+
+    async def resume(self, connection: str | None, queue: str) -> None:
+        validate_queue_name(queue)
+        name, driver = self._pausable(connection)
+        await driver.resume_queue(queue)
+        await self.events.emit(QueueResumed(name, queue))
+
+    async def pause_all(self, connection: str | None = None) -> None:
+        """The connection-wide pause (PAUSE-4): every queue, now and created later."""
+        name, driver = self._pausable(connection)
+        await driver.pause_all()
+        await self.events.emit(QueuesPaused(name))
+
+    async def resume_all(self, connection: str | None = None) -> None:
+        """Lift ``pause_all``; queues paused one by one stay paused (PAUSE-4)."""
+        name, driver = self._pausable(connection)
+        await driver.resume_all()
+        await self.events.emit(QueuesResumed(name))
+
+    async def is_paused(self, connection: str | None, queue: str) -> bool:
+        """True when ``queue`` or the whole connection is paused (PAUSE-5)."""
+        validate_queue_name(queue)
+        _, driver = self._pausable(connection)
+        return (await driver.pause_status([queue])).is_paused(queue)
+
+    async def paused_queues(self, connection: str | None, queues: Sequence[str]) -> list[str]:
+        """The paused ones among ``queues``, in their order (PAUSE-5): all of them under
+        the connection-wide pause."""
+        names = list(queues)
+        for queue in names:
+            validate_queue_name(queue)
+        _, driver = self._pausable(connection)
+        status = await driver.pause_status(names)
+        return [queue for queue in names if status.is_paused(queue)]
+
+
+class FacadeWorkerHooks(WorkerHooks):
+    """A worker's hooks as facade events (``WorkerQueuePaused``, ``WorkerQueueResumed``,
+    ``WorkerInterrupted``) labelled with the connection it drains."""
+
+    def __init__(self, events: Events, connection: str) -> None:
+        self.events = events
+        self.connection = connection
+
+    async def queue_paused(self, queue: str | None) -> None:
+        await self.events.emit(WorkerQueuePaused(self.connection, queue))
+
+    async def queue_resumed(self, queue: str | None) -> None:
+        await self.events.emit(WorkerQueueResumed(self.connection, queue))
+
+    async def interrupted(self, processed: int) -> None:
+        await self.events.emit(WorkerInterrupted(self.connection, processed))
