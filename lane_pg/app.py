@@ -28,6 +28,9 @@ from lane_pg.types import JSON, JobOptions, JobRow, Lane
 from lane_pg.worker import Processor, ProcessorLike, Worker, WorkerConfig, WorkerHooks
 from lane_pg.worker.start import close_worker, create_worker
 
+_DRIVER_NAMES = {"postgresql": "postgres", "memory": "memory"}
+"""A backend kind as the facade names its driver (``lane_pg.facade.bootstrap``)."""
+
 
 class App:
     """A registry of processors (WORK-3: a router by job name) plus connection settings."""
@@ -97,7 +100,9 @@ class App:
         return {**typed, **self._processors}
 
     def connection_label(self) -> str:
-        return self.connection or backend_kind(self.resolve_dsn())
+        """The connection name: the one given, else the driver's name the facade's
+        bootstrap uses for this backend (``postgres``, ``memory``)."""
+        return self.connection or _DRIVER_NAMES[backend_kind(self.resolve_dsn())]
 
     async def bind(self, facade: QueueFacade | None = None) -> QueueFacade:
         """Make this app's backend the default connection of ``facade`` (``lane_pg.Q``
@@ -106,7 +111,7 @@ class App:
 
         facade = facade or Q
         backend = await self.backend()
-        driver = BackendDriver(backend, backend_kind(self.resolve_dsn()))
+        driver = BackendDriver(backend, _DRIVER_NAMES[backend_kind(self.resolve_dsn())])
         facade.set_driver(driver, name=self.connection)
         if facade.failed_store() is None:
             facade.set_failed_store(default_failed_store(backend))  # FAIL-8

@@ -23,7 +23,7 @@ from lane_pg.types import JSON, JobRow, Lane
 from lane_pg.worker import JobContext, Worker, WorkerConfig
 from tests.test_cli_queue_commands import cli, unique_queue
 
-CONNECTION = "postgresql"  # the name the commands give the --dsn database by default
+CONNECTION = "postgres"  # the name the commands give the --dsn database by default
 HEALED: set[str] = set()
 
 

@@ -107,6 +107,13 @@ def token_of(row: JobRow, key: str) -> str | None:
     return token if isinstance(token, str) else None
 
 
+def _runs_inline(driver: QueueDriver) -> bool:
+    """The sync connection: it runs each push's handler inside the push."""
+    from lane_pg.facade.drivers.sync import SyncDriver  # it imports the runner, which imports us
+
+    return isinstance(driver, SyncDriver)
+
+
 def _seconds(value: Duration) -> timedelta:
     return value if isinstance(value, timedelta) else timedelta(seconds=value)
 
@@ -194,6 +201,8 @@ class UniquePushes:
             tx.defer(Deferred(run, DISCARD_NOTHING, _what(envelope)))
             return job_id
         if envelope.debounce is not None:
+            if _runs_inline(self.driver_for(envelope.connection)):
+                return None  # UNIQ-13: nothing collapses under sync, every dispatch runs
             return await self._debounce(envelope, conn)
         return None
 
@@ -239,6 +248,8 @@ class UniquePushes:
         ttl_ms = to_millis(cls.unique_for, "unique_for")
         if ttl_ms <= 0:
             raise ConfigurationError(f"{cls.__qualname__}.unique_for must be positive")
+        if _runs_inline(self.driver_for(envelope.connection)):
+            return await self._push_unique_inline(envelope, key)
         envelope.deduplication = {"id": key, "ttl_ms": ttl_ms, "token": token}
         envelope.meta[META_UNIQUE] = {"key": key, "token": token}
         driver = self._backend_driver(envelope, "push_unique")
@@ -320,6 +331,23 @@ class UniquePushes:
             )
 
         return run
+
+    async def _push_unique_inline(self, envelope: Envelope, key: str) -> bool:
+        """UNIQ-8: the sync connection stores nothing that could hold a lock; the handler
+        runs inside this call, and the result is True."""
+        log.warning(
+            "push_unique %s on the sync connection: no lock is held, exclusivity could not"
+            " be proven",
+            key,
+        )
+        if type(envelope.job).unique_until_processing:
+            log.warning(
+                "push_unique %s: the lock's lease was lost before the push returned (the sync"
+                " handler ran inline and released its caller's lock)",
+                key,
+            )
+        await self.write(envelope)
+        return True
 
     async def _skipped(self, envelope: Envelope, unique_id: str) -> None:
         await self.events.emit(UniqueJobSkipped(envelope.job_name, unique_id, envelope.connection))

@@ -15,6 +15,7 @@ import asyncio
 
 from lane_pg.errors import ConfigurationError
 from lane_pg.facade.driver import BackendDriver, QueueDriver
+from lane_pg.facade.pausing import FacadeWorkerHooks
 from lane_pg.facade.queue import Q, QueueFacade
 from lane_pg.facade.runner import typed_processors
 from lane_pg.worker import Worker, WorkerConfig
@@ -49,6 +50,7 @@ async def run_worker(
         config or WorkerConfig(),
         failed_store=facade.failed_store(),
         connection=label,
+        hooks=FacadeWorkerHooks(facade.events, label),
     )
     try:
         await run_until(worker, shutdown)

@@ -35,7 +35,7 @@ async def test_a_worker_process_records_every_terminal_failure_FAIL_2_FAIL_8_A14
         job = await backend.get_job(queue_name, job_id)
         assert job is not None and job.state == "failed"
         assert record.failed_at == job.finished_at  # the transition's own transaction
-        assert record.connection == "postgresql"  # the app's connection label
+        assert record.connection == "postgres"  # the app's connection label: the driver's name
     assert "RuntimeError" in records[failing.id].exception
     assert records[failing.id].envelope["attempts_made"] == 2
     assert "UnknownJobName" in records[unknown.id].exception
