@@ -353,45 +353,28 @@ class PostgresBackend(
         ignore_pause: bool = False,
     ) -> list[ClaimedJob]:
         pause_as = [demand.pause_as for demand in demands]
-        if any(name is not None for name in pause_as):
-            rows = await self._fetch(
-                f"SELECT {JOB_COLUMNS} FROM lane.claim_jobs($1, $2::text[], $3::int[], $4, $5,"
-                " $6, $7, $8, $9, $10::text[]) AS j",
-                worker_id,
-                [demand.queue for demand in demands],
-                [demand.limit for demand in demands],
-                to_millis(lease, "lease"),
-                total,
-                now,
-                *rate_limit_arguments(rate_limit),
-                ignore_pause,
-                pause_as,
-            )
-        elif rate_limit is None and not ignore_pause:
-            # The plain claim keeps its statement (and its warm prepared plan).
-            rows = await self._fetch(
-                f"SELECT {JOB_COLUMNS} FROM lane.claim_jobs($1, $2::text[], $3::int[], $4, $5,"
-                " $6) AS j",
-                worker_id,
-                [demand.queue for demand in demands],
-                [demand.limit for demand in demands],
-                to_millis(lease, "lease"),
-                total,
-                now,
-            )
-        else:
-            rows = await self._fetch(
-                f"SELECT {JOB_COLUMNS} FROM lane.claim_jobs($1, $2::text[], $3::int[], $4, $5,"
-                " $6, $7, $8, $9) AS j",
-                worker_id,
-                [demand.queue for demand in demands],
-                [demand.limit for demand in demands],
-                to_millis(lease, "lease"),
-                total,
-                now,
-                *rate_limit_arguments(rate_limit),
-                ignore_pause,
-            )
+        arguments: list[Any] = [
+            worker_id,
+            [demand.queue for demand in demands],
+            [demand.limit for demand in demands],
+            to_millis(lease, "lease"),
+            total,
+            now,
+        ]
+        # The plain claim keeps its six-argument statement (and its warm prepared plan); the
+        # optional arguments are sent only when one of them is used.
+        optional = ""
+        if rate_limit is not None or ignore_pause or any(name is not None for name in pause_as):
+            arguments += [*rate_limit_arguments(rate_limit), ignore_pause]
+            optional = ", $7, $8, $9"
+            if any(name is not None for name in pause_as):
+                arguments.append(pause_as)
+                optional += ", $10::text[]"
+        rows = await self._fetch(
+            f"SELECT {JOB_COLUMNS} FROM lane.claim_jobs($1, $2::text[], $3::int[], $4, $5,"
+            f" $6{optional}) AS j",
+            *arguments,
+        )
         # Every claimed row is active under its fresh token (ClaimedJob's lock_token: str).
         return [job_from_row(row, new_claimed_job) for row in rows]
 
