@@ -1,6 +1,6 @@
 """Typed job classes through the ``Q`` facade, run by ``python -m lane_pg worker``.
 
-    python examples/facade_app.py                            # push four jobs
+    python examples/facade_app.py                            # push five jobs
     python -m lane_pg worker --app examples.facade_app --burst
 
 Importing this module registers both job classes (``register_job``), so the worker started
@@ -24,6 +24,9 @@ class SendWelcomeEmail(Job):
     queue = "facade-mail"
     max_tries = 5
     user_id: int
+
+    def unique_id(self) -> str:  # the key of Q.push_unique: one welcome per user at a time
+        return str(self.user_id)
 
     async def handle(self) -> dict[str, int]:
         print(f"welcome mail for user {self.user_id}", flush=True)
@@ -61,7 +64,10 @@ async def main() -> int:
             await Q.push(BuildInvoice(order=1001, lines=[250, 100])),
             await Q.push(BuildInvoice(order=1002, lines=[75])),
         ]
-        print(f"pushed {len(pushed)} jobs: {', '.join(pushed)}")
+        first = await Q.push_unique(SendWelcomeEmail(user_id=99))  # takes the lock
+        again = await Q.push_unique(SendWelcomeEmail(user_id=99))  # held: suppressed
+        print(f"pushed {len(pushed) + first} jobs: {', '.join(pushed)}")
+        print(f"push_unique for user 99: {first} then {again}")
         print("run them: python -m lane_pg worker --app examples.facade_app --burst")
     finally:
         await Q.close()

@@ -165,7 +165,8 @@ async def test_demo_runs_the_runtime_and_the_facade(db: str) -> None:
 
 async def test_facade_app_is_pushed_and_drained_by_the_worker_cli_PUSH_1_CLI_1(db: str) -> None:
     pushed = await run(str(EXAMPLES / "facade_app.py"), dsn=db)
-    assert "pushed 4 jobs" in pushed.stdout
+    assert "pushed 5 jobs" in pushed.stdout
+    assert "push_unique for user 99: True then False" in pushed.stdout
     # The delayed push is due 200 ms after it was written: wait for the database to say
     # so (a burst worker leaves jobs that are not due yet).
     for _ in range(100):
@@ -180,6 +181,7 @@ async def test_facade_app_is_pushed_and_drained_by_the_worker_cli_PUSH_1_CLI_1(d
     for line in (
         "welcome mail for user 42",
         "welcome mail for user 7",
+        "welcome mail for user 99",
         "invoice for order 1001: 350",
         "invoice for order 1002: 75",
     ):
@@ -192,5 +194,7 @@ async def test_facade_app_is_pushed_and_drained_by_the_worker_cli_PUSH_1_CLI_1(d
         ("SendWelcomeEmail", "facade-mail", "completed", 5),
         ("BuildInvoice", "facade-billing", "completed", 2),
         ("BuildInvoice", "facade-billing", "completed", 2),
+        ("SendWelcomeEmail", "facade-mail", "completed", 5),
     ]
+    assert done.stdout.count("welcome mail for user 99") == 1
     assert json_value(jobs[2]["data"]) == {"order": 1001, "lines": [250, 100]}
