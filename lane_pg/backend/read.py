@@ -5,7 +5,7 @@ The rules every backend follows are in ``lane_pg.backend`` (the package docstrin
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Protocol, runtime_checkable
 
 from lane_pg.types import (
@@ -43,6 +43,11 @@ class Reader(Protocol):
 
     async def count_pending_jobs(self, queue: str) -> int:
         """Jobs still to run: waiting + delayed + waiting-children (MGMT-25)."""
+        ...
+
+    async def count_ready_jobs(self, queue: str, *, now: datetime | None = None) -> int:
+        """Jobs ready to run now: waiting, plus delayed ones whose time has come (A16, the
+        facade's ``pending_size``)."""
         ...
 
     async def get_counts_per_priority(

@@ -8,8 +8,8 @@ itself; drivers that have no backend (sync, null) and the failover wrapper imple
 protocol their own way.
 
 Counts follow A16: ``size`` = waiting + delayed + active + waiting-children,
-``pending_size`` = waiting, ``delayed_size`` = delayed, ``reserved_size`` = active. A read
-with ``queue=None`` covers every queue of the connection. Listings return stored
+``pending_size`` = waiting + due delayed, ``delayed_size`` = delayed, ``reserved_size`` =
+active. A read with ``queue=None`` covers every queue of the connection. Listings return stored
 ``JobRow`` snapshots, at most ``limit`` of them, in the backend's page order; they never
 change a job (INSP-4).
 
@@ -413,7 +413,10 @@ class BackendDriver(SettleSpellings):
         return await self._count(queue, SIZE_STATES)
 
     async def pending_size(self, queue: str | None = None) -> int:
-        return await self._count(queue, ("waiting",))
+        """Waiting plus due delayed jobs (A16)."""
+        backend = await self.backend()
+        queues = [queue] if queue is not None else await backend.list_queues()
+        return sum([await backend.count_ready_jobs(name) for name in queues])
 
     async def delayed_size(self, queue: str | None = None) -> int:
         return await self._count(queue, ("delayed",))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Sequence
 from dataclasses import replace
+from datetime import datetime
 
 from lane_pg.memory._records import PRIORITY_BUCKET, _check_state, _non_negative_int
 from lane_pg.memory._store import _event_bound, _Store
@@ -59,6 +60,14 @@ class _Reading(_Store):
 
     async def count_pending_jobs(self, queue: str) -> int:
         return await self.get_job_count(queue, ["waiting", "delayed", "waiting-children"])
+
+    async def count_ready_jobs(self, queue: str, *, now: datetime | None = None) -> int:
+        moment = self._now(now)
+        q = self._queues.get(queue)
+        if q is None:
+            return 0
+        due = sum(1 for job in q.by_state["delayed"].values() if job.available_at <= moment)
+        return len(q.by_state["waiting"]) + due
 
     async def get_counts_per_priority(
         self, queue: str, priorities: Sequence[int]

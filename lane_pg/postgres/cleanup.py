@@ -112,6 +112,9 @@ class CleanupCalls:
     async def count_pending_jobs(self, queue: str) -> int:
         return cast(int, await self._fetchval("SELECT lane.count_pending_jobs($1)", queue))
 
+    async def count_ready_jobs(self, queue: str, *, now: datetime | None = None) -> int:
+        return cast(int, await self._fetchval("SELECT lane.count_ready_jobs($1, $2)", queue, now))
+
     async def get_counts_per_priority(
         self, queue: str, priorities: Sequence[int]
     ) -> dict[int, int]:

@@ -128,6 +128,16 @@ RETURNS bigint LANGUAGE sql STABLE AS $$
          + lane._count_state(p_queue, 'waiting-children')
 $$;
 
+-- A16: jobs ready to run now: waiting, plus delayed ones whose time has come (the next
+-- claim promotes them), the second part a range of jobs_delayed_idx.
+CREATE OR REPLACE FUNCTION lane.count_ready_jobs(p_queue text, p_now timestamptz DEFAULT NULL)
+RETURNS bigint LANGUAGE sql STABLE AS $$
+    SELECT lane._count_state(p_queue, 'waiting')
+         + (SELECT count(*) FROM lane.jobs
+             WHERE queue = p_queue AND state = 'delayed'
+               AND available_at <= coalesce(p_now, clock_timestamp()))
+$$;
+
 -- MGMT-26, ORD-5: waiting jobs per requested priority, each a range count of
 -- jobs_waiting_idx over the priority's bucket of order keys (lane._order_key: priority *
 -- 2^41 up to the next priority's start, a job released to the front included); a repeated

@@ -357,6 +357,20 @@ async def test_count_pending_jobs_MGMT_25(
     assert await backend.count_pending_jobs(f"{queue_name}_none") == 0
 
 
+async def test_count_ready_jobs_counts_due_delayed_ones_A16(
+    backend: JobQueueBackend, queue_name: str, clock: Clock
+) -> None:
+    """Waiting plus the delayed jobs whose time has come, at the given instant (the
+    facade's pending_size)."""
+    await backend.add_job(queue_name, "w", None, now=clock.at(0))
+    await backend.add_job(queue_name, "soon", None, {"delay_ms": 1_000}, now=clock.at(0))
+    await backend.add_job(queue_name, "later", None, {"delay_ms": 60_000}, now=clock.at(0))
+    assert await backend.count_ready_jobs(queue_name, now=clock.at(0.5)) == 1
+    assert await backend.count_ready_jobs(queue_name, now=clock.at(1)) == 2
+    assert await backend.count_ready_jobs(queue_name, now=clock.at(61)) == 3
+    assert await backend.count_ready_jobs(f"{queue_name}_none", now=clock.at(61)) == 0
+
+
 async def test_counts_per_priority_follow_the_buckets_MGMT_26_ORD_5(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:

@@ -316,3 +316,21 @@ def test_registry_rules_PUSH_1() -> None:
     with pytest.raises(TypeError):
         registry.register(dict)  # type: ignore[type-var]
     assert registry.names() == ["Plain"]
+
+
+async def test_pending_size_counts_waiting_and_due_delayed_jobs_A16(
+    facade: QueueFacade, backend: JobQueueBackend, queue_name: str
+) -> None:
+    from tests.helpers import eventually
+
+    _register(facade, queue_name, Plain)
+    await facade.push(Plain(n=1))
+    await facade.later(timedelta(milliseconds=50), Plain(n=2))
+    await facade.later(timedelta(hours=1), Plain(n=3))
+    assert (await facade.size(queue_name), await facade.delayed_size(queue_name)) == (3, 2)
+
+    async def due() -> bool:
+        return await facade.pending_size(queue_name) == 2  # the 50 ms one came due
+
+    await eventually(due, timeout=10)
+    assert await facade.reserved_size(queue_name) == 0
