@@ -27,6 +27,7 @@ from lane_pg.facade import (
 from lane_pg.facade.job import DEFAULT_BACKOFF
 from lane_pg.types import JSON, Backoff, JobOptions, JobRow
 from tests.facade.conftest import Drain
+from tests.helpers import eventually
 
 RUNS: list[tuple[str, Any]] = []
 
@@ -321,8 +322,6 @@ def test_registry_rules_PUSH_1() -> None:
 async def test_pending_size_counts_waiting_and_due_delayed_jobs_A16(
     facade: QueueFacade, backend: JobQueueBackend, queue_name: str
 ) -> None:
-    from tests.helpers import eventually
-
     _register(facade, queue_name, Plain)
     await facade.push(Plain(n=1))
     await facade.later(timedelta(milliseconds=50), Plain(n=2))
