@@ -173,7 +173,19 @@ class Worker:
         shutdown: running jobs finish or are released, results are written."""
         self._drained = False
         async with self._serving(maintenance=True):
-            await self._claim_loop()
+            # The first signal read comes before any claim (the restart baseline, CLI-6);
+            # the later ones beside the claims, never in front of one: read at the top of
+            # the claim loop, each idle second's first wake-up waited for it (W4 p95 1.49 ->
+            # 1.8 ms, p99 2.61 -> 3.24 ms).
+            if await self._check_signals():
+                self.stop()
+            signals = asyncio.create_task(self._signal_loop(), name="lane_pg-signals")
+            try:
+                await self._claim_loop()
+            finally:
+                signals.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await signals
             await self._shutdown(self.config.shutdown_timeout)
             self._drained = True
 
@@ -391,6 +403,14 @@ class Worker:
             log.exception("worker hook interrupted raised")
         return True
 
+    async def _signal_loop(self) -> None:
+        """``_check_signals`` every ``SignalWatch.interval`` while the worker claims."""
+        while not self._stopping:
+            await asyncio.sleep(max(self.signals.next_at - time.monotonic(), 0.01))
+            if not self._stopping and await self._check_signals():
+                self.stop()
+                return
+
     def _claim_room(self, free: int) -> int | None:
         """``free`` capped by what ``max_jobs`` leaves; None once it is used up."""
         if self.config.max_jobs is None:
@@ -406,11 +426,6 @@ class Worker:
         while not self._stopping:
             # Cleared before looking, so a slot freed while we claim is not missed.
             self._wake.clear()
-            if time.monotonic() >= self.signals.next_at:
-                if await self._check_signals():
-                    self.stop()
-                if self._stop_requested():  # stop() may have come during the read
-                    break
             # A job running or settling now may be put back to waiting (a retry) while the
             # claim below is in flight: burst mode may stop only after a claim that began
             # with nothing in hand.
