@@ -454,21 +454,7 @@ class PostgresBackend(
     async def fail_jobs(
         self, items: Sequence[Failure], *, now: datetime | None = None
     ) -> list[FinalizeOutcome]:
-        if not items:
-            return []
-        rows = await self._fetch(
-            "SELECT queue, id, status, state FROM lane.fail_jobs($1::text[], $2::text[],"
-            " $3::uuid[], $4::text[], $5::text[], $6::bool[], $7, $8::int[])",
-            [item.queue for item in items],
-            [item.id for item in items],
-            [token_text(item.token) for item in items],
-            [item.reason for item in items],
-            [item.stacktrace for item in items],
-            [item.discard_retry for item in items],
-            now,
-            [item.stacktrace_limit for item in items],
-        )
-        return [outcome(row) for row in rows]
+        return await self._fail_jobs(items, now, None)
 
     async def fail_jobs_recording(
         self, items: Sequence[Failure], connection: str, *, now: datetime | None = None
@@ -476,13 +462,20 @@ class PostgresBackend(
         """``fail_jobs``, recording each item that fails for good in ``failed_jobs`` in the
         same transaction (FAIL-2, A4), under its stored connection label, else
         ``connection`` (``RecordsFailedJobs``)."""
-        if not items:
-            return []
         if not connection:
             raise ConfigurationError("a failed-job record needs a connection name")
+        return await self._fail_jobs(items, now, connection)
+
+    async def _fail_jobs(
+        self, items: Sequence[Failure], now: datetime | None, connection: str | None
+    ) -> list[FinalizeOutcome]:
+        if not items:
+            return []
+        # Without a store the plain eight-argument statement (its own prepared plan).
+        recording = "" if connection is None else ", $9"
         rows = await self._fetch(
             "SELECT queue, id, status, state FROM lane.fail_jobs($1::text[], $2::text[],"
-            " $3::uuid[], $4::text[], $5::text[], $6::bool[], $7, $8::int[], $9)",
+            f" $3::uuid[], $4::text[], $5::text[], $6::bool[], $7, $8::int[]{recording})",
             [item.queue for item in items],
             [item.id for item in items],
             [token_text(item.token) for item in items],
@@ -491,7 +484,7 @@ class PostgresBackend(
             [item.discard_retry for item in items],
             now,
             [item.stacktrace_limit for item in items],
-            connection,
+            *(() if connection is None else (connection,)),
         )
         return [outcome(row) for row in rows]
 
