@@ -147,6 +147,11 @@ class Deduplication:
     """The push that takes the id (the facade's unique and debounce pushes): the owner row
     carries it, ``release_deduplication_key`` frees only a row carrying it, and an add with
     a reservation's token takes that reservation over (UNIQ-7, TX-10)."""
+    kind: str = "dedup"
+    """``dedup``: the id is owned per queue. ``unique`` (the facade's push_unique, UNIQ-1,
+    migration 0018): one lock per id in the whole connection, held in the queue of its job;
+    it needs ``ttl_ms``, never replaces or keeps a duplicate, and a retried job of this kind
+    neither takes nor checks it (A9)."""
 
 
 DEDUPLICATION_KEYS: tuple[str, ...] = (
@@ -156,7 +161,9 @@ DEDUPLICATION_KEYS: tuple[str, ...] = (
     "replace_delayed",
     "keep_last_if_active",
     "token",
+    "kind",
 )
+DEDUPLICATION_KINDS: tuple[str, ...] = ("dedup", "unique")
 _DEDUPLICATION_FLAGS = ("extend_ttl", "replace_delayed", "keep_last_if_active")
 
 
@@ -348,18 +355,29 @@ def _deduplication(value: _JSON) -> Deduplication:
             value.get("token") is None
             or (isinstance(value["token"], str) and 1 <= len(value["token"]) <= MAX_JOB_ID_LENGTH)
         )
+        and (value.get("kind") is None or value["kind"] in DEDUPLICATION_KINDS)
+        and not (
+            value.get("kind") == "unique"
+            and (
+                value.get("ttl_ms") is None
+                or value.get("replace_delayed") is True
+                or value.get("keep_last_if_active") is True
+            )
+        )
     )
     if not valid:
         raise InvalidOptions(
             f"invalid deduplication {value!r}: use {{'id': '1-{MAX_JOB_ID_LENGTH} characters',"
             f" 'ttl_ms': 1..{MAX_DURATION_MS}, 'extend_ttl': bool, 'replace_delayed': bool,"
-            f" 'keep_last_if_active': bool, 'token': '1-{MAX_JOB_ID_LENGTH} characters'}};"
-            " extend_ttl needs ttl_ms"
+            f" 'keep_last_if_active': bool, 'token': '1-{MAX_JOB_ID_LENGTH} characters',"
+            " 'kind': 'dedup' | 'unique'}; extend_ttl needs ttl_ms; kind 'unique' needs"
+            " ttl_ms and takes neither replace_delayed nor keep_last_if_active"
         )
     return Deduplication(
         id=value["id"],
         ttl_ms=value.get("ttl_ms"),
         token=value.get("token"),
+        kind=value.get("kind") or "dedup",
         **{flag: bool(value.get(flag)) for flag in _DEDUPLICATION_FLAGS},
     )
 

@@ -39,6 +39,15 @@ it blocks like a TTL owner; ``get_deduplication_job_id`` answers None for it (no
 without deleting it; the add carrying its token takes it over, keeping its expiry; any
 other add of that id, and a ``retry_job`` reclaiming it, raise ``DeduplicationConflict``
 and write nothing, since there is no owner job to return.
+
+Unique ids (``"kind": "unique"`` in the deduplication document, migration 0018; the
+facade's ``push_unique``): one lock per id in the whole connection, not per queue (UNIQ-1).
+The row stays in the queue of the job (or reservation) holding it, where ``get``,
+``remove`` and ``release`` find it; an add or a reservation in any queue meets it. Such a
+document needs ``ttl_ms`` and takes neither ``replace_delayed`` nor
+``keep_last_if_active``. Reservations are always unique ids. ``retry_job`` of a unique job
+neither takes back nor checks its lock and drops the job's token (A9): the lock row is
+left as it is, and nothing the retried job does can free a lock.
 """
 
 from __future__ import annotations
@@ -90,7 +99,11 @@ class DeduplicationLocks(Protocol):
         or token, or a ttl outside 1 ms..MAX_DURATION_MS."""
         ...
 
-    async def release_deduplication_key(self, queue: str, dedup_id: str, token: str) -> bool:
+    async def release_deduplication_key(
+        self, queue: str, dedup_id: str, token: str, *, reservation_only: bool = False
+    ) -> bool:
         """Free ``dedup_id`` only while its row carries ``token`` (reserved or owned, with any
-        kept next job); the job is not touched. True when a row went."""
+        kept next job); the job is not touched. With ``reservation_only``, only while no
+        job has taken the reservation over (a push giving back the lock of a write that
+        failed, which keeps it if the write did commit). True when a row went."""
         ...

@@ -29,7 +29,7 @@ from lane_pg.facade.events import (
 )
 from lane_pg.facade.job import _CURRENT, Job, decode_fields
 from lane_pg.facade.registry import JobRegistry
-from lane_pg.facade.unique import META_DEBOUNCE, META_UNIQUE, meta_of
+from lane_pg.facade.unique import META_DEBOUNCE, meta_of, unique_lock_of
 from lane_pg.types import JSON, JobRow
 from lane_pg.worker.context import JobContext
 
@@ -97,11 +97,10 @@ class TypedJobProcessor:
 
     async def _release_unique(self, job: JobRow, ctx: JobContext) -> None:
         """UNIQ-6, -7: free this push's lock, only while it is still this push's."""
-        lock = meta_of(job, META_UNIQUE)
-        key = None if lock is None else lock.get("key")
-        token = None if lock is None else lock.get("token")
-        if not isinstance(key, str) or not isinstance(token, str):
-            return  # pushed without a token: only its TTL ends the lock (UNIQ-7)
+        lock = unique_lock_of(job)
+        key, token = (None, None) if lock is None else lock
+        if key is None or token is None:
+            return  # no token (a plain push, a retried job, A9): only the TTL ends the lock
         backend = ctx.backend
         if not isinstance(backend, DeduplicationLocks):
             log.warning(

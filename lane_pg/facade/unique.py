@@ -59,7 +59,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("lane_pg.facade")
 
 META_UNIQUE = "unique"
-"""``options.meta`` key of a unique push: ``{"key", "token"}``."""
+"""``options.meta`` key that marked a unique push before migration 0018 (its lock is now
+``deduplication.kind``), read for jobs stored then."""
 META_DEBOUNCE = "debounce"
 """``options.meta`` key of a debounced push: ``{"key", "token", "first_at_ms", "flush"}``."""
 AFTER_COMMIT_ENV = "LANE_PG_AFTER_COMMIT"
@@ -105,6 +106,27 @@ def token_of(row: JobRow, key: str) -> str | None:
     value = meta_of(row, key)
     token = None if value is None else value.get("token")
     return token if isinstance(token, str) else None
+
+
+def unique_lock_of(row: JobRow) -> tuple[str, str | None] | None:
+    """``(key, owner token)`` of a unique push's job (``deduplication.kind`` unique; for a
+    job pushed before migration 0018, the ``options.meta.unique`` mark), else None. The
+    token is None once the job was retried (A9)."""
+    dedup = row.options.get("deduplication")
+    if not isinstance(dedup, dict):
+        return None
+    key, token = dedup.get("id"), dedup.get("token")
+    if not isinstance(key, str) or (
+        dedup.get("kind") != "unique" and meta_of(row, META_UNIQUE) is None
+    ):
+        return None
+    return key, token if isinstance(token, str) else None
+
+
+def unique_token_of(row: JobRow) -> str | None:
+    """The owner token of the unique push that stored ``row``, if it is one."""
+    lock = unique_lock_of(row)
+    return None if lock is None else lock[1]
 
 
 def _runs_inline(driver: QueueDriver) -> bool:
@@ -250,39 +272,38 @@ class UniquePushes:
             raise ConfigurationError(f"{cls.__qualname__}.unique_for must be positive")
         if _runs_inline(self.driver_for(envelope.connection)):
             return await self._push_unique_inline(envelope, key)
-        envelope.deduplication = {"id": key, "ttl_ms": ttl_ms, "token": token}
-        envelope.meta[META_UNIQUE] = {"key": key, "token": token}
+        envelope.deduplication = {"id": key, "ttl_ms": ttl_ms, "token": token, "kind": "unique"}
         driver = self._backend_driver(envelope, "push_unique")
         tx = current_transaction()
-        if tx is not None and wants_after_commit(envelope):
-            if await self._shares_database(tx, driver):
-                return await self._unique_in_transaction(tx, driver, envelope, unique_id)
-            locks = await _locks(driver)
-            if not await locks.reserve_deduplication_key(
-                envelope.queue, key, token, timedelta(milliseconds=ttl_ms)
-            ):
-                await self._skipped(envelope, unique_id)
-                return False
+        deferred = tx is not None and wants_after_commit(envelope)
+        if tx is not None and deferred and await self._shares_database(tx, driver):
+            return await self._unique_in_transaction(tx, driver, envelope, unique_id)
+        # The lock first (one per connection, UNIQ-1), then JobQueueing and the job's write,
+        # which takes the reservation over: a suppressed push emits UniqueJobSkipped and
+        # nothing else (LIFE-1), as in Laravel, where the lock comes before the dispatch.
+        locks = await _locks(driver)
+        if not await locks.reserve_deduplication_key(
+            envelope.queue, key, token, timedelta(milliseconds=ttl_ms)
+        ):
+            await self._skipped(envelope, unique_id)
+            return False
 
-            async def give_back() -> None:
-                await locks.release_deduplication_key(envelope.queue, key, token)
+        async def give_back() -> None:
+            # Only a reservation no job took over: a write that did commit keeps its lock.
+            await locks.release_deduplication_key(envelope.queue, key, token, reservation_only=True)
 
-            tx.defer(Deferred(self._reserved_write(driver, envelope), give_back, _what(envelope)))
+        write = self._reserved_write(driver, envelope)
+        if tx is not None and deferred:
+            tx.defer(Deferred(write, give_back, _what(envelope)))
             return True
-        await self.events.emit(
-            JobQueueing(envelope.connection, envelope.queue, envelope.job_name, envelope.job)
-        )
         try:
-            row = await driver.push_row(envelope)
-        except DeduplicationConflict:  # reserved by a pending after-commit push elsewhere
-            await self._skipped(envelope, unique_id)
-            return False
-        if token_of(row, META_UNIQUE) != token:
-            await self._skipped(envelope, unique_id)
-            return False
-        await self.events.emit(
-            JobQueued(envelope.connection, envelope.queue, envelope.job_name, row.id)
-        )
+            await write()
+        except BaseException:
+            try:
+                await give_back()  # UNIQ-3: a failed push leaves no lock behind
+            except Exception:
+                log.exception("could not give back the unique lock %r: it ends at its TTL", key)
+            raise
         return True
 
     async def _unique_in_transaction(
@@ -298,7 +319,7 @@ class UniquePushes:
         except DeduplicationConflict:
             await self._skipped(envelope, unique_id)
             return False
-        if token_of(row, META_UNIQUE) != token:
+        if unique_token_of(row) != token:
             await self._skipped(envelope, unique_id)
             return False
         tx.defer(Deferred(self._events_of(envelope, row.id), DISCARD_NOTHING, _what(envelope)))
@@ -315,7 +336,7 @@ class UniquePushes:
                 row: JobRow | None = await driver.push_row(envelope)
             except DeduplicationConflict:
                 row = None
-            if row is None or token_of(row, META_UNIQUE) != token:
+            if row is None or unique_token_of(row) != token:
                 # UNIQ-4: our reservation ran out and another push holds the key now; the
                 # caller was told True, so the job is written, without the lock.
                 log.warning(

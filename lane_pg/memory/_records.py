@@ -266,6 +266,8 @@ class _Owner:
     """The latest duplicate kept while a keep-last owner runs (DEDUP-9)."""
     token: str | None = None
     """The push that took the id (migration 0015): the owner-scoped release matches it."""
+    kind: str = "dedup"
+    """``unique``: one lock in the whole connection (UNIQ-1, migration 0018)."""
 
     def reserved_at(self, now: datetime) -> bool:
         """A live reservation: it blocks the id but names no job yet."""

@@ -18,13 +18,13 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 
 from lane_pg.errors import (
-    DeduplicationConflict,
     InvalidOptions,
     JobLocked,
     JobNotFound,
     LockMismatch,
     RepeatConflict,
 )
+from lane_pg.memory._owners import _OwnerRules
 from lane_pg.memory._records import (
     _MAX_EVENT_ID,
     _MILLISECOND,
@@ -39,7 +39,6 @@ from lane_pg.memory._records import (
     _Node,
     _Owner,
     _parse_options,
-    _placeholder_id,
     _Policy,
     _Queue,
     _Record,
@@ -50,7 +49,6 @@ from lane_pg.memory._records import (
     series_key,
 )
 from lane_pg.metrics import MINUTE_MS
-from lane_pg.options import Deduplication
 from lane_pg.schedule import check_repeat, repeat_next
 from lane_pg.types import (
     JSON,
@@ -62,7 +60,7 @@ from lane_pg.types import (
 )
 
 
-class _Store:
+class _Store(_OwnerRules):
     """The records and shared transitions of a ``MemoryBackend``."""
 
     def __init__(
@@ -653,235 +651,6 @@ class _Store:
         spec = check_repeat(job.options["repeat"])
         q.series[job.repeat_key] = _Series(job.key, job.id, template, spec, 1, now)
 
-    # ------------------------------------------------- deduplication owners (15_dedup.sql)
-
-    def _owner_job(self, q: _Queue, owner: _Owner, now: datetime) -> _Record | None:
-        """lane._dedup_owner_job: the owner's job while the owner blocks duplicates."""
-        job = None if owner.job_id is None else q.jobs.get(owner.job_id)
-        if job is None or job.key != owner.job_key:
-            return None
-        if job.state == "active" and owner.keep_last:
-            return job
-        if owner.expires_at is not None:
-            return job if owner.expires_at > now else None
-        return job if job.state not in ("completed", "failed") else None
-
-    def _check_reservations(self, queue: str, specs: Sequence[_NewJob], now: datetime) -> None:
-        """Before an add writes anything: a spec meeting another push's live reservation
-        fails the whole call, as lane._dedup_take's error rolls lane.add_jobs back (a spec
-        whose custom id is stored never reaches the dedup check, ADD-3)."""
-        q = self._queues.get(queue)
-        if q is None:
-            return
-        for new in specs:
-            opts = new.options.parsed
-            dedup = opts.deduplication
-            owner = None if dedup is None else q.owners.get(dedup.id)
-            if dedup is None or owner is None or not owner.reserved_at(now):
-                continue
-            if owner.token != dedup.token and not (
-                opts.job_id is not None and opts.job_id in q.jobs
-            ):
-                raise _reserved(q, dedup.id, owner)
-
-    def _dedup_events(
-        self, q: _Queue, owner_id: str, dedup_id: str, loser_id: str, now: datetime
-    ) -> None:
-        self._emit(q, "debounced", owner_id, _dedup_event_data(dedup_id, loser_id), now)
-        self._emit(q, "deduplicated", owner_id, _dedup_event_data(dedup_id, loser_id), now)
-
-    def _dedup_take(
-        self,
-        q: _Queue,
-        dedup: Deduplication,
-        new: _NewJob,
-        key: int,
-        job_id: str,
-        now: datetime,
-        batch: _Batch | None,
-        parent: _Record | None = None,
-        children: list[_Node] | None = None,
-    ) -> _Record | None:
-        """lane._dedup_take: None when the new job owns the id now, else the job that
-        keeps it. An owner added earlier in the same call deduplicates plainly (DEDUP-20),
-        as lane._store_jobs does for an owner it has not stored yet. A flow node kept as
-        the next job keeps its ``parent`` (which holds a placeholder for it) and
-        ``children`` (DEDUP-18, -19)."""
-        expires = None if dedup.ttl_ms is None else now + dedup.ttl_ms * _MILLISECOND
-        fresh = _Owner(key, job_id, expires, dedup.keep_last_if_active, token=dedup.token)
-        owner = q.owners.get(dedup.id)
-        if owner is not None and owner.reserved_at(now):
-            # A live reservation (TX-10): the add carrying its token takes it over with
-            # its expiry; any other add is refused (there is no owner job to return).
-            if owner.token == dedup.token:
-                owner.job_key, owner.job_id = key, job_id
-                return None
-            raise _reserved(q, dedup.id, owner)
-        holder = None if owner is None else self._owner_job(q, owner, now)
-        if owner is not None and holder is None:
-            self._dedup_next_dropped(q.name, dedup.id, owner, now, attaching=parent)
-        if owner is None or holder is None:
-            q.owners[dedup.id] = fresh
-            return None
-        if batch is not None and any(job is holder for job in batch.jobs):
-            batch.later += [
-                (event, holder.id, _dedup_event_data(dedup.id, job_id))
-                for event in ("debounced", "deduplicated")
-            ]
-            return holder
-        if dedup.replace_delayed and holder.state == "delayed" and holder.parent_id is None:
-            self._delete(q, holder)
-            self._emit(q, "removed", holder.id, {"prev": "delayed"}, now)
-            self._dedup_next_dropped(q.name, dedup.id, owner, now, attaching=parent)
-            fresh.expires_at = expires if dedup.extend_ttl else owner.expires_at
-            q.owners[dedup.id] = fresh
-            self._dedup_events(q, job_id, dedup.id, holder.id, now)
-            return None
-        if dedup.keep_last_if_active and holder.state == "active":
-            next_parent = None
-            if parent is not None:
-                # DEDUP-18: the placeholder before the replaced one goes (lane._dedup_take).
-                next_parent = (parent.queue, parent.id, parent.key)
-                self._flow_hold(parent, q.name, dedup.id, new.options.parsed.parent_policy, now)
-            replaced_parent = owner.next_parent
-            if (None if replaced_parent is None else replaced_parent[2]) != (
-                None if parent is None else parent.key
-            ):
-                self._dedup_next_dropped(q.name, dedup.id, owner, now, attaching=parent)
-            owner.next_job = new
-            owner.next_parent = next_parent
-            owner.next_children = list(children or [])
-            owner.keep_last = True
-            owner.expires_at = None
-        elif dedup.extend_ttl:
-            owner.expires_at = expires
-        self._dedup_events(q, holder.id, dedup.id, job_id, now)
-        return holder
-
-    def _dedup_finish(self, q: _Queue, job: _Record, now: datetime) -> None:
-        """lane._dedup_finish for one job that just completed or failed for good."""
-        owner = None if job.dedup_id is None else q.owners.get(job.dedup_id)
-        if owner is None or job.dedup_id is None or owner.job_key != job.key:
-            return
-        if (
-            owner.next_job is not None
-            or owner.keep_last
-            or owner.expires_at is None
-            or owner.expires_at <= now
-        ):
-            del q.owners[job.dedup_id]
-        if owner.next_job is not None and (owner.next_parent or owner.next_children):
-            self._flow_materialise(q, job.dedup_id, owner, now)  # DEDUP-18, -19
-        elif owner.next_job is not None:
-            self._insert(q.name, owner.next_job, now)
-
-    def _flow_materialise(self, q: _Queue, dedup_id: str, owner: _Owner, now: datetime) -> None:
-        """lane._flow_materialise (the flows mixin has it)."""
-        raise NotImplementedError
-
-    def _dedup_release(
-        self, q: _Queue, job: _Record, now: datetime, *, tell: bool = True
-    ) -> _Owner | None:
-        """lane._dedup_release: a deleted job gives up its id while the row names it, and
-        the parent of a kept next job stops waiting for it (DEDUP-18; with ``tell``
-        False the caller does that). Returns the deleted row."""
-        owner = None if job.dedup_id is None else q.owners.get(job.dedup_id)
-        if owner is None or job.dedup_id is None or owner.job_key != job.key:
-            return None
-        del q.owners[job.dedup_id]
-        if tell:
-            self._dedup_next_dropped(q.name, job.dedup_id, owner, now)
-        return owner
-
-    def _flow_hold(
-        self, parent: _Record, queue: str, dedup_id: str, policy: str, now: datetime
-    ) -> None:
-        """lane._flow_hold: the parent waits for the kept next job of ``dedup_id``."""
-        deps = self._deps.setdefault(parent.key, {})
-        dep = deps.get((queue, _placeholder_id(dedup_id)))
-        if dep is not None:
-            dep.policy = policy
-            return
-        self._last_dep_seq += 1
-        deps[(queue, _placeholder_id(dedup_id))] = _Dep(
-            queue, _placeholder_id(dedup_id), None, "unprocessed", policy, self._last_dep_seq
-        )
-        parent.deps_pending = (parent.deps_pending or 0) + 1
-
-    def _waiting_parent(self, owner: _Owner) -> _Record | None:
-        """The parent a kept next job was to join, while its row exists."""
-        if owner.next_parent is None:
-            return None
-        queue, parent_id, key = owner.next_parent
-        found = self._find(queue, parent_id)
-        return None if found is None or found[1].key != key else found[1]
-
-    def _take_placeholder(self, parent: _Record, queue: str, dedup_id: str) -> bool:
-        """The placeholder for ``dedup_id`` leaves the parent's pending set (if there)."""
-        deps = self._deps.get(parent.key, {})
-        dep = deps.get((queue, _placeholder_id(dedup_id)))
-        if dep is None or dep.bucket != "unprocessed":
-            return False
-        del deps[(queue, _placeholder_id(dedup_id))]
-        assert parent.deps_pending is not None
-        parent.deps_pending -= 1
-        return True
-
-    def _dedup_next_dropped(
-        self,
-        queue: str,
-        dedup_id: str,
-        owner: _Owner,
-        now: datetime,
-        *,
-        attaching: _Record | None = None,
-    ) -> None:
-        """lane._dedup_next_dropped: a kept next job that will never be stored no longer
-        holds its parent, which is released when nothing else is pending (not
-        ``attaching``, whose caller checks once its children are counted)."""
-        parent = self._waiting_parent(owner)
-        if parent is None or not self._take_placeholder(parent, queue, dedup_id):
-            return
-        pending = parent.deps_pending or 0
-        if parent.state == "waiting-children" and pending <= 0 and parent is not attaching:
-            self._flow_release([parent], now)
-
-    def _dedup_reclaim(self, q: _Queue, job: _Record, now: datetime, *, apply: bool) -> None:
-        """lane._dedup_reclaim: a retried job takes its id back (DEDUP-13); with ``apply``
-        False only its check."""
-        if job.dedup_id is None:
-            return
-        dedup = _parse_options(job.options).parsed.deduplication
-        assert dedup is not None
-        owner = q.owners.get(job.dedup_id)
-        if owner is not None and owner.reserved_at(now):
-            raise DeduplicationConflict(
-                f"deduplication id {job.dedup_id!r} of queue {q.name} is reserved by a pending"
-                f" push: job {job.id} cannot be retried until it is released"
-            )
-        if owner is not None and owner.job_key != job.key:
-            holder = self._owner_job(q, owner, now)
-            if holder is not None:
-                raise DeduplicationConflict(
-                    f"deduplication id {job.dedup_id!r} of queue {q.name} is held by job"
-                    f" {holder.id}: job {job.id} cannot be retried until it is released"
-                )
-        if not apply:
-            return
-        if owner is not None:
-            self._dedup_next_dropped(q.name, job.dedup_id, owner, now)
-        expires = None if dedup.ttl_ms is None else now + dedup.ttl_ms * _MILLISECOND
-        q.owners[job.dedup_id] = _Owner(
-            job.key, job.id, expires, dedup.keep_last_if_active, token=dedup.token
-        )
-
-
-def _reserved(q: _Queue, dedup_id: str, owner: _Owner) -> DeduplicationConflict:
-    return DeduplicationConflict(
-        f"deduplication id {dedup_id!r} of queue {q.name} is reserved by a pending push"
-        f" until {owner.expires_at}"
-    )
-
 
 def _resolved_bucket(outcome: str, policy: str) -> str:
     """The bucket a pending dependency moves to (lane._flow_resolve's CASE)."""
@@ -890,11 +659,6 @@ def _resolved_bucket(outcome: str, policy: str) -> str:
     if outcome == "removed" or policy == "remove":
         return "removed"
     return "ignored" if policy in ("ignore", "continue") else "failed"
-
-
-def _dedup_event_data(dedup_id: str, loser_id: str) -> dict[str, JSON]:
-    """lane._dedup_event_data: what `debounced` and `deduplicated` carry (DEDUP-2)."""
-    return {"deduplicationId": dedup_id, "deduplicatedJobId": loser_id}
 
 
 def _event_bound(value: str | int) -> int:

@@ -61,24 +61,28 @@ class _Deduplicating(_Store):
             )
         moment = self._now(now)
         q = self._queue(queue)
-        owner = q.owners.get(dedup_id)
-        if owner is not None and (
-            owner.reserved_at(moment) or self._owner_job(q, owner, moment) is not None
-        ):
-            return owner.token == token
-        if owner is not None:
-            self._dedup_next_dropped(queue, dedup_id, owner, moment)  # DEDUP-18
+        found = self._owner_for(q, dedup_id, "unique")  # one lock in the connection (UNIQ-1)
+        if found is not None:
+            home, owner = found
+            if owner.reserved_at(moment) or self._owner_job(home, owner, moment) is not None:
+                return owner.token == token
+            del home.owners[dedup_id]  # stale: it goes, and the reservation is written
+            self._dedup_next_dropped(home.name, dedup_id, owner, moment)  # DEDUP-18
         q.owners[dedup_id] = _Owner(
-            None, None, moment + timedelta(milliseconds=ttl_ms), False, token=token
+            None, None, moment + timedelta(milliseconds=ttl_ms), False, token=token, kind="unique"
         )
         return True
 
-    async def release_deduplication_key(self, queue: str, dedup_id: str, token: str) -> bool:
+    async def release_deduplication_key(
+        self, queue: str, dedup_id: str, token: str, *, reservation_only: bool = False
+    ) -> bool:
         validate_queue_name(queue)
         q = self._queues.get(queue)
         owner = None if q is None else q.owners.get(dedup_id)
         if q is None or owner is None or owner.token is None or owner.token != token:
             return False
+        if reservation_only and owner.job_key is not None:
+            return False  # a job took it over: the write went through
         del q.owners[dedup_id]
         self._dedup_next_dropped(queue, dedup_id, owner, self._now(None))  # DEDUP-18
         return True

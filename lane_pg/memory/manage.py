@@ -58,10 +58,19 @@ class _Managing(_Store):
         moment = self._now(now)
         q, job = self._require(queue, job_id)
         self._require_state(job, ("completed", "failed"), "retry")
-        # DEDUP-13 and REP-15, both checked before either changes anything.
+        # DEDUP-13 and REP-15, both checked before either changes anything. A unique job
+        # neither takes back nor checks its lock, and loses its owner token (A9).
+        dedup = job.options.get("deduplication")
+        unique = isinstance(dedup, dict) and dedup.get("kind") == "unique"
         for apply in (False, True):
-            self._dedup_reclaim(q, job, moment, apply=apply)
+            if not unique:
+                self._dedup_reclaim(q, job, moment, apply=apply)
             self._repeat_reclaim(q, job, moment, apply=apply)
+        if isinstance(dedup, dict) and unique:
+            job.options = {
+                **job.options,
+                "deduplication": {k: v for k, v in dedup.items() if k != "token"},
+            }
         previous = job.state
         job.return_value = None
         job.failed_reason = None

@@ -95,11 +95,17 @@ class OwnerCalls:
             ),
         )
 
-    async def release_deduplication_key(self, queue: str, dedup_id: str, token: str) -> bool:
+    async def release_deduplication_key(
+        self, queue: str, dedup_id: str, token: str, *, reservation_only: bool = False
+    ) -> bool:
         return cast(
             bool,
             await self._fetchval(
-                "SELECT lane.release_deduplication_key($1, $2, $3)", queue, dedup_id, token
+                "SELECT lane.release_deduplication_key($1, $2, $3, $4)",
+                queue,
+                dedup_id,
+                token,
+                reservation_only,
             ),
         )
 

@@ -364,12 +364,14 @@ BEGIN
                     '{"age_ms", "count", "limit"}, got %s', v_key, v_value));
             END IF;
         WHEN 'deduplication' THEN
-            -- DEDUP-1..9: lane._dedup_take reads it.
+            -- DEDUP-1..9: lane._dedup_take reads it. kind 'unique' (UNIQ-1, UNIQ-15,
+            -- migration 0018): one lock per id in the connection, with a TTL, never
+            -- replacing or keeping a duplicate (those act on a queue's own owner).
             IF NOT (CASE WHEN jsonb_typeof(v_value) <> 'object' THEN false
                    ELSE NOT EXISTS (SELECT 1 FROM jsonb_object_keys(v_value) k
                                      WHERE k NOT IN ('id', 'ttl_ms', 'extend_ttl',
                                                      'replace_delayed', 'keep_last_if_active',
-                                                     'token'))
+                                                     'token', 'kind'))
                         AND jsonb_typeof(v_value -> 'id') IS NOT DISTINCT FROM 'string'
                         AND length(v_value ->> 'id') BETWEEN 1 AND 255
                         AND (coalesce(jsonb_typeof(v_value -> 'token'), 'null') = 'null'
@@ -385,13 +387,23 @@ BEGIN
                                    NOT IN ('null', 'boolean'))
                         AND NOT (v_value -> 'extend_ttl' IS NOT DISTINCT FROM 'true'::jsonb
                                  AND coalesce(jsonb_typeof(v_value -> 'ttl_ms'), 'null') = 'null')
+                        AND coalesce(v_value -> 'kind', 'null'::jsonb)
+                            IN ('null'::jsonb, '"dedup"'::jsonb, '"unique"'::jsonb)
+                        AND NOT (v_value -> 'kind' IS NOT DISTINCT FROM '"unique"'::jsonb
+                                 AND (coalesce(jsonb_typeof(v_value -> 'ttl_ms'), 'null') = 'null'
+                                      OR v_value -> 'replace_delayed'
+                                         IS NOT DISTINCT FROM 'true'::jsonb
+                                      OR v_value -> 'keep_last_if_active'
+                                         IS NOT DISTINCT FROM 'true'::jsonb))
                    END)
             THEN
                 PERFORM lane._fail('LN003', format(
                     'invalid deduplication %s: use {"id": "1-255 characters", '
                     '"ttl_ms": 1..9223372036854, "extend_ttl": bool, "replace_delayed": bool, '
-                    '"keep_last_if_active": bool, "token": "1-255 characters"}; extend_ttl '
-                    'needs ttl_ms', v_value));
+                    '"keep_last_if_active": bool, "token": "1-255 characters", '
+                    '"kind": "dedup" | "unique"}; extend_ttl needs ttl_ms; kind "unique" '
+                    'needs ttl_ms and takes neither replace_delayed nor keep_last_if_active',
+                    v_value));
             END IF;
         WHEN 'repeat' THEN
             PERFORM lane._check_repeat(v_value);  -- REP-1, REP-5 (08_schedule.sql)

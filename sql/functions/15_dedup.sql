@@ -69,6 +69,12 @@ END $$;
 -- * extend_ttl: the owner's expiry restarts at p_now (DEDUP-6);
 -- and in every case `debounced` + `deduplicated` (DEDUP-2).
 --
+-- A unique id (kind 'unique', UNIQ-1, migration 0018) is one lock in the connection,
+-- held in whichever queue its job is: a live one of another queue answers the add like an
+-- owner of its own (the events go to the owner's queue), and a row that no longer blocks,
+-- or this push's own reservation, is deleted and the insert tried again: a row is never
+-- updated into a unique one, which a concurrent unique insert could collide with.
+--
 -- A flow node (17_flow.sql) also gives its parent (p_parent_queue, p_parent_id) and, in
 -- p_children, its own children. Kept as the next job, it keeps both (DEDUP-18, -19): the
 -- next record carries them, and a child's parent counts a placeholder dependency for it
@@ -86,6 +92,7 @@ DECLARE
     v_keep_last boolean := coalesce((p_dedup ->> 'keep_last_if_active')::boolean, false);
     v_extend boolean := coalesce((p_dedup ->> 'extend_ttl')::boolean, false);
     v_token text := p_dedup ->> 'token';
+    v_kind text := coalesce(p_dedup ->> 'kind', 'dedup');
     v_owner lane.dedup_owners;
     v_job lane.jobs;
     v_next jsonb;
@@ -97,11 +104,42 @@ BEGIN
     LOOP
         INSERT INTO lane.dedup_owners (queue, dedup_id, kind, job_id, job_key, expires_at,
                                        keep_last, token, created_at)
-        VALUES (p_queue, v_dedup_id, CASE WHEN v_token IS NULL THEN 'dedup' ELSE 'unique' END,
-                p_id, p_key, v_expires, v_keep_last, v_token, p_now)
+        VALUES (p_queue, v_dedup_id, v_kind, p_id, p_key, v_expires, v_keep_last, v_token,
+                p_now)
         ON CONFLICT DO NOTHING;
         IF FOUND THEN
             RETURN NULL;
+        END IF;
+        IF v_kind = 'unique' THEN
+            SELECT * INTO v_owner FROM lane.dedup_owners
+             WHERE dedup_id = v_dedup_id AND kind = 'unique' FOR UPDATE;
+            IF NOT FOUND THEN  -- the conflict is a queue-scoped owner of this queue
+                SELECT * INTO v_owner FROM lane.dedup_owners
+                 WHERE queue = p_queue AND dedup_id = v_dedup_id FOR UPDATE;
+            END IF;
+            CONTINUE WHEN NOT FOUND;
+            IF v_owner.job_key IS NULL AND v_owner.expires_at > p_now THEN
+                IF v_owner.token IS DISTINCT FROM v_token THEN
+                    PERFORM lane._fail('LN009', format(
+                        'deduplication id %L is reserved by a pending push until %s',
+                        v_dedup_id, v_owner.expires_at));
+                END IF;
+                v_expires := v_owner.expires_at;  -- the reserved job keeps its expiry (TX-10)
+            ELSE
+                v_job := lane._dedup_owner_job(v_owner, p_now);
+                IF v_job.key IS NOT NULL THEN
+                    IF v_extend THEN
+                        UPDATE lane.dedup_owners SET expires_at = v_expires
+                         WHERE queue = v_owner.queue AND dedup_id = v_dedup_id;
+                    END IF;
+                    PERFORM lane._dedup_events(v_job.queue, v_job.id, v_dedup_id, p_id, p_now);
+                    RETURN v_job.key;
+                END IF;
+            END IF;
+            DELETE FROM lane.dedup_owners WHERE queue = v_owner.queue AND dedup_id = v_dedup_id;
+            PERFORM lane._dedup_next_dropped(v_owner.queue, v_dedup_id, v_owner.next_job, p_now,
+                                             v_attaching);
+            CONTINUE;
         END IF;
         SELECT * INTO v_owner FROM lane.dedup_owners
          WHERE queue = p_queue AND dedup_id = v_dedup_id FOR UPDATE;
@@ -112,7 +150,7 @@ BEGIN
             -- its token is the reserved job and takes the row over, keeping its expiry;
             -- any other add is refused (it has no owner job to return).
             IF v_owner.token IS NOT DISTINCT FROM v_token THEN
-                UPDATE lane.dedup_owners SET job_id = p_id, job_key = p_key
+                UPDATE lane.dedup_owners SET job_id = p_id, job_key = p_key, kind = 'dedup'
                  WHERE queue = p_queue AND dedup_id = v_dedup_id;
                 RETURN NULL;
             END IF;
@@ -128,8 +166,7 @@ BEGIN
             UPDATE lane.dedup_owners
                SET job_id = p_id, job_key = p_key, expires_at = v_expires,
                    keep_last = v_keep_last, next_job = NULL, created_at = p_now,
-                   token = v_token,
-                   kind = CASE WHEN v_token IS NULL THEN 'dedup' ELSE 'unique' END
+                   token = v_token, kind = 'dedup'
              WHERE queue = p_queue AND dedup_id = v_dedup_id;
             RETURN NULL;
         END IF;
@@ -146,7 +183,7 @@ BEGIN
                 UPDATE lane.dedup_owners
                    SET job_id = p_id, job_key = p_key, keep_last = v_keep_last, next_job = NULL,
                        expires_at = CASE WHEN v_extend THEN v_expires ELSE expires_at END,
-                       token = v_token
+                       token = v_token, kind = 'dedup'
                  WHERE queue = p_queue AND dedup_id = v_dedup_id;
                 PERFORM lane._dedup_events(p_queue, p_id, v_dedup_id, v_job.id, p_now);
                 RETURN NULL;
@@ -317,7 +354,7 @@ BEGIN
         PERFORM lane._dedup_next_dropped(p_job.queue, p_job.dedup_id, v_owner.next_job, p_now);
         UPDATE lane.dedup_owners
            SET job_id = p_job.id, job_key = p_job.key, expires_at = v_expires, next_job = NULL,
-               token = v_dedup ->> 'token',
+               token = v_dedup ->> 'token', kind = 'dedup',
                keep_last = coalesce((v_dedup ->> 'keep_last_if_active')::boolean, false),
                created_at = p_now
          WHERE queue = p_job.queue AND dedup_id = p_job.dedup_id;
@@ -404,11 +441,13 @@ BEGIN
     RETURN v_count;
 END $$;
 
--- TX-10: takes p_dedup_id for the push named p_token before its job exists (an
--- after-commit push_unique writes the job at commit): a row with kind 'unique', that token,
--- an expiry p_ttl_ms from now and no job. True when the caller holds the id now (also when
--- its token already did); false when a live owner or another live reservation blocks. The
--- add that carries the token takes the row over (lane._dedup_take).
+-- TX-10: takes the unique id p_dedup_id for the push named p_token before its job exists
+-- (push_unique writes the job right after, or at commit): a row with kind 'unique', that
+-- token, an expiry p_ttl_ms from now and no job, in p_queue. Like every unique id it is one
+-- lock in the connection (UNIQ-1): true when the caller holds it now (also when its token
+-- already did); false when a live owner or reservation of any queue, or a live owner of
+-- p_queue's own, blocks. The add that carries the token takes the row over
+-- (lane._dedup_take); a row that no longer blocks is deleted and the insert tried again.
 CREATE OR REPLACE FUNCTION lane.reserve_deduplication_key(p_queue text, p_dedup_id text,
                                                           p_token text, p_ttl_ms bigint,
                                                           p_now timestamptz DEFAULT NULL)
@@ -438,36 +477,41 @@ BEGIN
             RETURN true;
         END IF;
         SELECT * INTO v_owner FROM lane.dedup_owners
-         WHERE queue = p_queue AND dedup_id = p_dedup_id FOR UPDATE;
+         WHERE dedup_id = p_dedup_id AND kind = 'unique' FOR UPDATE;
+        IF NOT FOUND THEN  -- the conflict is a queue-scoped owner of p_queue
+            SELECT * INTO v_owner FROM lane.dedup_owners
+             WHERE queue = p_queue AND dedup_id = p_dedup_id FOR UPDATE;
+        END IF;
         CONTINUE WHEN NOT FOUND;
         IF v_owner.job_key IS NULL AND v_owner.expires_at > v_now
            OR v_owner.job_key IS NOT NULL AND (lane._dedup_owner_job(v_owner, v_now)).key IS NOT NULL
         THEN
             RETURN v_owner.token IS NOT DISTINCT FROM p_token;
         END IF;
-        -- Stale or expired: the reservation takes it over (DEDUP-15), dropping a kept next
-        -- job as every takeover does (DEDUP-18).
-        PERFORM lane._dedup_next_dropped(p_queue, p_dedup_id, v_owner.next_job, v_now);
-        UPDATE lane.dedup_owners
-           SET kind = 'unique', job_id = NULL, job_key = NULL, expires_at = v_expires,
-               keep_last = false, next_job = NULL, token = p_token, created_at = v_now
-         WHERE queue = p_queue AND dedup_id = p_dedup_id;
-        RETURN true;
+        -- Stale or expired (DEDUP-15): it goes, dropping a kept next job as every takeover
+        -- does (DEDUP-18), and the insert again.
+        DELETE FROM lane.dedup_owners WHERE queue = v_owner.queue AND dedup_id = p_dedup_id;
+        PERFORM lane._dedup_next_dropped(v_owner.queue, p_dedup_id, v_owner.next_job, v_now);
     END LOOP;
 END $$;
 
 -- UNIQ-7, TX-10: frees p_dedup_id only while its row still carries p_token (the push that
 -- took it), reserved or owned by a job, with any kept next job. A row of a newer push, or
--- without a token, is left alone (Laravel PR #59567): TTL expiry is its only end. True
--- when a row went.
+-- without a token, is left alone (Laravel PR #59567): TTL expiry is its only end. With
+-- p_reservation_only, only a reservation goes, never a row a job took over: a push whose
+-- write failed gives its lock back, but not when the write did commit after all (an answer
+-- lost on the way), so that job keeps its lock. True when a row went.
 CREATE OR REPLACE FUNCTION lane.release_deduplication_key(p_queue text, p_dedup_id text,
-                                                          p_token text)
+                                                          p_token text,
+                                                          p_reservation_only boolean
+                                                              DEFAULT false)
 RETURNS boolean LANGUAGE plpgsql AS $$
 DECLARE
     v_next jsonb;
 BEGIN
     DELETE FROM lane.dedup_owners
      WHERE queue = p_queue AND dedup_id = p_dedup_id AND token = p_token
+       AND (NOT p_reservation_only OR job_key IS NULL)
     RETURNING next_job INTO v_next;
     IF NOT FOUND THEN
         RETURN false;

@@ -54,7 +54,10 @@ BEGIN
     RETURN v_job;
 END $$;
 
--- MGMT-8
+-- MGMT-8. A job whose deduplication kind is 'unique' (push_unique) is retried as A9 says
+-- for seed 003: its lock is neither taken back nor checked, the lock row (if any) is left
+-- as it is, and the retried job carries no owner token, so nothing it does can free a lock
+-- (a later push's, Laravel PR #59567); only the TTL ends the lock.
 CREATE OR REPLACE FUNCTION lane.retry_job(p_queue text, p_id text, p_now timestamptz DEFAULT NULL)
 RETURNS lane.jobs LANGUAGE plpgsql AS $$
 DECLARE
@@ -67,11 +70,15 @@ BEGIN
             'job %s is %s: only completed or failed jobs can be retried', p_id, v_job.state));
     END IF;
     -- DEDUP-13: before any write, so a conflict changes nothing.
-    PERFORM lane._dedup_reclaim(v_job, coalesce(p_now, clock_timestamp()));
+    IF v_job.options -> 'deduplication' ->> 'kind' IS DISTINCT FROM 'unique' THEN
+        PERFORM lane._dedup_reclaim(v_job, coalesce(p_now, clock_timestamp()));
+    END IF;
     PERFORM lane._repeat_reclaim(v_job, coalesce(p_now, clock_timestamp()));  -- REP-15
     UPDATE lane.jobs
        SET failed_reason = NULL, return_value = NULL, processed_at = NULL, finished_at = NULL,
-           attempts_made = 0, attempts_started = 0, stalled_count = 0, stacktrace = '{}'
+           attempts_made = 0, attempts_started = 0, stalled_count = 0, stacktrace = '{}',
+           options = CASE WHEN options -> 'deduplication' ->> 'kind' = 'unique'
+                          THEN options #- '{deduplication,token}' ELSE options END
      WHERE key = v_key;
     IF v_job.parent_id IS NOT NULL THEN
         PERFORM lane._flow_restore(v_job, coalesce(p_now, clock_timestamp()));  -- FLOW-27

@@ -35,6 +35,8 @@ from lane_pg.options import (
 from lane_pg.postgres.backend import PostgresBackend
 from lane_pg.types import JobRow
 
+RUN = uuid.uuid4().hex[:8]
+"""Unique ids are one lock per connection (UNIQ-1): each run, and each case, its own."""
 NOW = datetime(2030, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
 
 # Integers at and around every bound the rules know, and far beyond them.
@@ -349,6 +351,49 @@ RULES: list[tuple[dict[str, Any], type[LaneError] | None]] = [
     ({"deduplication": {"id": "a", "ttl": 5}}, InvalidOptions),
     ({"deduplication": {"id": "a", "keep_last_if_active": 1}}, InvalidOptions),
     ({"deduplication": "a"}, InvalidOptions),
+    # UNIQ-1, UNIQ-15: kind 'unique' is a TTL lock that never replaces or keeps duplicates.
+    (
+        {"deduplication": {"id": f"u1-{RUN}", "ttl_ms": 5, "kind": "unique", "extend_ttl": True}},
+        None,
+    ),
+    ({"deduplication": {"id": "a", "kind": "dedup"}}, None),
+    ({"deduplication": {"id": "a", "kind": None}}, None),
+    ({"deduplication": {"id": "a", "kind": "unique"}}, InvalidOptions),
+    (
+        {
+            "deduplication": {
+                "id": f"u2-{RUN}",
+                "ttl_ms": 5,
+                "kind": "unique",
+                "replace_delayed": True,
+            }
+        },
+        InvalidOptions,
+    ),
+    (
+        {
+            "deduplication": {
+                "id": f"u3-{RUN}",
+                "ttl_ms": 5,
+                "kind": "unique",
+                "keep_last_if_active": True,
+            }
+        },
+        InvalidOptions,
+    ),
+    (
+        {
+            "deduplication": {
+                "id": f"u4-{RUN}",
+                "ttl_ms": 5,
+                "kind": "unique",
+                "replace_delayed": False,
+            }
+        },
+        None,
+    ),
+    ({"deduplication": {"id": "a", "ttl_ms": 5, "kind": "Unique"}}, InvalidOptions),
+    ({"deduplication": {"id": "a", "ttl_ms": 5, "kind": True}}, InvalidOptions),
     ({"deduplication": None}, None),
     # REP-1, REP-5, ADD-13: the schedule's own rules are tests/test_schedule.py's.
     ({"repeat": {"every_ms": 1000}}, None),
@@ -368,7 +413,9 @@ RULES: list[tuple[dict[str, Any], type[LaneError] | None]] = [
 ]
 
 
-@pytest.mark.parametrize(("document", "error"), RULES, ids=[repr(doc) for doc, _ in RULES])
+@pytest.mark.parametrize(
+    ("document", "error"), RULES, ids=[repr(doc).replace(RUN, "<run>") for doc, _ in RULES]
+)
 async def test_option_rules_ADD_8(
     backend: JobQueueBackend,
     queue_name: str,

@@ -64,6 +64,16 @@ class Slow(Job):
     n: int = 0
 
 
+SCOPE = {"queue": ""}
+"""The test's queue, in every unique id: a unique lock is one per connection (UNIQ-1), and
+the ``shared`` set-up's database is every test's."""
+
+
+@pytest.fixture(autouse=True)
+def _scoped_unique_ids(queue_name: str) -> None:
+    SCOPE["queue"] = queue_name
+
+
 @dataclass
 class Report(Job):
     job_name = "Report"
@@ -71,7 +81,7 @@ class Report(Job):
     account: str = "a"
 
     def unique_id(self) -> str | None:
-        return self.account
+        return f"{SCOPE['queue']}:{self.account}"
 
 
 @dataclass
@@ -82,7 +92,7 @@ class ShortReport(Job):
     account: str = "a"
 
     def unique_id(self) -> str | None:
-        return self.account
+        return f"{SCOPE['queue']}:{self.account}"
 
 
 @dataclass
@@ -357,7 +367,7 @@ async def test_a_reservation_lost_before_commit_still_pushes_with_a_warning_UNIQ
     memory = MemoryBackend()  # the real clock: the 200 ms TTL runs out on its own
     facade, seen = _facade(memory, "memory", queue_name)
     assert isinstance(memory, DeduplicationLocks)
-    key = "ShortReport:a"
+    key = f"ShortReport:{queue_name}:a"
     with caplog.at_level(logging.WARNING, logger="lane_pg.facade"):
         async with lane_pg.transaction(conn):
             assert await facade.push_unique(ShortReport("a")) is True

@@ -19,6 +19,7 @@ from lane_pg.facade import (
     JobDebounced,
     JobExceptionOccurred,
     JobQueued,
+    JobQueueing,
     QueueFacade,
     UniqueJobSkipped,
 )
@@ -41,7 +42,7 @@ class SendReport(Job):
     version: int = 1
 
     def unique_id(self) -> str | None:
-        return self.account
+        return uid(self.account)
 
     async def handle(self) -> None:
         RUNS.append(("report", (self.account, self.version)))
@@ -73,7 +74,7 @@ class UntilProcessing(Job):
     version: int = 1
 
     def unique_id(self) -> str | None:
-        return self.account
+        return uid(self.account)
 
     async def handle(self) -> None:
         seen = ATTEMPTS.get(self.account, 0) + 1
@@ -113,6 +114,12 @@ class Both(Job):
 QUEUE = {"name": "default"}
 
 
+def uid(account: str) -> str:
+    """The unique id of ``account`` in this test: a unique lock is one per connection
+    (UNIQ-1), and the PostgreSQL backend is shared by every test."""
+    return f"{account}@{QUEUE['name']}"
+
+
 @pytest.fixture(autouse=True)
 def _own_queue(facade: QueueFacade, queue_name: str) -> None:
     """Every class of this module goes to the test's own queue (PostgreSQL is shared)."""
@@ -142,11 +149,63 @@ async def test_second_push_is_skipped_with_an_event_UNIQ_1(
     queued = listen(facade, JobQueued)
     assert await facade.push_unique(SendReport("acct_42")) is True
     assert await facade.push_unique(SendReport("acct_42", version=2)) is False
-    assert skipped == [UniqueJobSkipped("SendReport", "acct_42", facade.connection_name())]
+    assert skipped == [UniqueJobSkipped("SendReport", uid("acct_42"), facade.connection_name())]
     assert len(queued) == 1
     [row] = await rows(backend)
     assert row.data == {"account": "acct_42", "version": 1}
     assert await facade.push_unique(SendReport("acct_43")) is True  # another key
+
+
+async def test_one_lock_per_connection_across_queues_UNIQ_1(
+    facade: QueueFacade, backend: JobQueueBackend, queue_b: str
+) -> None:
+    """The lock is keyed ``job_name:unique_id`` per connection: the same class and id
+    routed to another queue of the connection is suppressed too."""
+    skipped = listen(facade, UniqueJobSkipped)
+    assert await facade.push_unique(SendReport("acct_42")) is True
+    facade.route(SendReport, queue=queue_b)
+    assert await facade.push_unique(SendReport("acct_42", version=2)) is False
+    assert skipped == [UniqueJobSkipped("SendReport", uid("acct_42"), facade.connection_name())]
+    assert (await backend.list_jobs(queue_b, ALL_STATES)).total == 0
+    assert [row.data["version"] for row in await rows(backend)] == [1]
+
+
+async def test_a_suppressed_push_emits_only_unique_job_skipped_UNIQ_1_LIFE_1(
+    facade: QueueFacade, backend: JobQueueBackend
+) -> None:
+    """LIFE-1: JobQueueing before the backend writes the job, JobQueued after; a push the
+    lock suppresses is never queued, so it emits UniqueJobSkipped alone."""
+    seen: list[tuple[str, int]] = []
+
+    async def record(event: object) -> None:
+        seen.append((type(event).__name__, len(await rows(backend))))
+
+    for kind in (JobQueueing, JobQueued, UniqueJobSkipped):
+        facade.events.listen(kind, record)
+    assert await facade.push_unique(SendReport("acct_42")) is True
+    assert await facade.push_unique(SendReport("acct_42")) is False
+    assert seen == [("JobQueueing", 0), ("JobQueued", 1), ("UniqueJobSkipped", 1)]
+
+
+class CommittedThenLostDriver(BackendDriver):
+    """A driver whose write commits and then reports an error (the answer lost)."""
+
+    async def push_row(self, envelope: Envelope, *, conn: object | None = None) -> JobRow:
+        await super().push_row(envelope, conn=conn)
+        raise ConnectionError("the answer was lost")
+
+
+async def test_a_write_that_committed_keeps_its_lock_though_it_raised_UNIQ_3(
+    facade: QueueFacade, backend: JobQueueBackend, backend_kind: str
+) -> None:
+    """Only a reservation no job took over is given back: a re-push after an ambiguous
+    failure is suppressed, so the job is not stored twice."""
+    facade.set_driver(CommittedThenLostDriver(backend, backend_kind))
+    with pytest.raises(ConnectionError):
+        await facade.push_unique(SendReport("acct_42"))
+    facade.set_driver(BackendDriver(backend, backend_kind))
+    assert await facade.push_unique(SendReport("acct_42")) is False
+    assert len(await rows(backend)) == 1
 
 
 async def test_unique_id_none_raises_and_pushes_nothing_UNIQ_2(
@@ -193,11 +252,12 @@ async def test_lock_is_a_ttl_dedup_owner_with_a_token_UNIQ_5_UNIQ_15(
     assert await facade.push_later(SendReport("acct_1"), before + timedelta(hours=1))
     assert await facade.push_unique(SendReport("acct_42")) is True
     [row] = [r for r in await rows(backend) if r.data["account"] == "acct_42"]
-    assert await backend.get_deduplication_job_id(QUEUE["name"], "SendReport:acct_42") == row.id
-    assert row.deduplication_id == "SendReport:acct_42"
+    key = f"SendReport:{uid('acct_42')}"
+    assert await backend.get_deduplication_job_id(QUEUE["name"], key) == row.id
+    assert row.deduplication_id == key
     dedup = row.options["deduplication"]
-    assert dedup["ttl_ms"] == 300_000
-    assert dedup["token"] == row.options["meta"]["unique"]["token"]
+    assert (dedup["ttl_ms"], dedup["kind"]) == (300_000, "unique")
+    assert isinstance(dedup["token"], str) and len(dedup["token"]) == 32
     job = await backend.get_job(QUEUE["name"], row.id)
     assert job is not None and job.deduplication_expires_at is not None
     expires = job.deduplication_expires_at
@@ -268,7 +328,7 @@ async def test_failed_handler_already_released_so_a_duplicate_is_queued_UNIQ_6_U
     jobs = await rows(backend)
     assert len(jobs) == 2
     [newer] = [job for job in jobs if job.data.get("version") == 2]
-    key = "UntilProcessing:c"
+    key = f"UntilProcessing:{uid('c')}"
     assert await backend.get_deduplication_job_id(QUEUE["name"], key) == newer.id
     assert await facade.push_unique(UntilProcessing("c")) is False
 
@@ -284,7 +344,7 @@ async def test_without_a_token_the_worker_frees_nothing_UNIQ_7(
         QUEUE["name"],
         "UntilProcessing",
         {"account": "d"},
-        {"deduplication": {"id": "UntilProcessing:d", "ttl_ms": 60_000}},
+        {"deduplication": {"id": f"UntilProcessing:{uid('d')}", "ttl_ms": 60_000}},
     )
     await drain(QUEUE["name"])
     assert RUNS == [("until", ("d", 1))]

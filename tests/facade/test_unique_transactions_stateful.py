@@ -53,9 +53,12 @@ class Lock(Job):
     job_name = "Lock"
     after_commit = True
     key: str = "a"
+    scope: str = ""
+    """The machine's queue: a unique lock is one per connection (UNIQ-1), and the database
+    is shared by every machine and test."""
 
     def unique_id(self) -> str | None:
-        return self.key
+        return f"{self.scope}:{self.key}"
 
 
 @dataclass
@@ -130,7 +133,7 @@ class UniqueTransactions(RuleBasedStateMachine):
         return key in self.committed_keys or any(key in level.keys for level in self.model)
 
     async def real_held(self, key: str) -> bool:
-        dedup_id = f"Lock:{key}"
+        dedup_id = f"Lock:{self.queue}:{key}"
         if self.shared:
             # On the transaction's own connection: it sees its uncommitted owner rows (and
             # another connection would wait on them).
@@ -150,7 +153,7 @@ class UniqueTransactions(RuleBasedStateMachine):
     @rule(key=st.sampled_from(KEYS))
     def push_unique(self, key: str) -> None:
         expected = not self.model_held(key)
-        assert self.run(self.facade.push_unique(Lock(key))) is expected
+        assert self.run(self.facade.push_unique(Lock(key, self.queue))) is expected
         if expected:
             if self.model:
                 self.model[-1].keys.add(key)
