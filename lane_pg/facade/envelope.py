@@ -70,6 +70,9 @@ class Envelope:
     """The per-push after-commit override (TX-7); None: the process switch, then the job."""
     debounce: DebounceOptions | None = None
     """Set for a debounced push (``push_debounced`` or ``Job.debounce_for``, UNIQ-9)."""
+    declared_delay: bool = False
+    """``delay`` is the job type's ``Job.delay``, not a call-site time: a deferred push
+    counts it from the commit (TX-9)."""
 
     def delay_from(self, now: datetime) -> timedelta:
         """The delay the backend stores, for a push written at ``now``."""
@@ -127,6 +130,7 @@ def build_envelope(
         delay=delay if delay is not None else cls.delay,
         available_at=available_at,
         after_commit=overrides.after_commit,
+        declared_delay=delay is None and available_at is None,
     )
 
 

@@ -1,15 +1,17 @@
 """Unique pushes, debounced pushes and after-commit dispatch (UNIQ, TX-3..14), mixed into
 ``QueueFacade``.
 
-Unique (UNIQ-1..7, -15). ``push_unique(job)`` is one add whose deduplication document is
-``{id: "<job_name>:<unique_id>", ttl_ms: unique_for, token}``: a TTL dedup owner in the job's
-queue, written in the job's own transaction, so ``get_deduplication_job_id(queue, key)``
-sees it, the lock outlives completion (DEDUP-4) and a failed add leaves no lock. The fresh
-``token`` also rides in ``options.meta.unique``: the add returns the stored job or the
-owner, and only our own token says "pushed" (True) rather than "suppressed" (False,
-``UniqueJobSkipped``). ``unique_until_processing`` jobs free the lock right before
-``handle()`` by that token (``release_deduplication_key``), so an old attempt never frees
-a newer push's lock (UNIQ-7, Laravel PR #59567).
+Unique (UNIQ-1..7, -15). The lock of ``push_unique(job)`` is a TTL dedup owner with the
+document ``{id: "<job_name>:<unique_id>", ttl_ms: unique_for, token, kind: "unique"}``:
+one per connection, whatever the queue (migration 0018), found by
+``get_deduplication_job_id(queue, key)`` in the queue of its job; it outlives completion
+(DEDUP-4). The push reserves it first (``reserve_deduplication_key``; False: suppressed,
+``UniqueJobSkipped`` and nothing else), then emits ``JobQueueing`` and adds the job, whose
+add takes the reservation over, then ``JobQueued`` (LIFE-1). A failed add gives the
+reservation back, unless a job took it over after all (UNIQ-3). ``unique_until_processing``
+jobs free the lock right before ``handle()`` by their token (``release_deduplication_key``),
+so an old attempt never frees a newer push's lock (UNIQ-7, Laravel PR #59567); a retried
+job has no token (A9, ``retry_job``).
 
 Debounce (UNIQ-9..13). The window of ``(job_name, debounce_id)`` is a dedup owner keyed
 ``debounce:<job_name>:<debounce_id>`` with ``replace_delayed`` and no TTL: each dispatch is
@@ -27,7 +29,9 @@ deferring push is resolved now and written at commit; its id is assigned now (a 
 ``ac-<uuid>``) so the call can return it. When the transaction is on the database the
 push's PostgreSQL connection writes to (A24), the job is written inside the transaction
 instead (rollback-atomic, stronger than deferring) and only ``JobQueueing``/``JobQueued``
-wait for the commit. A deferred ``push_unique`` on another store reserves its key at once
+wait for the commit, after a declared ``Job.delay`` is re-timed to count from the commit
+(TX-9, ``reschedule_job``; explicit times stay). A deferred ``push_unique`` on another
+store reserves its key at once
 (``reserve_deduplication_key``); rollback, a refused COMMIT or a savepoint rollback give
 it back (owner-scoped), and the add at commit takes the reservation over. If the
 reservation expired and another push took the key meanwhile, the job is still written
@@ -44,7 +48,12 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from lane_pg.backend import AddsInTransaction, DeduplicationLocks
-from lane_pg.errors import ConfigurationError, DeduplicationConflict, JobNotFound
+from lane_pg.errors import (
+    ConfigurationError,
+    DeduplicationConflict,
+    JobNotFound,
+    JobStateConflict,
+)
 from lane_pg.facade.driver import BackendDriver
 from lane_pg.facade.envelope import DebounceOptions, Envelope, EnvelopeOverrides
 from lane_pg.facade.events import JobDebounced, JobQueued, JobQueueing, UniqueJobSkipped
@@ -207,7 +216,7 @@ class UniquePushes:
                 await self._prepare_queue(tx, driver, envelope.queue)
                 job_id = await driver.push(envelope, conn=tx.conn)
                 tx.defer(
-                    Deferred(self._events_of(envelope, job_id), DISCARD_NOTHING, _what(envelope))
+                    Deferred(self._committed(envelope, job_id), DISCARD_NOTHING, _what(envelope))
                 )
                 return job_id
             if envelope.job_id is None:
@@ -241,7 +250,7 @@ class UniquePushes:
             await self._prepare_queue(tx, driver, envelopes[0].queue)
             ids = await driver.bulk_push(envelopes, conn=tx.conn)
             for envelope, job_id in zip(envelopes, ids, strict=True):
-                emit = self._events_of(envelope, job_id)
+                emit = self._committed(envelope, job_id)
                 tx.defer(Deferred(emit, DISCARD_NOTHING, _what(envelope)))
             return ids
         for envelope in envelopes:
@@ -322,7 +331,7 @@ class UniquePushes:
         if unique_token_of(row) != token:
             await self._skipped(envelope, unique_id)
             return False
-        tx.defer(Deferred(self._events_of(envelope, row.id), DISCARD_NOTHING, _what(envelope)))
+        tx.defer(Deferred(self._committed(envelope, row.id), DISCARD_NOTHING, _what(envelope)))
         return True
 
     def _reserved_write(self, driver: BackendDriver, envelope: Envelope) -> Any:
@@ -450,8 +459,12 @@ class UniquePushes:
             )
         return driver
 
-    def _events_of(self, envelope: Envelope, job_id: str) -> Any:
+    def _committed(self, envelope: Envelope, job_id: str) -> Any:
+        """What follows the commit of a job written in the caller's transaction (A24): its
+        declared delay re-timed from the commit (TX-9), then its two events."""
+
         async def emit() -> None:
+            await self._retime(envelope, job_id)
             await self.events.emit(
                 JobQueueing(envelope.connection, envelope.queue, envelope.job_name, envelope.job)
             )
@@ -460,6 +473,27 @@ class UniquePushes:
             )
 
         return emit
+
+    async def _retime(self, envelope: Envelope, job_id: str) -> None:
+        """TX-9 on the queue's own database: the row was written inside the transaction
+        with ``Job.delay`` counted from the push; right after the commit it counts from
+        now (``reschedule_job``). If the process dies in between, the job keeps the push's
+        time; if the transaction outlived the delay, a worker may have taken the job
+        already, which then runs as it is. An explicit time is never re-timed."""
+        if not envelope.declared_delay or to_millis(envelope.delay, "delay") <= 0:
+            return
+        driver = self._backend_driver(envelope, "a deferred push")
+        try:
+            await (await driver.backend()).reschedule_job(envelope.queue, job_id, envelope.delay)
+        except (JobStateConflict, JobNotFound):
+            log.info("job %s left its delay before the commit re-timed it", job_id)
+        except Exception:
+            log.warning(
+                "could not count the delay of job %s (%s) from the commit: it counts from the push",
+                job_id,
+                envelope.job_name,
+                exc_info=True,
+            )
 
     async def _prepare_queue(self, tx: Transaction, driver: QueueDriver, queue: str) -> None:
         """Create a missing queue outside the transaction before an in-transaction write:

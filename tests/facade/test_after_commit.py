@@ -307,6 +307,32 @@ async def test_declared_delay_counts_from_the_commit_TX_9(deferred: Setup) -> No
     assert row.available_at == pushed_at + timedelta(seconds=62)
 
 
+async def test_declared_delay_counts_from_the_commit_on_the_same_database_TX_9_A24(
+    shared: Setup,
+) -> None:
+    """A24 writes the row inside the transaction; right after the commit its declared delay
+    is counted again from then. An explicit delay is left as pushed."""
+    conn = shared.conn
+    pushed_at = await scalar(conn, "SELECT clock_timestamp()")
+    async with lane_pg.transaction(conn):
+        declared = await shared.facade.push(Slow(1))
+        [*bulk] = await shared.facade.bulk([Slow(2), Slow(3)])
+        explicit = await shared.facade.later(timedelta(seconds=5), Slow(4))
+
+        async def two_seconds_on() -> bool:  # the commit, about 2 s after the pushes
+            late = pushed_at + timedelta(seconds=2)
+            return bool(await scalar(conn, "SELECT clock_timestamp() >= $1", late))
+
+        await eventually(two_seconds_on, timeout=10, interval=0.05)
+    committed_by = await scalar(conn, "SELECT clock_timestamp()")
+    due = {row.id: row.available_at for row in await shared.rows()}
+    for job_id in (declared, *bulk):
+        assert pushed_at + timedelta(seconds=62) <= due[job_id]
+        assert due[job_id] <= committed_by + timedelta(seconds=60)
+    assert due[explicit] < pushed_at + timedelta(seconds=6)  # from the push, not the commit
+    assert names(shared.events) == ["JobQueueing", "JobQueued"] * 4
+
+
 async def test_an_explicit_time_is_carried_through_TX_9(deferred: Setup) -> None:
     explicit = datetime.now(UTC) + timedelta(minutes=5)
     async with lane_pg.transaction(deferred.conn):
