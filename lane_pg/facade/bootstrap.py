@@ -30,8 +30,8 @@ is touched, so a boot error changes nothing. ``bootstrap_default()`` always wire
 
 An unknown ``LANE_PG_CONNECTIONS`` or failover entry is a boot error in every environment.
 Two connections over the same store (the same DSN and schema, the same snapshot file) are
-refused at boot: a
-``LANE_PG_CONNECTIONS`` entry naming the default's driver is its alias (not a second
+refused, here as for connections registered in code (``lane_pg.facade.stores``, CONN-11):
+a ``LANE_PG_CONNECTIONS`` entry naming the default's driver is its alias (not a second
 binding), and two failover entries over one store are an error. A failover entry over the
 store of another connection shares that connection's driver (one binding, one pool, per
 store).
@@ -53,6 +53,7 @@ from lane_pg.backend import JobQueueBackend
 from lane_pg.errors import ConfigurationError
 from lane_pg.facade.driver import BackendDriver, QueueDriver, visibility_timeout_of
 from lane_pg.facade.queue import Q, QueueFacade
+from lane_pg.facade.stores import local_store, postgres_store, refuse_shared_stores
 
 log = logging.getLogger("lane_pg.facade")
 
@@ -86,7 +87,7 @@ class _Wiring:
     def postgres(self, dsn: str | None, schema: str) -> QueueDriver:
         """The postgres driver of (``dsn``, ``schema``): the one already built over that
         store if any (one binding per store), else a new lazy one."""
-        key = _store_key(dsn, schema)
+        key = postgres_store(dsn, schema)
         existing = self.stores.get(key)
         if existing is not None:
             return existing
@@ -98,7 +99,7 @@ class _Wiring:
 
     def local(self, path: Path) -> QueueDriver:
         """The local driver of the snapshot at ``path`` (one per file, like ``postgres``)."""
-        key = ("local", str(path.absolute()), "")
+        key = local_store(path)
         existing = self.stores.get(key)
         if existing is not None:
             return existing
@@ -109,27 +110,10 @@ class _Wiring:
             return await LocalBackend.open(path)
 
         driver = BackendDriver.opened_by(
-            open_snapshot, "local", visibility_timeout=self.visibility_secs
+            open_snapshot, "local", visibility_timeout=self.visibility_secs, store=key
         )
         self.stores[key] = driver
         return driver
-
-
-def _store_key(dsn: str | None, schema: str) -> tuple[str, str, str]:
-    if not dsn:
-        return ("postgres", "<$LANE_PG_DSN or the embedded server>", schema)
-    text = dsn.strip()
-    if text.lower().startswith("postgres://"):
-        text = "postgresql://" + text[len("postgres://") :]
-    return ("postgres", text, schema)
-
-
-def _describe_store(key: tuple[str, str, str]) -> str:
-    from lane_pg.backend.url import redact_url
-
-    if key[0] == "local":
-        return f"the snapshot {key[1]}"
-    return f"{redact_url(key[1])}, schema {key[2]!r}"
 
 
 def _visibility_secs(env: Mapping[str, str]) -> float:
@@ -215,7 +199,6 @@ def _failover(wiring: _Wiring) -> QueueDriver:
         )
     built: list[tuple[str, QueueDriver]] = []
     suffixes: dict[str, str] = {}
-    failover_stores: set[int] = set()
     for entry in _entries(text, variable):
         label, _, driver_text = entry.partition(":")
         label, name = label.strip(), (driver_text.strip() or label.strip()).lower()
@@ -237,16 +220,11 @@ def _failover(wiring: _Wiring) -> QueueDriver:
             )
         suffixes[suffix] = label
         driver = _build(kind, wiring, prefix=f"LANE_PG_FAILOVER_{suffix}_")
-        if id(driver) in failover_stores:
-            other = next(name for name, known in built if known is driver)
-            key = next(key for key, known in wiring.stores.items() if known is driver)
-            raise ConfigurationError(
-                f"{variable}: {other!r} and {label!r} are the same store"
-                f" ({_describe_store(key)}): two connections over one store are refused;"
-                f" set LANE_PG_FAILOVER_{suffix}_DSN to reach another server"
-            )
-        failover_stores.add(id(driver))
         built.append((label, driver))
+        # CONN-11, FOV-3: each entry its own store (the FailoverDriver checks it too).
+        refuse_shared_stores(
+            built, aliases=False, hint=f"set LANE_PG_FAILOVER_{suffix}_DSN to reach another server"
+        )
     return FailoverDriver(built, visibility_timeout=wiring.visibility_secs)
 
 

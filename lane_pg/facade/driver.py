@@ -38,11 +38,13 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Final, Literal, Protocol, TypeAlias, runtime_checkable
 
 from lane_pg.backend import AddsInTransaction, JobQueueBackend, connect
 from lane_pg.errors import ConfigurationError, JobNotFound, JobStateConflict, LockMismatch
 from lane_pg.facade.envelope import Envelope
+from lane_pg.facade.stores import StoreKey, local_store, postgres_store
 from lane_pg.types import JSON, Duration, JobRow, JobState, PauseStatus, QueueDemand, to_millis
 
 SIZE_STATES: tuple[JobState, ...] = ("waiting", "delayed", "active", "waiting-children")
@@ -300,6 +302,7 @@ class BackendDriver(SettleSpellings):
         self._lazy = False
         self._schema = "lane"
         self._opener: Callable[[], Awaitable[JobQueueBackend]] | None = None
+        self._store: StoreKey | None = None
         self._opening = asyncio.Lock()
         self.visibility_timeout = visibility_timeout_of(visibility_timeout)
         self.worker_id = f"{driver_name}-driver-{os.getpid()}-{uuid.uuid4().hex[:8]}"
@@ -318,6 +321,7 @@ class BackendDriver(SettleSpellings):
         (``url`` None: ``$LANE_PG_DSN``, else the embedded server, resolved then)."""
         driver = cls(None, driver_name, visibility_timeout=visibility_timeout)
         driver._url, driver._schema, driver._lazy = url, schema, True
+        driver._store = postgres_store(url, schema)
         return driver
 
     @classmethod
@@ -327,10 +331,12 @@ class BackendDriver(SettleSpellings):
         driver_name: str,
         *,
         visibility_timeout: Duration | None = None,
+        store: StoreKey | None = None,
     ) -> BackendDriver:
-        """A driver whose backend ``opener()`` opens on first use (again after ``close``)."""
+        """A driver whose backend ``opener()`` opens on first use (again after ``close``);
+        ``store`` names what it opens (CONN-11)."""
         driver = cls(None, driver_name, visibility_timeout=visibility_timeout)
-        driver._opener, driver._lazy = opener, True
+        driver._opener, driver._lazy, driver._store = opener, True, store
         return driver
 
     @property
@@ -345,6 +351,20 @@ class BackendDriver(SettleSpellings):
     @property
     def schema(self) -> str:
         return self._schema
+
+    @property
+    def store_key(self) -> StoreKey | None:
+        """The store this driver binds (``lane_pg.facade.stores``): named when configured,
+        else read off an open backend (a PostgreSQL DSN and schema, a snapshot's path);
+        None for one that no other connection can reach (memory)."""
+        if self._store is not None:
+            return self._store
+        backend = self._backend
+        dsn, schema = getattr(backend, "dsn", None), getattr(backend, "schema", None)
+        if isinstance(dsn, str) and isinstance(schema, str):
+            return postgres_store(dsn, schema)
+        path = getattr(backend, "path", None)
+        return local_store(path) if isinstance(path, Path) else None
 
     def __repr__(self) -> str:
         return f"BackendDriver({self._driver_name})"

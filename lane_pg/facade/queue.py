@@ -11,7 +11,9 @@ emit ``JobQueued``. A push returns once the job is committed to its backend (or,
 
 Connections: while none is registered, connection names only label events and every push
 reaches the default (CONN-6); after the first ``register_connection`` a name must be a
-registered connection or the default's own name (CONN-7).
+registered connection or the default's own name (CONN-7). One driver under two names is an
+alias (CONN-11: a pause or a gated forward under either reaches the same queues); two
+drivers over one store are refused (``lane_pg.facade.stores``).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from lane_pg.facade.pausing import PausingMixin
 from lane_pg.facade.reads import ConnectionReads
 from lane_pg.facade.registry import DEFAULT_REGISTRY, JobRegistry
 from lane_pg.facade.routing import Routing
+from lane_pg.facade.stores import refuse_shared_stores
 from lane_pg.facade.unique import UniquePushes
 from lane_pg.types import Duration
 
@@ -40,7 +43,7 @@ class QueueFacade(FailedJobs, UniquePushes, ConnectionReads, PausingMixin):
     def __init__(self, *, registry: JobRegistry = DEFAULT_REGISTRY) -> None:
         self.registry = registry
         self.events = Events()
-        self.routing = Routing()
+        self.routing = Routing(self.same_connection)
         self._default: QueueDriver | None = None
         self._default_name: str | None = None
         self._connections: dict[str, QueueDriver] = {}
@@ -51,6 +54,8 @@ class QueueFacade(FailedJobs, UniquePushes, ConnectionReads, PausingMixin):
         """Make ``driver`` the default connection (named ``name``, else its driver's name)."""
         if not isinstance(driver, QueueDriver):
             raise TypeError(f"set_driver takes a QueueDriver, got {driver!r}")
+        label = name or self._default_name or driver.driver_name
+        refuse_shared_stores([(label, driver), *self._connections.items()])  # CONN-11
         attach_events(driver, self.events)
         self._default = driver
         if name is not None:
@@ -82,6 +87,10 @@ class QueueFacade(FailedJobs, UniquePushes, ConnectionReads, PausingMixin):
             raise ConfigurationError("a connection name cannot be empty")
         if not isinstance(driver, QueueDriver):
             raise TypeError(f"register_connection takes a QueueDriver, got {driver!r}")
+        others = [(known, bound) for known, bound in self._connections.items() if known != name]
+        if self._default is not None:
+            others.insert(0, (self.connection_name(), self._default))
+        refuse_shared_stores([*others, (name, driver)])  # CONN-11: an alias is one driver
         attach_events(driver, self.events)
         self._connections[name] = driver
 
@@ -98,6 +107,20 @@ class QueueFacade(FailedJobs, UniquePushes, ConnectionReads, PausingMixin):
     def connection_names(self) -> list[str]:
         names = [self.connection_name()] if self._default is not None else []
         return names + [name for name in self._connections if name not in names]
+
+    def same_connection(self, first: str, second: str) -> bool:
+        """Whether two names reach one connection: equal, or bound to one driver (an alias
+        of the default, CONN-11). Names that are only labels (CONN-6) compare as text."""
+        if first == second:
+            return True
+        bound = self._bound(first)
+        return bound is not None and bound is self._bound(second)
+
+    def _bound(self, name: str) -> QueueDriver | None:
+        found = self._connections.get(name)
+        if found is None and self._default is not None and name == self.connection_name():
+            return self._default
+        return found
 
     def driver_for(self, connection: str) -> QueueDriver:
         """The driver a push labelled ``connection`` goes to (CONN-6, CONN-7)."""

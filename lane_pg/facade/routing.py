@@ -3,11 +3,13 @@
 Queue: the override's, else the route's, else ``Job.queue``, else ``default``; then a
 forward of that queue, one lookup (ROUTE-5..7). Connection: the override's, else the route's,
 else ``Job.connection``, else the default connection's name (CONN-8). A forward never moves
-a job to another connection; a gated forward applies only on its connection (ROUTE-6).
+a job to another connection; a gated forward applies only on its connection (ROUTE-6), under
+any of its names (CONN-11).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from lane_pg.facade.envelope import EnvelopeOverrides
@@ -29,11 +31,14 @@ class Forward:
 
 
 class Routing:
-    """Operator routes by job class and forwards by queue name."""
+    """Operator routes by job class and forwards by queue name. ``same_connection`` says
+    whether a forward's gate and a push's connection are one connection (the facade's
+    aliases, CONN-11); without it, names compare as text."""
 
-    def __init__(self) -> None:
+    def __init__(self, same_connection: Callable[[str, str], bool] | None = None) -> None:
         self._routes: dict[type[Job], Route] = {}
         self._forwards: dict[str, Forward] = {}
+        self._same: Callable[[str, str], bool] = same_connection or (lambda a, b: a == b)
 
     def route(
         self, cls: type[Job], *, connection: str | None = None, queue: str | None = None
@@ -66,7 +71,9 @@ class Routing:
     def forwarded(self, queue: str, connection: str) -> str:
         """The queue a push to ``queue`` on ``connection`` lands on (single hop)."""
         found = self._forwards.get(queue)
-        if found is None or (found.connection is not None and found.connection != connection):
+        if found is None or (
+            found.connection is not None and not self._same(found.connection, connection)
+        ):
             return queue
         return found.queue
 

@@ -61,6 +61,7 @@ from lane_pg.facade.driver import (
 )
 from lane_pg.facade.envelope import Envelope
 from lane_pg.facade.events import Events, QueueFailedOver
+from lane_pg.facade.stores import refuse_shared_stores
 from lane_pg.types import Duration, JobRow
 
 log = logging.getLogger("lane_pg.facade.failover")
@@ -129,6 +130,7 @@ class FailoverDriver(SettleSpellings):
             if not isinstance(driver, QueueDriver):
                 raise TypeError(f"failover entry {label!r}: not a QueueDriver: {driver!r}")
             labels.add(label)
+        refuse_shared_stores(entries, aliases=False)  # CONN-11: falling over to itself is none
         self._entries: list[tuple[str, QueueDriver]] = entries
         self.visibility_timeout: timedelta = visibility_timeout_of(visibility_timeout)
         self._events = events
