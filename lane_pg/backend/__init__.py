@@ -52,7 +52,7 @@ from lane_pg.backend.capabilities import (
     WakeupSource,
 )
 from lane_pg.backend.cleanup import Cleaner
-from lane_pg.backend.dedup import DeduplicationLocks, Deduplicator
+from lane_pg.backend.dedup import DebouncedAdd, Debounces, DeduplicationLocks, Deduplicator
 from lane_pg.backend.flow import Flows
 from lane_pg.backend.follow import EventFollower
 from lane_pg.backend.limits import ClaimLimits
@@ -69,6 +69,8 @@ __all__ = [
     "Administrator",
     "ClaimLimits",
     "Cleaner",
+    "DebouncedAdd",
+    "Debounces",
     "DeduplicationLocks",
     "Deduplicator",
     "EventFollower",

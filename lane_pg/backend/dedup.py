@@ -52,10 +52,11 @@ left as it is, and nothing the retried job does can free a lock.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
-from lane_pg.types import Duration
+from lane_pg.types import JSON, Duration, JobOptions, JobRow
 
 
 @runtime_checkable
@@ -106,4 +107,40 @@ class DeduplicationLocks(Protocol):
         kept next job); the job is not touched. With ``reservation_only``, only while no
         job has taken the reservation over (a push giving back the lock of a write that
         failed, which keeps it if the write did commit). True when a row went."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class DebouncedAdd:
+    """What one debounced dispatch did (``Debounces.add_debounced_job``)."""
+
+    job: JobRow
+    """The stored dispatch."""
+    replaced_id: str | None
+    """The window's delayed job it replaced (removed at push, UNIQ-11), if any."""
+
+
+@runtime_checkable
+class Debounces(Protocol):
+    """Debounce windows, one dispatch per call (the facade's push_debounced, UNIQ-9..11)."""
+
+    async def add_debounced_job(
+        self,
+        queue: str,
+        name: str,
+        data: JSON = None,
+        options: JobOptions | dict[str, JSON] | None = None,
+        *,
+        max_wait: Duration | None = None,
+        now: datetime | None = None,
+    ) -> DebouncedAdd:
+        """Add one dispatch of the window ``options["deduplication"]`` names (with a
+        ``token``; ``delay_ms`` is the window), reading and writing the window in one
+        step, so concurrent dispatches of one window each see the one before
+        (``lane.add_debounced_job``): the window's delayed job is replaced, one that no
+        longer waits is superseded (its window is this dispatch's), and once the burst
+        has waited ``max_wait`` since its first dispatch this one is stored at once,
+        without the window, which is released (UNIQ-10). Of concurrent dispatches, the
+        last to be stored owns the window; ``InvalidOptions`` for a document without a
+        token, a unique or keep-last one, or a max wait outside 1 ms..MAX_DURATION_MS."""
         ...

@@ -86,9 +86,10 @@ class TypedJobProcessor:
 
     async def _superseded(self, job: JobRow, ctx: JobContext) -> bool:
         """UNIQ-11, -12: another job owns this dispatch's debounce window now. A flushed
-        dispatch (max wait reached, UNIQ-10) and one without a window always run."""
+        dispatch (max wait reached, UNIQ-10: stored without the window) and one whose
+        window is gone always run."""
         window = meta_of(job, META_DEBOUNCE)
-        key = None if window is None or window.get("flush") else window.get("key")
+        key = None if window is None or window.get("flush") else job.deduplication_id
         backend = ctx.backend
         if not isinstance(key, str) or not isinstance(backend, Deduplicator):
             return False

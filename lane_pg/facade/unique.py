@@ -14,15 +14,16 @@ so an old attempt never frees a newer push's lock (UNIQ-7, Laravel PR #59567); a
 job has no token (A9, ``retry_job``).
 
 Debounce (UNIQ-9..13). The window of ``(job_name, debounce_id)`` is a dedup owner keyed
-``debounce:<job_name>:<debounce_id>`` with ``replace_delayed`` and no TTL: each dispatch is
-stored ``window`` later and replaces the window's delayed job in the same transaction; an
-owner that is no longer delayed (promoted, running) is released by its token and the new
-dispatch takes the window, so the old one is superseded and the worker, finding another
-job owning the window, completes it without running it (``JobDebounced``). A missing
-window runs the job (UNIQ-12). ``options.meta.debounce`` carries ``{key, token,
-first_at_ms, flush}``: once a burst has waited ``max_wait`` since its first dispatch, the
-dispatch is stored without delay, marked ``flush`` (never superseded) and the window is
-released, so the next dispatch starts a new burst (UNIQ-10).
+``debounce:<job_name>:<debounce_id>`` (no TTL, per queue), and each dispatch is one
+``add_debounced_job`` call, which reads and writes the window in one step (so concurrent
+dispatches of one window each see the one before): the dispatch is stored ``window`` later
+and owns the window; the window's job it finds is replaced when still delayed
+(``JobDebounced`` at push), else superseded: the worker, finding another job owning the
+window, completes it without running it (``JobDebounced``). A missing window runs the job
+(UNIQ-12). Once a burst (the window row's ``created_at``) has waited ``max_wait``, the
+dispatch is stored without delay and without the window, which is released, so nothing
+supersedes it and the next dispatch starts a new burst (UNIQ-10). ``options.meta.debounce``
+``{key}`` marks a debounced dispatch for the worker.
 
 After commit (TX). See ``lane_pg.facade.transaction``. Inside a tracked transaction a
 deferring push is resolved now and written at commit; its id is assigned now (a custom id
@@ -47,7 +48,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from lane_pg.backend import AddsInTransaction, DeduplicationLocks
+from lane_pg.backend import AddsInTransaction, Debounces, DeduplicationLocks
 from lane_pg.errors import (
     ConfigurationError,
     DeduplicationConflict,
@@ -71,7 +72,8 @@ META_UNIQUE = "unique"
 """``options.meta`` key that marked a unique push before migration 0018 (its lock is now
 ``deduplication.kind``), read for jobs stored then."""
 META_DEBOUNCE = "debounce"
-"""``options.meta`` key of a debounced push: ``{"key", "token", "first_at_ms", "flush"}``."""
+"""``options.meta`` key marking a debounced dispatch: ``{"key"}`` (before the window was one
+call, also ``token``, ``first_at_ms`` and ``flush``, which the worker still honours)."""
 AFTER_COMMIT_ENV = "LANE_PG_AFTER_COMMIT"
 DEFERRED_ID_PREFIX = "ac-"
 _IDENTITY_SQL = (
@@ -111,12 +113,6 @@ def meta_of(row: JobRow, key: str) -> dict[str, JSON] | None:
     return value if isinstance(value, dict) else None
 
 
-def token_of(row: JobRow, key: str) -> str | None:
-    value = meta_of(row, key)
-    token = None if value is None else value.get("token")
-    return token if isinstance(token, str) else None
-
-
 def unique_lock_of(row: JobRow) -> tuple[str, str | None] | None:
     """``(key, owner token)`` of a unique push's job (``deduplication.kind`` unique; for a
     job pushed before migration 0018, the ``options.meta.unique`` mark), else None. The
@@ -143,10 +139,6 @@ def _runs_inline(driver: QueueDriver) -> bool:
     from lane_pg.facade.drivers.sync import SyncDriver  # it imports the runner, which imports us
 
     return isinstance(driver, SyncDriver)
-
-
-def _seconds(value: Duration) -> timedelta:
-    return value if isinstance(value, timedelta) else timedelta(seconds=value)
 
 
 class UniquePushes:
@@ -393,61 +385,38 @@ class UniquePushes:
                 " window is kept on the queue's own connection"
             )
         driver = self._backend_driver(envelope, "a debounced push")
-        locks = await _locks(driver)
         backend = await driver.backend()
+        if not isinstance(backend, Debounces):
+            raise ConfigurationError(
+                f"the {driver.driver_name} connection keeps no debounce windows (add_debounced_job)"
+            )
         key = f"debounce:{envelope.job_name}:{options.id or ''}"
-        token = uuid.uuid4().hex
-        now = datetime.now(UTC)
-        first_at = now
-        previous = await backend.get_deduplication_job_id(envelope.queue, key)
-        if previous is not None:
-            try:
-                owner = await backend.get_job(envelope.queue, previous)
-            except JobNotFound:
-                owner = None
-            window = None if owner is None else meta_of(owner, META_DEBOUNCE)
-            started = None if window is None else window.get("first_at_ms")
-            if isinstance(started, int):
-                first_at = datetime.fromtimestamp(started / 1000, UTC)
-        flush = options.max_wait is not None and now - first_at >= _seconds(options.max_wait)
         envelope.available_at = None
-        envelope.delay = 0 if flush else options.window
-        envelope.deduplication = {"id": key, "replace_delayed": True, "token": token}
-        envelope.meta[META_DEBOUNCE] = {
-            "key": key,
-            "token": token,
-            "first_at_ms": int(first_at.timestamp() * 1000),
-            "flush": flush,
-        }
+        envelope.delay = options.window
+        envelope.deduplication = {"id": key, "replace_delayed": True, "token": uuid.uuid4().hex}
+        envelope.meta[META_DEBOUNCE] = {"key": key}
         await self.events.emit(
             JobQueueing(envelope.connection, envelope.queue, envelope.job_name, envelope.job)
         )
-        released = False
-        for _ in range(3):
-            row = await driver.push_row(envelope)
-            holder = token_of(row, META_DEBOUNCE)
-            if holder == token or holder is None:
-                break
-            # The window's job is no longer delayed: it is superseded (the worker drops it
-            # unless it already started) and this dispatch takes the window.
-            await locks.release_deduplication_key(envelope.queue, key, holder)
-            released = True
-        if token_of(row, META_DEBOUNCE) != token:
-            # A key held without a debounce token, or lost three races: run this dispatch
-            # anyway rather than lose it (UNIQ-12's fail-open direction).
-            envelope.deduplication = None
-            row = await driver.push_row(envelope)
-        if previous is not None and previous != row.id and not released:
-            # Replaced at push while still delayed (replace-delayed, UNIQ-11).
-            await self.events.emit(
-                JobDebounced(envelope.connection, envelope.queue, envelope.job_name, previous)
-            )
-        if flush:
-            await locks.release_deduplication_key(envelope.queue, key, token)
-        await self.events.emit(
-            JobQueued(envelope.connection, envelope.queue, envelope.job_name, row.id)
+        # One call reads and writes the window (UNIQ-9..11): of concurrent dispatches of a
+        # window each sees the one before, and the last stored owns it.
+        added = await backend.add_debounced_job(
+            envelope.queue,
+            envelope.job_name,
+            envelope.data,
+            envelope.options_document(datetime.now(UTC)),
+            max_wait=options.max_wait,
         )
-        return row.id
+        if added.replaced_id is not None:  # replaced at push while delayed (UNIQ-11)
+            await self.events.emit(
+                JobDebounced(
+                    envelope.connection, envelope.queue, envelope.job_name, added.replaced_id
+                )
+            )
+        await self.events.emit(
+            JobQueued(envelope.connection, envelope.queue, envelope.job_name, added.job.id)
+        )
+        return added.job.id
 
     # -- helpers ---------------------------------------------------------------------------
 

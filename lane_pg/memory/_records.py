@@ -268,6 +268,9 @@ class _Owner:
     """The push that took the id (migration 0015): the owner-scoped release matches it."""
     kind: str = "dedup"
     """``unique``: one lock in the whole connection (UNIQ-1, migration 0018)."""
+    created_at: datetime | None = None
+    """A debounce window's first dispatch of its burst (``lane.dedup_owners.created_at``,
+    read only by ``add_debounced_job``)."""
 
     def reserved_at(self, now: datetime) -> bool:
         """A live reservation: it blocks the id but names no job yet."""

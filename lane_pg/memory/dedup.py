@@ -4,11 +4,19 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from lane_pg.backend.dedup import DebouncedAdd
 from lane_pg.errors import InvalidOptions
-from lane_pg.memory._records import _Owner
+from lane_pg.memory._records import (
+    _MILLISECOND,
+    _NewJob,
+    _Owner,
+    _parse_options,
+    _parse_spec,
+    check_series_left,
+)
 from lane_pg.memory._store import _Store
 from lane_pg.options import MAX_DURATION_MS, MAX_JOB_ID_LENGTH
-from lane_pg.types import Duration, to_millis, validate_queue_name
+from lane_pg.types import JSON, Duration, JobOptions, to_millis, validate_queue_name
 
 
 class _Deduplicating(_Store):
@@ -86,6 +94,60 @@ class _Deduplicating(_Store):
         del q.owners[dedup_id]
         self._dedup_next_dropped(queue, dedup_id, owner, self._now(None))  # DEDUP-18
         return True
+
+    async def add_debounced_job(
+        self,
+        queue: str,
+        name: str,
+        data: JSON = None,
+        options: JobOptions | dict[str, JSON] | None = None,
+        *,
+        max_wait: Duration | None = None,
+        now: datetime | None = None,
+    ) -> DebouncedAdd:
+        """lane.add_debounced_job: this call awaits nothing, so the window is read and
+        written in one step."""
+        validate_queue_name(queue)
+        new = _parse_spec(name, data, options)
+        dedup = new.options.parsed.deduplication
+        max_wait_ms = None if max_wait is None else to_millis(max_wait, "max_wait")
+        if (
+            dedup is None
+            or dedup.token is None
+            or dedup.kind == "unique"
+            or dedup.keep_last_if_active
+            or (max_wait_ms is not None and not 1 <= max_wait_ms <= MAX_DURATION_MS)
+        ):
+            raise InvalidOptions(
+                'a debounced add needs deduplication {"id", "token"} (not unique, not'
+                f" keep-last) and a max wait of 1..{MAX_DURATION_MS} ms or none, got"
+                f" {new.options.parsed.document.get('deduplication')} and {max_wait_ms}"
+            )
+        moment = self._now(now)
+        check_series_left([new], moment)
+        q = self._queue(queue)
+        owner = q.owners.get(dedup.id)
+        holder = None if owner is None else self._owner_job(q, owner, moment)
+        first, replaced = moment, None
+        if owner is not None and holder is not None:
+            first = owner.created_at or moment  # the burst goes on
+            if holder.state == "delayed" and holder.parent_id is None:
+                self._delete(q, holder)
+                self._emit(q, "removed", holder.id, {"prev": "delayed"}, moment)
+                replaced = holder.id
+        if owner is not None:  # the window is this dispatch's, or released (flush)
+            del q.owners[dedup.id]
+            self._dedup_next_dropped(queue, dedup.id, owner, moment)  # DEDUP-18
+        if max_wait_ms is not None and moment - first >= max_wait_ms * _MILLISECOND:
+            document = {**new.options.parsed.document, "delay_ms": 0}
+            del document["deduplication"]
+            flushed = _NewJob(new.name, new.data, _parse_options(document))
+            return DebouncedAdd(self._insert(queue, flushed, moment).snapshot(), replaced)
+        job = self._insert(queue, new, moment)
+        q.owners[dedup.id].created_at = first
+        if replaced is not None:
+            self._dedup_events(q, job.id, dedup.id, replaced, moment)
+        return DebouncedAdd(job.snapshot(), replaced)
 
     async def expire_dedup_owners(self, *, limit: int = 1000, now: datetime | None = None) -> int:
         moment = self._now(now)

@@ -11,6 +11,8 @@ from typing import Any, cast
 
 import asyncpg
 
+from lane_pg.backend.dedup import DebouncedAdd
+from lane_pg.postgres.rows import JOB_COLUMNS, job_from_row
 from lane_pg.types import (
     JSON,
     Duration,
@@ -20,6 +22,8 @@ from lane_pg.types import (
     dumps_json,
     options_json,
     to_millis,
+    validate_job_name,
+    validate_queue_name,
 )
 
 REPEAT_COLUMNS = (
@@ -108,6 +112,31 @@ class OwnerCalls:
                 reservation_only,
             ),
         )
+
+    async def add_debounced_job(
+        self,
+        queue: str,
+        name: str,
+        data: JSON = None,
+        options: JobOptions | dict[str, JSON] | None = None,
+        *,
+        max_wait: Duration | None = None,
+        now: datetime | None = None,
+    ) -> DebouncedAdd:
+        validate_queue_name(queue)
+        validate_job_name(name)
+        max_wait_ms = None if max_wait is None else to_millis(max_wait, "max_wait")
+        rows = await self._fetch(
+            f"SELECT {JOB_COLUMNS}, r.replaced_id FROM lane.add_debounced_job($1, $2,"
+            " $3::jsonb, $4::jsonb, $5, $6) AS r, LATERAL (SELECT (r.job).*) AS j",
+            queue,
+            name,
+            dumps_json(data, "job data"),
+            options_json(options),
+            max_wait_ms,
+            now,
+        )
+        return DebouncedAdd(job_from_row(rows[0]), rows[0]["replaced_id"])
 
     async def expire_dedup_owners(self, *, limit: int = 1000, now: datetime | None = None) -> int:
         return cast(

@@ -278,7 +278,7 @@ END $$;
 -- released when nothing else is pending, except p_attaching (NULL: none), the parent a
 -- caller is attaching children to, which checks its count itself once they are counted.
 -- Every path that drops a next record calls this (lane._dedup_take, _dedup_release,
--- _dedup_reclaim, get_deduplication_job_id, remove_deduplication_key,
+-- _dedup_reclaim, add_debounced_job, get_deduplication_job_id, remove_deduplication_key,
 -- expire_dedup_owners, _remove_jobs, obliterate, remove_orphaned); a record without a
 -- parent costs one key test.
 CREATE OR REPLACE FUNCTION lane._dedup_next_dropped(p_queue text, p_dedup_id text,
@@ -518,4 +518,89 @@ BEGIN
     END IF;
     PERFORM lane._dedup_next_dropped(p_queue, p_dedup_id, v_next, clock_timestamp());
     RETURN true;
+END $$;
+
+-- UNIQ-9..11 (the facade's push_debounced, Job.debounce_for): one dispatch of a debounce
+-- window, read, decided and written in one call serialised on the window's owner row, so
+-- of concurrent dispatches each sees the one before it. p_options carries the window as
+-- delay_ms and deduplication {id, token, ...} (the window's key); p_max_wait_ms is UNIQ-10's
+-- max_wait (NULL: none). The owner row's created_at is its burst's first dispatch. The
+-- window's current job, if it still blocks:
+-- * delayed and outside any flow: removed (`removed prev=delayed`, as replace_delayed
+--   does), and replaced_id names it (the facade emits JobDebounced for it);
+-- * waiting or running: kept, but the window is this dispatch's now, so the worker drops
+--   it unless it already started (UNIQ-11);
+-- and this dispatch is stored `window` later, owning the window, its burst going on. Once
+-- the burst has waited p_max_wait_ms, the dispatch is stored at once and without the window
+-- (nothing supersedes it), and the window is released: the next dispatch starts a new
+-- burst (UNIQ-10). Dispatches of one window are stored in the order they lock it: the job
+-- left owning the window is the one with the greatest key.
+CREATE OR REPLACE FUNCTION lane.add_debounced_job(p_queue text, p_name text, p_data jsonb,
+                                                  p_options jsonb,
+                                                  p_max_wait_ms bigint DEFAULT NULL,
+                                                  p_now timestamptz DEFAULT NULL,
+                                                  OUT job lane.jobs, OUT replaced_id text)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_now timestamptz := coalesce(p_now, clock_timestamp());
+    v_dedup jsonb := p_options -> 'deduplication';
+    v_id text := v_dedup ->> 'id';
+    v_token text := v_dedup ->> 'token';
+    v_owner lane.dedup_owners;
+    v_holder lane.jobs;
+    v_first timestamptz := v_now;
+BEGIN
+    PERFORM lane._check_queue(p_queue);
+    PERFORM lane._check_options(p_options);
+    IF v_token IS NULL OR v_dedup ->> 'kind' = 'unique'
+       OR v_dedup -> 'keep_last_if_active' IS NOT DISTINCT FROM 'true'::jsonb
+       OR p_max_wait_ms IS NOT NULL AND p_max_wait_ms NOT BETWEEN 1 AND 9223372036854 THEN
+        PERFORM lane._fail('LN003', format(
+            'a debounced add needs deduplication {"id", "token"} (not unique, not keep-last) '
+            'and a max wait of 1..9223372036854 ms or none, got %s and %s',
+            coalesce(v_dedup::text, 'none'), coalesce(p_max_wait_ms::text, 'none')));
+    END IF;
+    LOOP  -- the window, locked; a first dispatch writes an empty row to lock
+        SELECT * INTO v_owner FROM lane.dedup_owners
+         WHERE queue = p_queue AND dedup_id = v_id FOR UPDATE;
+        EXIT WHEN FOUND;
+        INSERT INTO lane.dedup_owners (queue, dedup_id, kind, job_id, job_key, expires_at,
+                                       keep_last, token, created_at)
+        VALUES (p_queue, v_id, 'dedup', NULL, NULL, NULL, false, v_token, v_now)
+        ON CONFLICT DO NOTHING;
+    END LOOP;
+    IF v_owner.job_key IS NOT NULL THEN
+        v_holder := lane._dedup_owner_job(v_owner, v_now);
+    END IF;
+    IF v_holder.key IS NOT NULL THEN
+        v_first := v_owner.created_at;  -- the burst goes on
+        IF v_holder.state = 'delayed' AND v_holder.parent_id IS NULL THEN
+            -- Locked, then checked again: promotion may have moved it meanwhile.
+            SELECT * INTO v_holder FROM lane.jobs WHERE key = v_holder.key FOR UPDATE;
+            IF v_holder.state = 'delayed' THEN
+                DELETE FROM lane.job_logs WHERE job_key = v_holder.key;
+                DELETE FROM lane.jobs WHERE key = v_holder.key;
+                PERFORM lane._emit(p_queue, 'removed', v_holder.id, '{"prev": "delayed"}', v_now);
+                replaced_id := v_holder.id;
+            END IF;
+        END IF;
+    END IF;
+    PERFORM lane._dedup_next_dropped(p_queue, v_id, v_owner.next_job, v_now);  -- DEDUP-18
+    IF p_max_wait_ms IS NOT NULL AND v_now - v_first >= p_max_wait_ms * interval '1 millisecond'
+    THEN
+        DELETE FROM lane.dedup_owners WHERE queue = p_queue AND dedup_id = v_id;
+        job := lane.add_job(p_queue, p_name, p_data,
+                            (p_options - 'deduplication') || '{"delay_ms": 0}', v_now);
+        RETURN;
+    END IF;
+    -- The window is this dispatch's: emptied here, taken over by the add below.
+    UPDATE lane.dedup_owners
+       SET job_id = NULL, job_key = NULL, expires_at = NULL, keep_last = false, next_job = NULL
+     WHERE queue = p_queue AND dedup_id = v_id;
+    job := lane.add_job(p_queue, p_name, p_data, p_options, v_now);
+    UPDATE lane.dedup_owners SET created_at = v_first
+     WHERE queue = p_queue AND dedup_id = v_id AND job_key = job.key;
+    IF replaced_id IS NOT NULL THEN  -- DEDUP-2's pair, on the job that keeps the id
+        PERFORM lane._dedup_events(p_queue, job.id, v_id, replaced_id, v_now);
+    END IF;
 END $$;

@@ -22,12 +22,14 @@ from tests.helpers import eventually
 from tests.test_cli_queue_commands import cli
 
 SCOPE = {"queue": ""}
+SHORT = timedelta(milliseconds=300)
 
 
 @pytest.fixture(autouse=True)
 def _scope(queue_name: str) -> None:
     SCOPE["queue"] = queue_name
     Flaky.broken, Flaky.runs = True, []
+    FlakyShort.unique_for = SHORT
 
 
 @dataclass
@@ -63,7 +65,7 @@ class FlakyShort(Flaky):
     """The same with a lock that expires within the test."""
 
     job_name = "UniqueFlakyShort"
-    unique_for = timedelta(milliseconds=300)
+    unique_for = SHORT
 
 
 def key_of(cls: type[Flaky]) -> str:
@@ -167,8 +169,9 @@ async def test_after_expiry_the_retried_job_leaves_the_next_owner_alone_A9(
 ) -> None:
     job, _ = await fail_one(backend, facade, store, queue_name, FlakyShort)
     facade.route(FlakyShort, queue=queue_name)
+    FlakyShort.unique_for = timedelta(hours=1)  # the next owner's lock outlives the test
 
-    async def next_owner_pushed() -> bool:  # the 300 ms lock runs out on its own
+    async def next_owner_pushed() -> bool:  # the first, 300 ms lock runs out on its own
         return await facade.later_unique(timedelta(hours=1), FlakyShort(2))
 
     await eventually(next_owner_pushed)
