@@ -123,6 +123,39 @@ async def test_every_change_is_on_disk_before_close_DRV_2(tmp_path: Path) -> Non
     await reopened.close()
 
 
+async def test_a_snapshot_from_before_a_field_was_added_opens_DRV_2(tmp_path: Path) -> None:
+    """A record field added since (a dedup owner's ``kind`` and ``created_at``, migration
+    0018's twin) takes its default; a field without one is still refused."""
+    path = tmp_path / "store.json"
+    store = await LocalBackend.open(path)
+    owner = await store.add_job(Q, "n", 1, {"deduplication": {"id": "k", "ttl_ms": 60_000}})
+    await store.close()
+    text = path.read_text()
+    document = json.loads(text)
+
+    def drop(value: object, names: tuple[str, ...]) -> None:
+        if isinstance(value, dict):
+            if str(value.get("$c", "")).endswith(":_Owner"):
+                for name in names:
+                    del value["f"][name]
+            for item in value.values():
+                drop(item, names)
+        elif isinstance(value, list):
+            for item in value:
+                drop(item, names)
+
+    drop(document, ("kind", "created_at"))
+    assert json.dumps(document) != text
+    path.write_text(json.dumps(document))
+    again = await LocalBackend.open(path)
+    assert await again.get_deduplication_job_id(Q, "k") == owner.id
+    await again.close()
+    drop(document, ("job_key",))
+    path.write_text(json.dumps(document))
+    with pytest.raises(ValueError, match="job_key"):
+        await LocalBackend.open(path)
+
+
 async def test_a_file_that_is_not_a_snapshot_is_refused_DRV_2(tmp_path: Path) -> None:
     path = tmp_path / "store.json"
     path.write_text('{"hello": 1}')

@@ -132,9 +132,15 @@ def _record(name: str, fields: dict[str, Any]) -> Any:
         raise ValueError(f"the snapshot names an unknown record class: {name}")
     record = object.__new__(cls)
     for field in dataclasses.fields(cls):
-        if field.name not in fields:
+        if field.name in fields:
+            value = fields[field.name]
+        elif field.default is not dataclasses.MISSING:
+            value = field.default  # a field added since the snapshot was written
+        elif field.default_factory is not dataclasses.MISSING:
+            value = field.default_factory()
+        else:
             raise ValueError(f"the snapshot's {name} has no {field.name!r}")
-        object.__setattr__(record, field.name, fields[field.name])
+        object.__setattr__(record, field.name, value)
     if isinstance(record, _Queue):
         ids: dict[Any, list[str]] = record.by_state  # type: ignore[assignment]
         record.by_state = {
