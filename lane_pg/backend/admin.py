@@ -31,7 +31,10 @@ class Administrator(Protocol):
 
     async def retry_job(self, queue: str, job_id: str, *, now: datetime | None = None) -> JobRow:
         """``completed|failed -> waiting`` (MGMT-8): result/reason, timestamps, stack trace,
-        attempts and stalled count reset; event ``waiting prev=<old state>``."""
+        attempts and stalled count reset; event ``waiting prev=<old state>``. A
+        deduplicated job takes its id back (``DeduplicationConflict`` when another holds
+        it, DEDUP-13); a unique one (``deduplication.kind`` unique) neither takes back nor
+        checks its lock and loses its owner token (A9)."""
         ...
 
     async def remove_job(self, queue: str, job_id: str, *, now: datetime | None = None) -> bool:
