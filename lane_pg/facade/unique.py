@@ -5,13 +5,12 @@ Unique (UNIQ-1..7, -15). The lock of ``push_unique(job)`` is a TTL dedup owner w
 document ``{id: "<job_name>:<unique_id>", ttl_ms: unique_for, token, kind: "unique"}``:
 one per connection, whatever the queue (migration 0018), found by
 ``get_deduplication_job_id(queue, key)`` in the queue of its job; it outlives completion
-(DEDUP-4). The push reserves it first (``reserve_deduplication_key``; False: suppressed,
-``UniqueJobSkipped`` and nothing else), then emits ``JobQueueing`` and adds the job, whose
-add takes the reservation over, then ``JobQueued`` (LIFE-1). A failed add gives the
-reservation back, unless a job took it over after all (UNIQ-3). ``unique_until_processing``
-jobs free the lock right before ``handle()`` by their token (``release_deduplication_key``),
-so an old attempt never frees a newer push's lock (UNIQ-7, Laravel PR #59567); a retried
-job has no token (A9, ``retry_job``).
+(DEDUP-4). The push is one add that writes the lock and the job in one transaction
+(UNIQ-5): ``JobQueueing``, the add, then ``JobQueued``, or ``UniqueJobSkipped`` when the
+add found the key held (False). A failed add leaves no lock (UNIQ-3).
+``unique_until_processing`` jobs free the lock right before ``handle()`` by their token
+(``release_deduplication_key``), so an old attempt never frees a newer push's lock (UNIQ-7,
+Laravel PR #59567); a retried job has no token (A9, ``retry_job``).
 
 Debounce (UNIQ-9..13). The window of ``(job_name, debounce_id)`` is a dedup owner keyed
 ``debounce:<job_name>:<debounce_id>`` (no TTL, per queue), and each dispatch is one
@@ -279,32 +278,41 @@ class UniquePushes:
         deferred = tx is not None and wants_after_commit(envelope)
         if tx is not None and deferred and await self._shares_database(tx, driver):
             return await self._unique_in_transaction(tx, driver, envelope, unique_id)
-        # The lock first (one per connection, UNIQ-1), then JobQueueing and the job's write,
-        # which takes the reservation over: a suppressed push emits UniqueJobSkipped and
-        # nothing else (LIFE-1), as in Laravel, where the lock comes before the dispatch.
-        locks = await _locks(driver)
-        if not await locks.reserve_deduplication_key(
-            envelope.queue, key, token, timedelta(milliseconds=ttl_ms)
-        ):
+        if tx is not None and deferred:
+            # Onto another store at commit: the key is reserved now, given back by a
+            # rollback, and taken over by the add at commit.
+            locks = await _locks(driver)
+            if not await locks.reserve_deduplication_key(
+                envelope.queue, key, token, timedelta(milliseconds=ttl_ms)
+            ):
+                await self._skipped(envelope, unique_id)
+                return False
+
+            async def give_back() -> None:
+                await locks.release_deduplication_key(
+                    envelope.queue, key, token, reservation_only=True
+                )
+
+            tx.defer(Deferred(self._reserved_write(driver, envelope), give_back, _what(envelope)))
+            return True
+        # UNIQ-5: the lock and the job in one add, one transaction: a crash can leave
+        # neither alone, and a failed add leaves no lock (UNIQ-3). JobQueueing comes before
+        # that write, so a push the lock suppresses emits JobQueueing, then
+        # UniqueJobSkipped instead of JobQueued (docs/decisions.md).
+        await self.events.emit(
+            JobQueueing(envelope.connection, envelope.queue, envelope.job_name, envelope.job)
+        )
+        try:
+            row = await driver.push_row(envelope)
+        except DeduplicationConflict:  # reserved by a pending after-commit push elsewhere
             await self._skipped(envelope, unique_id)
             return False
-
-        async def give_back() -> None:
-            # Only a reservation no job took over: a write that did commit keeps its lock.
-            await locks.release_deduplication_key(envelope.queue, key, token, reservation_only=True)
-
-        write = self._reserved_write(driver, envelope)
-        if tx is not None and deferred:
-            tx.defer(Deferred(write, give_back, _what(envelope)))
-            return True
-        try:
-            await write()
-        except BaseException:
-            try:
-                await give_back()  # UNIQ-3: a failed push leaves no lock behind
-            except Exception:
-                log.exception("could not give back the unique lock %r: it ends at its TTL", key)
-            raise
+        if unique_token_of(row) != token:
+            await self._skipped(envelope, unique_id)
+            return False
+        await self.events.emit(
+            JobQueued(envelope.connection, envelope.queue, envelope.job_name, row.id)
+        )
         return True
 
     async def _unique_in_transaction(

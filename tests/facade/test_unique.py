@@ -170,11 +170,12 @@ async def test_one_lock_per_connection_across_queues_UNIQ_1(
     assert [row.data["version"] for row in await rows(backend)] == [1]
 
 
-async def test_a_suppressed_push_emits_only_unique_job_skipped_UNIQ_1_LIFE_1(
+async def test_a_suppressed_push_ends_in_unique_job_skipped_UNIQ_1_LIFE_1(
     facade: QueueFacade, backend: JobQueueBackend
 ) -> None:
-    """LIFE-1: JobQueueing before the backend writes the job, JobQueued after; a push the
-    lock suppresses is never queued, so it emits UniqueJobSkipped alone."""
+    """LIFE-1: JobQueueing before the backend write, JobQueued after; the add of a push
+    the lock suppresses writes nothing and answers UniqueJobSkipped instead of JobQueued
+    (the lock and the job are one add, UNIQ-5)."""
     seen: list[tuple[str, int]] = []
 
     async def record(event: object) -> None:
@@ -184,7 +185,12 @@ async def test_a_suppressed_push_emits_only_unique_job_skipped_UNIQ_1_LIFE_1(
         facade.events.listen(kind, record)
     assert await facade.push_unique(SendReport("acct_42")) is True
     assert await facade.push_unique(SendReport("acct_42")) is False
-    assert seen == [("JobQueueing", 0), ("JobQueued", 1), ("UniqueJobSkipped", 1)]
+    assert seen == [
+        ("JobQueueing", 0),
+        ("JobQueued", 1),
+        ("JobQueueing", 1),
+        ("UniqueJobSkipped", 1),
+    ]
 
 
 class CommittedThenLostDriver(BackendDriver):
