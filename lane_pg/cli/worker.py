@@ -65,6 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     shipped = WorkerConfig.__dataclass_fields__  # the defaults live once, in WorkerConfig
     concurrency, lease = shipped["concurrency"].default, shipped["lease"].default
     shutdown, poll = shipped["shutdown_timeout"].default, shipped["poll_interval"].default
+    poll_ms: float = poll * 1000  # type: ignore[operator]  # a float default, in seconds
     parser.add_argument(
         "--concurrency", type=int, default=concurrency, help=f"jobs run at once ({concurrency})"
     )
@@ -87,15 +88,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--poll-interval",
         type=float,
         default=None,
-        help=f"seconds between claims of an idle worker, the slow poll behind NOTIFY ({poll:g})",
+        metavar="MS",
+        help="milliseconds between claims of an idle worker, the slow poll behind NOTIFY"
+        f" ({poll_ms:g})",
     )
     idle.add_argument(
         "--block-timeout",
         type=float,
         default=None,
         metavar="S",
-        help="how long an idle claim waits for a wake-up before claiming again: the same"
-        " setting as --poll-interval",
+        help="seconds an idle claim waits for a wake-up before claiming again: the same"
+        " setting as --poll-interval, in seconds",
     )
     parser.add_argument(
         "--max-jobs",
@@ -217,8 +220,18 @@ def run(args: argparse.Namespace) -> int:
             " --app MODULE[:ATTR] naming the module that registers them"
         )
     label = connection[0] if connection is not None else app.connection_label()
-    lanes = with_forwards(parse_lanes(args.queue) or app.lanes, Q, label)
-    poll = args.block_timeout if args.block_timeout is not None else args.poll_interval
+    config = worker_config(args, with_forwards(parse_lanes(args.queue) or app.lanes, Q, label))
+    if connection is not None:
+        return asyncio.run(_serve_connection(app, config, *connection))
+    return asyncio.run(_serve(app, config))
+
+
+def worker_config(args: argparse.Namespace, lanes: tuple[Lane, ...]) -> WorkerConfig:
+    """The ``WorkerConfig`` the options give, for ``lanes``; a bad value is a one-line
+    ``CommandError``."""
+    poll = args.block_timeout
+    if args.poll_interval is not None:
+        poll = args.poll_interval / 1000  # CLI-1: milliseconds
     settings: dict[str, object] = {
         "concurrency": args.concurrency,
         "lanes": lanes,
@@ -236,12 +249,9 @@ def run(args: argparse.Namespace) -> int:
     if args.claim_rate is not None:
         settings["claim_rate_limit"] = parse_rate(args.claim_rate, "--claim-rate")
     try:
-        config = WorkerConfig(**settings)  # type: ignore[arg-type]
+        return WorkerConfig(**settings)  # type: ignore[arg-type]
     except LaneError as exc:
         raise CommandError(str(exc)) from exc
-    if connection is not None:
-        return asyncio.run(_serve_connection(app, config, *connection))
-    return asyncio.run(_serve(app, config))
 
 
 def _with_dsn(app: App, dsn: str, schema: str) -> App:

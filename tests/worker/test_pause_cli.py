@@ -56,7 +56,7 @@ async def test_one_line_per_pause_transition_PAUSE_7_CLI_13(
     queue_name: str,
     maintenance_held: str,
 ) -> None:
-    worker = await workers.start(*queue_args(queue_name), "--poll-interval", "0.05")
+    worker = await workers.start(*queue_args(queue_name), "--poll-interval", "50")
     [started] = [line for line in worker.stdout().splitlines() if "started" in line]
     assert f"worker {worker.worker_id} started: connection " in started
     assert queue_name in started
@@ -90,7 +90,7 @@ async def test_pause_is_checked_on_the_started_name_not_the_forward_PAUSE_8_ROUT
     worker = await workers.start(
         *queue_args(default),
         "--poll-interval",
-        "0.05",
+        "50",
         app=FORWARD_APP,
         env={FORWARD_ENV: f"{default}:{high}"},
     )
@@ -175,7 +175,7 @@ async def test_max_jobs_exits_after_that_many_CLI_5(
 async def test_restart_stops_running_workers_only_CLI_6(
     workers: Workers, backend: PostgresBackend, db: asyncpg.Connection, queue_name: str
 ) -> None:
-    running = await workers.start(*queue_args(queue_name), "--poll-interval", "0.2")
+    running = await workers.start(*queue_args(queue_name), "--poll-interval", "200")
     job = await backend.add_job(queue_name, "record")
     await wait_for_state(db, queue_name, job.id, "completed")  # it has looked at least once
 
@@ -187,7 +187,7 @@ async def test_restart_stops_running_workers_only_CLI_6(
     assert len(stopping) == 1, running.describe()
     assert re.fullmatch(STATUS + r"Restart signal: stopping after \d+ jobs", stopping[0])
 
-    later = await workers.start(*queue_args(queue_name), "--poll-interval", "0.2")
+    later = await workers.start(*queue_args(queue_name), "--poll-interval", "200")
     after = await backend.add_job(queue_name, "record")
     await wait_for_state(db, queue_name, after.id, "completed")
     again = await backend.add_job(queue_name, "record")
@@ -223,7 +223,7 @@ async def test_work_alias_and_block_timeout_CLI_1(
         "--block-timeout",
         "1",
         "--poll-interval",
-        "1",
+        "1000",
         dsn=workers.dsn,
     )
     assert both.returncode == 2  # one setting, given twice: refused

@@ -1,13 +1,17 @@
 """Runtime options of a real worker process: ``LANE_PG_PAUSABLE=false`` ignores the queue's
 paused flag (PAUSE-10) while a normal worker honours it; ``--fail-on-timeout`` (RETRY-4)
-and ``--stacktrace-limit`` (WORK-14)."""
+and ``--stacktrace-limit`` (WORK-14); ``--poll-interval`` in milliseconds (CLI-1)."""
 
 from __future__ import annotations
 
 import asyncpg
+import pytest
 
+from lane_pg.cli import CommandError, build_parser
+from lane_pg.cli.worker import worker_config
 from lane_pg.postgres.backend import PostgresBackend
 from lane_pg.types import JobOptions, JobSpec
+from lane_pg.worker import WorkerConfig
 from tests.worker.conftest import Workers, counts, queue_args
 
 BURST_TIMEOUT = 30.0
@@ -53,3 +57,24 @@ async def test_the_worker_command_takes_the_runtime_options_RETRY_4_WORK_14(
     assert job is not None
     assert (job.state, job.attempts_started, job.stacktrace) == ("failed", 1, [])
     assert (job.failed_reason or "").startswith("TimeoutExceeded: job sleep")
+
+
+def _worker_options(*argv: str) -> WorkerConfig:
+    args = build_parser().parse_args(["worker", *argv])
+    return worker_config(args, ())
+
+
+def test_poll_interval_is_milliseconds_and_block_timeout_seconds_CLI_1(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert _worker_options("--poll-interval", "250").poll_interval == 0.25
+    assert _worker_options("--poll-interval", "1500").poll_interval == 1.5
+    assert _worker_options("--block-timeout", "2").poll_interval == 2.0
+    assert _worker_options().poll_interval == WorkerConfig().poll_interval
+    with pytest.raises(CommandError, match="poll interval must be positive"):
+        _worker_options("--poll-interval", "0")
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["worker", "--help"])
+    worker_help = " ".join(capsys.readouterr().out.split())
+    assert "--poll-interval MS milliseconds between claims" in worker_help
+    assert "--block-timeout S seconds an idle claim waits" in worker_help
