@@ -41,6 +41,7 @@ from lane_pg.facade import BackendDriver, FacadeWorkerHooks, Q, QueueFacade
 from lane_pg.facade.failed import default_failed_store
 from lane_pg.types import Lane
 from lane_pg.worker import Worker, WorkerConfig
+from lane_pg.worker.config import UNKNOWN_JOB_CHOICES
 from lane_pg.worker.start import close_worker, create_worker
 
 HELP = "run a worker: claim jobs of the given queues and run the app's processors"
@@ -128,6 +129,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="a job that exceeds its timeout fails for good (TimeoutExceeded) instead of"
         " being retried",
+    )
+    parser.add_argument(
+        "--on-unknown-job",
+        choices=UNKNOWN_JOB_CHOICES,
+        default=shipped["on_unknown_job"].default,
+        help="a job whose name no processor here serves: fail it for good (UnknownJobName,"
+        " the default) or release it, its attempt not spent and delayed by the poll"
+        " interval, for a worker that knows the name (a fleet running two versions)",
     )
     add_connection_name_argument(parser)
     add_connection_arguments(parser)
@@ -241,6 +250,7 @@ def worker_config(args: argparse.Namespace, lanes: tuple[Lane, ...]) -> WorkerCo
         "stacktrace_limit": args.stacktrace_limit,
         "fail_on_timeout": args.fail_on_timeout,
         "max_jobs": args.max_jobs,
+        "on_unknown_job": args.on_unknown_job,
     }
     if poll is not None:
         settings["poll_interval"] = poll

@@ -30,6 +30,7 @@ from lane_pg.postgres.arguments import (
 from lane_pg.postgres.cleanup import CleanupCalls
 from lane_pg.postgres.flows import FlowCalls
 from lane_pg.postgres.follow import FollowCalls
+from lane_pg.postgres.handback import HandBackCalls
 from lane_pg.postgres.leader import PostgresLeader
 from lane_pg.postgres.limits import ClaimLimitCalls, rate_limit_arguments
 from lane_pg.postgres.metrics import MetricCalls
@@ -94,6 +95,7 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
 
 
 class PostgresBackend(
+    HandBackCalls,
     SpaceUpkeep,
     OwnerCalls,
     ClaimLimitCalls,
@@ -487,31 +489,6 @@ class PostgresBackend(
             *(() if connection is None else (connection,)),
         )
         return [outcome(row) for row in rows]
-
-    async def release_job(
-        self, queue: str, job_id: str, token: str, *, now: datetime | None = None
-    ) -> JobRow:
-        return await self._job(
-            "lane.release_job($1, $2, $3::uuid, $4)", queue, job_id, token_text(token), now
-        )
-
-    async def delay_job(
-        self,
-        queue: str,
-        job_id: str,
-        token: str,
-        delay: Duration,
-        *,
-        now: datetime | None = None,
-    ) -> JobRow:
-        return await self._job(
-            "lane.delay_job($1, $2, $3::uuid, $4, $5)",
-            queue,
-            job_id,
-            token_text(token),
-            to_millis(delay, "delay"),
-            now,
-        )
 
     # ----------------------------------------------------------------- maintenance
     async def recover_stalled(

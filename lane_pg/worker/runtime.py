@@ -129,6 +129,9 @@ class Worker:
             self.counts,
             fallback=fallback,
             fail_on_timeout=self.config.fail_on_timeout,
+            give_back_unknown_after=(
+                self.config.poll_interval if self.config.on_unknown_job == "release" else None
+            ),
         )
         self.leadership = Leadership(leader, self.worker_id, self.config.leader_lease)
         self.maintenance = MaintenanceScheduler(
