@@ -12,7 +12,8 @@ anything is claimed. ``--max-jobs N`` exits 0 once N claimed jobs are settled (C
 ``restart`` command makes a running worker exit 0 the same way (CLI-6). SIGTERM or SIGINT
 stops claiming at once, lets running jobs finish for up to ``--shutdown-timeout`` seconds,
 releases the rest back to their queue, and exits 0 (CLI-4). Pause transitions of the
-queues it was started with are printed as ``YYYY-MM-DD HH:MM:SS Queue billing PAUSED``
+queues it was started with (without ``--queue``: of every queue, and ``All queues`` for
+the connection-wide pause) are printed as ``YYYY-MM-DD HH:MM:SS Queue billing PAUSED``
 (PAUSE-7, CLI-13).
 """
 

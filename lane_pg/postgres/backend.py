@@ -709,9 +709,9 @@ class PostgresBackend(
     async def signal_restart(self) -> int:
         return cast(int, await self._fetchval("SELECT lane.signal_restart()"))
 
-    async def get_pause_status(self, queues: Sequence[str] = ()) -> PauseStatus:
-        names = list(queues)
-        for name in names:
+    async def get_pause_status(self, queues: Sequence[str] | None = ()) -> PauseStatus:
+        names = None if queues is None else list(queues)
+        for name in names or ():
             validate_queue_name(name)
         [row] = await self._fetch(
             "SELECT all_paused, paused, restart_at FROM lane.pause_status($1::text[])", names
