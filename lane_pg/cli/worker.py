@@ -8,10 +8,13 @@ served in priority order (0 first). Without ``--queue`` the app's lanes are used
 without those every queue. A queue forwarded by the facade (``Q.forward(src, dst)``) is
 served with its destination, under the source's pause (ROUTE-5, PAUSE-8).
 ``--connection NAME`` drains a facade connection (CLI-2): an unknown name exits 2 before
-anything is claimed. ``--max-jobs N`` exits 0 once N claimed jobs are settled (CLI-5); a
-``restart`` command makes a running worker exit 0 the same way (CLI-6). SIGTERM or SIGINT
-stops claiming at once, lets running jobs finish for up to ``--shutdown-timeout`` seconds,
-releases the rest back to their queue, and exits 0 (CLI-4). Pause transitions of the
+anything is claimed. A failover connection gets one worker per connection of its list in
+this process (``lane_pg.facade.failover_worker``); one that cannot filter by queue under
+``--queue`` exits 2, naming it, before anything is claimed (FOV-8). ``--max-jobs N`` exits
+0 once N claimed jobs are settled (CLI-5); a ``restart`` command makes a running worker
+exit 0 the same way (CLI-6). SIGTERM or SIGINT stops claiming at once, lets running jobs
+finish for up to ``--shutdown-timeout`` seconds, releases the rest back to their queue,
+and exits 0 (CLI-4). Pause transitions of the
 queues it was started with (without ``--queue``: of every queue, and ``All queues`` for
 the connection-wide pause) are printed as ``YYYY-MM-DD HH:MM:SS Queue billing PAUSED``
 (PAUSE-7, CLI-13).
@@ -28,6 +31,7 @@ import sys
 from datetime import datetime
 
 from lane_pg.app import App
+from lane_pg.backend import JobQueueBackend
 from lane_pg.cli.common import (
     DEFAULT_SCHEMA,
     CommandError,
@@ -38,10 +42,19 @@ from lane_pg.cli.common import (
 )
 from lane_pg.cli.limits import parse_rate
 from lane_pg.errors import LaneError
-from lane_pg.facade import BackendDriver, FacadeWorkerHooks, Q, QueueFacade
+from lane_pg.facade import (
+    BackendDriver,
+    Events,
+    FacadeWorkerHooks,
+    FailoverDriver,
+    FailoverWorker,
+    Q,
+    QueueFacade,
+)
 from lane_pg.facade.failed import default_failed_store
 from lane_pg.types import Lane
 from lane_pg.worker import Worker, WorkerConfig
+from lane_pg.worker.budget import ClaimBudget
 from lane_pg.worker.config import UNKNOWN_JOB_CHOICES
 from lane_pg.worker.start import close_worker, create_worker
 
@@ -216,7 +229,7 @@ def run(args: argparse.Namespace) -> int:
         _, name, driver = resolve_connection(
             args.connection, env=connection_env(args), for_worker=True
         )
-        if not isinstance(driver, BackendDriver):
+        if not isinstance(driver, BackendDriver | FailoverDriver):
             raise CommandError(f"connection {name!r} ({driver.driver_name}) has no worker")
         connection = (name, driver)
     else:
@@ -231,8 +244,13 @@ def run(args: argparse.Namespace) -> int:
         )
     label = connection[0] if connection is not None else app.connection_label()
     config = worker_config(args, with_forwards(parse_lanes(args.queue) or app.lanes, Q, label))
+    if connection is not None and isinstance(connection[1], FailoverDriver):
+        # FOV-8 and the list's other checks come first: nothing is opened if they fail.
+        workers = _failover_workers(app, config, connection[1])
+        return asyncio.run(_serve_failover(workers, connection[0]))
     if connection is not None:
-        return asyncio.run(_serve_connection(app, config, *connection))
+        assert isinstance(connection[1], BackendDriver)
+        return asyncio.run(_serve_connection(app, config, connection[0], connection[1]))
     return asyncio.run(_serve(app, config))
 
 
@@ -274,23 +292,28 @@ def _with_dsn(app: App, dsn: str, schema: str) -> App:
 
 
 class CliWorkerHooks(FacadeWorkerHooks):
-    """The facade's worker events, and a status line for each (PAUSE-7, CLI-13)."""
+    """The facade's worker events, and a status line for each (PAUSE-7, CLI-13); with
+    ``tagged`` (a failover connection's workers, one per inner connection) each line ends
+    with ``(on LABEL)``."""
+
+    def __init__(self, events: Events, connection: str, *, tagged: bool = False) -> None:
+        super().__init__(events, connection)
+        self._tag = f" (on {connection})" if tagged else ""
 
     async def queue_paused(self, queue: str | None) -> None:
-        _status("All queues PAUSED" if queue is None else f"Queue {queue} PAUSED")
+        self._status("All queues PAUSED" if queue is None else f"Queue {queue} PAUSED")
         await super().queue_paused(queue)
 
     async def queue_resumed(self, queue: str | None) -> None:
-        _status("All queues RESUMED" if queue is None else f"Queue {queue} RESUMED")
+        self._status("All queues RESUMED" if queue is None else f"Queue {queue} RESUMED")
         await super().queue_resumed(queue)
 
     async def interrupted(self, processed: int) -> None:
-        _status(f"Restart signal: stopping after {processed} jobs")
+        self._status(f"Restart signal: stopping after {processed} jobs")
         await super().interrupted(processed)
 
-
-def _status(text: str) -> None:
-    print(f"{datetime.now().strftime('%Y-%m-%d %H:%M:%S')} {text}", flush=True)
+    def _status(self, text: str) -> None:
+        print(f"{datetime.now().strftime('%Y-%m-%d %H:%M:%S')} {text}{self._tag}", flush=True)
 
 
 async def _serve(app: App, config: WorkerConfig) -> int:
@@ -325,7 +348,35 @@ async def _serve_connection(
         await driver.close()
 
 
-async def _run(worker: Worker, config: WorkerConfig, connection: str) -> int:
+def _failover_workers(app: App, config: WorkerConfig, driver: FailoverDriver) -> FailoverWorker:
+    """One worker per connection of the failover list, made as ``_serve_connection`` makes
+    its own, each labelled with its inner connection (FOV-5, FOV-6, FOV-8)."""
+
+    async def make(
+        label: str, backend: JobQueueBackend, member: WorkerConfig, budget: ClaimBudget | None
+    ) -> Worker:
+        return await create_worker(
+            backend,
+            app.all_processors(Q, connection=label),
+            member,
+            failed_store=Q.failed_store() or default_failed_store(backend),
+            connection=label,
+            hooks=CliWorkerHooks(Q.events, label, tagged=True),
+            claim_budget=budget,
+        )
+
+    return FailoverWorker(driver, config, make)
+
+
+async def _serve_failover(workers: FailoverWorker, name: str) -> int:
+    try:
+        described = f"{name} (failover: {', '.join(workers.labels)}; concurrency per connection)"
+        return await _run(workers, workers.config, described)
+    finally:
+        await workers.driver.close()
+
+
+async def _run(worker: Worker | FailoverWorker, config: WorkerConfig, connection: str) -> int:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, worker.stop)
