@@ -76,13 +76,7 @@ def served_connections(
     (nothing opened) for one that cannot filter by queue under ``config.lanes`` (FOV-8),
     one without a backend to claim from, or a list with nothing to serve."""
     if config.lanes:
-        for label, inner in driver.connections:
-            if not inner.filters_queues:
-                raise ConfigurationError(
-                    f"failover connection {label!r} ({inner.driver_name}) cannot claim from"
-                    " named queues only; a worker with --queue needs every connection of the"
-                    " failover list to support queue filtering"
-                )
+        driver.require_queue_filtering()
     served: list[tuple[str, BackendDriver]] = []
     for label, inner in driver.connections:
         if isinstance(inner, BackendDriver):
