@@ -14,7 +14,8 @@ DECLARE
     v_ords bigint[];
     v_owners boolean;
     v_series boolean;
-    v_children boolean;
+    v_child_keys bigint[];
+    v_child_values jsonb[];
     v_queue text;
     v_last_queue text;
     v_row record;
@@ -41,8 +42,16 @@ BEGIN
     )
     SELECT array_agg(d.job ORDER BY d.ord), array_agg(d.ord ORDER BY d.ord),
            bool_or((d.job).dedup_id IS NOT NULL), bool_or((d.job).repeat_key IS NOT NULL),
-           bool_or((d.job).parent_id IS NOT NULL), min((d.job).queue), max((d.job).queue)
-      INTO v_done, v_ords, v_owners, v_series, v_children, v_queue, v_last_queue FROM done d;
+           -- A flow child's key and value as arrays here: unnesting the job rows again in
+           -- lane._flow_complete cost ~100 us a batch of 50 children; a plain batch pays
+           -- the two FILTERs (no difference measured).
+           array_agg((d.job).key ORDER BY d.ord) FILTER (WHERE (d.job).parent_id IS NOT NULL),
+           array_agg(coalesce((d.job).return_value, 'null'::jsonb) ORDER BY d.ord)
+               FILTER (WHERE (d.job).parent_id IS NOT NULL),
+           min((d.job).queue), max((d.job).queue)
+      INTO v_done, v_ords, v_owners, v_series, v_child_keys, v_child_values, v_queue,
+           v_last_queue
+      FROM done d;
     IF v_done IS NULL THEN
         RETURN;
     END IF;
@@ -70,8 +79,8 @@ BEGIN
         PERFORM lane._repeat_finish(ARRAY(SELECT d.key FROM unnest(v_done) d
                                            WHERE d.repeat_key IS NOT NULL), p_now);
     END IF;
-    IF v_children THEN  -- FLOW-3, FLOW-4: values under their parents, fan-in release
-        PERFORM lane._flow_resolve(v_done, 'completed', p_now);  -- it skips the others
+    IF v_child_keys IS NOT NULL THEN  -- FLOW-3, FLOW-4: values under their parents, fan-in
+        PERFORM lane._flow_complete(v_child_keys, v_child_values, p_now);
     END IF;
     -- Retention: each distinct policy once per queue; age limits scale with the batch.
     FOR v_row IN

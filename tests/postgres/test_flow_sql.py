@@ -87,20 +87,34 @@ async def _released(conn: asyncpg.Connection, queue: str, parent_id: str) -> int
     )
 
 
+async def _two_parents(admin: asyncpg.Connection, queue: str, children_each: int) -> list[str]:
+    """Parents p1 and p2 in ``queue`` whose children share two queues (returned), so that
+    every settler's batches mix both parents."""
+    children = [f"{queue}_c1", f"{queue}_c2"]
+    for parent in ("p1", "p2"):
+        await admin.execute(
+            "SELECT lane.add_flow($1::jsonb)", _flow(queue, parent, children_each, *children)
+        )
+    return children
+
+
+def _settlers(
+    settlers: list[asyncpg.Connection], queues: list[str], seed: int, start: asyncio.Event
+) -> list[asyncio.Task[int]]:
+    rng = random.Random(seed)
+    return [
+        asyncio.create_task(_settle_until_empty(conn, queues, random.Random(rng.random()), start))
+        for conn in settlers
+    ]
+
+
 async def test_concurrent_completions_release_each_parent_once_FLOW_3(
     connections: list[asyncpg.Connection], queue_name: str
 ) -> None:
-    children = [f"{queue_name}_c1", f"{queue_name}_c2"]
     admin, settlers = connections[0], connections[1:]
-    # Two parents whose children share two queues: every settler's batches mix both.
-    await admin.execute("SELECT lane.add_flow($1::jsonb)", _flow(queue_name, "p1", 300, *children))
-    await admin.execute("SELECT lane.add_flow($1::jsonb)", _flow(queue_name, "p2", 300, *children))
+    children = await _two_parents(admin, queue_name, 300)
     start = asyncio.Event()
-    rng = random.Random(11)
-    tasks = [
-        asyncio.create_task(_settle_until_empty(conn, children, random.Random(rng.random()), start))
-        for conn in settlers
-    ]
+    tasks = _settlers(settlers, children, 11, start)
     start.set()
     completed = await asyncio.gather(*tasks)
 
@@ -171,6 +185,68 @@ async def test_removal_racing_completions_never_loses_a_child_FLOW_24_MGMT_29(
     )
     assert (parent["state"], parent["deps_pending"]) == ("waiting", 0)
     assert await _released(admin, queue_name, "p1") == 1
+
+
+async def _remove_parent_midway(
+    conn: asyncpg.Connection, queue: str, parent: str, start: asyncio.Event
+) -> bool:
+    """Removes ``parent`` once some of its children have completed."""
+    await start.wait()
+    for _ in range(20_000):  # a deadline of ~20 s
+        if await conn.fetchval(
+            "SELECT deps_pending < 150 FROM lane.jobs WHERE queue = $1 AND id = $2", queue, parent
+        ):
+            break
+        await asyncio.sleep(0.001)
+    else:
+        raise AssertionError(f"no child of {parent} completed")
+    return bool(await conn.fetchval("SELECT lane.remove_job($1, $2)", queue, parent))
+
+
+async def test_parent_removed_while_its_children_complete_FLOW_3_FLOW_4(
+    connections: list[asyncpg.Connection], queue_name: str
+) -> None:
+    """A parent removed while its children complete in batches that mix two parents: no
+    completion fails or deadlocks (a completion reads its dependency rows before it takes
+    the parent's lock), the removed parent's rows go with it, and the other parent holds
+    every child's value and is released once."""
+    admin, settlers = connections[0], connections[1:]
+    children = await _two_parents(admin, queue_name, 200)
+    start = asyncio.Event()
+    settling = _settlers(settlers[1:], children, 23, start)
+    removing = asyncio.create_task(_remove_parent_midway(settlers[0], queue_name, "p1", start))
+    start.set()
+    completed = sum(await asyncio.gather(*settling))
+
+    assert await removing is True
+    assert completed == 400
+    assert (
+        await admin.fetchval(
+            "SELECT count(*) FROM lane.jobs WHERE queue = $1 AND id = 'p1'", queue_name
+        )
+        == 0
+    )
+    assert (
+        await admin.fetchval(
+            "SELECT count(*) FROM lane.flow_deps d WHERE d.child_queue = ANY ($1::text[])"
+            " AND NOT EXISTS (SELECT 1 FROM lane.jobs p WHERE p.key = d.parent_key)",
+            children,
+        )
+        == 0
+    )
+    parent = await admin.fetchrow(
+        "SELECT state, deps_pending FROM lane.jobs WHERE queue = $1 AND id = 'p2'", queue_name
+    )
+    assert (parent["state"], parent["deps_pending"]) == ("waiting", 0)
+    assert await _released(admin, queue_name, "p2") == 1
+    # FLOW-4: each child's value (its id, as _settle_until_empty completes it) under p2.
+    mismatched = await admin.fetchval(
+        "SELECT count(*) FROM lane.flow_deps d JOIN lane.jobs p ON p.key = d.parent_key"
+        " WHERE p.queue = $1 AND p.id = 'p2'"
+        " AND (d.bucket <> 'processed' OR d.value IS DISTINCT FROM to_jsonb(d.child_id))",
+        queue_name,
+    )
+    assert mismatched == 0
 
 
 async def test_rolled_back_or_refused_flow_leaves_nothing_FLOW_1(
