@@ -107,6 +107,23 @@ class JobExceptionOccurred:
 
 
 @dataclass(frozen=True, slots=True)
+class JobFailed:
+    """The job failed for good, in a settlement its worker wrote (RETRY-9): after the
+    transaction that ended it (and wrote its failed-job record) committed. ``exception`` is
+    the typed cause: ``MaxAttemptsExceeded`` (its last attempt raised; the error is its
+    ``__cause__``), ``TimeoutExceeded``, ``ManuallyFailed`` (``Job.fail``), or the error
+    that ended it without spending its attempts (an unknown job name, a failed child)."""
+
+    connection: str
+    queue: str
+    job_name: str
+    job_id: str
+    attempts: int
+    """Attempts made, the last included."""
+    exception: BaseException
+
+
+@dataclass(frozen=True, slots=True)
 class UniqueJobSkipped:
     """``push_unique`` found the key ``job_name:unique_id`` locked and pushed nothing (UNIQ-1)."""
 

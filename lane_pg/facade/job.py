@@ -26,9 +26,9 @@ import contextvars
 import dataclasses
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NoReturn
 
-from lane_pg.errors import ConfigurationError, InvalidPayload
+from lane_pg.errors import ConfigurationError, InvalidPayload, ManuallyFailed
 from lane_pg.types import JSON, Backoff, Duration, check_json
 
 DEFAULT_MAX_TRIES = 3
@@ -78,6 +78,15 @@ class Job:
     def middleware(self) -> Sequence[object]:
         """Middleware this job runs through (the next issue's MW); none by default."""
         return ()
+
+    def fail(self, reason: str | BaseException = "failed by its handler") -> NoReturn:
+        """Fail this job for good from ``handle()``, skipping its remaining tries (Laravel's
+        ``$this->fail()``): raises ``ManuallyFailed``, the cause ``JobFailed`` carries
+        (RETRY-9); an exception given is its ``__cause__``."""
+        failure = ManuallyFailed(job_name_of(type(self)), str(reason) or type(reason).__name__)
+        if isinstance(reason, BaseException):
+            raise failure from reason
+        raise failure
 
     async def handle(self) -> JSON:
         """Do the work. Returning completes the job (the value is its result); raising

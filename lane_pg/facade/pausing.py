@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from lane_pg.facade.events import (
     Events,
+    JobFailed,
     QueuePaused,
     QueueResumed,
     QueuesPaused,
@@ -27,7 +28,7 @@ from lane_pg.facade.events import (
     WorkerQueuePaused,
     WorkerQueueResumed,
 )
-from lane_pg.types import PauseStatus, validate_queue_name
+from lane_pg.types import JobRow, PauseStatus, validate_queue_name
 from lane_pg.worker.pausing import WorkerHooks
 
 if TYPE_CHECKING:
@@ -123,7 +124,7 @@ class PausingMixin:
 
 class FacadeWorkerHooks(WorkerHooks):
     """A worker's hooks as facade events (``WorkerQueuePaused``, ``WorkerQueueResumed``,
-    ``WorkerInterrupted``) labelled with the connection it drains."""
+    ``WorkerInterrupted``, ``JobFailed``) labelled with the connection it drains."""
 
     def __init__(self, events: Events, connection: str) -> None:
         self.events = events
@@ -137,3 +138,15 @@ class FacadeWorkerHooks(WorkerHooks):
 
     async def interrupted(self, processed: int) -> None:
         await self.events.emit(WorkerInterrupted(self.connection, processed))
+
+    async def job_failed(self, job: JobRow, cause: BaseException) -> None:
+        await self.events.emit(
+            JobFailed(
+                self.connection,
+                job.queue,
+                job.name,
+                job.id,
+                job.attempts_made + 1,
+                cause,
+            )
+        )

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 
 from lane_pg.backend import DeduplicationLocks, Deduplicator
-from lane_pg.errors import InvalidPayload, UnrecoverableJobError
+from lane_pg.errors import InvalidPayload, ManuallyFailed, UnrecoverableJobError
 from lane_pg.facade.envelope import META_CONNECTION
 from lane_pg.facade.events import (
     Events,
@@ -78,6 +78,8 @@ class TypedJobProcessor:
             await events.emit(
                 JobExceptionOccurred(self.connection, job.queue, job.name, job.id, attempt, exc)
             )
+            if isinstance(exc, ManuallyFailed):  # Job.fail(): no more tries (RETRY-9)
+                raise UnrecoverableJobError(str(exc)) from exc
             raise
         finally:
             _CURRENT.reset(token)

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Protocol, runtime_checkable
 
 from lane_pg.backend import JobQueueBackend
-from lane_pg.types import PauseStatus, QueueDemand
+from lane_pg.types import JobRow, PauseStatus, QueueDemand
 
 log = logging.getLogger("lane_pg.worker")
 
@@ -77,6 +77,10 @@ class WorkerHooks:
     async def interrupted(self, processed: int) -> None:
         """A restart signal newer than the worker's start was seen (CLI-6); the worker
         stops claiming next. ``processed``: jobs it settled so far."""
+
+    async def job_failed(self, job: JobRow, cause: BaseException) -> None:
+        """``job`` (as claimed) failed for good in a settlement this worker wrote (RETRY-9):
+        ``cause`` is the typed cause (``lane_pg.worker.failure_cause``)."""
 
 
 SIGNAL_INTERVAL = 1.0

@@ -134,6 +134,7 @@ class Worker:
             stacktrace_limit=self.config.stacktrace_limit,
             failed_store=failed_store,
             connection=connection,
+            hooks=hooks,
         )
         self._runner = JobRunner(
             self.processors,

@@ -26,7 +26,9 @@ from collections.abc import Awaitable, Sequence
 from lane_pg.backend import RecordsFailedJobs, Settler
 from lane_pg.failed import FailedJobRecord, FailedJobStore, RecordsInSettlement, fails_for_good
 from lane_pg.types import JSON, Completion, Failure, FinalizeOutcome, JobRow
+from lane_pg.worker.causes import failure_cause
 from lane_pg.worker.execution import Running, RunningJobs
+from lane_pg.worker.pausing import WorkerHooks
 
 log = logging.getLogger("lane_pg.worker")
 
@@ -44,8 +46,12 @@ class Settlement:
         stacktrace_limit: int | None = None,
         failed_store: FailedJobStore | None = None,
         connection: str = "default",
+        hooks: WorkerHooks | None = None,
     ) -> None:
         self._backend = backend
+        self._hooks = hooks
+        self._errors: dict[tuple[str, str, str], tuple[JobRow, BaseException, bool]] = {}
+        """The error of each queued failure, for the hooks' ``job_failed`` (RETRY-9)."""
         self._failed_store = failed_store
         self._connection = connection
         """The connection name records carry when the job's push stored none (FAIL-2)."""
@@ -84,6 +90,8 @@ class Settlement:
         self._failures.append(
             Failure(job.queue, job.id, job.lock_token, reason, trace, discard, limit)
         )
+        if self._hooks is not None:
+            self._errors[(job.queue, job.id, job.lock_token)] = (job, error, discard)
         self._wake.set()
         self._jobs.settle(running)
 
@@ -213,6 +221,7 @@ class Settlement:
                     exc,
                 )
                 self._jobs.finish(running)
+                self._errors.pop((item.queue, item.id, item.token), None)
                 continue
             logged[(item.queue, item.id, item.token)] = record
             settle.append(item)
@@ -296,4 +305,28 @@ class Settlement:
             running = self._jobs.get(item.queue, item.id, item.token)
             if running is not None:
                 self._jobs.finish(running)
+        if kind == "failed" and self._hooks is not None:
+            await self._tell_failed(batch, outcomes)
         return outcomes
+
+    async def _tell_failed(
+        self, batch: Sequence[Completion | Failure], outcomes: list[FinalizeOutcome]
+    ) -> None:
+        """RETRY-9: each job of ``batch`` that this write failed for good, to the hooks,
+        after its transaction committed (a failure the write lost is not told)."""
+        hooks = self._hooks
+        assert hooks is not None
+        ended = {
+            (item.queue, item.id, item.token)
+            for item, outcome in zip(batch, outcomes, strict=False)
+            if outcome.status == "ok" and outcome.state == "failed"
+        }
+        for item in batch:
+            known = self._errors.pop((item.queue, item.id, item.token), None)
+            if known is None or (item.queue, item.id, item.token) not in ended:
+                continue
+            job, error, discarded = known
+            try:
+                await hooks.job_failed(job, failure_cause(job, error, discarded=discarded))
+            except Exception:
+                log.exception("worker hook job_failed raised")

@@ -54,6 +54,16 @@ def two_children(queue: str, **child_b: object) -> FlowJob:
     )
 
 
+async def failed_b(
+    backend: JobQueueBackend, queue: str, clock: Clock, reason: str, **policy: object
+) -> str:
+    """``two_children`` with ``policy`` on b, added at 0 and b failed for good at 1 with
+    ``reason``; the parent's id."""
+    flow = await backend.add_flow(two_children(queue, **policy), now=clock.at(0))
+    await run_child(backend, queue, clock, 1, "b", fail=reason)
+    return flow.job.id
+
+
 async def run_child(
     backend: JobQueueBackend,
     queue: str,
@@ -248,11 +258,9 @@ async def test_default_policy_fails_the_parent_once_the_child_is_terminal_FLOW_5
 async def test_ignore_policy_records_the_failure_and_goes_on_FLOW_6_FLOW_23(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    flow = await backend.add_flow(
-        two_children(queue_name, ignore_dependency_on_failure=True), now=clock.at(0)
+    parent = await failed_b(
+        backend, queue_name, clock, "bad input", ignore_dependency_on_failure=True
     )
-    parent = flow.job.id
-    await run_child(backend, queue_name, clock, 1, "b", fail="bad input")
     assert await state(backend, queue_name, parent) == "waiting-children"
     await run_child(backend, queue_name, clock, 2, "a")
 
@@ -267,11 +275,9 @@ async def test_ignore_policy_records_the_failure_and_goes_on_FLOW_6_FLOW_23(
 async def test_remove_policy_forgets_the_failure_FLOW_7(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    flow = await backend.add_flow(
-        two_children(queue_name, remove_dependency_on_failure=True), now=clock.at(0)
+    parent = await failed_b(
+        backend, queue_name, clock, "bad input", remove_dependency_on_failure=True
     )
-    parent = flow.job.id
-    await run_child(backend, queue_name, clock, 1, "b", fail="bad input")
     await run_child(backend, queue_name, clock, 2, "a")
 
     assert await state(backend, queue_name, parent) == "waiting"
@@ -283,11 +289,7 @@ async def test_remove_policy_forgets_the_failure_FLOW_7(
 async def test_continue_policy_releases_at_once_but_guards_completion_FLOW_8_FIN_8(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    flow = await backend.add_flow(
-        two_children(queue_name, continue_parent_on_failure=True), now=clock.at(0)
-    )
-    parent = flow.job.id
-    await run_child(backend, queue_name, clock, 1, "b", fail="flaky")
+    parent = await failed_b(backend, queue_name, clock, "flaky", continue_parent_on_failure=True)
     assert await state(backend, queue_name, parent) == "waiting"
 
     claimed = await claim(backend, queue_name, clock, 2)
@@ -313,11 +315,7 @@ async def test_continue_policy_releases_at_once_but_guards_completion_FLOW_8_FIN
 async def test_fail_parent_policy_defers_the_failure_FLOW_9(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    flow = await backend.add_flow(
-        two_children(queue_name, fail_parent_on_failure=True), now=clock.at(0)
-    )
-    parent = flow.job.id
-    await run_child(backend, queue_name, clock, 1, "b", fail="no stock")
+    parent = await failed_b(backend, queue_name, clock, "no stock", fail_parent_on_failure=True)
 
     released = await backend.get_job(queue_name, parent)
     assert released is not None and released.state == "waiting"
@@ -645,15 +643,7 @@ async def test_removing_a_finished_child_keeps_its_result_FLOW_26_FLOW_28(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
     flow = await backend.add_flow(
-        FlowJob(
-            "p",
-            queue=queue_name,
-            children=[
-                FlowJob("c", options={"job_id": "a"}),
-                FlowJob("c", options={"job_id": "b", "remove_on_complete": True}),
-            ],
-        ),
-        now=clock.at(0),
+        two_children(queue_name, remove_on_complete=True), now=clock.at(0)
     )
     claimed = await claim(backend, queue_name, clock, 1)
     await backend.complete_job(queue_name, "a", token(claimed["a"]), "A", now=clock.at(1))
@@ -687,11 +677,7 @@ async def test_removing_the_last_pending_child_releases_to_delayed_FLOW_29_MGMT_
 async def test_retrying_a_failed_child_restores_the_dependency_FLOW_27(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    flow = await backend.add_flow(
-        two_children(queue_name, fail_parent_on_failure=True), now=clock.at(0)
-    )
-    parent = flow.job.id
-    await run_child(backend, queue_name, clock, 1, "b", fail="broke")
+    parent = await failed_b(backend, queue_name, clock, "broke", fail_parent_on_failure=True)
     released = await backend.get_job(queue_name, parent)
     assert released is not None and released.deferred_failure is not None
 
@@ -710,11 +696,10 @@ async def test_retrying_a_failed_child_restores_the_dependency_FLOW_27(
 async def test_retrying_a_failed_parent_with_pending_children_waits_for_them_FLOW_27(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    flow = await backend.add_flow(two_children(queue_name), now=clock.at(0))
-    await run_child(backend, queue_name, clock, 1, "b", fail="broke")
-    assert await state(backend, queue_name, flow.job.id) == "failed"
+    parent = await failed_b(backend, queue_name, clock, "broke")
+    assert await state(backend, queue_name, parent) == "failed"
     await backend.retry_job(queue_name, "b", now=clock.at(2))  # b pending again
-    retried = await backend.retry_job(queue_name, flow.job.id, now=clock.at(3))
+    retried = await backend.retry_job(queue_name, parent, now=clock.at(3))
     assert retried.state == "waiting-children"
 
 
