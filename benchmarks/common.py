@@ -196,7 +196,7 @@ def lane_worker_args(concurrency: int, *, burst: bool, poll: float | None = None
     if burst:
         args.append("--burst")
     if poll is not None:
-        args += ["--poll-interval", str(poll)]
+        args += ["--poll-interval", f"{poll * 1000:g}"]  # milliseconds
     return args
 
 

@@ -363,7 +363,7 @@ async def w4(rep: Reporter, runs: int, n: int, concurrency: int) -> None:
             "ms",
             raw=base[name],
             digits=2,
-            notes=f"{common}; python -m lane_pg worker --poll-interval 30"
+            notes=f"{common}; python -m lane_pg worker --poll-interval 30000"
             f" --concurrency {concurrency}, woken by lane.add_job's NOTIFY;"
             " enqueued with PostgresBackend.add_job",
         )

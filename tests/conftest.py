@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import asyncpg
@@ -100,6 +100,40 @@ async def drop_databases(created: list[str]) -> None:
             await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
     finally:
         await admin.close()
+
+
+FreshSchema = Callable[[], Awaitable[str]]
+
+
+@pytest.fixture
+def fresh_schema(pg_dsn: str) -> Iterator[FreshSchema]:
+    """Factory of fresh migrated schemas on the test database, all dropped after the test:
+    for a worker of every queue (on the shared ``lane`` schema it would claim other tests'
+    jobs) or a second PostgreSQL store (failover). A sync fixture, so an async fixture can
+    ask for it on demand (``request.getfixturevalue``)."""
+    from lane_pg.postgres.schema import migrate
+
+    created: list[str] = []
+
+    async def make() -> str:
+        name = f"lane_t_{uuid.uuid4().hex[:12]}"
+        created.append(name)
+        await migrate(pg_dsn, schema=name)
+        return name
+
+    yield make
+
+    async def drop() -> None:
+        conn = await asyncpg.connect(pg_dsn)
+        try:
+            for name in created:
+                await conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+        finally:
+            await conn.close()
+
+    if created:
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            pool.submit(asyncio.run, drop()).result()
 
 
 @pytest.fixture

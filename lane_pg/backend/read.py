@@ -97,10 +97,10 @@ class Reader(Protocol):
 
     async def is_queue_paused(self, queue: str) -> bool: ...
 
-    async def get_pause_status(self, queues: Sequence[str] = ()) -> PauseStatus:
+    async def get_pause_status(self, queues: Sequence[str] | None = ()) -> PauseStatus:
         """In one snapshot: the connection-wide pause, the ones among ``queues`` whose own
-        pause flag is set (a queue that does not exist is not paused), and the restart
-        signal (PAUSE-5, PAUSE-7, CLI-6)."""
+        pause flag is set (a queue that does not exist is not paused; ``None``: every
+        queue whose flag is set), and the restart signal (PAUSE-5, PAUSE-7, CLI-6)."""
         ...
 
     async def get_queue_retention(self, queue: str) -> QueueRetention:

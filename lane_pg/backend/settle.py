@@ -141,3 +141,18 @@ class Settler(Protocol):
         """Token-checked ``active -> delayed`` at ``now + delay`` (MGMT-6); lock cleared;
         event ``delayed prev=active``."""
         ...
+
+    async def give_back_job(
+        self,
+        queue: str,
+        job_id: str,
+        token: str,
+        delay: Duration = 0,
+        *,
+        now: datetime | None = None,
+    ) -> JobRow:
+        """A claim handed back without running (A2, A14): ``release_job`` when ``delay``
+        is 0, else ``delay_job``, and the claim's attempt given back (``attempts_started
+        - 1``, never below 0); ``attempts_made`` and ``stalled_count`` unchanged. A
+        negative delay raises ``InvalidOptions`` and changes nothing."""
+        ...

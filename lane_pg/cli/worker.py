@@ -8,11 +8,15 @@ served in priority order (0 first). Without ``--queue`` the app's lanes are used
 without those every queue. A queue forwarded by the facade (``Q.forward(src, dst)``) is
 served with its destination, under the source's pause (ROUTE-5, PAUSE-8).
 ``--connection NAME`` drains a facade connection (CLI-2): an unknown name exits 2 before
-anything is claimed. ``--max-jobs N`` exits 0 once N claimed jobs are settled (CLI-5); a
-``restart`` command makes a running worker exit 0 the same way (CLI-6). SIGTERM or SIGINT
-stops claiming at once, lets running jobs finish for up to ``--shutdown-timeout`` seconds,
-releases the rest back to their queue, and exits 0 (CLI-4). Pause transitions of the
-queues it was started with are printed as ``YYYY-MM-DD HH:MM:SS Queue billing PAUSED``
+anything is claimed. A failover connection gets one worker per connection of its list in
+this process (``lane_pg.facade.failover_worker``); one that cannot filter by queue under
+``--queue`` exits 2, naming it, before anything is claimed (FOV-8). ``--max-jobs N`` exits
+0 once N claimed jobs are settled (CLI-5); a ``restart`` command makes a running worker
+exit 0 the same way (CLI-6). SIGTERM or SIGINT stops claiming at once, lets running jobs
+finish for up to ``--shutdown-timeout`` seconds, releases the rest back to their queue,
+and exits 0 (CLI-4). Pause transitions of the
+queues it was started with (without ``--queue``: of every queue, and ``All queues`` for
+the connection-wide pause) are printed as ``YYYY-MM-DD HH:MM:SS Queue billing PAUSED``
 (PAUSE-7, CLI-13).
 """
 
@@ -27,6 +31,7 @@ import sys
 from datetime import datetime
 
 from lane_pg.app import App
+from lane_pg.backend import JobQueueBackend
 from lane_pg.cli.common import (
     DEFAULT_SCHEMA,
     CommandError,
@@ -37,10 +42,20 @@ from lane_pg.cli.common import (
 )
 from lane_pg.cli.limits import parse_rate
 from lane_pg.errors import LaneError
-from lane_pg.facade import BackendDriver, FacadeWorkerHooks, Q, QueueFacade
+from lane_pg.facade import (
+    BackendDriver,
+    Events,
+    FacadeWorkerHooks,
+    FailoverDriver,
+    FailoverWorker,
+    Q,
+    QueueFacade,
+)
 from lane_pg.facade.failed import default_failed_store
 from lane_pg.types import Lane
 from lane_pg.worker import Worker, WorkerConfig
+from lane_pg.worker.budget import ClaimBudget
+from lane_pg.worker.config import UNKNOWN_JOB_CHOICES
 from lane_pg.worker.start import close_worker, create_worker
 
 HELP = "run a worker: claim jobs of the given queues and run the app's processors"
@@ -65,6 +80,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     shipped = WorkerConfig.__dataclass_fields__  # the defaults live once, in WorkerConfig
     concurrency, lease = shipped["concurrency"].default, shipped["lease"].default
     shutdown, poll = shipped["shutdown_timeout"].default, shipped["poll_interval"].default
+    poll_ms: float = poll * 1000  # type: ignore[operator]  # a float default, in seconds
     parser.add_argument(
         "--concurrency", type=int, default=concurrency, help=f"jobs run at once ({concurrency})"
     )
@@ -87,15 +103,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--poll-interval",
         type=float,
         default=None,
-        help=f"seconds between claims of an idle worker, the slow poll behind NOTIFY ({poll:g})",
+        metavar="MS",
+        help="milliseconds between claims of an idle worker, the slow poll behind NOTIFY"
+        f" ({poll_ms:g})",
     )
     idle.add_argument(
         "--block-timeout",
         type=float,
         default=None,
         metavar="S",
-        help="how long an idle claim waits for a wake-up before claiming again: the same"
-        " setting as --poll-interval",
+        help="seconds an idle claim waits for a wake-up before claiming again: the same"
+        " setting as --poll-interval, in seconds",
     )
     parser.add_argument(
         "--max-jobs",
@@ -125,6 +143,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="a job that exceeds its timeout fails for good (TimeoutExceeded) instead of"
         " being retried",
+    )
+    parser.add_argument(
+        "--on-unknown-job",
+        choices=UNKNOWN_JOB_CHOICES,
+        default=shipped["on_unknown_job"].default,
+        help="a job whose name no processor here serves: fail it for good (UnknownJobName,"
+        " the default) or release it, its attempt not spent and delayed by the poll"
+        " interval, for a worker that knows the name (a fleet running two versions)",
     )
     add_connection_name_argument(parser)
     add_connection_arguments(parser)
@@ -203,7 +229,7 @@ def run(args: argparse.Namespace) -> int:
         _, name, driver = resolve_connection(
             args.connection, env=connection_env(args), for_worker=True
         )
-        if not isinstance(driver, BackendDriver):
+        if not isinstance(driver, BackendDriver | FailoverDriver):
             raise CommandError(f"connection {name!r} ({driver.driver_name}) has no worker")
         connection = (name, driver)
     else:
@@ -217,8 +243,23 @@ def run(args: argparse.Namespace) -> int:
             " --app MODULE[:ATTR] naming the module that registers them"
         )
     label = connection[0] if connection is not None else app.connection_label()
-    lanes = with_forwards(parse_lanes(args.queue) or app.lanes, Q, label)
-    poll = args.block_timeout if args.block_timeout is not None else args.poll_interval
+    config = worker_config(args, with_forwards(parse_lanes(args.queue) or app.lanes, Q, label))
+    if connection is not None and isinstance(connection[1], FailoverDriver):
+        # FOV-8 and the list's other checks come first: nothing is opened if they fail.
+        workers = _failover_workers(app, config, connection[1])
+        return asyncio.run(_serve_failover(workers, connection[0]))
+    if connection is not None:
+        assert isinstance(connection[1], BackendDriver)
+        return asyncio.run(_serve_connection(app, config, connection[0], connection[1]))
+    return asyncio.run(_serve(app, config))
+
+
+def worker_config(args: argparse.Namespace, lanes: tuple[Lane, ...]) -> WorkerConfig:
+    """The ``WorkerConfig`` the options give, for ``lanes``; a bad value is a one-line
+    ``CommandError``."""
+    poll = args.block_timeout
+    if args.poll_interval is not None:
+        poll = args.poll_interval / 1000  # CLI-1: milliseconds
     settings: dict[str, object] = {
         "concurrency": args.concurrency,
         "lanes": lanes,
@@ -228,6 +269,7 @@ def run(args: argparse.Namespace) -> int:
         "stacktrace_limit": args.stacktrace_limit,
         "fail_on_timeout": args.fail_on_timeout,
         "max_jobs": args.max_jobs,
+        "on_unknown_job": args.on_unknown_job,
     }
     if poll is not None:
         settings["poll_interval"] = poll
@@ -236,12 +278,9 @@ def run(args: argparse.Namespace) -> int:
     if args.claim_rate is not None:
         settings["claim_rate_limit"] = parse_rate(args.claim_rate, "--claim-rate")
     try:
-        config = WorkerConfig(**settings)  # type: ignore[arg-type]
+        return WorkerConfig(**settings)  # type: ignore[arg-type]
     except LaneError as exc:
         raise CommandError(str(exc)) from exc
-    if connection is not None:
-        return asyncio.run(_serve_connection(app, config, *connection))
-    return asyncio.run(_serve(app, config))
 
 
 def _with_dsn(app: App, dsn: str, schema: str) -> App:
@@ -253,23 +292,28 @@ def _with_dsn(app: App, dsn: str, schema: str) -> App:
 
 
 class CliWorkerHooks(FacadeWorkerHooks):
-    """The facade's worker events, and a status line for each (PAUSE-7, CLI-13)."""
+    """The facade's worker events, and a status line for each (PAUSE-7, CLI-13); with
+    ``tagged`` (a failover connection's workers, one per inner connection) each line ends
+    with ``(on LABEL)``."""
+
+    def __init__(self, events: Events, connection: str, *, tagged: bool = False) -> None:
+        super().__init__(events, connection)
+        self._tag = f" (on {connection})" if tagged else ""
 
     async def queue_paused(self, queue: str | None) -> None:
-        _status("All queues PAUSED" if queue is None else f"Queue {queue} PAUSED")
+        self._status("All queues PAUSED" if queue is None else f"Queue {queue} PAUSED")
         await super().queue_paused(queue)
 
     async def queue_resumed(self, queue: str | None) -> None:
-        _status("All queues RESUMED" if queue is None else f"Queue {queue} RESUMED")
+        self._status("All queues RESUMED" if queue is None else f"Queue {queue} RESUMED")
         await super().queue_resumed(queue)
 
     async def interrupted(self, processed: int) -> None:
-        _status(f"Restart signal: stopping after {processed} jobs")
+        self._status(f"Restart signal: stopping after {processed} jobs")
         await super().interrupted(processed)
 
-
-def _status(text: str) -> None:
-    print(f"{datetime.now().strftime('%Y-%m-%d %H:%M:%S')} {text}", flush=True)
+    def _status(self, text: str) -> None:
+        print(f"{datetime.now().strftime('%Y-%m-%d %H:%M:%S')} {text}{self._tag}", flush=True)
 
 
 async def _serve(app: App, config: WorkerConfig) -> int:
@@ -304,7 +348,35 @@ async def _serve_connection(
         await driver.close()
 
 
-async def _run(worker: Worker, config: WorkerConfig, connection: str) -> int:
+def _failover_workers(app: App, config: WorkerConfig, driver: FailoverDriver) -> FailoverWorker:
+    """One worker per connection of the failover list, made as ``_serve_connection`` makes
+    its own, each labelled with its inner connection (FOV-5, FOV-6, FOV-8)."""
+
+    async def make(
+        label: str, backend: JobQueueBackend, member: WorkerConfig, budget: ClaimBudget | None
+    ) -> Worker:
+        return await create_worker(
+            backend,
+            app.all_processors(Q, connection=label),
+            member,
+            failed_store=Q.failed_store() or default_failed_store(backend),
+            connection=label,
+            hooks=CliWorkerHooks(Q.events, label, tagged=True),
+            claim_budget=budget,
+        )
+
+    return FailoverWorker(driver, config, make)
+
+
+async def _serve_failover(workers: FailoverWorker, name: str) -> int:
+    try:
+        described = f"{name} (failover: {', '.join(workers.labels)}; concurrency per connection)"
+        return await _run(workers, workers.config, described)
+    finally:
+        await workers.driver.close()
+
+
+async def _run(worker: Worker | FailoverWorker, config: WorkerConfig, connection: str) -> int:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, worker.stop)

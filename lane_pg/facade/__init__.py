@@ -40,6 +40,7 @@ from lane_pg.facade.events import (
     WorkerQueuePaused,
     WorkerQueueResumed,
 )
+from lane_pg.facade.failover_worker import FailoverWorker
 from lane_pg.facade.job import DEFAULT_BACKOFF, Job, current_context
 from lane_pg.facade.pausing import FacadeWorkerHooks, PausesQueues
 from lane_pg.facade.queue import Q, QueueFacade
@@ -63,6 +64,7 @@ __all__ = [
     "Events",
     "FacadeWorkerHooks",
     "FailoverDriver",
+    "FailoverWorker",
     "Job",
     "JobDebounced",
     "JobExceptionOccurred",

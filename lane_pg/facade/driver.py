@@ -537,10 +537,8 @@ class BackendDriver(SettleSpellings):
                 await backend.fail_job(
                     job.queue, job.id, token, outcome.reason, discard_retry=not outcome.retry
                 )
-            elif to_millis(outcome.delay, "delay") > 0:
-                await backend.delay_job(job.queue, job.id, token, outcome.delay)
-            else:
-                await backend.release_job(job.queue, job.id, token)
+            else:  # Release: the attempt is not charged (A2)
+                await backend.give_back_job(job.queue, job.id, token, outcome.delay)
         except (LockMismatch, JobNotFound):
             return STALE  # the lease is no longer ours: the backend changed nothing
         return SETTLED

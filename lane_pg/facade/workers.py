@@ -3,6 +3,7 @@
     stop = asyncio.Event()
     await lane_pg.run_worker(Q.driver(), WorkerConfig(lease=60, poll_interval=0.1), stop)
     await lane_pg.run_worker_on("reports", config, stop)   # a registered connection
+    await lane_pg.run_worker_on("failover", config, stop)  # one worker per connection
 
 The worker runs on the connection's backend with a processor for every job class of the
 facade's registry; setting ``shutdown`` stops it at the next claim boundary, running jobs
@@ -13,12 +14,17 @@ from __future__ import annotations
 
 import asyncio
 
+from lane_pg.backend import JobQueueBackend
 from lane_pg.errors import ConfigurationError
 from lane_pg.facade.driver import BackendDriver, QueueDriver
+from lane_pg.facade.drivers.failover import FailoverDriver
+from lane_pg.facade.failed import default_failed_store
+from lane_pg.facade.failover_worker import FailoverWorker
 from lane_pg.facade.pausing import FacadeWorkerHooks
 from lane_pg.facade.queue import Q, QueueFacade
 from lane_pg.facade.runner import typed_processors
 from lane_pg.worker import Worker, WorkerConfig
+from lane_pg.worker.budget import ClaimBudget
 from lane_pg.worker.start import close_worker, create_worker, run_until
 
 
@@ -29,18 +35,24 @@ async def run_worker(
     *,
     facade: QueueFacade | None = None,
     connection: str | None = None,
-) -> Worker:
+) -> Worker | FailoverWorker:
     """Run a worker on ``driver`` (the facade's default connection when None) until
     ``shutdown`` is set (or, in burst mode, until idle). ``connection`` is the name its
-    events carry (default: the facade's name for the default connection)."""
+    events carry (default: the facade's name for the default connection). On a failover
+    connection: one worker per connection of its list, run as one (``FailoverWorker``),
+    whose events carry each inner connection's label."""
     facade = facade or Q
     if driver is None:
         driver = facade.driver()
         connection = connection or facade.connection_name()
+    if isinstance(driver, FailoverDriver):
+        workers = failover_worker(driver, config or WorkerConfig(), facade)
+        await run_until(workers, shutdown)
+        return workers
     if not isinstance(driver, BackendDriver):
         raise ConfigurationError(
-            f"{driver!r} has no backend to claim from: workers run on postgres or memory"
-            " connections"
+            f"{driver!r} has no backend to claim from: workers run on postgres, memory,"
+            " local or failover connections"
         )
     label = connection or driver.driver_name
     processors = typed_processors(facade.registry, facade.events, label)
@@ -65,10 +77,32 @@ async def run_worker_on(
     shutdown: asyncio.Event | None = None,
     *,
     facade: QueueFacade | None = None,
-) -> Worker:
+) -> Worker | FailoverWorker:
     """``run_worker`` on the connection named ``name``; ``ConfigurationError`` for an
     unknown name, before anything is claimed."""
     facade = facade or Q
     return await run_worker(
         facade.connection(name), config, shutdown, facade=facade, connection=name
     )
+
+
+def failover_worker(
+    driver: FailoverDriver, config: WorkerConfig, facade: QueueFacade
+) -> FailoverWorker:
+    """The workers of ``driver``'s connections for the facade's job classes, each labelled
+    with its connection (``ConfigurationError`` before anything opens, FOV-8)."""
+
+    async def make(
+        label: str, backend: JobQueueBackend, member: WorkerConfig, budget: ClaimBudget | None
+    ) -> Worker:
+        return await create_worker(
+            backend,
+            typed_processors(facade.registry, facade.events, label),
+            member,
+            failed_store=facade.failed_store() or default_failed_store(backend),
+            connection=label,
+            hooks=FacadeWorkerHooks(facade.events, label),
+            claim_budget=budget,
+        )
+
+    return FailoverWorker(driver, config, make)

@@ -72,7 +72,10 @@ class _QueueSettings(_Store):
         self._restart_at_ms = _epoch_ms(self._now(None))
         return self._restart_at_ms
 
-    async def get_pause_status(self, queues: Sequence[str] = ()) -> PauseStatus:
+    async def get_pause_status(self, queues: Sequence[str] | None = ()) -> PauseStatus:
+        if queues is None:
+            paused = frozenset(name for name, q in self._queues.items() if q.paused)
+            return PauseStatus(self._all_paused, paused, self._restart_at_ms)
         for name in queues:
             validate_queue_name(name)
         paused = frozenset(

@@ -187,3 +187,20 @@ class _Settling(_Limits):
         data = {"delay": _epoch_ms(job.available_at), "prev": "active"}
         self._emit(q, "delayed", job.id, data, moment)
         return job.snapshot()
+
+    async def give_back_job(
+        self,
+        queue: str,
+        job_id: str,
+        token: str,
+        delay: Duration = 0,
+        *,
+        now: datetime | None = None,
+    ) -> JobRow:
+        if to_millis(delay, "delay") == 0:
+            await self.release_job(queue, job_id, token, now=now)
+        else:
+            await self.delay_job(queue, job_id, token, delay, now=now)
+        _, job = self._require(queue, job_id)
+        job.attempts_started = max(job.attempts_started - 1, 0)
+        return job.snapshot()

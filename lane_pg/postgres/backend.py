@@ -30,6 +30,7 @@ from lane_pg.postgres.arguments import (
 from lane_pg.postgres.cleanup import CleanupCalls
 from lane_pg.postgres.flows import FlowCalls
 from lane_pg.postgres.follow import FollowCalls
+from lane_pg.postgres.handback import HandBackCalls
 from lane_pg.postgres.leader import PostgresLeader
 from lane_pg.postgres.limits import ClaimLimitCalls, rate_limit_arguments
 from lane_pg.postgres.metrics import MetricCalls
@@ -94,6 +95,7 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
 
 
 class PostgresBackend(
+    HandBackCalls,
     SpaceUpkeep,
     OwnerCalls,
     ClaimLimitCalls,
@@ -488,31 +490,6 @@ class PostgresBackend(
         )
         return [outcome(row) for row in rows]
 
-    async def release_job(
-        self, queue: str, job_id: str, token: str, *, now: datetime | None = None
-    ) -> JobRow:
-        return await self._job(
-            "lane.release_job($1, $2, $3::uuid, $4)", queue, job_id, token_text(token), now
-        )
-
-    async def delay_job(
-        self,
-        queue: str,
-        job_id: str,
-        token: str,
-        delay: Duration,
-        *,
-        now: datetime | None = None,
-    ) -> JobRow:
-        return await self._job(
-            "lane.delay_job($1, $2, $3::uuid, $4, $5)",
-            queue,
-            job_id,
-            token_text(token),
-            to_millis(delay, "delay"),
-            now,
-        )
-
     # ----------------------------------------------------------------- maintenance
     async def recover_stalled(
         self,
@@ -732,9 +709,9 @@ class PostgresBackend(
     async def signal_restart(self) -> int:
         return cast(int, await self._fetchval("SELECT lane.signal_restart()"))
 
-    async def get_pause_status(self, queues: Sequence[str] = ()) -> PauseStatus:
-        names = list(queues)
-        for name in names:
+    async def get_pause_status(self, queues: Sequence[str] | None = ()) -> PauseStatus:
+        names = None if queues is None else list(queues)
+        for name in names or ():
             validate_queue_name(name)
         [row] = await self._fetch(
             "SELECT all_paused, paused, restart_at FROM lane.pause_status($1::text[])", names

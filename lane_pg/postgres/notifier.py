@@ -126,16 +126,24 @@ class Notifier:
             log.warning("LISTEN connection lost; reconnecting")
             await self._drop_connection()
             delay = _RECONNECT_MIN
+            failed = 0
             while not self._closing:
                 try:
                     await self._connect()
                 except (asyncpg.PostgresError, OSError, asyncpg.InterfaceError) as exc:
-                    log.warning("LISTEN reconnect failed (%s); retrying in %.2fs", exc, delay)
+                    # Once per outage as a warning, not once per attempt.
+                    failed += 1
+                    log.log(
+                        logging.WARNING if failed == 1 else logging.DEBUG,
+                        "LISTEN reconnect failed (%s); retrying with backoff, now in %.2fs",
+                        exc,
+                        delay,
+                    )
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, _RECONNECT_MAX)
                     continue
                 self.reconnects += 1
-                log.info("LISTEN connection re-established")
+                log.info("LISTEN connection re-established after %d failed attempts", failed)
                 # Notifications sent while we were away are gone: look for work now.
                 self._wake.set()
                 break

@@ -6,6 +6,7 @@ import os
 import socket
 import uuid
 from dataclasses import dataclass, field
+from typing import Literal
 
 from lane_pg.errors import InvalidOptions
 from lane_pg.types import JobRateLimit, Lane
@@ -13,6 +14,8 @@ from lane_pg.types import JobRateLimit, Lane
 PAUSABLE_ENV = "LANE_PG_PAUSABLE"
 _FALSE = ("false", "0", "no", "off")
 _TRUE = ("true", "1", "yes", "on", "")
+UNKNOWN_JOB_CHOICES = ("fail", "release")
+"""``WorkerConfig.on_unknown_job``'s values (A14)."""
 
 
 def _default_worker_id() -> str:
@@ -113,6 +116,12 @@ class WorkerConfig:
     pausable: bool = field(default_factory=pausing_enabled)
     """Whether queue pauses stop this worker's claims (PAUSE-10); default
     ``$LANE_PG_PAUSABLE``, true unless set to false."""
+    on_unknown_job: Literal["fail", "release"] = "fail"
+    """What a job whose name has no processor here does (WORK-3, A14). ``"fail"``: it fails
+    for good with ``UnknownJobName`` and lands in the failed store. ``"release"`` (a fleet
+    running two versions): it is given back for a worker that knows the name, its attempt
+    not spent, delayed by ``poll_interval`` so this worker does not claim it again at once,
+    and never recorded as failed."""
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -152,6 +161,10 @@ class WorkerConfig:
         ):
             raise InvalidOptions(
                 f"claim_rate_limit must be a JobRateLimit or None, got {self.claim_rate_limit!r}"
+            )
+        if self.on_unknown_job not in UNKNOWN_JOB_CHOICES:
+            raise InvalidOptions(
+                f"on_unknown_job must be 'fail' or 'release', got {self.on_unknown_job!r}"
             )
         names = [lane.name for lane in self.lanes]
         if len(names) != len(set(names)):

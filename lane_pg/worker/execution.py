@@ -125,8 +125,10 @@ class JobRunner:
     """Starts one task per claimed job and maps its processor's outcome (WORK-10).
 
     ``fallback`` runs the jobs whose name has no processor of its own (a worker made with
-    one processor for every name); without it they fail with ``UnknownJobName``.
-    ``fail_on_timeout`` makes a timeout terminal (RETRY-4).
+    one processor for every name); without it they fail with ``UnknownJobName``, or, with
+    ``give_back_unknown_after`` (seconds, ``on_unknown_job="release"``, A14), are given
+    back for another worker, delayed by that long. ``fail_on_timeout`` makes a timeout
+    terminal (RETRY-4).
     """
 
     def __init__(
@@ -138,6 +140,7 @@ class JobRunner:
         *,
         fallback: Processor | None = None,
         fail_on_timeout: bool = False,
+        give_back_unknown_after: float | None = None,
     ) -> None:
         self._processors = processors
         self._jobs = jobs
@@ -145,6 +148,8 @@ class JobRunner:
         self._counts = counts
         self._fallback = fallback
         self._fail_on_timeout = fail_on_timeout
+        self._give_back_after = give_back_unknown_after
+        self._given_back_names: set[str] = set()
 
     def start(self, job: ClaimedJob, context: JobContext) -> Running:
         self._counts["claimed"] += 1
@@ -180,6 +185,10 @@ class JobRunner:
                 settlement.fail(running, FailedChildren(job.deferred_failure), discard=True)
                 return
             processor = self._processors.get(job.name) or self._fallback
+            if processor is None and self._give_back_after is not None:
+                self._tell_given_back(job.name)
+                await settlement.give_back(running, self._give_back_after)
+                return
             if processor is None:
                 error = UnknownJobName(
                     f"UnknownJobName: no processor is registered for job name {job.name!r}"
@@ -221,3 +230,15 @@ class JobRunner:
             # Shutdown deadline passed: hand the job back to the queue for another worker.
             await settlement.release(running)
             raise
+
+    def _tell_given_back(self, name: str) -> None:
+        """Once per job name and worker: a log line per job would flood (A14)."""
+        if name in self._given_back_names:
+            return
+        self._given_back_names.add(name)
+        log.warning(
+            "no processor for job name %r here: its jobs are given back for a worker that"
+            " has one (on_unknown_job=release), each delayed by %gs",
+            name,
+            self._give_back_after,
+        )

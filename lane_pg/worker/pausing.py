@@ -67,8 +67,9 @@ class WorkerHooks:
     is logged and the worker goes on (a broken listener never stops the loop)."""
 
     async def queue_paused(self, queue: str | None) -> None:
-        """``queue`` (a name the worker was started with; None for a worker of every queue
-        under the connection-wide pause) became paused (PAUSE-7)."""
+        """``queue`` (a name the worker was started with, or any queue for a worker of
+        every queue; None: the connection-wide pause, for a worker of every queue) became
+        paused (PAUSE-7)."""
 
     async def queue_resumed(self, queue: str | None) -> None:
         """``queue`` became claimable again (PAUSE-7)."""
@@ -88,7 +89,9 @@ SIGNAL_INTERVAL = 1.0
 
 class SignalWatch:
     """The worker's view of the signals it does not get from its claims: pause transitions
-    of the queues it was started with (PAUSE-7, PAUSE-8) and the restart signal (CLI-6).
+    of the queues it was started with (PAUSE-7, PAUSE-8), or, for a worker of every queue
+    (``names`` None), of the connection-wide pause (reported as None) and of each queue's
+    own flag, and the restart signal (CLI-6).
 
     One ``get_pause_status`` round trip answers both, and it is made at most once per
     ``interval`` seconds at the top of a loop iteration: an idle worker reads once per poll
@@ -136,8 +139,11 @@ class SignalWatch:
         if now < self.next_at:
             return False
         self.next_at = now + self.interval
+        # A worker of every queue asks for every paused queue (None); with pausing off,
+        # for none: the read then serves the restart signal only.
+        asked = self._names if self._pausable else ()
         try:
-            status = await self._backend.get_pause_status(self._names or ())
+            status = await self._backend.get_pause_status(asked)
         except Exception as exc:
             if not self._failing:
                 log.warning(
@@ -164,8 +170,11 @@ class SignalWatch:
 
     async def _transitions(self, status: PauseStatus) -> None:
         if self._names is None:
+            # The global switch as None, then each queue whose own flag changed, by name.
             now_paused: set[str | None] = {None} if status.all_paused else set()
-            order: list[str | None] = [None]
+            now_paused.update(status.paused)
+            named = {name for name in self._paused | now_paused if name is not None}
+            order: list[str | None] = [None, *sorted(named)]
         else:
             now_paused = {name for name in self._names if status.is_paused(name)}
             order = list(self._names)

@@ -19,11 +19,13 @@ from lane_pg.backend import (
 from lane_pg.errors import InvalidOptions
 from lane_pg.failed import FailedJobStore
 from lane_pg.types import ClaimedJob, Lane, QueueDemand
+from lane_pg.worker.budget import ClaimBudget
 from lane_pg.worker.claiming import wait_for_claim
 from lane_pg.worker.config import WorkerConfig
 from lane_pg.worker.context import JobContext, ProcessorLike, as_processor
 from lane_pg.worker.execution import JobRunner, RunningJobs
 from lane_pg.worker.maintenance import Leadership, MaintenanceScheduler, maintenance_tasks
+from lane_pg.worker.outage import Outage, retry_delays
 from lane_pg.worker.pausing import (
     SIGNAL_INTERVAL,
     PauseFilter,
@@ -55,6 +57,8 @@ class Worker:
     ``connection`` unless its push stored a connection label. ``hooks`` hear of pause
     transitions of the queues the worker was started with and of a restart signal
     (``WorkerHooks``; ``run()`` only, read by a ``SignalWatch`` at most once a second).
+    ``claim_budget`` is a ``max_jobs`` shared with other workers (``ClaimBudget``; by
+    default the worker's own ``config.max_jobs``).
 
     Ways to run it: ``run()`` (or ``start()``, its task) until ``stop()``, or until idle in
     burst mode, with leases renewed, stalled jobs recovered and upkeep done by the leader;
@@ -74,6 +78,7 @@ class Worker:
         failed_store: FailedJobStore | None = None,
         connection: str = "default",
         hooks: WorkerHooks | None = None,
+        claim_budget: ClaimBudget | None = None,
     ) -> None:
         self.backend = backend
         self._claimer: JobQueueBackend = backend
@@ -112,6 +117,14 @@ class Worker:
         self._all_queue_names: list[str] = []
         self._queues_read_at = 0.0
         self.counts = {"claimed": 0, "completed": 0, "failed": 0, "lost": 0, "released": 0}
+        # CLI-5: max_jobs, this worker's own or one shared with other workers.
+        if claim_budget is None and self.config.max_jobs is not None:
+            claim_budget = ClaimBudget(self.config.max_jobs)
+        self.claim_budget = claim_budget
+        if claim_budget is not None:
+            claim_budget.on_spent(self._budget_spent)
+        first, cap = retry_delays(self.config.poll_interval)
+        self._claim_outage = Outage(f"worker {self.worker_id}: claims", log, first=first, cap=cap)
         self._running = RunningJobs(self._poke, hold_limit=2 * self.config.concurrency)
         self._settlement = Settlement(
             backend,
@@ -130,6 +143,9 @@ class Worker:
             self.counts,
             fallback=fallback,
             fail_on_timeout=self.config.fail_on_timeout,
+            give_back_unknown_after=(
+                self.config.poll_interval if self.config.on_unknown_job == "release" else None
+            ),
         )
         self.leadership = Leadership(leader, self.worker_id, self.config.leader_lease)
         self.maintenance = MaintenanceScheduler(
@@ -412,15 +428,10 @@ class Worker:
                 self.stop()
                 return
 
-    def _claim_room(self, free: int) -> int | None:
-        """``free`` capped by what ``max_jobs`` leaves; None once it is used up."""
-        if self.config.max_jobs is None:
-            return free
-        left = self.config.max_jobs - self.counts["claimed"]
-        if left <= 0:
-            log.info("worker %s: claimed its %d jobs", self.worker_id, self.config.max_jobs)
-            return None
-        return min(free, left)
+    def _budget_spent(self) -> None:
+        assert self.claim_budget is not None
+        log.info("worker %s: %d jobs claimed (max_jobs)", self.worker_id, self.claim_budget.limit)
+        self.stop()  # CLI-5: the claimed jobs finish in the shutdown
 
     async def _claim_loop(self) -> None:
         found_work = False
@@ -431,20 +442,30 @@ class Worker:
             # claim below is in flight: burst mode may stop only after a claim that began
             # with nothing in hand.
             had_work = bool(self._running) or self._settlement.has_unsettled()
-            room = self._claim_room(self._free_slots())
-            if room is None:
-                self.stop()  # CLI-5: the claimed jobs finish in the shutdown below
-                break
-            free = room
-            demands = await self._demands(free, not found_work) if free > 0 else []
+            free = self._free_slots()
+            budget = self.claim_budget
+            if budget is not None:
+                if budget.spent:
+                    self.stop()
+                    break
+                free = budget.reserve(free) if free > 0 else 0
+            demands: list[QueueDemand] = []
             jobs: list[ClaimedJob] = []
             claim_failed = False
-            if demands:
-                try:
+            retry_in = 0.0
+            try:
+                # The queue list of a worker of every queue is a read too: both inside.
+                demands = await self._demands(free, not found_work) if free > 0 else []
+                if demands:
                     jobs = await self._claim(demands, free)
-                except Exception as exc:  # a lost connection must not kill the worker
-                    claim_failed = True
-                    log.warning("claim failed (%s: %s); retrying", type(exc).__name__, exc)
+                    if self._claim_outage.down:
+                        self._claim_outage.succeeded()
+            except Exception as exc:  # a lost connection must not kill the worker
+                claim_failed = True
+                retry_in = self._claim_outage.failed(exc)
+            finally:
+                if budget is not None:
+                    budget.settle(free, len(jobs))
             self._start_all(jobs)
             if jobs:
                 # Let the handlers begin before this loop's next statement (the sleep's
@@ -482,7 +503,10 @@ class Worker:
                         await self._wake.wait()
                 continue
             if claim_failed:
-                await asyncio.sleep(min(self.config.poll_interval, 1.0))
+                # Backoff, logged once per outage (a stop() still ends the wait at once).
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(retry_in):
+                        await self._wake.wait()
             else:
                 await self._idle_wait(free > 0, demands)
 

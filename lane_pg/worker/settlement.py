@@ -114,6 +114,23 @@ class Settlement:
         finally:
             self._jobs.finish(running)
 
+    async def give_back(self, running: Running, delay: float) -> None:
+        """Hand a job this worker cannot run back for another, its attempt not spent,
+        delayed by ``delay`` seconds (A14)."""
+        job = running.job
+        try:
+            await self._backend.give_back_job(job.queue, job.id, job.lock_token, delay)
+            self._counts["released"] += 1
+        except Exception as exc:
+            log.warning(
+                "job %s/%s: giving it back failed (%s); its lease will expire",
+                job.queue,
+                job.id,
+                exc,
+            )
+        finally:
+            self._jobs.finish(running)
+
     def has_unsettled(self) -> bool:
         return bool(self._completions or self._failures)
 

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from typing import Protocol
 
 from lane_pg.backend import HasWakeups, JobQueueBackend
 from lane_pg.failed import FailedJobStore
+from lane_pg.worker.budget import ClaimBudget
 from lane_pg.worker.config import WorkerConfig
 from lane_pg.worker.context import ProcessorLike
 from lane_pg.worker.pausing import WorkerHooks
@@ -26,6 +28,7 @@ async def create_worker(
     failed_store: FailedJobStore | None = None,
     connection: str = "default",
     hooks: WorkerHooks | None = None,
+    claim_budget: ClaimBudget | None = None,
 ) -> Worker:
     notifier = None
     if isinstance(backend, HasWakeups):
@@ -43,6 +46,7 @@ async def create_worker(
         failed_store=failed_store,
         connection=connection,
         hooks=hooks,
+        claim_budget=claim_budget,
     )
 
 
@@ -51,7 +55,15 @@ async def close_worker(worker: Worker) -> None:
         await worker.notifier.close()
 
 
-async def run_until(worker: Worker, shutdown: asyncio.Event | None) -> None:
+class Runnable(Protocol):
+    """A ``Worker``, or workers run as one (``lane_pg.facade.failover_worker``)."""
+
+    async def run(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+async def run_until(worker: Runnable, shutdown: asyncio.Event | None) -> None:
     """``worker.run()``, stopped at its next claim boundary once ``shutdown`` is set."""
     if shutdown is None:
         await worker.run()

@@ -314,3 +314,28 @@ BEGIN
     PERFORM lane._wake_if_capped(p_queue);  -- CLAIM-9: its slot is free
     RETURN v_job;
 END $$;
+
+-- A2, A14: a claim handed back without running (a worker with no processor for the job's
+-- name, a driver's Release): as release_job (p_delay_ms 0) or delay_job, and the claim's
+-- attempt given back (attempts_started - 1), so a job bouncing between workers that cannot
+-- run it never spends its budget (STALL-7). attempts_made and stalled_count are untouched.
+CREATE OR REPLACE FUNCTION lane.give_back_job(p_queue text, p_id text, p_token uuid,
+                                              p_delay_ms bigint DEFAULT 0,
+                                              p_now timestamptz DEFAULT NULL)
+RETURNS lane.jobs LANGUAGE plpgsql AS $$
+DECLARE
+    v_job lane.jobs;
+BEGIN
+    IF p_delay_ms IS NULL OR p_delay_ms < 0 THEN
+        PERFORM lane._fail('LN003', format('delay must not be negative, got %s ms', p_delay_ms));
+    END IF;
+    IF p_delay_ms = 0 THEN
+        v_job := lane.release_job(p_queue, p_id, p_token, p_now);
+    ELSE
+        v_job := lane.delay_job(p_queue, p_id, p_token, p_delay_ms, p_now);
+    END IF;
+    UPDATE lane.jobs SET attempts_started = greatest(attempts_started - 1, 0)
+     WHERE key = v_job.key
+    RETURNING * INTO v_job;
+    RETURN v_job;
+END $$;

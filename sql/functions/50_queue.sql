@@ -119,15 +119,16 @@ END $$;
 
 -- PAUSE-5, PAUSE-7, CLI-6: what a worker (or Q.is_paused) asks outside the claim, in one
 -- round trip: the connection-wide pause, the paused ones among p_queues (their own flag;
--- a queue that does not exist is not paused), and the restart signal (ms since the epoch,
--- NULL when none was ever given).
+-- a queue that does not exist is not paused; NULL: every paused queue, for a worker of
+-- every queue), and the restart signal (ms since the epoch, NULL when none was given).
 CREATE OR REPLACE FUNCTION lane.pause_status(p_queues text[] DEFAULT '{}')
 RETURNS TABLE (all_paused boolean, paused text[], restart_at bigint)
 LANGUAGE sql STABLE AS $$
     SELECT coalesce((SELECT s.value = 'true'::jsonb FROM lane.settings s
                       WHERE s.key = 'paused_all'), false),
            coalesce((SELECT array_agg(q.name ORDER BY q.name) FROM lane.queues q
-                      WHERE q.name = ANY (p_queues) AND q.paused), '{}'),
+                      WHERE (p_queues IS NULL OR q.name = ANY (p_queues)) AND q.paused),
+                    '{}'),
            (SELECT (s.value #>> '{}')::bigint FROM lane.settings s WHERE s.key = 'restart_at')
 $$;
 

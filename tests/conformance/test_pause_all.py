@@ -117,6 +117,22 @@ async def test_pause_status_reads_both_flags_PAUSE_5(
         await backend.get_pause_status(["bad name"])
 
 
+async def test_pause_status_of_every_queue_PAUSE_5_PAUSE_7(
+    backend: JobQueueBackend, queue_name: str, queue_b: str, clock: Clock
+) -> None:
+    """``None`` asks for every queue whose own flag is set (a worker of every queue reports
+    their transitions); ``()`` for none."""
+    await backend.add_job(queue_b, "b", now=clock.at(0))
+    await backend.pause_queue(queue_name)
+    try:
+        everything = await backend.get_pause_status(None)
+        assert queue_name in everything.paused and queue_b not in everything.paused
+        assert (await backend.get_pause_status()).paused == frozenset()
+    finally:
+        await backend.resume_queue(queue_name)
+    assert queue_name not in (await backend.get_pause_status(None)).paused
+
+
 async def test_a_demand_paused_as_its_source_follows_the_source_PAUSE_8(
     switch: JobQueueBackend, queue_name: str, queue_b: str, clock: Clock
 ) -> None:

@@ -157,11 +157,14 @@ async def test_nack_and_release_settle_through_the_backend_DRV_5(
     first = await driver.pop_from([queue_name])
     assert first is not None
     assert await driver.release(first) == SETTLED
-    assert (await backend.get_job(queue_name, job_id)).state == "waiting"  # type: ignore[union-attr]
+    released = await backend.get_job(queue_name, job_id)
+    assert released is not None
+    assert (released.state, released.attempts_started) == ("waiting", 0)  # not charged (A2)
     second = await driver.pop_from([queue_name])
     assert second is not None
     assert await driver.settle(second, Release(timedelta(minutes=5))) == SETTLED
-    assert (await backend.get_job(queue_name, job_id)).state == "delayed"  # type: ignore[union-attr]
+    delayed = await backend.get_job(queue_name, job_id)
+    assert delayed is not None and (delayed.state, delayed.attempts_started) == ("delayed", 0)
     assert await driver.delayed_size(queue_name) == 1
     assert [job.id for job in await driver.delayed_jobs(queue_name)] == [job_id]
     await backend.promote_job(queue_name, job_id)

@@ -199,31 +199,6 @@ async def test_worker_reports_each_pause_transition_once_PAUSE_7(
         await _stop(worker, task)
 
 
-async def test_unfiltered_worker_reports_the_global_pause_as_none_PAUSE_7(
-    backend: JobQueueBackend, backend_kind: str, switch: QueueFacade, queue_name: str
-) -> None:
-    """A worker of every queue, started under the global pause (on the shared PostgreSQL
-    test schema an unfiltered worker must never claim: other tests' jobs are there, so
-    there it is stopped before the switch is lifted)."""
-    facade = switch
-    seen = recorded(facade, WorkerQueuePaused, WorkerQueueResumed)
-    await facade.pause(None, queue_name)  # one queue: not the unfiltered worker's switch
-    await facade.pause_all()
-    worker, task = await _running_worker(backend, facade, [])
-    try:
-        await eventually(lambda: seen == [WorkerQueuePaused("main", None)])
-        reads = worker.signals.reads
-        await eventually(lambda: worker.signals.reads >= reads + 5)
-        assert seen == [WorkerQueuePaused("main", None)]
-        if backend_kind == "memory":
-            await facade.resume_all()
-            await eventually(lambda: len(seen) == 2)
-            assert seen[1] == WorkerQueueResumed("main", None)
-    finally:
-        await _stop(worker, task)
-        await facade.resume(None, queue_name)
-
-
 async def test_forwarded_worker_pauses_on_its_started_names_PAUSE_8_ROUTE_5_ROUTE_11(
     backend: JobQueueBackend, facade: QueueFacade, queue_name: str, registry: Any
 ) -> None:

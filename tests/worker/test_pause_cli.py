@@ -16,6 +16,7 @@ import subprocess
 import asyncpg
 
 from lane_pg.postgres.backend import PostgresBackend
+from tests.conftest import FreshSchema
 from tests.test_cli_queue_commands import cli
 from tests.worker.conftest import (
     APP,
@@ -56,7 +57,7 @@ async def test_one_line_per_pause_transition_PAUSE_7_CLI_13(
     queue_name: str,
     maintenance_held: str,
 ) -> None:
-    worker = await workers.start(*queue_args(queue_name), "--poll-interval", "0.05")
+    worker = await workers.start(*queue_args(queue_name), "--poll-interval", "50")
     [started] = [line for line in worker.stdout().splitlines() if "started" in line]
     assert f"worker {worker.worker_id} started: connection " in started
     assert queue_name in started
@@ -90,7 +91,7 @@ async def test_pause_is_checked_on_the_started_name_not_the_forward_PAUSE_8_ROUT
     worker = await workers.start(
         *queue_args(default),
         "--poll-interval",
-        "0.05",
+        "50",
         app=FORWARD_APP,
         env={FORWARD_ENV: f"{default}:{high}"},
     )
@@ -175,7 +176,7 @@ async def test_max_jobs_exits_after_that_many_CLI_5(
 async def test_restart_stops_running_workers_only_CLI_6(
     workers: Workers, backend: PostgresBackend, db: asyncpg.Connection, queue_name: str
 ) -> None:
-    running = await workers.start(*queue_args(queue_name), "--poll-interval", "0.2")
+    running = await workers.start(*queue_args(queue_name), "--poll-interval", "200")
     job = await backend.add_job(queue_name, "record")
     await wait_for_state(db, queue_name, job.id, "completed")  # it has looked at least once
 
@@ -187,7 +188,7 @@ async def test_restart_stops_running_workers_only_CLI_6(
     assert len(stopping) == 1, running.describe()
     assert re.fullmatch(STATUS + r"Restart signal: stopping after \d+ jobs", stopping[0])
 
-    later = await workers.start(*queue_args(queue_name), "--poll-interval", "0.2")
+    later = await workers.start(*queue_args(queue_name), "--poll-interval", "200")
     after = await backend.add_job(queue_name, "record")
     await wait_for_state(db, queue_name, after.id, "completed")
     again = await backend.add_job(queue_name, "record")
@@ -223,7 +224,7 @@ async def test_work_alias_and_block_timeout_CLI_1(
         "--block-timeout",
         "1",
         "--poll-interval",
-        "1",
+        "1000",
         dsn=workers.dsn,
     )
     assert both.returncode == 2  # one setting, given twice: refused
@@ -273,3 +274,49 @@ async def test_pause_and_resume_commands_exit_codes_CLI_7(
         assert (await backend.get_pause_status()).all_paused is False
     finally:
         await backend.resume_all()
+
+
+async def test_an_unfiltered_worker_prints_each_queues_transitions_PAUSE_7_CLI_13(
+    workers: Workers, fresh_schema: FreshSchema, pg_dsn: str, queue_name: str
+) -> None:
+    """A worker started without ``--queue`` (on a schema of its own: it serves every
+    queue) prints one line per transition of a queue's own pause, not one per poll."""
+    schema = await fresh_schema()
+    store = await PostgresBackend.connect(pg_dsn, schema=schema, min_size=1, max_size=2)
+    holder = f"test:{queue_name}"
+    try:
+        # Held by the test, so only the worker's claims promote the cycle probes below.
+        assert await store.leader().acquire_leadership("maintenance", holder, 120)
+        billing = f"{queue_name}.billing"
+        worker = await workers.start("--schema", schema, "--poll-interval", "50")
+        assert "queues all" in worker.stdout(), worker.describe()
+
+        await store.pause_queue(billing)
+        await until(lambda: _async(status_lines(worker, f"Queue {billing} PAUSED")))
+        await _claim_cycles_on(store, billing, 10)
+        await store.resume_queue(billing)
+        await until(lambda: _async(status_lines(worker, f"Queue {billing} RESUMED")))
+        job = await store.add_job(billing, "record")
+        await until(lambda: _state_is(store, billing, job.id, "completed"))
+        await _claim_cycles_on(store, billing, 3)
+        assert len(status_lines(worker, f"Queue {billing} PAUSED")) == 1, worker.describe()
+        assert len(status_lines(worker, f"Queue {billing} RESUMED")) == 1, worker.describe()
+        assert status_lines(worker, "All queues PAUSED") == []
+        worker.send(signal.SIGTERM)
+        assert await worker.wait_exit() == 0, worker.describe()
+    finally:
+        await store.leader().resign_leadership("maintenance", holder)
+        await store.close()
+
+
+async def _state_is(store: PostgresBackend, queue: str, job_id: str, *states: str) -> bool:
+    return await store.get_job_state(queue, job_id) in states
+
+
+async def _claim_cycles_on(store: PostgresBackend, queue: str, n: int) -> None:
+    """``claim_cycles`` on a schema of the test's own."""
+    for _ in range(n):
+        job_id = (await store.add_job(queue, "noop", None, {"delay_ms": 1})).id
+        await until(
+            lambda job_id=job_id: _state_is(store, queue, job_id, "waiting", "active", "completed")
+        )

@@ -29,7 +29,7 @@ from tests.worker.conftest import (
     wait_for_state,
 )
 
-SLOW_POLL = "30"  # seconds: far beyond every deadline below, so only a wake-up can meet them
+SLOW_POLL = "30000"  # ms: far beyond every deadline below, so only a wake-up can meet them
 
 
 async def _started_after(db: asyncpg.Connection, queue: str, job_id: str) -> timedelta:
@@ -133,7 +133,7 @@ async def test_lost_notification_is_covered_by_the_poll_interval_CLAIM_12(
     behind the library's back) is found by the slow poll, within ``--poll-interval``."""
     await backend.pause_queue(queue_name)
     spawned_at: datetime = await db.fetchval("SELECT clock_timestamp()")
-    worker = await workers.start(*queue_args(queue_name), "--poll-interval", "1")
+    worker = await workers.start(*queue_args(queue_name), "--poll-interval", "1000")
     job = await backend.add_job(queue_name, "record", {"paused": True})
     added_at: datetime = await db.fetchval("SELECT clock_timestamp()")
 
@@ -171,7 +171,7 @@ async def test_lost_notification_is_covered_by_the_poll_interval_CLAIM_12(
 # the maintenance leadership, so no promotion pass wakes it either: only the wake-up of
 # lane._wake_for_due can make it start the job well before its next poll.
 
-DEFAULT_POLL = "5"
+DEFAULT_POLL = "5000"  # ms
 DUE_IN = 1.0  # seconds from the change to the job's due time
 BOUND = timedelta(seconds=1.5)  # started before due + 1.5 s; the next poll is >= 4 s away
 

@@ -235,7 +235,9 @@ class FailoverDriver(SettleSpellings):
     async def pop(self) -> Reservation | None:
         return await self._rotate(lambda driver: driver.pop())
 
-    async def pop_from(self, queues: Sequence[str]) -> Reservation | None:
+    def require_queue_filtering(self) -> None:
+        """FOV-8: ``ConfigurationError`` naming the first connection that cannot claim from
+        named queues only (before anything is claimed: ``pop_from``, a worker's lanes)."""
         for label, driver in self._entries:
             if not driver.filters_queues:
                 raise ConfigurationError(
@@ -243,6 +245,9 @@ class FailoverDriver(SettleSpellings):
                     " named queues only; a worker with --queue needs every connection of the"
                     " failover list to support queue filtering"
                 )
+
+    async def pop_from(self, queues: Sequence[str]) -> Reservation | None:
+        self.require_queue_filtering()
         return await self._rotate(lambda driver: driver.pop_from(queues))
 
     async def _rotate(
