@@ -1,6 +1,85 @@
--- lane_pg stored functions: a flow's dependency reads (FLOW-16..23), paged; the
--- transitions are in 17_flow.sql.
+-- lane_pg stored functions: a stuck flow, inspected and unstuck by an administrator: the
+-- dependency reads (FLOW-16..23, paged) and the cuts (FLOW-24, FLOW-25); the transitions
+-- are in 17_flow.sql.
 -- Applied in file-name order after the migrations, on every migrate (lane_pg/postgres/schema.py).
+
+-- FLOW-24: removes the parent's pending children that nobody holds and that are not
+-- running (waiting, delayed or waiting-children), each with its `removed` event; their
+-- dependency rows stay (bucket removed: they show as missing) and the parent is released
+-- when nothing is pending. The kept next jobs it waits for (DEDUP-18) are dropped too,
+-- each whose owner row is free (an owner finishing now stores its child, which then is
+-- pending and running-free, for a later call). Returns the removed rows.
+CREATE OR REPLACE FUNCTION lane.remove_unprocessed_children(p_queue text, p_id text,
+                                                            p_now timestamptz DEFAULT NULL)
+RETURNS SETOF lane.jobs LANGUAGE plpgsql AS $$
+DECLARE
+    v_now timestamptz := coalesce(p_now, clock_timestamp());
+    v_parent_key bigint := lane._job_key(p_queue, p_id);
+    v_children lane.jobs[];
+    v_kept record;
+    v_owner lane.dedup_owners;
+BEGIN
+    v_children := ARRAY(
+        SELECT j FROM lane.flow_deps d JOIN lane.jobs j ON j.key = d.child_key
+         WHERE d.parent_key = v_parent_key AND d.bucket = 'unprocessed'
+           AND j.state IN ('waiting', 'delayed', 'waiting-children')
+         ORDER BY d.seq
+           FOR UPDATE OF j SKIP LOCKED);
+    PERFORM lane._remove_jobs(ARRAY(SELECT c.key FROM unnest(v_children) c), v_now);
+    FOR v_kept IN
+        SELECT d.child_queue, substr(d.child_id, 3) AS dedup_id FROM lane.flow_deps d
+         WHERE d.parent_key = v_parent_key AND d.bucket = 'unprocessed' AND d.child_key IS NULL
+         ORDER BY d.seq
+    LOOP
+        SELECT * INTO v_owner FROM lane.dedup_owners
+         WHERE queue = v_kept.child_queue AND dedup_id = v_kept.dedup_id FOR UPDATE SKIP LOCKED;
+        CONTINUE WHEN NOT FOUND
+                   OR (v_owner.next_job -> 'parent' ->> 'key')::bigint IS DISTINCT FROM v_parent_key;
+        UPDATE lane.dedup_owners SET next_job = NULL
+         WHERE queue = v_owner.queue AND dedup_id = v_owner.dedup_id;
+        PERFORM lane._dedup_next_dropped(v_owner.queue, v_owner.dedup_id, v_owner.next_job, v_now);
+    END LOOP;
+    RETURN QUERY SELECT * FROM unnest(v_children);
+END $$;
+
+-- FLOW-25: detaches one child from its parent, whatever its bucket: the dependency row
+-- goes (results included), the child stays with no parent, and the parent is released
+-- when nothing is pending. False when the job has no parent.
+CREATE OR REPLACE FUNCTION lane.remove_child_dependency(p_queue text, p_id text,
+                                                        p_now timestamptz DEFAULT NULL)
+RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+    v_now timestamptz := coalesce(p_now, clock_timestamp());
+    v_child lane.jobs;
+    v_parent lane.jobs;
+    v_was text;
+BEGIN
+    SELECT * INTO v_child FROM lane.jobs WHERE key = lane._job_key(p_queue, p_id);
+    IF v_child.parent_id IS NULL THEN
+        RETURN false;
+    END IF;
+    UPDATE lane.jobs SET parent_queue = NULL, parent_id = NULL WHERE key = v_child.key;
+    SELECT * INTO v_parent FROM lane.jobs
+     WHERE key = lane._find_key(v_child.parent_queue, v_child.parent_id) FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN true;
+    END IF;
+    DELETE FROM lane.flow_deps
+     WHERE parent_key = v_parent.key AND child_queue = p_queue AND child_id = p_id
+    RETURNING bucket INTO v_was;
+    IF v_was = 'failed' AND NOT EXISTS (SELECT 1 FROM lane.flow_deps d
+                                         WHERE d.parent_key = v_parent.key AND d.bucket = 'failed') THEN
+        UPDATE lane.jobs SET deferred_failure = NULL WHERE key = v_parent.key;  -- FIN-8
+    END IF;
+    IF v_was = 'unprocessed' THEN
+        UPDATE lane.jobs SET deps_pending = deps_pending - 1 WHERE key = v_parent.key
+        RETURNING * INTO v_parent;
+        IF v_parent.state = 'waiting-children' AND v_parent.deps_pending <= 0 THEN
+            PERFORM lane._flow_release(ARRAY[v_parent.key], v_now);
+        END IF;
+    END IF;
+    RETURN true;
+END $$;
 
 -- FLOW-17: the parent's dependency counts (NULL row values for an unknown parent), in one
 -- pass over its rows; missing = attached children whose rows are gone.
