@@ -5,8 +5,9 @@ that returns the job already holding its id, a repeat series that runs three tim
 run's successor written by its completion, and a flow: a report whose two children run
 first, released by the last child's completion and combining what they returned.
 
-Then the facade: a typed job class pushed with ``Q.push`` / ``Q.later`` / ``Q.bulk`` and
-a plain processor function, both run by one ``lane_pg.Worker`` (LISTEN/NOTIFY, leases).
+Then the facade: a typed job class pushed with ``Q.push`` / ``Q.later`` / ``Q.bulk``, a
+unique one pushed twice with ``Q.push_unique`` (True, then False) and a plain processor
+function, all run by one ``lane_pg.Worker`` (LISTEN/NOTIFY, leases).
 
     make demo            # or: python examples/demo.py
 
@@ -105,7 +106,23 @@ class SendWelcomeEmail(Job):
         return {"welcomed": self.user_id}
 
 
+@dataclass
+class SendDigest(Job):
+    """A unique job: one live push per account (``unique_for``, 5 minutes by default)."""
+
+    job_name = "SendDigest"
+    queue = FACADE_QUEUE
+    account: str
+
+    def unique_id(self) -> str:
+        return self.account
+
+    async def handle(self) -> dict[str, str]:
+        return {"digest": self.account}
+
+
 register_job(SendWelcomeEmail)
+register_job(SendDigest)
 
 
 async def facade_demo(dsn: str) -> bool:
@@ -125,7 +142,14 @@ async def facade_demo(dsn: str) -> bool:
         ]
         backend = await app.backend()
         ids.append((await backend.add_job(FACADE_QUEUE, "audit", {"what": "signups"})).id)
+        # A fresh account per run: the lock outlives the job for unique_for.
+        account = f"acct-{datetime.now(UTC):%H%M%S%f}"
+        pushed = [await Q.push_unique(SendDigest(account)) for _ in range(2)]
+        digest = await backend.get_deduplication_job_id(FACADE_QUEUE, f"SendDigest:{account}")
+        if digest is not None:
+            ids.append(digest)
         print(f"pushed     {len(ids)} jobs to {FACADE_QUEUE} (one delayed 300 ms)")
+        print(f"unique     SendDigest({account}): push_unique {pushed[0]}, again {pushed[1]}")
         worker = await app.create_worker(lanes=(Lane(FACADE_QUEUE),), poll_interval=0.5)
         running = asyncio.create_task(worker.run())
         loop = asyncio.get_running_loop()

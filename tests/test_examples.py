@@ -160,7 +160,8 @@ async def test_lanes_worker_runs_control_first(db: str) -> None:
 async def test_demo_runs_the_runtime_and_the_facade(db: str) -> None:
     done = await run(str(EXAMPLES / "demo.py"), dsn=db)
     assert "all 7 jobs completed; the series ran 3 times and ended" in done.stdout
-    assert "worker ran 6 facade jobs: all completed" in done.stdout
+    assert "worker ran 7 facade jobs: all completed" in done.stdout
+    assert "push_unique True, again False" in done.stdout
 
 
 async def test_facade_app_is_pushed_and_drained_by_the_worker_cli_PUSH_1_CLI_1(db: str) -> None:
