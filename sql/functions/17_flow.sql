@@ -227,6 +227,9 @@ DECLARE
     v_parent lane.jobs;
     v_release bigint[] := '{}';
 BEGIN
+    IF p_outcome NOT IN ('failed', 'removed') THEN  -- completions: lane._flow_complete
+        RAISE EXCEPTION 'lane._flow_resolve takes failed or removed, not %', p_outcome;
+    END IF;
     -- The children's fields as plain arrays in one statement (a FOREACH over the rows
     -- cost ~90 us a row: each step copies the composite out of the array), each parent's
     -- key looked up once, then every dependency row in one statement by its child's key:
