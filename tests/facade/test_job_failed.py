@@ -105,6 +105,13 @@ def _listen(facade: QueueFacade) -> list[object]:
     return seen
 
 
+def _the_failure(seen: list[object]) -> JobFailed:
+    """The one JobFailed among ``seen`` (there must be exactly one)."""
+    failures = [event for event in seen if isinstance(event, JobFailed)]
+    assert len(failures) == 1
+    return failures[0]
+
+
 def _register(facade: QueueFacade, queue: str, *classes: type[Job]) -> None:
     for cls in classes:
         facade.registry.register(cls)
@@ -149,9 +156,7 @@ async def test_job_fail_is_manually_failed_after_one_try_RETRY_9(
     await _drain(facade, backend, queue_name)
 
     assert TRIES["GivesUp"] == 1  # 5 tries allowed, the first gave up
-    failures = [event for event in seen if isinstance(event, JobFailed)]
-    assert len(failures) == 1
-    cause = failures[0].exception
+    cause = _the_failure(seen).exception
     assert isinstance(cause, ManuallyFailed)
     assert cause.job_name == "GivesUp"
     assert isinstance(cause.__cause__, ValueError)
@@ -169,10 +174,9 @@ async def test_terminal_timeout_is_timeout_exceeded_RETRY_9(
     await facade.push(Slow())
     await _drain(facade, backend, queue_name)
 
-    failures = [event for event in seen if isinstance(event, JobFailed)]
-    assert len(failures) == 1
-    assert isinstance(failures[0].exception, TimeoutExceeded)
-    assert failures[0].attempts == 1
+    failed = _the_failure(seen)
+    assert isinstance(failed.exception, TimeoutExceeded)
+    assert failed.attempts == 1
 
 
 async def test_a_retried_failure_tells_no_job_failed_RETRY_9(
@@ -196,10 +200,9 @@ async def test_an_unknown_job_name_is_its_own_cause_RETRY_9(
     await backend.add_job(queue_name, "NoSuchJob", {}, JobOptions(attempts=3))
     await _drain(facade, backend, queue_name)
 
-    failures = [event for event in seen if isinstance(event, JobFailed)]
-    assert len(failures) == 1
-    assert isinstance(failures[0].exception, UnknownJobName)
-    assert failures[0].attempts == 1
+    failed = _the_failure(seen)
+    assert isinstance(failed.exception, UnknownJobName)
+    assert failed.attempts == 1
 
 
 async def test_a_raising_listener_changes_no_outcome_RETRY_9(
