@@ -33,7 +33,7 @@ from lane_pg.facade.reads import ConnectionReads
 from lane_pg.facade.registry import DEFAULT_REGISTRY, JobRegistry
 from lane_pg.facade.routing import Routing
 from lane_pg.facade.stores import refuse_shared_stores
-from lane_pg.facade.unique import UniquePushes
+from lane_pg.facade.unique import UniquePushes, refuse_unique_and_debounce
 from lane_pg.types import Duration
 
 
@@ -205,6 +205,7 @@ class QueueFacade(FailedJobs, UniquePushes, ConnectionReads, PausingMixin):
         if len(kinds) > 1:
             names = sorted(kind.__qualname__ for kind in kinds)
             raise ConfigurationError(f"bulk takes jobs of one type per call, got {names}")
+        refuse_unique_and_debounce(type(jobs[0]))  # UNIQ-14, as for one push: nothing stored
         envelopes = [self.envelope(job) for job in jobs]
         deferred = await self.bulk_special(envelopes, conn)
         if deferred is not None:

@@ -290,6 +290,7 @@ async def test_unique_and_debounce_on_one_class_are_refused_UNIQ_14(
         facade.push_unique(Both()),
         facade.push(Both()),
         facade.push_debounced(Both(), DebounceOptions(1)),
+        facade.bulk([Both(), Both()]),  # bulk arms no window, but refuses the class alike
     ):
         with pytest.raises(ConfigurationError, match="debounce_for and unique_id"):
             await push
