@@ -399,8 +399,14 @@ class UniquePushes:
                 f"the {driver.driver_name} connection keeps no debounce windows (add_debounced_job)"
             )
         key = f"debounce:{envelope.job_name}:{options.id or ''}"
-        envelope.available_at = None
-        envelope.delay = options.window
+        # PUSH-4: a call-site time (later, push_later, ...) wins over the window: the
+        # dispatch is stored at that time, still owning the window (a newer dispatch of the
+        # window replaces it while it waits), and max_debounce_wait, whose flush stores a
+        # dispatch at once, does not apply to it. Otherwise the window is its delay.
+        explicit = not envelope.declared_delay
+        if not explicit:
+            envelope.available_at = None
+            envelope.delay = options.window
         envelope.deduplication = {"id": key, "replace_delayed": True, "token": uuid.uuid4().hex}
         envelope.meta[META_DEBOUNCE] = {"key": key}
         await self.events.emit(
@@ -413,7 +419,7 @@ class UniquePushes:
             envelope.job_name,
             envelope.data,
             envelope.options_document(datetime.now(UTC)),
-            max_wait=options.max_wait,
+            max_wait=None if explicit else options.max_wait,
         )
         if added.replaced_id is not None:  # replaced at push while delayed (UNIQ-11)
             await self.events.emit(
