@@ -239,15 +239,7 @@ class QueueFacade(FailedJobs, UniquePushes, ConnectionReads, PausingMixin):
 
     async def write(self, envelope: Envelope, *, conn: object | None = None) -> str:
         """The plain write of ``dispatch``: ``JobQueueing``, the driver's push, ``JobQueued``."""
-        driver = self.driver_for(envelope.connection)
-        await self.events.emit(
-            JobQueueing(envelope.connection, envelope.queue, envelope.job_name, envelope.job)
-        )
-        job_id = await driver.push(envelope, conn=conn)
-        await self.events.emit(
-            JobQueued(envelope.connection, envelope.queue, envelope.job_name, job_id)
-        )
-        return job_id
+        return await self.write_on(self.driver_for(envelope.connection), envelope, conn=conn)
 
     # -- reads of the default connection (CONN-9) ------------------------------------------
 
