@@ -71,10 +71,12 @@ class FailedJobRecord:
         failed_at: datetime | None = None,
         record_id: str | None = None,
     ) -> FailedJobRecord:
-        """The record of ``job`` failing for good with ``exception``."""
+        """The record of ``job`` failing for good with ``exception`` on the worker's
+        ``connection`` (CONN-13: the name it can be retried through; the push's label only
+        when none is given)."""
         return cls(
             id=record_id or str(uuid.uuid4()),
-            connection=job_connection_label(job) or connection,
+            connection=connection or job_connection_label(job) or "default",
             queue=job.queue,
             job_name=job.name,
             envelope=job_document(job),

@@ -159,13 +159,33 @@ async def test_retry_all_of_a_queue_and_a_record_of_another_connection_CLI_9(
 
     alone = await cli("retry", stranger.id, dsn=pg_dsn)
     assert alone.returncode == 1 and "not registered" in alone.stderr
+    assert "no known store holds its job" in alone.stderr
     usage = await cli("retry", "all", stranger.id, dsn=pg_dsn)
     assert usage.returncode == 1 and "not both" in usage.stderr
-    # Named as that connection, the database takes the record's job (pushed again).
+    # --connection no longer relabels the --dsn database as the record's connection: its
+    # job failed on a store this configuration does not know, and is pushed nowhere.
     named = await cli("retry", stranger.id, "--connection", "elsewhere", dsn=pg_dsn)
-    assert named.returncode == 0, named.stderr
-    assert await store.find(stranger.id) is None
-    assert await backend.get_job_count(queue, ["waiting"]) == 3
+    assert named.returncode != 0 and "'elsewhere'" in named.stderr
+    assert await store.find(stranger.id) is not None
+    assert await backend.get_job_count(queue, ["waiting"]) == 2
+
+
+async def test_retry_of_a_record_named_by_a_label_whose_job_is_here_CLI_9_CONN_6(
+    pg_dsn: str, backend: PostgresBackend, store: DatabaseFailedJobStore
+) -> None:
+    """A record naming a connection that was only a push's label (written so before
+    records named the worker's connection, or by stalled recovery) is retried into the
+    one store that holds its failed job."""
+    queue = unique_queue("label")
+    [record] = await failed_jobs(backend, store, queue, 1)
+    await store.forget(record.id)
+    labelled = dataclasses.replace(record, connection="nope")
+    await store.log(labelled)
+    result = await cli("retry", labelled.id, dsn=pg_dsn)
+    assert result.returncode == 0, result.stderr
+    assert record.job_id is not None
+    again = await backend.get_job(queue, record.job_id)
+    assert again is not None and again.state == "waiting"
 
 
 async def test_forget_one_record_CLI_10(
