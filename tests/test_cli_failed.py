@@ -89,23 +89,26 @@ async def test_failed_lists_records_page_by_page_CLI_8(
     records = await failed_jobs(backend, store, queue, 5)
 
     seen: list[str] = []
+    jobs: list[str] = []
     after: list[str] = []
     for _ in range(4):
         result = await cli("failed", "--queue", queue, "--limit", "2", *after, dsn=pg_dsn)
         assert result.returncode == 0, result.stderr
         lines = result.stdout.splitlines()
-        assert lines[0] == "id\tconnection\tqueue\tjob_name\tfailed_at\texception"
+        assert lines[0] == "id\tjob_id\tconnection\tqueue\tjob_name\tfailed_at\texception"
         rows = [line.split("\t") for line in lines[1:] if not line.startswith("lane_pg:")]
         for row in rows:
-            assert row[1:4] == [CONNECTION, queue, "flaky"]
-            assert row[5].startswith("RuntimeError: flaky ")
+            assert row[2:5] == [CONNECTION, queue, "flaky"]
+            assert row[6].startswith("RuntimeError: flaky ")
         seen += [row[0] for row in rows]
+        jobs += [row[1] for row in rows]
         more = [line for line in lines if line.startswith("lane_pg: more")]
         if not more:
             break
         assert "(5 match in all)" in more[0]
         after = ["--after", more[0].rsplit(" ", 1)[1]]
     assert seen == [record.id for record in records]  # oldest first, each once
+    assert jobs == [record.job_id for record in records]
 
     nothing = await cli("failed", "--queue", queue, "--job", "other", dsn=pg_dsn)
     assert nothing.returncode == 0 and nothing.stdout.count("\n") == 1
@@ -127,9 +130,10 @@ async def test_retry_good_and_bad_ids_retries_the_good_one_and_exits_1_CLI_9(
 
     result = await cli("retry", record.id, "bad-uuid", unknown, dsn=pg_dsn)
     assert result.returncode == 1
-    assert result.stdout == f"lane_pg: retried failed job {record.id}\n"
-    assert "bad-uuid: not a UUID" in result.stderr
-    assert f"{unknown}: no failed job has this id" in result.stderr
+    assert result.stdout == f"lane_pg: retried failed job {record.id} (job {record.job_id})\n"
+    for bad in ("bad-uuid", unknown):
+        assert f"{bad}: no failed job has id '{bad}'" in result.stderr
+    assert result.stderr.count("list them with: python -m lane_pg failed") == 2
     assert await store.find(record.id) is None
     job_id = record.job_id
     assert job_id is not None
@@ -196,12 +200,12 @@ async def test_forget_one_record_CLI_10(
     await store.log(record)
     result = await cli("forget", record.id, dsn=pg_dsn)
     assert result.returncode == 0, result.stderr
-    assert result.stdout == f"lane_pg: forgot failed job {record.id}\n"
+    assert result.stdout == f"lane_pg: forgot failed job {record.id} (job {record.job_id})\n"
     assert await store.find(record.id) is None
     again = await cli("forget", record.id, dsn=pg_dsn)
     assert again.returncode == 1 and "no failed job has id" in again.stderr
     bad = await cli("forget", "nope", dsn=pg_dsn)
-    assert bad.returncode == 1 and "UUID" in bad.stderr
+    assert bad.returncode == 1 and "python -m lane_pg failed" in bad.stderr
 
 
 async def test_flush_hours_keeps_newer_records_CLI_10(
@@ -220,3 +224,42 @@ async def test_flush_hours_keeps_newer_records_CLI_10(
     bad = await cli("flush", "--hours", "soon", dsn=pg_dsn)
     assert bad.returncode == 1 and "--hours" in bad.stderr
     await store.forget(new.id)
+
+
+async def test_retry_and_forget_take_a_job_id_and_refuse_an_ambiguous_one_CLI_9(
+    pg_dsn: str, backend: PostgresBackend, store: DatabaseFailedJobStore
+) -> None:
+    """What a user has is the job's id (``retry 16``): one record carries it, so it is
+    retried; an id two queues share is refused with the candidates, and ``--queue``
+    picks one. Nothing changes on a refusal."""
+    queue = unique_queue("byjob")
+    [record] = await failed_jobs(backend, store, queue, 1)
+    assert record.job_id is not None and record.job_id.isdigit()  # a generated id: "16"
+    result = await cli("retry", record.job_id, "--queue", queue, dsn=pg_dsn)
+    assert result.returncode == 0, result.stderr
+    assert await store.find(record.id) is None
+    again = await backend.get_job(queue, record.job_id)
+    assert again is not None and again.state == "waiting"
+
+    shared = f"job-{uuid.uuid4().hex[:8]}"
+    first, second = unique_queue("amb1"), unique_queue("amb2")
+    records = []
+    for name in (first, second):
+        one = logged(name, timedelta(0))
+        one = dataclasses.replace(one, envelope={**one.envelope, "id": shared})
+        await store.log(one)
+        records.append(one)
+    ambiguous = await cli("retry", shared, dsn=pg_dsn)
+    assert ambiguous.returncode == 1
+    assert "names 2 failed-job records: give --queue, or use a record id" in ambiguous.stderr
+    assert all(f"record {one.id} (queue {one.queue}" in ambiguous.stderr for one in records)
+    forget_both = await cli("forget", shared, dsn=pg_dsn)
+    assert forget_both.returncode == 1 and "names 2 failed-job records" in forget_both.stderr
+    assert [await store.find(one.id) is not None for one in records] == [True, True]
+
+    forgot = await cli("forget", shared, "--queue", second, dsn=pg_dsn)
+    assert forgot.returncode == 0, forgot.stderr
+    assert forgot.stdout == f"lane_pg: forgot failed job {records[1].id} (job {shared})\n"
+    assert await store.find(records[0].id) is not None
+    assert await store.find(records[1].id) is None
+    await store.forget(records[0].id)
