@@ -19,6 +19,7 @@ import pytest
 from lane_pg.failed import FailedJobFilter, FailedJobRecord
 from lane_pg.postgres.backend import PostgresBackend
 from lane_pg.postgres.failed import DatabaseFailedJobStore
+from lane_pg.postgres.schema import migrate
 from lane_pg.types import JSON, JobRow, Lane
 from lane_pg.worker import JobContext, Worker, WorkerConfig
 from tests.test_cli_queue_commands import cli, unique_queue
@@ -263,3 +264,64 @@ async def test_retry_and_forget_take_a_job_id_and_refuse_an_ambiguous_one_CLI_9(
     assert await store.find(records[0].id) is not None
     assert await store.find(records[1].id) is None
     await store.forget(records[0].id)
+
+
+OTHER_SCHEMA = "lane_cli_other"
+
+
+@pytest.fixture
+async def other(pg_dsn: str) -> AsyncIterator[PostgresBackend]:
+    """A second store: another schema of the test database (a store is a DSN and schema)."""
+    await migrate(pg_dsn, schema=OTHER_SCHEMA)
+    be = await PostgresBackend.connect(pg_dsn, schema=OTHER_SCHEMA, max_size=2)
+    yield be
+    await be.close()
+
+
+def two_stores(pg_dsn: str) -> dict[str, str]:
+    """The app's boot configuration: a failover list over the two stores."""
+    return {
+        "LANE_PG_DRIVER": "failover",
+        "LANE_PG_FAILOVER_CONNECTIONS": "main:postgres,other:postgres",
+        "LANE_PG_FAILOVER_MAIN_DSN": pg_dsn,
+        "LANE_PG_FAILOVER_OTHER_DSN": pg_dsn,
+        "LANE_PG_FAILOVER_OTHER_SCHEMA": OTHER_SCHEMA,
+    }
+
+
+async def test_retry_pushes_into_the_store_the_record_names_never_the_dsn_one_CLI_11(
+    pg_dsn: str, backend: PostgresBackend, store: DatabaseFailedJobStore, other: PostgresBackend
+) -> None:
+    """The commands read the boot configuration (LANE_PG_DRIVER, the failover list): a
+    record kept in main's store that failed on "other" goes back into other's store."""
+    queue = unique_queue("stores")
+    record = dataclasses.replace(logged(queue, timedelta(0)), connection="other")
+    await store.log(record)
+    env = two_stores(pg_dsn)
+    listing = await cli("failed", "--queue", queue, "--connection", "main", extra_env=env)
+    assert listing.returncode == 0, listing.stderr
+    assert record.id in listing.stdout
+    whole = await cli("failed", extra_env=env)
+    assert whole.returncode == 1 and "give --connection main or other" in whole.stderr
+
+    result = await cli("retry", record.id, "--connection", "main", extra_env=env)
+    assert result.returncode == 0, result.stderr
+    assert record.job_id is not None
+    assert await backend.get_job(queue, record.job_id) is None  # not main's database
+    pushed = await other.get_job(queue, record.job_id)
+    assert pushed is not None and pushed.state == "waiting"
+    assert await store.find(record.id) is None
+
+
+async def test_a_record_of_a_memory_connection_is_not_retried_into_the_cli_process_CLI_11(
+    pg_dsn: str, backend: PostgresBackend, store: DatabaseFailedJobStore
+) -> None:
+    queue = unique_queue("memory")
+    record = dataclasses.replace(logged(queue, timedelta(0)), connection="memory")
+    await store.log(record)
+    env = {"LANE_PG_CONNECTIONS": "memory"}
+    result = await cli("retry", record.id, dsn=pg_dsn, extra_env=env)
+    assert result.returncode == 1
+    assert "a memory store that lives in the app's process" in result.stderr
+    assert await store.find(record.id) is not None  # kept
+    await store.forget(record.id)

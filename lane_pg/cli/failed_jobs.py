@@ -26,10 +26,10 @@ from lane_pg.cli.common import (
     add_connection_arguments,
     connection_env,
     parse_duration,
-    resolve_connection,
 )
 from lane_pg.cli.pause import open_backend
-from lane_pg.facade import BackendDriver, JobRegistry, QueueFacade
+from lane_pg.errors import ConfigurationError
+from lane_pg.facade import BackendDriver, JobRegistry, QueueFacade, bootstrap_from_env
 from lane_pg.facade.failed import default_failed_store
 from lane_pg.failed import FailedJobStore
 
@@ -63,9 +63,11 @@ async def open_failed_jobs(
     ``connection``; ``CommandError`` when that connection binds none (CLI-8)."""
     args = argparse.Namespace(dsn=dsn_option, schema=schema)
     facade = QueueFacade(registry=JobRegistry())
-    _, _, driver = resolve_connection(connection, env=connection_env(args), facade=facade)
-    if not isinstance(driver, BackendDriver):
-        raise CommandError(NO_STORE.format(driver=driver.driver_name))
+    bootstrap_from_env(facade, connection_env(args))
+    driver = _store_driver(facade, connection)
+    # A retry into a memory connection would land in this process's memory, and be lost
+    # when it exits (CLI-11): refused with a message instead.
+    facade.refuse_process_local_retries()
     if driver.driver_name != "postgres":  # memory, local: no store outside their process
         raise CommandError(NO_STORE.format(driver=driver.driver_name))
     try:
@@ -80,6 +82,37 @@ async def open_failed_jobs(
             yield facade, store
     finally:
         await facade.close()
+
+
+def _store_driver(facade: QueueFacade, connection: str | None) -> BackendDriver:
+    """The driver whose store holds the records ``--connection`` names: a connection, or
+    one connection of a failover list by its label (each keeps its own records)."""
+    from lane_pg.facade.drivers.failover import FailoverDriver
+
+    name = connection or facade.connection_name()
+    members = {
+        label: inner
+        for known in facade.connection_names()
+        if isinstance(bound := facade.connection(known), FailoverDriver)
+        for label, inner in bound.connections
+    }
+    if name in facade.connection_names():
+        driver = facade.connection(name)
+    elif name in members:
+        driver = members[name]
+    else:
+        known = ", ".join([*facade.connection_names(), *members]) or "none"
+        raise ConfigurationError(
+            f"--connection {name!r}: unknown queue connection (known: {known})"
+        )
+    if isinstance(driver, FailoverDriver):
+        raise CommandError(
+            f"connection {name!r} is a failover list: each of its connections keeps its own"
+            f" failed jobs; give --connection {' or '.join(driver.labels)}"
+        )
+    if not isinstance(driver, BackendDriver):
+        raise CommandError(NO_STORE.format(driver=driver.driver_name))
+    return driver
 
 
 def cutoff(duration: str | None, option: str) -> datetime | None:

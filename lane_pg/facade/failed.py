@@ -97,6 +97,7 @@ class FailedJobs:
     """``QueueFacade``'s failed-job half (mixed in; uses its connections and events)."""
 
     _failed_store: FailedJobStore | None = None
+    _refuse_process_local = False
     events: Events
 
     if TYPE_CHECKING:
@@ -124,7 +125,22 @@ class FailedJobs:
             )
         return self._failed_store
 
+    def refuse_process_local_retries(self) -> None:
+        """Refuse retries into a connection whose store lives in one process (memory):
+        for a process that is not the app's (the CLI), where the job would be lost."""
+        self._refuse_process_local = True
+
     async def _retry_driver(self, record: FailedJobRecord) -> BackendDriver:
+        driver = await self._retry_store(record)
+        if self._refuse_process_local and driver.driver_name == "memory":
+            raise ConfigurationError(
+                f"failed job {record.id} failed on connection {record.connection!r}, a memory"
+                " store that lives in the app's process: a retry from here would be lost with"
+                " this process; retry it in the app (Q.retry_failed)"
+            )
+        return driver
+
+    async def _retry_store(self, record: FailedJobRecord) -> BackendDriver:
         """The driver of the store ``record``'s job belongs to (CONN-12, CONN-13): the
         connection it names; an inner connection of a failover list by its label; else,
         for a name that is only a label (CONN-6, or a record written before records named
