@@ -8,8 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
+import asyncpg
 import pytest
 
+import lane_pg
 from lane_pg.facade import (
     BackendDriver,
     DebounceOptions,
@@ -41,6 +43,12 @@ class Report(Job):
 
 
 @dataclass
+class DeferredReport(Report):
+    job_name = "DriversDeferredReport"
+    after_commit = True
+
+
+@dataclass
 class Search(Job):
     job_name = "DriversSearch"
     debounce_for = timedelta(seconds=60)
@@ -55,7 +63,7 @@ def _scope(queue_name: str) -> None:
 def _facade(driver: object, queue: str) -> tuple[QueueFacade, list[object]]:
     facade = QueueFacade(registry=JobRegistry())
     facade.set_driver(driver)  # type: ignore[arg-type]
-    for cls in (Report, Search):
+    for cls in (Report, DeferredReport, Search):
         facade.route(cls, queue=queue)
     seen: list[object] = []
     for kind in (JobQueueing, JobQueued, UniqueJobSkipped, JobDebounced, QueueFailedOver):
@@ -132,3 +140,36 @@ async def test_failover_debounced_push_keeps_its_window_on_the_store_that_takes_
     assert [event.job_id for event in debounced] == [first]
     assert names(seen).count("QueueFailedOver") == 1
     assert names(seen).count("JobQueueing") == 2
+
+
+class Rollback(Exception):
+    pass
+
+
+async def test_failover_unique_push_inside_a_transaction_FOV_1_TX_10(
+    pg_backend: PostgresBackend, pg_dsn: str, queue_name: str
+) -> None:
+    """A deferred unique push falls through too: the lock is taken on the store that
+    accepts it (here the transaction's own database: written inside it)."""
+    driver = FailoverDriver(
+        [
+            ("down", BackendDriver.lazy(CLOSED_PORT_DSN, "postgres")),
+            ("pg", BackendDriver(pg_backend, "postgres")),
+        ]
+    )
+    facade, _ = _facade(driver, queue_name)
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        with pytest.raises(Rollback):
+            async with lane_pg.transaction(conn):
+                assert await facade.push_unique(DeferredReport("t")) is True
+                raise Rollback
+        assert await rows(pg_backend, queue_name) == []
+        async with lane_pg.transaction(conn):
+            assert await facade.push_unique(DeferredReport("t")) is True
+            assert await facade.push_unique(DeferredReport("t")) is False
+            assert await rows(pg_backend, queue_name) == []  # not committed yet
+    finally:
+        await conn.close()
+    [row] = await rows(pg_backend, queue_name)
+    assert (row.name, row.data) == ("DriversDeferredReport", {"account": "t"})
