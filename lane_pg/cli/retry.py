@@ -32,7 +32,7 @@ from lane_pg.failed import (
 )
 from lane_pg.types import validate_queue_name
 
-HELP = "push failed jobs again (by record id, or all) and delete their records"
+HELP = "push failed jobs again (by record id or job id, or all) and delete their records"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,7 +48,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="only records of this queue (with all; with job ids: the queue the id is in)",
     )
     parser.add_argument(
-        "--before", default=None, metavar="DURATION", help="with all: only older records (7d)"
+        "--before",
+        default=None,
+        metavar="DURATION",
+        help="with all: only records that failed longer ago than this (30s, 15m, 1h, 7d)",
     )
     add_store_arguments(parser)
 

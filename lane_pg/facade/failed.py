@@ -5,11 +5,13 @@
     await Q.retry_failed(record_id)          # True: pushed again and the record deleted
     await Q.retry_all_failed(before=cutoff)  # how many were pushed again
 
-A retry goes to the connection and queue the job failed on (CONN-12). While the failed row
-is retained in its backend it is ``retry_job`` (same row, attempts reset, seed 000); once
-retention removed it, the stored job record is added again (under the same job id when
-it is a custom id; a generated decimal id belongs to the queue's sequence, A5, so the push
-gets a new one) with its data and options, minus what belonged to that run: its delay,
+A retry goes to the connection and queue the job failed on (CONN-12): the connection the
+record names, a failover member by its label, or, for a name that is only a label, the one
+known store still holding the record's job; otherwise it is refused, never guessed. While
+the failed row is retained in its backend it is ``retry_job`` (same row, attempts reset,
+seed 000); once retention removed it, the stored job record is added again (under the same
+job id when it is a custom id; a generated decimal id belongs to the queue's sequence, A5,
+so the push gets a new one) with its data and options, minus what belonged to that run: its delay,
 its deduplication id and the unique/debounce tokens of ``options.meta`` (A9: a retried
 unique job carries no owner token and never reclaims or checks the lock). A row that is
 live again (retried some other way) is left alone. Either way the record is deleted.

@@ -12,6 +12,10 @@ add found the key held (False). A failed add leaves no lock (UNIQ-3).
 (``release_deduplication_key``), so an old attempt never frees a newer push's lock (UNIQ-7,
 Laravel PR #59567); a retried job has no token (A9, ``retry_job``).
 
+On a ``null`` connection a unique or debounced push is discarded like any push (True, or
+its id); on a ``failover`` one it falls through the list as a plain push does, and the lock
+or window is taken on the store that accepts the job (``FailoverDriver.fall_through``).
+
 Debounce (UNIQ-9..13). The window of ``(job_name, debounce_id)`` is a dedup owner keyed
 ``debounce:<job_name>:<debounce_id>`` (no TTL, per queue), and each dispatch is one
 ``add_debounced_job`` call, which reads and writes the window in one step (so concurrent
