@@ -429,7 +429,12 @@ class UniquePushes:
     ) -> str:
         """The plain write: ``JobQueueing`` (once per push: ``announce``), the driver's
         push, ``JobQueued``."""
-        await (announce or _Announce(self.events, envelope))()
+        if announce is not None:
+            await announce()
+        else:  # the plain path: no helper object
+            await self.events.emit(
+                JobQueueing(envelope.connection, envelope.queue, envelope.job_name, envelope.job)
+            )
         job_id = await driver.push(envelope, conn=conn)
         await self.events.emit(
             JobQueued(envelope.connection, envelope.queue, envelope.job_name, job_id)
