@@ -282,7 +282,7 @@ class UniquePushes:
         if unique_id is None:
             raise ConfigurationError(
                 f"push_unique: {cls.__qualname__}.unique_id() returned None; a unique push"
-                " needs the id its lock is keyed by (UNIQ-2)"
+                " needs the id its lock is keyed by"
             )
         key = f"{envelope.job_name}:{unique_id}"
         token = uuid.uuid4().hex
