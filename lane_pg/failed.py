@@ -31,6 +31,23 @@ MAX_PAGE = 10_000
 """The largest page ``page`` returns (``lane.failed_jobs_page`` refuses more)."""
 
 
+class FailedJobNotFound(LaneError):
+    """No failed-job record answers to an id (neither a record id nor a job id)."""
+
+    sqlstate = "LN003"
+
+
+class AmbiguousFailedJob(LaneError):
+    """A job id that several failed-job records carry (the same id in two queues, or a job
+    that failed for good twice): the message lists them, by record id."""
+
+    sqlstate = "LN003"
+
+    def __init__(self, message: str, candidates: list[FailedJobRecord]) -> None:
+        super().__init__(message)
+        self.candidates = candidates
+
+
 class UndecodableFailedJob(LaneError):
     """A failed-job record whose envelope is not a job record this version can push again."""
 
@@ -71,10 +88,12 @@ class FailedJobRecord:
         failed_at: datetime | None = None,
         record_id: str | None = None,
     ) -> FailedJobRecord:
-        """The record of ``job`` failing for good with ``exception``."""
+        """The record of ``job`` failing for good with ``exception`` on the worker's
+        ``connection`` (CONN-13: the name it can be retried through; the push's label only
+        when none is given)."""
         return cls(
             id=record_id or str(uuid.uuid4()),
-            connection=job_connection_label(job) or connection,
+            connection=connection or job_connection_label(job) or "default",
             queue=job.queue,
             job_name=job.name,
             envelope=job_document(job),
@@ -150,6 +169,63 @@ def check_record_id(record_id: str) -> str:
         return str(uuid.UUID(str(record_id)))
     except ValueError:
         raise InvalidOptions(f"a failed-job id is a UUID, got {record_id!r}") from None
+
+
+LIST_HINT = "list them with: python -m lane_pg failed"
+
+
+async def records_of_job(
+    store: FailedJobStore, job_id: str, queue: str | None = None
+) -> list[FailedJobRecord]:
+    """The records of the job ``job_id`` (in ``queue`` when given), oldest first: a walk
+    of the store's pages (a failed-job table is small next to the jobs table)."""
+    return [
+        record
+        async for record in walk(store, FailedJobFilter(queue=queue), page=MAX_PAGE)
+        if record.job_id == job_id
+    ]
+
+
+async def find_failed(
+    store: FailedJobStore, text: str, queue: str | None = None
+) -> FailedJobRecord:
+    """The record ``text`` names: a record id (a UUID), else a job id, which must name one
+    record (in ``queue`` when given). ``FailedJobNotFound`` or ``AmbiguousFailedJob``
+    (listing the candidates) otherwise; nothing is changed."""
+    text = str(text).strip()
+    if not text:
+        raise FailedJobNotFound(
+            f"an empty failed-job id: give a record id or a job id; {LIST_HINT}"
+        )
+    try:
+        record_id: str | None = check_record_id(text)
+    except InvalidOptions:
+        record_id = None
+    if record_id is not None:
+        record = await store.find(record_id)
+        if record is not None and (queue is None or record.queue == queue):
+            return record
+    # A job id (a UUID may be one too: a custom or failover-pinned id).
+    found = await records_of_job(store, text, queue)
+    if len(found) == 1:
+        return found[0]
+    where = "" if queue is None else f" in queue {queue!r}"
+    if not found:
+        raise FailedJobNotFound(
+            f"no failed job has id {text!r}{where} (a failed-record id or a job id); {LIST_HINT}"
+        )
+    listed = "; ".join(
+        f"record {record.id} (queue {record.queue}, {record.job_name},"
+        f" failed {record.failed_at.isoformat(timespec='seconds')})"
+        for record in found
+    )
+    queues = {record.queue for record in found}
+    narrow = "give --queue, or " if queue is None and len(queues) > 1 else ""
+    raise AmbiguousFailedJob(
+        f"job id {text!r}{where} names {len(found)} failed-job records: {narrow}use a record"
+        f" id: {listed}",
+        found,
+    )
 
 
 def _check_limit(limit: int) -> int:

@@ -1,12 +1,13 @@
 """``python -m lane_pg failed [--queue Q] [--job NAME] [--before DURATION] [--limit N]
 [--after ID]``: list failed-job records, oldest first (CLI-8).
 
-One line per record: id, connection, queue, job name, failed at (UTC, ISO 8601) and the
-last line of the exception, tab-separated under a header. ``--limit N`` (default 50) is the
-page size; when more records match, a last line says how many and gives the ``--after ID``
-that prints the next page (a keyset page: records are never loaded all at once).
-``--before 7d`` keeps records that failed more than that long ago. With no failed-job
-store bound (any driver but postgres) it exits 1 and says so (``failed_jobs``).
+One line per record: the record id, the job's id (``retry`` and ``forget`` take either),
+connection, queue, job name, failed at (UTC, ISO 8601) and the last line of the exception,
+tab-separated under a header. ``--limit N`` (default 50) is the page size; when more
+records match, a last line says how many and gives the ``--after ID`` that prints the next
+page (a keyset page: records are never loaded all at once). ``--before 7d`` keeps records
+that failed more than that long ago. With no failed-job store bound (any driver but
+postgres) it exits 1 and says so (``failed_jobs``).
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from lane_pg.cli.failed_jobs import add_store_arguments, cutoff, open_failed_job
 from lane_pg.failed import MAX_PAGE, FailedJobFilter, check_record_id, record_key
 from lane_pg.types import validate_queue_name
 
-HELP = "list failed-job records (id, connection, queue, job name, failed at, exception)"
+HELP = "list failed-job records (id, job id, connection, queue, job name, failed at, exception)"
 
-HEADER = "id\tconnection\tqueue\tjob_name\tfailed_at\texception"
+HEADER = "id\tjob_id\tconnection\tqueue\tjob_name\tfailed_at\texception"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -61,6 +62,7 @@ async def listing(args: argparse.Namespace) -> list[str]:
         for record in page[:limit]:
             cells = (
                 record.id,
+                record.job_id or "",
                 record.connection,
                 record.queue,
                 record.job_name,

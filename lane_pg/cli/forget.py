@@ -1,5 +1,7 @@
-"""``python -m lane_pg forget ID``: delete one failed-job record (CLI-10, FAIL-6); exit 1
-when no record has that id (or it is not a UUID)."""
+"""``python -m lane_pg forget ID [--queue Q]``: delete one failed-job record (CLI-10,
+FAIL-6). ID is the record id (a UUID, as ``failed`` lists it) or the job's own id
+(``--queue`` narrows a job id that two queues share); exit 1 when no record, or more than
+one, answers to it (the candidates are listed)."""
 
 from __future__ import annotations
 
@@ -8,22 +10,31 @@ import asyncio
 
 from lane_pg.cli.common import CommandError
 from lane_pg.cli.failed_jobs import add_store_arguments, open_failed_jobs
-from lane_pg.failed import check_record_id
+from lane_pg.failed import LIST_HINT, AmbiguousFailedJob, FailedJobNotFound, find_failed
+from lane_pg.types import validate_queue_name
 
-HELP = "delete one failed-job record"
+HELP = "delete one failed-job record (by record id or job id)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("id", metavar="ID", help="failed-job id (a UUID)")
+    parser.add_argument(
+        "id", metavar="ID", help="failed-record id (a UUID, as `failed` lists it) or job id"
+    )
+    parser.add_argument("--queue", default=None, help="the queue a job id is in")
     add_store_arguments(parser)
 
 
 async def forget(args: argparse.Namespace) -> str:
-    record_id = check_record_id(args.id)
+    if args.queue is not None:
+        validate_queue_name(args.queue)
     async with open_failed_jobs(args.dsn, args.schema, args.connection) as (_, store):
-        if not await store.forget(record_id):
-            raise CommandError(f"no failed job has id {record_id}")
-    return f"lane_pg: forgot failed job {record_id}"
+        try:
+            record = await find_failed(store, args.id, args.queue)
+        except (FailedJobNotFound, AmbiguousFailedJob) as exc:
+            raise CommandError(str(exc)) from None
+        if not await store.forget(record.id):
+            raise CommandError(f"no failed job has id {record.id} any more; {LIST_HINT}")
+    return f"lane_pg: forgot failed job {record.id} (job {record.job_id})"
 
 
 def run(args: argparse.Namespace) -> int:

@@ -5,11 +5,13 @@
     await Q.retry_failed(record_id)          # True: pushed again and the record deleted
     await Q.retry_all_failed(before=cutoff)  # how many were pushed again
 
-A retry goes to the connection and queue the job failed on (CONN-12). While the failed row
-is retained in its backend it is ``retry_job`` (same row, attempts reset, seed 000); once
-retention removed it, the stored job record is added again (under the same job id when
-it is a custom id; a generated decimal id belongs to the queue's sequence, A5, so the push
-gets a new one) with its data and options, minus what belonged to that run: its delay,
+A retry goes to the connection and queue the job failed on (CONN-12): the connection the
+record names, a failover member by its label, or, for a name that is only a label, the one
+known store still holding the record's job; otherwise it is refused, never guessed. While
+the failed row is retained in its backend it is ``retry_job`` (same row, attempts reset,
+seed 000); once retention removed it, the stored job record is added again (under the same
+job id when it is a custom id; a generated decimal id belongs to the queue's sequence, A5,
+so the push gets a new one) with its data and options, minus what belonged to that run: its delay,
 its deduplication id and the unique/debounce tokens of ``options.meta`` (A9: a retried
 unique job carries no owner token and never reclaims or checks the lock). A row that is
 live again (retried some other way) is left alone. Either way the record is deleted.
@@ -97,6 +99,7 @@ class FailedJobs:
     """``QueueFacade``'s failed-job half (mixed in; uses its connections and events)."""
 
     _failed_store: FailedJobStore | None = None
+    _refuse_process_local = False
     events: Events
 
     if TYPE_CHECKING:
@@ -124,22 +127,55 @@ class FailedJobs:
             )
         return self._failed_store
 
-    def _retry_driver(self, record: FailedJobRecord) -> BackendDriver:
-        """The driver of the connection ``record`` failed on (CONN-12), exactly that name."""
-        names = self.connection_names()
-        if record.connection not in names:
-            known = ", ".join(names) or "none"
+    def refuse_process_local_retries(self) -> None:
+        """Refuse retries into a connection whose store lives in one process (memory):
+        for a process that is not the app's (the CLI), where the job would be lost."""
+        self._refuse_process_local = True
+
+    async def _retry_driver(self, record: FailedJobRecord) -> BackendDriver:
+        driver = await self._retry_store(record)
+        if self._refuse_process_local and driver.driver_name == "memory":
             raise ConfigurationError(
-                f"failed job {record.id} failed on connection {record.connection!r}, which"
-                f" is not registered (known: {known})"
+                f"failed job {record.id} failed on connection {record.connection!r}, a memory"
+                " store that lives in the app's process: a retry from here would be lost with"
+                " this process; retry it in the app (Q.retry_failed)"
             )
-        driver = self.connection(record.connection)
-        if not isinstance(driver, BackendDriver):
+        return driver
+
+    async def _retry_store(self, record: FailedJobRecord) -> BackendDriver:
+        """The driver of the store ``record``'s job belongs to (CONN-12, CONN-13): the
+        connection it names; an inner connection of a failover list by its label; else,
+        for a name that is only a label (CONN-6, or a record written before records named
+        the worker's connection), the one known store that still holds the record's job
+        (same queue, id, name and creation time). Never a guess: otherwise it refuses."""
+        names = self.connection_names()
+        if record.connection in names:
+            driver = self.connection(record.connection)
+            if isinstance(driver, BackendDriver):
+                return driver
+            inner = await _holder(record, _backend_drivers(driver))
+            if inner is not None:
+                return inner
             raise ConfigurationError(
                 f"connection {record.connection!r} ({driver!r}) cannot push a stored job"
                 " record again: retries need a backend-backed driver"
             )
-        return driver
+        drivers: list[BackendDriver] = []
+        for name in names:
+            for label, inner in _labelled(name, self.connection(name)):
+                if label == record.connection:
+                    return inner
+                if all(inner is not known for known in drivers):
+                    drivers.append(inner)
+        holder = await _holder(record, drivers)
+        if holder is not None:
+            return holder
+        known = ", ".join(names) or "none"
+        raise ConfigurationError(
+            f"failed job {record.id} failed on connection {record.connection!r}, which"
+            f" is not registered (known: {known}), and no known store holds its job: register"
+            " that connection (LANE_PG_CONNECTIONS, or in the app) to retry it"
+        )
 
     async def retry_failed(self, record_id: str) -> bool:
         """Push one failed job again and delete its record (FAIL-4); False when no record
@@ -159,7 +195,7 @@ class FailedJobs:
         ``retry all`` runs) one pushes and the other finds nothing to take; a push that
         fails logs the record back, so it is never lost."""
         queue, job_id, name, data = decode_record(record)
-        driver = self._retry_driver(record)
+        driver = await self._retry_driver(record)
         options = retry_options(record.envelope)
         if not await store.forget(record.id):
             return False
@@ -208,6 +244,47 @@ class FailedJobs:
             if len(page) < RETRY_PAGE:
                 return retried
             after = record_key(page[-1])
+
+
+def _labelled(name: str, driver: QueueDriver) -> list[tuple[str, BackendDriver]]:
+    """``(label, driver)`` of the stores behind connection ``name``: itself, or each
+    connection of a failover list under its own label."""
+    from lane_pg.facade.drivers.failover import FailoverDriver
+
+    if isinstance(driver, FailoverDriver):
+        return [
+            (label, inner)
+            for label, inner in driver.connections
+            if isinstance(inner, BackendDriver)
+        ]
+    return [(name, driver)] if isinstance(driver, BackendDriver) else []
+
+
+def _backend_drivers(driver: QueueDriver) -> list[BackendDriver]:
+    return [inner for _, inner in _labelled("", driver)]
+
+
+async def _holder(record: FailedJobRecord, drivers: list[BackendDriver]) -> BackendDriver | None:
+    """The driver whose store holds ``record``'s job (failed or completed: the row the
+    record was made of, matched by queue, id, name and creation time), if exactly one."""
+    envelope = record.envelope
+    queue, job_id, created = (
+        envelope.get("queue"),
+        envelope.get("id"),
+        envelope.get("created_at_ms"),
+    )
+    if not (isinstance(queue, str) and isinstance(job_id, str) and isinstance(created, int)):
+        return None
+    found: list[BackendDriver] = []
+    for driver in drivers:
+        row = await (await driver.backend()).get_job(queue, job_id)
+        if (
+            row is not None
+            and row.name == record.job_name
+            and int(row.created_at.timestamp() * 1000) == created
+        ):
+            found.append(driver)
+    return found[0] if len(found) == 1 else None
 
 
 def default_failed_store(backend: JobQueueBackend) -> FailedJobStore | None:

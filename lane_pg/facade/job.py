@@ -55,7 +55,7 @@ class Job:
     fail_on_timeout: ClassVar[bool] = False
     after_commit: ClassVar[bool] = False
     """Deferred to the commit of the ambient transaction (TX-3); an instance decides with
-    ``dispatch_after_commit`` (TX-13)."""
+    an ``after_commit`` property or ``dispatch_after_commit`` (TX-13)."""
     unique_for: ClassVar[Duration] = DEFAULT_UNIQUE_FOR
     unique_until_processing: ClassVar[bool] = False
     debounce_for: ClassVar[Duration | None] = None
@@ -68,8 +68,17 @@ class Job:
     def dispatch_after_commit(self) -> bool:
         """Whether this instance waits for the ambient transaction's commit (TX-13): the
         class's ``after_commit`` unless a subclass decides per message (a shared carrier
-        job for mail, say). A per-push override and ``LANE_PG_AFTER_COMMIT`` outrank it."""
-        return type(self).after_commit
+        job for mail, say). A per-push override and ``LANE_PG_AFTER_COMMIT`` outrank it.
+
+        Read on the instance, so an ``after_commit`` property decides per message too
+        (read on the class, the property object itself would be truthy)."""
+        value: object = self.after_commit
+        if not isinstance(value, bool):
+            raise ConfigurationError(
+                f"{type(self).__qualname__}.after_commit must be a bool (a class attribute"
+                f" or a property), got {value!r}"
+            )
+        return value
 
     def debounce_id(self) -> str | None:
         """The scope of a debounce window (UNIQ-10); None: one window for the whole type."""

@@ -33,7 +33,7 @@ from lane_pg.facade.reads import ConnectionReads
 from lane_pg.facade.registry import DEFAULT_REGISTRY, JobRegistry
 from lane_pg.facade.routing import Routing
 from lane_pg.facade.stores import refuse_shared_stores
-from lane_pg.facade.unique import UniquePushes
+from lane_pg.facade.unique import UniquePushes, refuse_unique_and_debounce
 from lane_pg.types import Duration
 
 
@@ -205,6 +205,7 @@ class QueueFacade(FailedJobs, UniquePushes, ConnectionReads, PausingMixin):
         if len(kinds) > 1:
             names = sorted(kind.__qualname__ for kind in kinds)
             raise ConfigurationError(f"bulk takes jobs of one type per call, got {names}")
+        refuse_unique_and_debounce(type(jobs[0]))  # UNIQ-14, as for one push: nothing stored
         envelopes = [self.envelope(job) for job in jobs]
         deferred = await self.bulk_special(envelopes, conn)
         if deferred is not None:
@@ -238,15 +239,7 @@ class QueueFacade(FailedJobs, UniquePushes, ConnectionReads, PausingMixin):
 
     async def write(self, envelope: Envelope, *, conn: object | None = None) -> str:
         """The plain write of ``dispatch``: ``JobQueueing``, the driver's push, ``JobQueued``."""
-        driver = self.driver_for(envelope.connection)
-        await self.events.emit(
-            JobQueueing(envelope.connection, envelope.queue, envelope.job_name, envelope.job)
-        )
-        job_id = await driver.push(envelope, conn=conn)
-        await self.events.emit(
-            JobQueued(envelope.connection, envelope.queue, envelope.job_name, job_id)
-        )
-        return job_id
+        return await self.write_on(self.driver_for(envelope.connection), envelope, conn=conn)
 
     # -- reads of the default connection (CONN-9) ------------------------------------------
 

@@ -12,6 +12,10 @@ add found the key held (False). A failed add leaves no lock (UNIQ-3).
 (``release_deduplication_key``), so an old attempt never frees a newer push's lock (UNIQ-7,
 Laravel PR #59567); a retried job has no token (A9, ``retry_job``).
 
+On a ``null`` connection a unique or debounced push is discarded like any push (True, or
+its id); on a ``failover`` one it falls through the list as a plain push does, and the lock
+or window is taken on the store that accepts the job (``FailoverDriver.fall_through``).
+
 Debounce (UNIQ-9..13). The window of ``(job_name, debounce_id)`` is a dedup owner keyed
 ``debounce:<job_name>:<debounce_id>`` (no TTL, per queue), and each dispatch is one
 ``add_debounced_job`` call, which reads and writes the window in one step (so concurrent
@@ -40,12 +44,13 @@ reservation expired and another push took the key meanwhile, the job is still wr
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from lane_pg.backend import AddsInTransaction, Debounces, DeduplicationLocks
 from lane_pg.errors import (
@@ -63,6 +68,7 @@ from lane_pg.types import JSON, Duration, JobRow, to_millis
 
 if TYPE_CHECKING:
     from lane_pg.facade.driver import QueueDriver
+    from lane_pg.facade.drivers.failover import FailoverDriver
     from lane_pg.facade.events import Events
 
 log = logging.getLogger("lane_pg.facade")
@@ -138,6 +144,19 @@ def _runs_inline(driver: QueueDriver) -> bool:
     from lane_pg.facade.drivers.sync import SyncDriver  # it imports the runner, which imports us
 
     return isinstance(driver, SyncDriver)
+
+
+def _discards(driver: QueueDriver) -> bool:
+    """The null connection (DRV-4): a push writes nothing and answers as if it had."""
+    from lane_pg.facade.drivers.null import NullDriver
+
+    return isinstance(driver, NullDriver) and not _runs_inline(driver)
+
+
+def _fails_over(driver: QueueDriver) -> TypeGuard[FailoverDriver]:
+    from lane_pg.facade.drivers.failover import FailoverDriver
+
+    return isinstance(driver, FailoverDriver)
 
 
 class UniquePushes:
@@ -263,17 +282,37 @@ class UniquePushes:
         if unique_id is None:
             raise ConfigurationError(
                 f"push_unique: {cls.__qualname__}.unique_id() returned None; a unique push"
-                " needs the id its lock is keyed by (UNIQ-2)"
+                " needs the id its lock is keyed by"
             )
         key = f"{envelope.job_name}:{unique_id}"
         token = uuid.uuid4().hex
         ttl_ms = to_millis(cls.unique_for, "unique_for")
         if ttl_ms <= 0:
             raise ConfigurationError(f"{cls.__qualname__}.unique_for must be positive")
-        if _runs_inline(self.driver_for(envelope.connection)):
-            return await self._push_unique_inline(envelope, key)
         envelope.deduplication = {"id": key, "ttl_ms": ttl_ms, "token": token, "kind": "unique"}
-        driver = self._backend_driver(envelope, "push_unique")
+        announce = _Announce(self.events, envelope)
+        return await self._unique_on(self.driver_for(envelope.connection), envelope, announce)
+
+    async def _unique_on(
+        self, driver: QueueDriver, envelope: Envelope, announce: _Announce
+    ) -> bool:
+        """The unique push of ``envelope`` on ``driver``: inline under sync (UNIQ-8),
+        discarded under null (True, as a plain push there answers an id), falling through a
+        failover list with the lock taken on the store that accepts the job (FOV-1)."""
+        dedup = envelope.deduplication or {}
+        key, token, unique_id = str(dedup["id"]), dedup["token"], str(envelope.job.unique_id())
+        if _runs_inline(driver):
+            return await self._push_unique_inline(driver, envelope, key, announce)
+        if _discards(driver):
+            await self.write_on(driver, envelope, announce)
+            return True
+        if _fails_over(driver):
+
+            async def attempt(inner: QueueDriver, pinned: Envelope) -> bool:
+                return await self._unique_on(inner, pinned, announce)
+
+            return await driver.fall_through(envelope, attempt)
+        driver = _backend(driver, "push_unique")
         tx = current_transaction()
         deferred = tx is not None and wants_after_commit(envelope)
         if tx is not None and deferred and await self._shares_database(tx, driver):
@@ -282,15 +321,16 @@ class UniquePushes:
             # Onto another store at commit: the key is reserved now, given back by a
             # rollback, and taken over by the add at commit.
             locks = await _locks(driver)
-            if not await locks.reserve_deduplication_key(
-                envelope.queue, key, token, timedelta(milliseconds=ttl_ms)
-            ):
+            ttl_ms = dedup["ttl_ms"]
+            assert isinstance(ttl_ms, int)
+            ttl = timedelta(milliseconds=ttl_ms)
+            if not await locks.reserve_deduplication_key(envelope.queue, key, str(token), ttl):
                 await self._skipped(envelope, unique_id)
                 return False
 
             async def give_back() -> None:
                 await locks.release_deduplication_key(
-                    envelope.queue, key, token, reservation_only=True
+                    envelope.queue, key, str(token), reservation_only=True
                 )
 
             tx.defer(Deferred(self._reserved_write(driver, envelope), give_back, _what(envelope)))
@@ -299,9 +339,7 @@ class UniquePushes:
         # neither alone, and a failed add leaves no lock (UNIQ-3). JobQueueing comes before
         # that write, so a push the lock suppresses emits JobQueueing, then
         # UniqueJobSkipped instead of JobQueued (docs/decisions.md).
-        await self.events.emit(
-            JobQueueing(envelope.connection, envelope.queue, envelope.job_name, envelope.job)
-        )
+        await announce()
         try:
             row = await driver.push_row(envelope)
         except DeduplicationConflict:  # reserved by a pending after-commit push elsewhere
@@ -362,7 +400,9 @@ class UniquePushes:
 
         return run
 
-    async def _push_unique_inline(self, envelope: Envelope, key: str) -> bool:
+    async def _push_unique_inline(
+        self, driver: QueueDriver, envelope: Envelope, key: str, announce: _Announce
+    ) -> bool:
         """UNIQ-8: the sync connection stores nothing that could hold a lock; the handler
         runs inside this call, and the result is True."""
         log.warning(
@@ -376,8 +416,30 @@ class UniquePushes:
                 " handler ran inline and released its caller's lock)",
                 key,
             )
-        await self.write(envelope)
+        await self.write_on(driver, dataclasses.replace(envelope, deduplication=None), announce)
         return True
+
+    async def write_on(
+        self,
+        driver: QueueDriver,
+        envelope: Envelope,
+        announce: _Announce | None = None,
+        *,
+        conn: object | None = None,
+    ) -> str:
+        """The plain write: ``JobQueueing`` (once per push: ``announce``), the driver's
+        push, ``JobQueued``."""
+        if announce is not None:
+            await announce()
+        else:  # the plain path: no helper object
+            await self.events.emit(
+                JobQueueing(envelope.connection, envelope.queue, envelope.job_name, envelope.job)
+            )
+        job_id = await driver.push(envelope, conn=conn)
+        await self.events.emit(
+            JobQueued(envelope.connection, envelope.queue, envelope.job_name, job_id)
+        )
+        return job_id
 
     async def _skipped(self, envelope: Envelope, unique_id: str) -> None:
         await self.events.emit(UniqueJobSkipped(envelope.job_name, unique_id, envelope.connection))
@@ -385,27 +447,48 @@ class UniquePushes:
     # -- debounce --------------------------------------------------------------------------
 
     async def _debounce(self, envelope: Envelope, conn: object | None) -> str:
-        options = envelope.debounce
-        assert options is not None
         if conn is not None:
             raise ConfigurationError(
                 "a debounced push is not written in a caller's transaction (conn=): its"
                 " window is kept on the queue's own connection"
             )
-        driver = self._backend_driver(envelope, "a debounced push")
+        announce = _Announce(self.events, envelope)
+        return await self._debounce_on(self.driver_for(envelope.connection), envelope, announce)
+
+    async def _debounce_on(
+        self, driver: QueueDriver, envelope: Envelope, announce: _Announce
+    ) -> str:
+        """The debounced push of ``envelope`` on ``driver``: a plain write under null (it
+        discards) and sync (it runs, UNIQ-13); through a failover list, the window is kept
+        on the store that accepts the job (FOV-1)."""
+        options = envelope.debounce
+        assert options is not None
+        if _discards(driver) or _runs_inline(driver):
+            return await self.write_on(driver, envelope, announce)
+        if _fails_over(driver):
+
+            async def attempt(inner: QueueDriver, pinned: Envelope) -> str:
+                return await self._debounce_on(inner, pinned, announce)
+
+            return await driver.fall_through(envelope, attempt)
+        driver = _backend(driver, "a debounced push")
         backend = await driver.backend()
         if not isinstance(backend, Debounces):
             raise ConfigurationError(
                 f"the {driver.driver_name} connection keeps no debounce windows (add_debounced_job)"
             )
         key = f"debounce:{envelope.job_name}:{options.id or ''}"
-        envelope.available_at = None
-        envelope.delay = options.window
+        # PUSH-4: a call-site time (later, push_later, ...) wins over the window: the
+        # dispatch is stored at that time, still owning the window (a newer dispatch of the
+        # window replaces it while it waits), and max_debounce_wait, whose flush stores a
+        # dispatch at once, does not apply to it. Otherwise the window is its delay.
+        explicit = not envelope.declared_delay
+        if not explicit:
+            envelope.available_at = None
+            envelope.delay = options.window
         envelope.deduplication = {"id": key, "replace_delayed": True, "token": uuid.uuid4().hex}
         envelope.meta[META_DEBOUNCE] = {"key": key}
-        await self.events.emit(
-            JobQueueing(envelope.connection, envelope.queue, envelope.job_name, envelope.job)
-        )
+        await announce()
         # One call reads and writes the window (UNIQ-9..11): of concurrent dispatches of a
         # window each sees the one before, and the last stored owns it.
         added = await backend.add_debounced_job(
@@ -413,7 +496,7 @@ class UniquePushes:
             envelope.job_name,
             envelope.data,
             envelope.options_document(datetime.now(UTC)),
-            max_wait=options.max_wait,
+            max_wait=None if explicit else options.max_wait,
         )
         if added.replaced_id is not None:  # replaced at push while delayed (UNIQ-11)
             await self.events.emit(
@@ -429,12 +512,7 @@ class UniquePushes:
     # -- helpers ---------------------------------------------------------------------------
 
     def _backend_driver(self, envelope: Envelope, what: str) -> BackendDriver:
-        driver = self.driver_for(envelope.connection)
-        if not isinstance(driver, BackendDriver):
-            raise ConfigurationError(
-                f"{what} needs a connection over a backend (PostgreSQL, memory), got {driver!r}"
-            )
-        return driver
+        return _backend(self.driver_for(envelope.connection), what)
 
     def _committed(self, envelope: Envelope, job_id: str) -> Any:
         """What follows the commit of a job written in the caller's transaction (A24): its
@@ -514,6 +592,31 @@ async def _fetch_one(conn: Any, sql: str) -> object:
     if isinstance(row, dict):  # a dict_row factory
         return next(iter(row.values()), None)
     return None if row is None else row[0]
+
+
+class _Announce:
+    """``JobQueueing`` of one push, emitted once however many connections of a failover
+    list the push tries."""
+
+    def __init__(self, events: Events, envelope: Envelope) -> None:
+        self._events, self._envelope, self._done = events, envelope, False
+
+    async def __call__(self) -> None:
+        if not self._done:
+            self._done = True
+            envelope = self._envelope
+            await self._events.emit(
+                JobQueueing(envelope.connection, envelope.queue, envelope.job_name, envelope.job)
+            )
+
+
+def _backend(driver: QueueDriver, what: str) -> BackendDriver:
+    if not isinstance(driver, BackendDriver):
+        raise ConfigurationError(
+            f"{what} needs a connection over a backend (PostgreSQL, memory, local), or the"
+            f" null, sync or failover driver; got {driver!r}"
+        )
+    return driver
 
 
 async def _locks(driver: BackendDriver) -> DeduplicationLocks:

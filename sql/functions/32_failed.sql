@@ -20,12 +20,14 @@ RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$
         'created_at_ms', lane._epoch_ms(p_job.created_at))
 $$;
 
--- The connection a record names: the label the push stored (options.meta.connection,
--- CONN-6), else p_fallback (the worker's connection).
+-- The connection a record names: p_fallback (the worker's connection, CONN-13: the name
+-- the job can be retried through), else the label the push stored (options.meta.connection;
+-- stalled recovery and flow failures, which no worker settles, pass NULL).
 CREATE OR REPLACE FUNCTION lane._failed_job_connection(p_job lane.jobs, p_fallback text)
 RETURNS text LANGUAGE sql IMMUTABLE AS $$
-    SELECT CASE WHEN jsonb_typeof(p_job.options -> 'meta' -> 'connection') = 'string'
-                THEN p_job.options -> 'meta' ->> 'connection' ELSE p_fallback END
+    SELECT coalesce(p_fallback,
+                    CASE WHEN jsonb_typeof(p_job.options -> 'meta' -> 'connection') = 'string'
+                         THEN p_job.options -> 'meta' ->> 'connection' END)
 $$;
 
 -- One record of a job that just failed for good (p_job as of that transition).

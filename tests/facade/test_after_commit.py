@@ -106,7 +106,19 @@ class Mail(Job):
         return self.deferred
 
 
-CLASSES = (Receipt, DeferredReceipt, Slow, Report, ShortReport, Mail)
+@dataclass
+class Notice(Job):
+    """TX-13 as the spec words it: an instance-level ``after_commit`` property."""
+
+    job_name = "Notice"
+    deferred: bool = False
+
+    @property  # type: ignore[misc]  # a property over the ClassVar default, as users write
+    def after_commit(self) -> bool:  # type: ignore[override]
+        return self.deferred
+
+
+CLASSES = (Receipt, DeferredReceipt, Slow, Report, ShortReport, Mail, Notice)
 
 
 class Clock:
@@ -292,6 +304,33 @@ async def test_each_instance_decides_TX_13(setup: Setup) -> None:
         await setup.facade.push(Mail(deferred=False))
         assert [row.data for row in await setup.rows()] == [{"deferred": False}]
     assert len(await setup.rows()) == 2
+
+
+async def test_an_after_commit_property_decides_per_instance_TX_13(setup: Setup) -> None:
+    """Both spellings: a property (read on the instance: the property object itself is
+    truthy) and the class attribute (``DeferredReceipt``, ``Receipt``)."""
+    async with lane_pg.transaction(setup.conn):
+        await setup.facade.push(Notice(deferred=True))
+        await setup.facade.push(Notice(deferred=False))
+        await setup.facade.push(DeferredReceipt(1))
+        await setup.facade.push(Receipt(2))
+        assert sorted(map(str, (row.data for row in await setup.rows()))) == [
+            str({"deferred": False}),
+            str({"order": 2}),
+        ]
+    assert len(await setup.rows()) == 4
+
+
+def test_an_after_commit_that_is_not_a_bool_is_refused_TX_13() -> None:
+    @dataclass
+    class Muddled(Job):
+        job_name = "Muddled"
+
+        def after_commit(self) -> bool:  # type: ignore[override]  # a method, no @property
+            return True
+
+    with pytest.raises(ConfigurationError, match=r"Muddled\.after_commit must be a bool"):
+        Muddled().dispatch_after_commit()
 
 
 # -- TX-9 --------------------------------------------------------------------------------

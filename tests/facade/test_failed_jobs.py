@@ -324,6 +324,24 @@ async def test_retry_after_retention_removed_the_row_pushes_the_record_FAIL_4_RE
     assert sorted(Poison.runs) == [3, 3, 4, 4]
 
 
+async def test_a_label_only_push_is_recorded_under_the_workers_connection_CONN_13_FAIL_4(
+    backend: JobQueueBackend, facade: QueueFacade, store: FailedJobStore, queue_name: str
+) -> None:
+    """CONN-6: with no connection registered, a push's connection name is a label; the
+    record names the worker's connection (CONN-13), the one a retry goes through."""
+    facade.registry.register(Poison)
+    facade.set_failed_store(store)
+    job_id = await facade.push_with(
+        Poison(n=1), EnvelopeOverrides(queue=queue_name, connection="label-only")
+    )
+    await work(backend, facade, store, queue_name)
+    [record] = await records_of(store, queue_name)
+    assert record.connection == facade.connection_name() != "label-only"
+    assert await facade.retry_failed(record.id) is True
+    again = await backend.get_job(queue_name, job_id)
+    assert again is not None and again.state == "waiting"
+
+
 async def test_retry_refuses_unknown_connections_and_undecodable_records_FAIL_4(
     facade: QueueFacade, store: FailedJobStore, queue_name: str
 ) -> None:

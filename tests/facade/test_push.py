@@ -233,10 +233,29 @@ async def test_overrides_outrank_routes_and_declarations_for_one_push_PUSH_5(
 
 
 async def test_bulk_pushes_one_type_in_one_call_PUSH_6(
-    facade: QueueFacade, backend: JobQueueBackend, queue_name: str, drain: Drain
+    facade: QueueFacade,
+    backend: JobQueueBackend,
+    queue_name: str,
+    drain: Drain,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     _register(facade, queue_name, Plain, Delayed)
+    calls: list[tuple[str, int]] = []  # (backend method, jobs it was given)
+    add_job, add_jobs = backend.add_job, backend.add_jobs
+
+    async def one(queue: str, name: str, *args: Any, **kwargs: Any) -> JobRow:
+        calls.append(("add_job", 1))
+        return await add_job(queue, name, *args, **kwargs)
+
+    async def many(queue: str, specs: Any, *args: Any, **kwargs: Any) -> list[JobRow]:
+        calls.append(("add_jobs", len(specs)))
+        return await add_jobs(queue, specs, *args, **kwargs)
+
+    monkeypatch.setattr(backend, "add_job", one)
+    monkeypatch.setattr(backend, "add_jobs", many)
     ids = await facade.bulk([Plain(n=1), Plain(n=2), Plain(n=3)])
+    assert calls == [("add_jobs", 3)]  # one backend call for the three, never one per job
+    monkeypatch.undo()
     rows = [await _row(backend, queue_name, job_id) for job_id in ids]
     assert [row.data for row in rows] == [{"n": 1}, {"n": 2}, {"n": 3}]
     with pytest.raises(ConfigurationError, match="one type"):

@@ -290,6 +290,7 @@ async def test_unique_and_debounce_on_one_class_are_refused_UNIQ_14(
         facade.push_unique(Both()),
         facade.push(Both()),
         facade.push_debounced(Both(), DebounceOptions(1)),
+        facade.bulk([Both(), Both()]),  # bulk arms no window, but refuses the class alike
     ):
         with pytest.raises(ConfigurationError, match="debounce_for and unique_id"):
             await push
@@ -413,6 +414,29 @@ async def test_max_wait_flushes_and_restarts_the_window_UNIQ_10(
     assert first not in states  # the delayed first dispatch was replaced
     assert states[flushed] == ("waiting", "2")
     assert states[follower] == ("delayed", "3")  # a new burst, with its own window
+
+
+async def test_an_explicit_time_wins_over_the_window_and_still_collapses_PUSH_4_UNIQ_9(
+    facade: QueueFacade, backend: JobQueueBackend
+) -> None:
+    """``later(1 h)`` of a class debounced for 60 s is stored an hour out (PUSH-4: the
+    call-site time wins), owns the window, and a newer dispatch replaces it."""
+    debounced = listen(facade, JobDebounced)
+    before = datetime.now(UTC)
+    first = await facade.later(timedelta(hours=1), Search("in an hour"))
+    [row] = await rows(backend)
+    assert (row.id, row.state) == (first, "delayed")
+    assert row.available_at >= before + timedelta(minutes=59)  # not the 60 s window
+    at = datetime.now(UTC) + timedelta(hours=2)
+    second = await facade.push_later(Search("at two"), at)
+    [row] = await rows(backend)
+    assert (row.id, row.data["term"]) == (second, "at two")
+    assert abs(row.available_at - at) < timedelta(seconds=1)
+    third = await facade.push(Search("plain"))  # no call-site time: the window again
+    [row] = await rows(backend)
+    assert (row.id, row.data["term"]) == (third, "plain")
+    assert row.available_at < datetime.now(UTC) + timedelta(seconds=61)
+    assert [event.job_id for event in debounced] == [first, second]
 
 
 async def test_missing_window_fails_open_UNIQ_12(

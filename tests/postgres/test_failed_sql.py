@@ -91,7 +91,7 @@ async def test_a_retried_failure_and_a_call_without_a_store_record_nothing_FAIL_
     assert await records(conn, queue_name) == []  # no store: no record
 
 
-async def test_the_record_uses_the_pushed_connection_label_and_survives_removal_RET_7(
+async def test_the_record_names_the_workers_connection_and_survives_removal_CONN_13_RET_7(
     conn: asyncpg.Connection, queue_name: str
 ) -> None:
     options = {"attempts": 1, "remove_on_fail": True, "meta": {"connection": "reports"}}
@@ -102,7 +102,7 @@ async def test_the_record_uses_the_pushed_connection_label_and_survives_removal_
     )
     assert gone == 0
     [record] = await records(conn, queue_name)
-    assert record["connection"] == "reports"
+    assert record["connection"] == "worker-conn"  # not the push's label: CONN-13
     assert record["exception"] == "boom"
 
 

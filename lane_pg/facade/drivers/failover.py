@@ -45,6 +45,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import TypeVar
 
 from lane_pg.errors import ConfigurationError, LaneError
 from lane_pg.facade.driver import (
@@ -65,6 +66,8 @@ from lane_pg.facade.stores import refuse_shared_stores
 from lane_pg.types import Duration, JobRow
 
 log = logging.getLogger("lane_pg.facade.failover")
+
+T = TypeVar("T")
 
 UNAVAILABLE_SQLSTATE_CLASSES = ("08", "53", "57")
 """SQLSTATE classes of an unreachable or refusing server: connection exceptions,
@@ -207,10 +210,24 @@ class FailoverDriver(SettleSpellings):
         return dataclasses.replace(envelope, job_id=job_id, available_at=available_at)
 
     async def _push_one(self, envelope: Envelope) -> str:
+        return await self._first_accepting(envelope, lambda driver, pinned: driver.push(pinned))
+
+    async def fall_through(
+        self, envelope: Envelope, attempt: Callable[[QueueDriver, Envelope], Awaitable[T]]
+    ) -> T:
+        """``attempt(driver, envelope)`` on each connection in order, as a push falls
+        through: the envelope pinned once, only an availability error moves on, and
+        ``QueueFailedOver`` as for a push. The facade's unique and debounced pushes take
+        their lock on the store that accepts the job this way."""
+        return await self._first_accepting(self._pinned(envelope, self._clock()), attempt)
+
+    async def _first_accepting(
+        self, envelope: Envelope, attempt: Callable[[QueueDriver, Envelope], Awaitable[T]]
+    ) -> T:
         refusal: BaseException | None = None
         for label, driver in self._entries:
             try:
-                job_id = await driver.push(envelope)
+                result = await attempt(driver, envelope)
             except Exception as exc:
                 if not is_unavailable(exc):
                     raise
@@ -218,7 +235,7 @@ class FailoverDriver(SettleSpellings):
                 await self._failed(label, envelope.job_name, exc)
                 continue
             self._failing.discard(label)  # accepted: the next refusal is a new transition
-            return job_id
+            return result
         assert refusal is not None
         raise refusal
 
