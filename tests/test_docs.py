@@ -251,3 +251,28 @@ def test_the_id_check_finds_each_kind_of_id() -> None:
     ):
         assert _leaks(leak), leak
     assert not _leaks("LN009 DeduplicationConflict, UTF-8, 0 30 2 * * *, 2026-12-01 10:00:00")
+
+
+# ------------------------------------------------------------------ links
+
+LINK = re.compile(r"\]\((?P<target>[^)\s]+)\)")
+
+
+def _anchors(page: Path) -> set[str]:
+    """GitHub's heading anchors: lower case, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.DOTALL)
+    headings = re.findall(r"^#{1,6} (.+)$", text, re.MULTILINE)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_links_between_pages_resolve(page: Path) -> None:
+    for match in LINK.finditer(page.read_text(encoding="utf-8")):
+        target = match.group("target")
+        if "://" in target:
+            continue
+        path, _, anchor = target.partition("#")
+        linked = (page.parent / path).resolve() if path else page
+        assert linked.exists(), f"{page.name}: {target}: no such file"
+        if anchor and linked.suffix == ".md":
+            assert anchor in _anchors(linked), f"{page.name}: {target}: no such heading"
