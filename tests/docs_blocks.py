@@ -1,6 +1,6 @@
 """The fenced code blocks of the user docs (README.md and docs/*.md).
 
-A ```python block runs in tests/test_docs.py unless the line just before its fence is an
+A ```python (or ```sql) block runs in tests/test_docs.py unless the line just before its fence is an
 exemption, ``<!-- not run: WHY -->`` (a fragment that needs something the page cannot
 build, or code that never returns). A first line ``# file: PATH`` makes the block a module
 of the reader's project (written to PATH and imported).

@@ -3,6 +3,7 @@
 - Every ```python block runs against the real test PostgreSQL: each page is one session in a
   subprocess (tests/docs_runner.py) on a fresh migrated database. A block may be exempted
   only by an explicit ``<!-- not run: WHY -->`` line before it, and exemptions stay few.
+- Every ```sql block runs too, page by page on one database, as a psql user pastes them.
 - README's guide is followed end to end: the handlers it writes run in a real worker
   process, the failing job it enqueues fails, and the failed-job commands it shows list and
   retry it.
@@ -104,7 +105,7 @@ async def test_every_python_block_of_the_page_runs(
 
 
 def test_python_blocks_are_run_or_explicitly_exempted() -> None:
-    """A python block is run unless the line before it exempts it; other spellings of
+    """A python (or sql) block is run unless the line before it exempts it; other spellings of
     Python fences (```py, ```python3, ```pycon) would escape the runner and are refused; an
     exemption that exempts no python block is a mistake; exemptions stay few."""
     exempted: list[Block] = []
@@ -117,11 +118,29 @@ def test_python_blocks_are_run_or_explicitly_exempted() -> None:
         for number, line in enumerate(lines):
             if EXEMPTION.match(line.strip()):
                 following = lines[number + 1] if number + 1 < len(lines) else ""
-                assert following.strip() == "```python", (
-                    f"{page.name}:{number + 1}: an exemption must be just before a ```python fence"
+                assert following.strip() in ("```python", "```sql"), (
+                    f"{page.name}:{number + 1}: an exemption must be just before a"
+                    " ```python or ```sql fence"
                 )
-        exempted += [b for b in python_blocks(page) if b.exempt is not None]
+        exempted += [b for b in blocks(page) if b.exempt is not None]
     assert len(exempted) <= MAX_EXEMPTIONS, [b.where for b in exempted]
+
+
+async def test_every_sql_block_runs(migrated_db: str) -> None:
+    """The ```sql blocks of every user page run, page by page in order, on one database:
+    what a psql user pastes works (README's CREATE TABLE comes before its enqueue)."""
+    conn = await asyncpg.connect(migrated_db)
+    try:
+        for page in PAGES:
+            for block in blocks(page):
+                if block.lang != "sql" or block.exempt is not None:
+                    continue
+                try:
+                    await conn.execute(block.source)
+                except asyncpg.PostgresError as exc:
+                    pytest.fail(f"{block.where}: {type(exc).__name__}: {exc}")
+    finally:
+        await conn.close()
 
 
 # ------------------------------------------------------------------ README's guide, followed
