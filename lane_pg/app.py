@@ -33,7 +33,7 @@ _DRIVER_NAMES = {"postgresql": "postgres", "memory": "memory"}
 
 
 class App:
-    """A registry of processors (WORK-3: a router by job name) plus connection settings."""
+    """A registry of processors (a router by job name) plus connection settings."""
 
     def __init__(
         self,

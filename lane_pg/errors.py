@@ -5,7 +5,7 @@ psql user and a Python user see the same reason. ``SQLSTATE_ERRORS`` maps each c
 the exception class the Python backends raise; the memory backend raises the same
 classes directly. Errors only Python raises have codes of their own too (LN014 onwards),
 so every ``LaneError`` names one. One catalogue: every code the SQL raises is mapped here
-and listed in README's Errors table with every other code defined here
+and listed in docs/errors.md's table with every other code defined here
 (tests/test_catalogues.py).
 """
 
@@ -132,8 +132,8 @@ class JobTimedOut(LaneError):
 
 
 class TimeoutExceeded(JobTimedOut):
-    """A timeout that ends the job for good (RETRY-4 with ``fail_on_timeout``, RETRY-9): a
-    kind of ``JobTimedOut``, so it shares its code."""
+    """A timeout that ends the job for good (with ``fail_on_timeout``): a kind of
+    ``JobTimedOut``, so it shares its code."""
 
     def __init__(self, job_name: str, timeout: float) -> None:
         super().__init__(
@@ -145,13 +145,13 @@ class TimeoutExceeded(JobTimedOut):
 
 
 class UnknownJobName(LaneError):
-    """No processor is registered for the job's name (A14): the job fails terminally."""
+    """No processor is registered for the job's name: the job fails terminally."""
 
     sqlstate = "LN018"
 
 
 class MaxAttemptsExceeded(LaneError):
-    """The job was delivered more times than its attempts allow (STALL-7, RETRY-9)."""
+    """The job was delivered more times than its attempts allow."""
 
     sqlstate = "LN019"
 
@@ -163,7 +163,7 @@ class MaxAttemptsExceeded(LaneError):
 
 
 class ManuallyFailed(LaneError):
-    """A job failed on purpose by its handler or an operator, not by an error (RETRY-9)."""
+    """A job failed on purpose by its handler or an operator, not by an error."""
 
     sqlstate = "LN020"
 

@@ -108,7 +108,7 @@ def check_json(value: JSON, what: str) -> JSON:
 
 @dataclass(frozen=True, slots=True)
 class Backoff:
-    """How long a failed job waits before its next attempt (RETRY-1).
+    """How long a failed job waits before its next attempt.
 
     ``fixed``: the same delay every time. ``exponential``: ``min(base * 2**(n-1), cap)``
     scaled by a uniform factor in ``[1 - jitter, 1 + jitter]`` for failed attempt n.
@@ -203,7 +203,7 @@ class Backoff:
 
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
-    """A job's retries as one value (RETRY-2): ``retries`` more tries after the first, each
+    """A job's retries as one value: ``retries`` more tries after the first, each
     after ``backoff``. Only a Python spelling of the ``attempts`` and ``backoff`` options:
     ``JobOptions(retry=RetryPolicy.fixed(3, 1))`` stores exactly what
     ``JobOptions(attempts=4, backoff=Backoff.fixed(1))`` stores."""
@@ -351,7 +351,7 @@ _DEFAULTS: dict[str, JSON] = {
 
 @dataclass(frozen=True, slots=True)
 class DeduplicationOptions:
-    """Deduplication of adds by an id of the caller's (DEDUP-1..9; the ``deduplication``
+    """Deduplication of adds by an id of the caller's (the ``deduplication``
     option document, checked by ``lane._check_options``).
 
     While a job owns ``id`` in its queue, an add carrying the same id returns that job
@@ -390,7 +390,7 @@ def _deduplication_json(value: DeduplicationOptions | str | None) -> JSON:
 
 @dataclass(frozen=True, slots=True)
 class JobOptions:
-    """Per-job options (ADD-8). Every field is optional; defaults are BullMQ's."""
+    """Per-job options. Every field is optional; defaults are BullMQ's."""
 
     job_id: str | None = None
     priority: int = 0
@@ -402,9 +402,9 @@ class JobOptions:
     remove_on_complete: Retention | None = None
     remove_on_fail: Retention | None = None
     deduplication: DeduplicationOptions | str | None = None
-    """A ``DeduplicationOptions``, or just its id (simple deduplication, DEDUP-1)."""
+    """A ``DeduplicationOptions``, or just its id (simple deduplication)."""
     repeat: RepeatOptions | None = None
-    """Makes the job the first occurrence of a series (REP-1)."""
+    """Makes the job the first occurrence of a series."""
     fail_parent_on_failure: bool = False
     """As a flow child: a terminal failure releases the parent with a deferred failure,
     which the worker that claims it applies before its processor runs (FLOW-9)."""
@@ -417,7 +417,7 @@ class JobOptions:
     """As a flow child: a terminal failure is recorded and releases the parent at once
     (FLOW-8)."""
     retry: RetryPolicy | None = None
-    """``attempts`` and ``backoff`` as one value (RETRY-2); give it or them, not both."""
+    """``attempts`` and ``backoff`` as one value; give it or them, not both."""
     fail_on_timeout: bool = False
     """A run longer than ``timeout`` fails the job for good (``TimeoutExceeded``, RETRY-4),
     whatever the worker's own ``fail_on_timeout``."""
@@ -533,7 +533,7 @@ class JobSpec:
 
 @dataclass(frozen=True, slots=True)
 class JobRow:
-    """A snapshot of one job row (MGMT-1). ``lock_token`` is set only while active."""
+    """A snapshot of one job row. ``lock_token`` is set only while active."""
 
     queue: str
     id: str
@@ -566,7 +566,7 @@ class JobRow:
     """The id this job deduplicates by (its ``deduplication`` option), whether or not it
     still owns it (``get_deduplication_job_id`` tells the current owner)."""
     repeat_key: str | None = None
-    """The repeat series this job is an occurrence of (REP-1)."""
+    """The repeat series this job is an occurrence of."""
     parent_queue: str | None = None
     parent_id: str | None = None
     """The flow parent this job is a child of (FLOW-1), None for a job outside any flow."""
@@ -765,7 +765,7 @@ class Lane:
     """A queue a worker serves, with its priority (0 first) and concurrency bounds.
 
     ``max_concurrency=None`` lets the lane use every free slot of the worker.
-    ``min_concurrency`` is advisory (A15: slots kept warm, never preemption).
+    ``min_concurrency`` is advisory (slots kept warm, never preemption).
     """
 
     name: str

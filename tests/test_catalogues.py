@@ -2,7 +2,8 @@
 
 Each list has one authority (the SQL for codes raised, states and option keys) and copies
 that must not drift: ``lane_pg.errors``, ``lane_pg.types``, ``lane_pg.options``, the memory
-backend and README. A test here fails the moment one copy changes alone.
+backend and the user docs (docs/errors.md, docs/python.md). A test here fails the
+moment one copy changes alone.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ REPO = Path(__file__).resolve().parent.parent
 SQL_FILES = sorted(
     [*(REPO / "sql" / "functions").glob("*.sql"), *(REPO / "sql" / "migrations").glob("*.sql")]
 )
-README = (REPO / "README.md").read_text()
+ERRORS_DOC = (REPO / "docs" / "errors.md").read_text()
+PYTHON_DOC = (REPO / "docs" / "python.md").read_text()
 
 _RAISED = re.compile(r"_fail\(\s*'(LN\d{3})'|ERRCODE\s*=\s*'(LN\d{3})'")
 
@@ -40,17 +42,11 @@ def _codes_raised_in_sql() -> dict[str, list[str]]:
     return found
 
 
-def _readme_section(title: str) -> str:
-    start = README.index(f"\n## {title}\n")
-    end = README.find("\n## ", start + 1)
-    return README[start : end if end != -1 else None]
-
-
-def _readme_error_rows() -> dict[str, str]:
-    """README's Errors table: code -> class name."""
-    rows = re.findall(r"^\| (LN\d{3}) \| `(\w+)` \|", _readme_section("Errors"), re.MULTILINE)
+def _documented_error_rows() -> dict[str, str]:
+    """docs/errors.md's table of codes: code -> class name."""
+    rows = re.findall(r"^\| (LN\d{3}) \| `(\w+)` \|", ERRORS_DOC, re.MULTILINE)
     codes = [code for code, _ in rows]
-    assert len(codes) == len(set(codes)), "a code listed twice in README's Errors table"
+    assert len(codes) == len(set(codes)), "a code listed twice in docs/errors.md"
     return dict(rows)
 
 
@@ -67,18 +63,18 @@ def _error_classes() -> list[type[LaneError]]:
 
 def test_every_code_raised_in_sql_is_mapped_and_documented() -> None:
     raised = _codes_raised_in_sql()
-    documented = _readme_error_rows()
+    documented = _documented_error_rows()
     assert raised, "no LN code found in sql/: the pattern no longer matches the SQL"
     for code, files in sorted(raised.items()):
         assert code in SQLSTATE_ERRORS, f"{code} (raised in {files}) has no class in errors.py"
-        assert code in documented, f"{code} (raised in {files}) is not in README's Errors table"
+        assert code in documented, f"{code} (raised in {files}) is not in docs/errors.md"
         assert documented[code] == SQLSTATE_ERRORS[code].__name__, code
 
 
-def test_readme_lists_exactly_the_codes_of_errors_py() -> None:
+def test_errors_doc_lists_exactly_the_codes_of_errors_py() -> None:
     """Every documented code names the class errors.py gives it, and every class's code
     is documented."""
-    documented = _readme_error_rows()
+    documented = _documented_error_rows()
     defined = {cls.sqlstate: cls.__name__ for cls in _error_classes() if "sqlstate" in vars(cls)}
     assert documented == defined
 
@@ -104,16 +100,16 @@ def test_every_error_class_has_its_own_code() -> None:
 # ------------------------------------------------------------------ job states
 
 
-def _readme_states() -> list[str]:
-    line = re.search(r"^States: (.+)$", README, re.MULTILINE)
-    assert line is not None, "README has no 'States:' line"
+def _documented_states() -> list[str]:
+    line = re.search(r"^States: (.+)$", PYTHON_DOC, re.MULTILINE)
+    assert line is not None, "docs/python.md has no 'States:' line"
     return re.findall(r"`([^`]+)`", line.group(1))
 
 
 async def test_job_states_agree_everywhere(pg_dsn: str) -> None:
     """The CHECK constraint on lane.jobs.state, ``lane._check_states`` and
     ``lane._state_rank`` (list order), ``ALL_STATES`` and ``JobState``, the memory
-    backend's counts and README's States line name the same states in the same order."""
+    backend's counts and docs/python.md's States line name the same states in the same order."""
     conn = await asyncpg.connect(pg_dsn)
     try:
         definition = await conn.fetchval(
@@ -140,7 +136,7 @@ async def test_job_states_agree_everywhere(pg_dsn: str) -> None:
     memory = MemoryBackend()
     await memory.add_job("q", "n")
     assert tuple(await memory.get_job_counts("q")) == ALL_STATES
-    assert tuple(_readme_states()) == ALL_STATES
+    assert tuple(_documented_states()) == ALL_STATES
 
 
 # ------------------------------------------------------------------ option keys
