@@ -43,8 +43,10 @@ def add_store_arguments(parser: argparse.ArgumentParser) -> None:
         "--connection",
         default=None,
         metavar="NAME",
-        help="the connection name the database answers to in retries (default: postgres"
-        " and postgresql)",
+        help="the name your app gives this database's connection, when it is not the"
+        " default one: a failed record remembers the connection its job was pushed on, and"
+        " a retry pushes only records of this name (default: postgres and postgresql, the"
+        " names lane_pg gives a database connection)",
     )
 
 

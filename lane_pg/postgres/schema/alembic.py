@@ -133,9 +133,7 @@ def reconcile_alembic_version(connection: Any = None) -> str | None:
         installed,
         target or "none",
     )
-    bind.exec_driver_sql(
-        f"DELETE FROM {table} WHERE version_num = ANY(%s)", (ours,)
-    )
+    bind.exec_driver_sql(f"DELETE FROM {table} WHERE version_num = ANY(%s)", (ours,))
     if target is not None:
         bind.exec_driver_sql(f"INSERT INTO {table} (version_num) VALUES (%s)", (target,))
     return target
