@@ -29,7 +29,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--hours",
         default=None,
         metavar="N",
-        help="only records older than N hours: the older spelling of --older-than Nh",
+        help="only records older than N hours: the older spelling of --older-than Nh"
+        " (default: every record)",
     )
     add_store_arguments(parser)
 

@@ -119,7 +119,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=duration_option("s"),
         default=None,
         metavar="DURATION",
-        help="the same setting as --poll-interval, where a bare number is seconds",
+        help="the same setting as --poll-interval, where a bare number is seconds"
+        f" (default: {poll:g}s)",
     )
     parser.add_argument(
         "--max-jobs",
@@ -134,7 +135,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="N/DURATION",
         help="this worker's claim rate limit, counted over every worker of each queue and"
-        " preferred to the queue's own (e.g. 100/1s, 5/500ms)",
+        " preferred to the queue's own (e.g. 100/1s, 5/500ms; default: none, the queue's"
+        " own applies)",
     )
     limit = shipped["stacktrace_limit"].default
     parser.add_argument(
