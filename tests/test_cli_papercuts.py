@@ -219,4 +219,3 @@ async def test_a_libpq_keyword_dsn_is_accepted(pg_dsn: str) -> None:
     bad = await cli("stats", "--dsn", "host=x nonsense=1")
     assert bad.returncode == 2
     assert bad.stderr.count("\n") == 1 and "invalid DSN" in bad.stderr
-
