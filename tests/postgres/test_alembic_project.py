@@ -172,3 +172,21 @@ async def test_a_users_alembic_project_and_lane_migrate_take_over_from_each_othe
     assert await _accepted(dsn) == SCHEMA_VERSION
     await asyncio.to_thread(_alembic, project, "downgrade", "base")
     assert await _state(dsn) == (None, False, [])
+
+
+async def test_lane_migrate_refuses_a_schema_newer_than_the_library(new_db: NewDatabase) -> None:
+    dsn = await new_db()
+    await _lane_migrate(dsn, REPO)
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.execute(
+            "INSERT INTO lane.schema_version (version, breaking, description, applied_at)"
+            " VALUES ($1, false, 'from a newer release', now())",
+            SCHEMA_VERSION + 1,
+        )
+    finally:
+        await conn.close()
+    done = await asyncio.to_thread(python, "-m", "lane_pg", "migrate", "--dsn", dsn)
+    assert done.returncode == 1
+    assert done.stderr.count("\n") == 1
+    assert f"is version {SCHEMA_VERSION + 1}, newer than the {SCHEMA_VERSION}" in done.stderr
