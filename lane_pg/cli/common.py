@@ -109,8 +109,9 @@ def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dsn",
         default=None,
-        help="PostgreSQL URL, postgresql://... (default: $LANE_PG_DSN, else the embedded"
-        " server in ./.lane_pg)",
+        help="the PostgreSQL to use: a URL (postgresql://user:password@host:5432/dbname) or"
+        " libpq keywords ('host=db dbname=app user=me'); default: $LANE_PG_DSN, else the"
+        " embedded server with its data in ./.lane_pg (said on the first line)",
     )
     parser.add_argument(
         "--schema",
