@@ -21,7 +21,12 @@ from alembic.runtime.migration import MigrationContext, MigrationInfo
 from sqlalchemy import create_engine, pool
 from sqlalchemy.engine import Connection
 
-from lane_pg.postgres.schema import MIGRATE_LOCK_KEY, alembic_schema, repeatable_install_sql
+from lane_pg.postgres.schema import (
+    MIGRATE_LOCK_KEY,
+    alembic_schema,
+    reconcile_alembic_version,
+    repeatable_install_sql,
+)
 
 config = context.config
 log = logging.getLogger("lane_pg.migrations")
@@ -85,6 +90,9 @@ def _run(connection: Connection) -> None:
         if not existed:
             # Alembic creates its version table before the first revision runs.
             connection.exec_driver_sql(f"CREATE SCHEMA {SCHEMA}")
+        # Another path (migrate(), a user's Alembic project) may have moved the schema
+        # since this version table was written: schema_version decides.
+        reconcile_alembic_version(connection)
         context.run_migrations()
         at_base = not context.get_context().get_current_heads()
         if state["down_to_base"] or (not existed and at_base):

@@ -128,6 +128,11 @@ async def test_without_dsn_uses_the_embedded_server(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert f"version {SCHEMA_VERSION}" in done.stdout
     assert (tmp_path / ".lane_pg" / "PG_VERSION").is_file()
+    # Said on the first line, with the data directory and the way to a real server.
+    notice = done.stderr.splitlines()[0]
+    assert "embedded PostgreSQL" in notice, done.stderr
+    assert str((tmp_path / ".lane_pg").resolve()) in notice
+    assert "--dsn" in notice and "LANE_PG_DSN" in notice
     # The server stopped with the last process using it; the data stayed. Start it again
     # here and check that asyncpg accepts pgserver's unix-socket URI.
     from lane_pg.postgres.embedded import embedded_dsn, release_embedded
@@ -145,6 +150,23 @@ async def test_without_dsn_uses_the_embedded_server(tmp_path: Path) -> None:
         again = await asyncio.to_thread(lane_pg, "migrate", cwd=tmp_path, timeout=110)
         assert again.returncode == 0, again.stderr
         assert "already at version" in again.stdout
+        assert "embedded PostgreSQL" in again.stderr.splitlines()[0]
+        # A worker's start-up line names the store too.
+        worker = await asyncio.to_thread(
+            lane_pg,
+            "worker",
+            "--app",
+            "tests.worker.apps:app",
+            "--queue",
+            "embedded_check",
+            "--burst",
+            cwd=tmp_path,
+            timeout=110,
+        )
+        assert worker.returncode == 0, worker.stderr
+        assert "embedded PostgreSQL" in worker.stderr.splitlines()[0]
+        started = next(line for line in worker.stdout.splitlines() if " started: " in line)
+        assert f"the embedded PostgreSQL in {(tmp_path / '.lane_pg').resolve()}" in started
     finally:
         await asyncio.to_thread(release_embedded, pgdata)
 

@@ -220,7 +220,7 @@ async def test_flush_hours_keeps_newer_records_CLI_10(
     result = await cli("flush", "--hours", "168", dsn=pg_dsn)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("lane_pg: flushed ")
-    assert result.stdout.endswith(" failed job(s) older than 168 hour(s)\n")
+    assert result.stdout.endswith(" failed job(s) older than 7d\n")
     assert [r.id for r in await store.page(FailedJobFilter(queue=queue))] == [new.id]
     bad = await cli("flush", "--hours", "soon", dsn=pg_dsn)
     assert bad.returncode == 1 and "--hours" in bad.stderr

@@ -98,12 +98,17 @@ async def test_pause_then_resume(pg_dsn: str) -> None:
     paused = await cli("pause", queue, "--dsn", pg_dsn)
     assert paused.returncode == 0, paused.stderr
     assert paused.stdout == f"lane_pg: queue '{queue}' paused\n"
-    assert paused.stderr == ""
+    # A name nothing used before is paused ahead of time, with a warning (a typo shows).
+    assert paused.stderr == (
+        f"lane_pg: queue '{queue}' has no jobs and no workers yet: paused ahead of time;"
+        " check the name\n"
+    )
     assert await is_paused(pg_dsn, queue)
 
     again = await cli("pause", queue, dsn=pg_dsn)  # LANE_PG_DSN instead of --dsn
     assert again.returncode == 0, again.stderr
     assert again.stdout == f"lane_pg: queue '{queue}' paused (it was already paused)\n"
+    assert again.stderr == ""
     assert await is_paused(pg_dsn, queue)
 
     resumed = await cli("resume", queue, "--dsn", pg_dsn)

@@ -13,11 +13,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from types import ModuleType
 
-from lane_pg.cli.common import CommandError, describe_error
+from lane_pg.cli.common import CommandError, describe_error, keyword_dsn_to_url
 from lane_pg.errors import ConfigurationError
 
 __all__ = ["COMMANDS", "CommandError", "build_parser", "console_main", "main"]
@@ -72,6 +73,38 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _announce_embedded(command: str) -> None:
+    """The embedded server's notice (no DSN given) becomes the command's first line."""
+    from lane_pg.postgres import embedded
+
+    def announce(text: str) -> None:
+        print(f"lane_pg {command}: {text}", file=sys.stderr, flush=True)
+
+    embedded.announce = announce
+
+
+def _read_keyword_dsns(args: argparse.Namespace) -> None:
+    """``--dsn`` and ``$LANE_PG_DSN`` in libpq's keyword form (``host=db dbname=app``)
+    become URLs, so every command and driver reads them."""
+    if getattr(args, "dsn", None):
+        args.dsn = keyword_dsn_to_url(args.dsn)
+    from_env = os.environ.get("LANE_PG_DSN")
+    if from_env:
+        os.environ["LANE_PG_DSN"] = keyword_dsn_to_url(from_env)
+
+
+def _stdout_closed() -> int:
+    """The reader of our output went away (``stats | head -1``): exit quietly. Python
+    would otherwise complain once more while flushing stdout at exit, so stdout is pointed
+    at /dev/null first."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    finally:
+        os.close(devnull)
+    return EXIT_ERROR
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command and return its exit code."""
     args = build_parser().parse_args(argv)
@@ -79,8 +112,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
     )
+    _announce_embedded(args.command)
     try:
+        _read_keyword_dsns(args)
         code: int = args.run(args)
+        sys.stdout.flush()  # a closed pipe shows here rather than at exit
+    except BrokenPipeError:
+        return _stdout_closed()
     except (ConfigurationError, CommandError) as exc:
         print(f"lane_pg {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE if isinstance(exc, ConfigurationError) else EXIT_ERROR

@@ -33,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         dest="older_than",
         required=True,
         metavar="DURATION",
-        help="only jobs older than this (500ms, 30s, 15m, 1h, 7d)",
+        help="only jobs older than this: 500ms, 30s, 15m, 1h, 7d (default: any age)",
     )
     parser.add_argument(
         "--limit", default="0", metavar="N", help="remove at most N jobs (default: 0, all)"

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 import re
-from collections.abc import Mapping
+import sys
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -13,6 +14,7 @@ from lane_pg.backend.url import redact_url
 from lane_pg.errors import ConfigurationError
 
 if TYPE_CHECKING:
+    from lane_pg.backend import JobQueueBackend
     from lane_pg.facade import QueueDriver, QueueFacade
 
 DEFAULT_SCHEMA = "lane"
@@ -22,6 +24,8 @@ DURATION_PATTERN = r"(?P<amount>[0-9]+(?:\.[0-9]+)?)?(?P<unit>ms|s|m|h|d)"
 """A duration as the commands write it: an amount and a unit (``500ms``, ``30s``, ``1.5h``,
 ``7d``); without an amount, one unit (``s``). ``parse_duration`` reads a match of it."""
 _DURATION = re.compile(DURATION_PATTERN)
+DURATION_EXAMPLES = "500ms, 30s, 15m, 1h or 7d"
+_BARE_NUMBER = re.compile(r"[0-9]+(?:\.[0-9]+)?")
 
 
 class CommandError(Exception):
@@ -59,13 +63,55 @@ def parse_duration(text: str, option: str) -> timedelta:
     return duration_of(match, option, text)
 
 
+def duration_option(bare_unit: str, result_unit: str = "s") -> Callable[[str], float]:
+    """An argparse ``type``: a duration (``500ms``, ``30s``, ``15m``, ``1h``, ``7d``) as a
+    number of ``result_unit``; a bare number is read in ``bare_unit``, the option's unit
+    before durations were accepted (``--poll-interval 500`` stays 500 milliseconds)."""
+
+    def parse(text: str) -> float:
+        value = text.strip()
+        if _BARE_NUMBER.fullmatch(value):
+            value += bare_unit
+        match = _DURATION.fullmatch(value)
+        if match is None or match["amount"] is None:
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: expected a duration such as {DURATION_EXAMPLES}"
+                f" (a bare number is {_UNIT_NAMES[bare_unit]})"
+            )
+        amount = float(match["amount"]) * DURATION_UNITS_MS[match["unit"]]
+        return amount / DURATION_UNITS_MS[result_unit]
+
+    parse.__name__ = "duration"  # argparse names the type in its errors
+    return parse
+
+
+_UNIT_NAMES = {
+    "ms": "milliseconds",
+    "s": "seconds",
+    "m": "minutes",
+    "h": "hours",
+    "d": "days",
+}
+
+
+def format_duration(milliseconds: int) -> str:
+    """``milliseconds`` in the duration syntax the options take: the largest unit that
+    divides it (``90000`` is ``90s``, ``3600000`` is ``1h``)."""
+    for unit in ("d", "h", "m", "s"):
+        size = DURATION_UNITS_MS[unit]
+        if milliseconds and milliseconds % size == 0:
+            return f"{milliseconds // size}{unit}"
+    return f"{milliseconds}ms"
+
+
 def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
     """``--dsn`` and ``--schema``, with their environment defaults."""
     parser.add_argument(
         "--dsn",
         default=None,
-        help="PostgreSQL URL, postgresql://... (default: $LANE_PG_DSN, else the embedded"
-        " server in ./.lane_pg)",
+        help="the PostgreSQL to use: a URL (postgresql://user:password@host:5432/dbname) or"
+        " libpq keywords ('host=db dbname=app user=me'); default: $LANE_PG_DSN, else the"
+        " embedded server with its data in ./.lane_pg (said on the first line)",
     )
     parser.add_argument(
         "--schema",
@@ -83,6 +129,40 @@ def add_connection_name_argument(parser: argparse.ArgumentParser) -> None:
         help="the queue connection to use (default: the default connection); an unknown"
         " name exits non-zero",
     )
+
+
+def keyword_dsn_to_url(dsn: str) -> str:
+    """A libpq keyword DSN (``host=db port=5432 dbname=app user=me``) as the
+    ``postgresql://`` URL every driver here reads; any other text is returned as it is."""
+    text = dsn.strip()
+    if not text or "://" in text or "=" not in text:
+        return dsn
+    from urllib.parse import quote, urlencode
+
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        params = {k: str(v) for k, v in conninfo_to_dict(text).items() if v is not None}
+    except Exception as exc:  # psycopg.ProgrammingError: libpq's own message
+        raise ConfigurationError(
+            f"invalid DSN {redact_keyword_dsn(text)!r}: {describe_error(exc)}"
+        ) from exc
+    user, password = params.pop("user", ""), params.pop("password", "")
+    host, port = params.pop("host", ""), params.pop("port", "")
+    dbname = params.pop("dbname", "")
+    if host.startswith("/") or "," in host:  # a socket directory, or several hosts
+        params["host"], host = host, ""
+    auth = quote(user, safe="") + (":" + quote(password, safe="") if password else "")
+    netloc = (auth + "@" if auth else "") + host + (":" + port if port and host else "")
+    if port and not host:
+        params["port"] = port
+    query = "?" + urlencode(params) if params else ""
+    return f"postgresql://{netloc}/{quote(dbname, safe='')}{query}"
+
+
+def redact_keyword_dsn(dsn: str) -> str:
+    """A keyword DSN with its password replaced by ``***``."""
+    return re.sub(r"(password\s*=\s*)('[^']*'|\S+)", r"\1***", dsn)
 
 
 def sqlalchemy_url(dsn: str) -> str:
@@ -162,3 +242,26 @@ def resolve_connection(
         # A configuration error (exit 2, as for any bad usage), before any I/O.
         raise ConfigurationError(f"--connection {resolved!r}: {exc}") from exc
     return configured, resolved, driver
+
+
+def store_note() -> str:
+    """`` (the embedded PostgreSQL in /abs/.lane_pg)`` when this process uses the embedded
+    server (no DSN was given), else nothing: for a command's start-up line."""
+    embedded = sys.modules.get("lane_pg.postgres.embedded")
+    directories = embedded.embedded_dirs() if embedded is not None else []
+    if not directories:
+        return ""
+    return f" (the embedded PostgreSQL in {', '.join(str(d) for d in directories)})"
+
+
+async def warn_if_new_queue(backend: JobQueueBackend, queue: str, what: str) -> None:
+    """Warn on stderr when ``queue`` has never had a job or a setting (no queue row yet:
+    every push, pause, limit and retention creates one), so a typo is seen; ``what`` says
+    what the command does anyway (``paused ahead of time``). Read before the command acts:
+    a first push racing with it only changes whether this warning shows."""
+    if queue not in await backend.list_queues():
+        print(
+            f"lane_pg: queue {queue!r} has no jobs and no workers yet: {what}; check the name",
+            file=sys.stderr,
+            flush=True,
+        )

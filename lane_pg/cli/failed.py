@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from lane_pg.cli.common import CommandError, parse_count
+from lane_pg.cli.common import DURATION_EXAMPLES, CommandError, parse_count
 from lane_pg.cli.failed_jobs import add_store_arguments, cutoff, open_failed_jobs
 from lane_pg.failed import MAX_PAGE, FailedJobFilter, check_record_id, record_key
 from lane_pg.types import validate_queue_name
@@ -29,9 +29,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--queue", default=None, help="only records of this queue")
     parser.add_argument("--job", default=None, metavar="NAME", help="only this job name")
     parser.add_argument(
-        "--before", default=None, metavar="DURATION", help="only records older than this (7d)"
+        "--older-than",
+        "--before",
+        dest="before",
+        default=None,
+        metavar="DURATION",
+        help=f"only records that failed longer ago than this: {DURATION_EXAMPLES}"
+        " (default: any age)",
     )
-    parser.add_argument("--limit", default="50", metavar="N", help="records per page (50)")
+    parser.add_argument("--limit", default="50", metavar="N", help="records per page (default: 50)")
     parser.add_argument(
         "--after", default=None, metavar="ID", help="the page after this record's id"
     )
@@ -48,7 +54,7 @@ async def listing(args: argparse.Namespace) -> list[str]:
     limit = parse_count(args.limit, "--limit", "a page size")
     if not 1 <= limit <= MAX_PAGE:
         raise CommandError(f"--limit {args.limit!r}: expected 1 to {MAX_PAGE}")
-    where = FailedJobFilter(args.queue, args.job, cutoff(args.before, "--before"))
+    where = FailedJobFilter(args.queue, args.job, cutoff(args.before, "--older-than"))
     after_id = None if args.after is None else check_record_id(args.after)
     async with open_failed_jobs(args.dsn, args.schema, args.connection) as (_, store):
         after = None

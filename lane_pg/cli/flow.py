@@ -27,6 +27,11 @@ PAGE = 500
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    # argparse writes a "+" argument's metavar twice; one usage line says it once.
+    parser.usage = (
+        "%(prog)s [-h] [--queue QUEUE] [--limit N] [--dsn DSN] [--schema SCHEMA]\n"
+        "       PARENT_ID | remove-unprocessed PARENT_ID | detach CHILD_ID"
+    )
     parser.add_argument(
         "words",
         nargs="+",
@@ -35,7 +40,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--queue", default=None, help="the job's queue (default: search all)")
     parser.add_argument(
-        "--limit", type=int, default=50, help="pending children to list (default 50)"
+        "--limit",
+        type=int,
+        default=50,
+        metavar="N",
+        help="pending children to list (default: 50)",
     )
     add_connection_arguments(parser)
 

@@ -15,7 +15,13 @@ import argparse
 import asyncio
 import re
 
-from lane_pg.cli.common import DURATION_PATTERN, CommandError, add_connection_arguments, duration_of
+from lane_pg.cli.common import (
+    DURATION_PATTERN,
+    CommandError,
+    add_connection_arguments,
+    duration_of,
+    warn_if_new_queue,
+)
 from lane_pg.cli.pause import open_backend
 from lane_pg.errors import InvalidOptions
 from lane_pg.types import JobRateLimit, validate_queue_name
@@ -100,6 +106,8 @@ async def show_or_set(
     wanted_max = None if max_active is None else parse_max_active(max_active)
     changing = clear or rate is not None or max_active is not None
     async with open_backend(dsn, schema) as backend:
+        if changing:
+            await warn_if_new_queue(backend, queue, "limits set ahead of time")
         if clear or (rate is not None and wanted_rate is None):
             await backend.clear_claim_rate_limit(queue)
         elif wanted_rate is not None:

@@ -1,7 +1,10 @@
 """``python -m lane_pg migrate``: install or upgrade the schema with Alembic.
 
 No alembic.ini is needed: the Alembic config is built here, pointing at the migrations
-shipped with the package. ``--sql`` prints the full installation script instead
+shipped with the package. The schema's own ``schema_version`` decides what is installed:
+lane's ``alembic_version`` row is reconciled with it first (``reconcile_alembic_version``),
+so a schema moved by another path (``migrate()``, a user's Alembic project) is upgraded
+from where it really is. ``--sql`` prints the full installation script instead
 (``lane_pg.postgres.schema.install_sql``), for psql or a DBA; it needs no database.
 """
 
@@ -18,7 +21,12 @@ from lane_pg.cli.common import (
     redact,
     sqlalchemy_url,
 )
-from lane_pg.postgres.schema import install_sql, migrations_dir, validate_schema_name
+from lane_pg.postgres.schema import (
+    SCHEMA_VERSION,
+    install_sql,
+    migrations_dir,
+    validate_schema_name,
+)
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -63,6 +71,14 @@ def upgrade(dsn: str, schema: str = "lane") -> tuple[int | None, int | None]:
     try:
         with engine.begin() as conn:
             before = installed_version(conn, schema)
+            if before is not None and before > SCHEMA_VERSION:
+                # Its functions belong to the newer release: replacing them would break
+                # the workers running it (as lane_pg.postgres.schema.migrate refuses).
+                raise CommandError(
+                    f"lane_pg schema {schema!r} is version {before}, newer than the"
+                    f" {SCHEMA_VERSION} this library installs; migrate it with a lane_pg"
+                    f" release that knows version {before}"
+                )
             config.attributes["connection"] = conn
             command.upgrade(config, "head")
             after = installed_version(conn, schema)

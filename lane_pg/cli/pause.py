@@ -31,6 +31,7 @@ from lane_pg.cli.common import (
     describe_error,
     redact,
     resolve_connection,
+    warn_if_new_queue,
 )
 from lane_pg.errors import ConfigurationError, LaneError
 from lane_pg.postgres.schema import validate_schema_name
@@ -138,6 +139,7 @@ async def set_paused_for(args: argparse.Namespace, paused: bool) -> str:
         queue = args.queue
         was_paused = await backend.is_queue_paused(queue)
         if paused:
+            await warn_if_new_queue(backend, queue, "paused ahead of time")
             await backend.pause_queue(queue)
         else:
             await backend.resume_queue(queue)

@@ -1,10 +1,11 @@
 """``python -m lane_pg repeats [QUEUE]`` lists repeat series with their next run;
 ``python -m lane_pg repeats remove QUEUE KEY`` ends one (REP-10, REP-11).
 
-The list shows every live series of QUEUE (or of every queue), latest next run first: its
-key, when its owner occurrence is due, the owner's job id, how many occurrences there were
-(and the limit) and the schedule. ``remove`` ends the series and removes its owner
-(``lane.remove_repeat``); it refuses, exit code 1, while the owner runs under a valid lease.
+The list shows every live series of QUEUE (or of every queue), under a header, one
+tab-separated line each: its queue and key, when its owner occurrence is due, the owner's
+job id, how many occurrences ran before it (and the limit) and the schedule. ``remove``
+ends the series and removes its owner (``lane.remove_repeat``); it refuses, exit code 1,
+while the owner runs under a valid lease.
 """
 
 from __future__ import annotations
@@ -12,18 +13,22 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from lane_pg.cli.common import CommandError, add_connection_arguments
+from lane_pg.cli.common import CommandError, add_connection_arguments, format_duration
 from lane_pg.cli.pause import open_backend
 from lane_pg.types import RepeatInfo, validate_queue_name
 
 HELP = "list repeat series and their next run, or remove one (repeats remove QUEUE KEY)"
 
 
+HEADER = "queue\tkey\tnext_run\tjob\truns\tschedule"
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.usage = "%(prog)s [-h] [--dsn DSN] [--schema SCHEMA] [QUEUE | remove QUEUE KEY]"
     parser.add_argument(
         "words",
         nargs="*",
-        metavar="[QUEUE | remove QUEUE KEY]",
+        metavar="QUEUE | remove QUEUE KEY",
         help="a queue to list (default: every queue), or: remove QUEUE KEY",
     )
     add_connection_arguments(parser)
@@ -31,15 +36,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def schedule_of(info: RepeatInfo) -> str:
     if info.every_ms is not None:
-        return f"every {info.every_ms} ms"
+        return f"every {format_duration(info.every_ms)}"
     return f"cron {info.pattern!r}" + ("" if info.tz is None else f" {info.tz}")
 
 
 def describe(queue: str, info: RepeatInfo) -> str:
-    runs = f"{info.count}" + ("" if info.limit is None else f"/{info.limit}")
+    # count includes the owner, the occurrence still to run: the ones that ran are before it.
+    ran = max(info.count - 1, 0)
+    runs = f"{ran}" + ("" if info.limit is None else f"/{info.limit}")
     return (
-        f"{queue}\t{info.key}\tnext {info.next_at.isoformat()}\tjob {info.job_id}"
-        f"\truns {runs}\t{schedule_of(info)}"
+        f"{queue}\t{info.key}\t{info.next_at.isoformat()}\t{info.job_id}"
+        f"\t{runs}\t{schedule_of(info)}"
     )
 
 
@@ -51,7 +58,9 @@ async def list_series(queue: str | None, dsn: str | None, schema: str) -> list[s
         lines = [
             describe(name, info) for name in queues for info in await backend.list_repeats(name)
         ]
-    return lines or [f"lane_pg: no repeat series{'' if queue is None else f' in {queue!r}'}"]
+    if not lines:
+        return [f"lane_pg: no repeat series{'' if queue is None else f' in {queue!r}'}"]
+    return [HEADER, *lines]
 
 
 async def remove_series(queue: str, key: str, dsn: str | None, schema: str) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+from datetime import UTC, datetime
 
 from lane_pg.cli.common import add_connection_arguments, add_connection_name_argument
 from lane_pg.cli.pause import connection_backend
@@ -30,8 +31,9 @@ async def _restart(args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     stamp = asyncio.run(_restart(args))
+    at = datetime.fromtimestamp(stamp / 1000, UTC).isoformat(" ", timespec="milliseconds")
     print(
-        f"lane_pg: restart signal stored ({stamp} ms); workers started before it exit once"
-        " their running jobs finish"
+        f"lane_pg: restart signal stored at {at.replace('+00:00', ' UTC')}; workers started"
+        " before it exit once their running jobs finish"
     )
     return 0

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from lane_pg.cli.common import CommandError, add_connection_arguments
+from lane_pg.cli.common import CommandError, add_connection_arguments, warn_if_new_queue
 from lane_pg.cli.pause import open_backend
 from lane_pg.types import QueueRetention, validate_queue_name
 
@@ -81,6 +81,7 @@ async def show_or_set(
         current = await backend.get_queue_retention(queue)
         if not changing:
             return f"lane_pg: {describe(queue, current)}"
+        await warn_if_new_queue(backend, queue, "retention set ahead of time")
         wanted = QueueRetention(
             completed if keep_completed is not None else current.keep_completed,
             failed if keep_failed is not None else current.keep_failed,

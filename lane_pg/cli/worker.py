@@ -38,7 +38,9 @@ from lane_pg.cli.common import (
     add_connection_arguments,
     add_connection_name_argument,
     connection_env,
+    duration_option,
     resolve_connection,
+    store_note,
 )
 from lane_pg.cli.limits import parse_rate
 from lane_pg.errors import LaneError
@@ -96,24 +98,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"lease (visibility timeout) seconds ({lease:g})",
     )
     parser.add_argument(
-        "--shutdown-timeout", type=float, default=shutdown, help="seconds to finish jobs on stop"
+        "--shutdown-timeout",
+        type=duration_option("s"),
+        default=shutdown,
+        metavar="DURATION",
+        help=f"time to finish running jobs on stop: 30s, 2m; a bare number is seconds"
+        f" (default: {shutdown:g}s)",
     )
     idle = parser.add_mutually_exclusive_group()
     idle.add_argument(
         "--poll-interval",
-        type=float,
+        type=duration_option("ms", "ms"),
         default=None,
-        metavar="MS",
-        help="milliseconds between claims of an idle worker, the slow poll behind NOTIFY"
-        f" ({poll_ms:g})",
+        metavar="DURATION",
+        help="time between claims of an idle worker, the slow poll behind NOTIFY: 500ms,"
+        f" 5s; a bare number is milliseconds (default: {poll_ms:g}ms)",
     )
     idle.add_argument(
         "--block-timeout",
-        type=float,
+        type=duration_option("s"),
         default=None,
-        metavar="S",
-        help="seconds an idle claim waits for a wake-up before claiming again: the same"
-        " setting as --poll-interval, in seconds",
+        metavar="DURATION",
+        help="the same setting as --poll-interval, where a bare number is seconds"
+        f" (default: {poll:g}s)",
     )
     parser.add_argument(
         "--max-jobs",
@@ -128,7 +135,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="N/DURATION",
         help="this worker's claim rate limit, counted over every worker of each queue and"
-        " preferred to the queue's own (e.g. 100/1s, 5/500ms)",
+        " preferred to the queue's own (e.g. 100/1s, 5/500ms; default: none, the queue's"
+        " own applies)",
     )
     limit = shipped["stacktrace_limit"].default
     parser.add_argument(
@@ -215,7 +223,9 @@ def load_app(spec: str) -> App:
         return next(iter(apps.values())) if apps else App()
     app = getattr(module, attr, None)
     if not isinstance(app, App):
-        raise CommandError(f"--app {spec!r}: {attr!r} is not a lane_pg.App")
+        if not hasattr(module, attr):
+            raise CommandError(f"--app {spec!r}: module {module_name!r} has no {attr!r}")
+        raise CommandError(f"--app {spec!r}: {attr!r} is a {type(app).__name__}, not a lane_pg.App")
     return app
 
 
@@ -387,7 +397,7 @@ async def _run(worker: Worker | FailoverWorker, config: WorkerConfig, connection
         for lane in worker.lanes
     )
     print(
-        f"lane_pg: worker {config.worker_id} started: connection {connection};"
+        f"lane_pg: worker {config.worker_id} started: connection {connection}{store_note()};"
         f" queues {queues or 'all'}; concurrency {config.concurrency}; lease {config.lease:g}s",
         flush=True,
     )

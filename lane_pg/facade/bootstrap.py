@@ -256,7 +256,9 @@ def bootstrap_from_env(
                 f" {_accepted()}"
             )
         log.warning(
-            "LANE_PG_DRIVER=%r is not a queue driver (accepted: %s); using memory",
+            "LANE_PG_DRIVER=%r is not a queue driver (accepted: %s); falling back to the"
+            " memory driver: jobs live in this process only and are lost when it exits"
+            " (LANE_PG_ENV=production refuses this)",
             requested,
             _accepted(),
         )

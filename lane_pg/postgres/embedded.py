@@ -8,14 +8,25 @@ processes holding it and stops the server when the last one exits. The data stay
 
 from __future__ import annotations
 
+import logging
 import os
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from lane_pg.errors import ConfigurationError
 
-__all__ = ["EMBEDDED_DIR", "embedded_dsn", "release_embedded", "resolve_dsn"]
+__all__ = [
+    "EMBEDDED_DIR",
+    "embedded_dirs",
+    "embedded_dsn",
+    "embedded_notice",
+    "release_embedded",
+    "resolve_dsn",
+]
+
+log = logging.getLogger("lane_pg.embedded")
 
 EMBEDDED_DIR = ".lane_pg"
 DSN_ENV = "LANE_PG_DSN"
@@ -23,6 +34,24 @@ DSN_ENV = "LANE_PG_DSN"
 # Keeps the pgserver handle alive for the life of the process (it stops the server at
 # exit when no other process holds it).
 _servers: dict[Path, Any] = {}
+
+announce: Callable[[str], None] | None = None
+"""Where the notice that a process uses the embedded server goes (``embedded_notice``):
+the CLI prints it as its first line; unset, it is logged at WARNING (a library user
+without a DSN is told too)."""
+
+
+def embedded_notice(pgdata: Path) -> str:
+    """The one line saying that no DSN was given and the embedded server is used."""
+    return (
+        f"no --dsn and no LANE_PG_DSN: using the embedded PostgreSQL server with its data in"
+        f" {pgdata} (pass --dsn postgresql://... or set LANE_PG_DSN to use your own server)"
+    )
+
+
+def embedded_dirs() -> list[Path]:
+    """The data directories of the embedded servers this process started or joined."""
+    return list(_servers)
 
 
 def resolve_dsn(explicit: str | None) -> str:
@@ -61,6 +90,10 @@ def embedded_dsn(directory: str | os.PathLike[str] | None = None) -> str:
                 f"could not start the embedded PostgreSQL in {pgdata}: {exc}"
             ) from exc
         _servers[pgdata] = server
+        if announce is not None:
+            announce(embedded_notice(pgdata))
+        else:
+            log.warning("%s", embedded_notice(pgdata))
     # postgresql://postgres:@/postgres?host=<socket dir>: asyncpg, psycopg, libpq and
     # SQLAlchemy (postgresql+psycopg) all accept this form as is (tested).
     return str(server.get_uri())

@@ -82,8 +82,11 @@ def test_poll_interval_is_milliseconds_and_block_timeout_seconds_CLI_1(
     with pytest.raises(SystemExit):
         build_parser().parse_args(["worker", "--help"])
     worker_help = " ".join(capsys.readouterr().out.split())
-    assert "--poll-interval MS milliseconds between claims" in worker_help
-    assert "--block-timeout S seconds an idle claim waits" in worker_help
+    assert "--poll-interval DURATION time between claims" in worker_help
+    assert "a bare number is milliseconds" in worker_help
+    assert "--block-timeout DURATION the same setting as --poll-interval" in worker_help
+    assert _worker_options("--poll-interval", "2s").poll_interval == 2.0
+    assert _worker_options("--block-timeout", "250ms").poll_interval == 0.25
 
 
 async def test_on_unknown_job_release_in_a_worker_process_A14(

@@ -24,6 +24,9 @@ from lane_pg.postgres.schema.alembic import (
     alembic_downgrade,
     alembic_schema,
     alembic_upgrade,
+    alembic_version_location,
+    reconcile_alembic_version,
+    revision_id,
 )
 from lane_pg.postgres.schema.files import (
     DEFAULT_SCHEMA,
@@ -61,6 +64,7 @@ __all__ = [
     "alembic_downgrade",
     "alembic_schema",
     "alembic_upgrade",
+    "alembic_version_location",
     "catalog_definitions_sql",
     "check_version",
     "downgrade_sql",
@@ -70,10 +74,12 @@ __all__ = [
     "migration_files",
     "migration_sql",
     "migrations_dir",
+    "reconcile_alembic_version",
     "render_sql",
     "repeatable_files",
     "repeatable_install_sql",
     "repeatable_sql",
+    "revision_id",
     "sql_dir",
     "validate_schema_name",
 ]

@@ -56,22 +56,87 @@ def _alembic_execute(sql: str) -> None:
         op.get_bind().exec_driver_sql(sql, execution_options={"no_parameters": True})
 
 
-def _alembic_recorded(schema: str, version: int) -> bool:
-    """Whether ``version`` is already in ``schema_version`` (always False offline)."""
-    from alembic import context, op
-
-    if context.is_offline_mode():
-        return False
-    bind: Any = op.get_bind()
+def _recorded_versions(bind: Any, schema: str) -> set[int]:
+    """The versions ``<schema>.schema_version`` records (empty when it does not exist)."""
     exists = bind.exec_driver_sql(
         "SELECT to_regclass(%s) IS NOT NULL", (f"{schema}.schema_version",)
     ).scalar()
     if not exists:
-        return False
-    found = bind.exec_driver_sql(
-        f"SELECT 1 FROM {schema}.schema_version WHERE version = %s", (version,)
-    ).scalar()
-    return found is not None
+        return set()
+    rows = bind.exec_driver_sql(f"SELECT version FROM {schema}.schema_version").fetchall()
+    return {int(row[0]) for row in rows}
+
+
+def _alembic_recorded(schema: str) -> set[int]:
+    """The versions already in ``schema_version`` (always none offline)."""
+    from alembic import context, op
+
+    if context.is_offline_mode():
+        return set()
+    return _recorded_versions(op.get_bind(), schema)
+
+
+def revision_id(version: int) -> str:
+    """The Alembic revision id of lane_pg's migration ``version``."""
+    return f"{version:04d}"
+
+
+def alembic_version_location() -> str:
+    """Where lane_pg's Alembic revisions are, as a package resource for a user's
+    ``version_locations`` (no absolute path): ``lane_pg:migrations/versions``."""
+    return "lane_pg:migrations/versions"
+
+
+def reconcile_alembic_version(connection: Any = None) -> str | None:
+    """Make the Alembic version table of the running ``env.py`` agree with the schema.
+
+    ``<schema>.schema_version`` is the record of what is installed; an Alembic version
+    table is one path's bookkeeping and goes stale when another path (``migrate()``, our
+    CLI, another Alembic project) moved the schema. Call it in ``env.py`` after
+    ``context.configure`` and before ``context.run_migrations()``: the row of lane_pg's
+    branch becomes the revision of the schema's version (it is removed when the schema is
+    not installed). A missing row is left missing: the revisions then run again and apply
+    only what ``schema_version`` lacks. A schema newer than this library is left alone.
+    Returns the revision now recorded for lane_pg's branch, or None.
+    """
+    from alembic import context
+
+    ctx = context.get_context()
+    bind: Any = connection if connection is not None else ctx.bind
+    if bind is None or context.is_offline_mode():
+        return None
+    schema = alembic_schema()
+    table = ctx.version_table
+    if ctx.version_table_schema:
+        table = f"{ctx.version_table_schema}.{table}"
+    if not bind.exec_driver_sql("SELECT to_regclass(%s) IS NOT NULL", (table,)).scalar():
+        return None
+    lane_revisions = {revision_id(m.version): m.version for m in migration_files()}
+    rows = [
+        str(row[0]) for row in bind.exec_driver_sql(f"SELECT version_num FROM {table}").fetchall()
+    ]
+    ours = [row for row in rows if row in lane_revisions]
+    if not ours:
+        return None
+    installed = max(_recorded_versions(bind, schema), default=None)
+    if installed is not None and installed > SCHEMA_VERSION:
+        return ours[0]
+    known = [v for v in lane_revisions.values() if installed is not None and v <= installed]
+    target = revision_id(max(known)) if known else None
+    if ours == [target]:
+        return target
+    log.warning(
+        "lane_pg: %s recorded revision %s but schema %r is at version %s: recording %s",
+        table,
+        ", ".join(ours),
+        schema,
+        installed,
+        target or "none",
+    )
+    bind.exec_driver_sql(f"DELETE FROM {table} WHERE version_num = ANY(%s)", (ours,))
+    if target is not None:
+        bind.exec_driver_sql(f"INSERT INTO {table} (version_num) VALUES (%s)", (target,))
+    return target
 
 
 def _migration(version: int) -> Migration:
@@ -87,8 +152,17 @@ def alembic_upgrade(version: int) -> None:
     after the newest revision ``repeatable_install_sql`` (functions and views re-applied,
     the ones no longer defined dropped, fingerprints recorded)."""
     schema = alembic_schema()
-    if not _alembic_recorded(schema, version):
+    from alembic import context
+
+    if context.is_offline_mode():
         _alembic_execute(migration_sql(_migration(version), schema))
+    else:
+        # Every missing version up to this one, in order: Alembic's own record may be
+        # stale (another path moved the schema), schema_version is not.
+        recorded = _alembic_recorded(schema)
+        for migration in migration_files():
+            if migration.version <= version and migration.version not in recorded:
+                _alembic_execute(migration_sql(migration, schema))
     if version == SCHEMA_VERSION:
         _alembic_execute(repeatable_install_sql(schema))
 
@@ -120,4 +194,11 @@ def alembic_downgrade(version: int) -> None:
             )
         _alembic_execute(sql)
         return
-    _alembic_execute(downgrade_sql(_migration(version), schema))
+    from alembic import context
+
+    if context.is_offline_mode():
+        _alembic_execute(downgrade_sql(_migration(version), schema))
+        return
+    for recorded in sorted(_alembic_recorded(schema), reverse=True):
+        if recorded >= version:
+            _alembic_execute(downgrade_sql(_migration(recorded), schema))

@@ -56,9 +56,12 @@ def sql_dir() -> Path:
 def migrations_dir() -> Path:
     """The Alembic script location (``env.py``, ``versions/``).
 
-    A user with their own Alembic project can add ``migrations_dir() / "versions"`` to
-    ``version_locations``: the revisions read the schema from ``-x schema=...`` (default
-    ``lane``).
+    A user with their own Alembic project names the revisions in ``version_locations`` as
+    the package resource ``lane_pg:migrations/versions`` (``alembic_version_location()``;
+    ``lane_pg/migrations`` is a symlink in a checkout, a directory in the wheel), upgrades
+    with ``alembic upgrade heads`` (lane's branch is labelled ``lane_pg``) and calls
+    ``reconcile_alembic_version`` in its env.py; the revisions read the schema from
+    ``-x schema=...`` (default ``lane``).
     """
     return _first_existing("migrations")
 
