@@ -50,6 +50,27 @@ class Reader(Protocol):
         facade's ``pending_size``)."""
         ...
 
+    async def count_scheduled_jobs(self, queue: str, *, now: datetime | None = None) -> int:
+        """Delayed jobs whose time has not come (the facade's ``delayed_size``). A due one
+        is ready (``count_ready_jobs``), so the two never count a job twice (INSP-1,
+        INSP-5)."""
+        ...
+
+    async def list_ready_jobs(
+        self, queue: str, *, offset: int = 0, limit: int = 20, now: datetime | None = None
+    ) -> JobPage:
+        """A page of the jobs ``count_ready_jobs`` counts: waiting ones, then delayed ones
+        whose time has come, each part in insertion order (the facade's ``pending_jobs``);
+        ``total`` is their count at the same instant."""
+        ...
+
+    async def list_scheduled_jobs(
+        self, queue: str, *, offset: int = 0, limit: int = 20, now: datetime | None = None
+    ) -> JobPage:
+        """A page of the jobs ``count_scheduled_jobs`` counts, in insertion order (the
+        facade's ``delayed_jobs``)."""
+        ...
+
     async def get_counts_per_priority(
         self, queue: str, priorities: Sequence[int]
     ) -> dict[int, int]:

@@ -439,12 +439,19 @@ class BackendDriver(SettleSpellings):
         return sum([await backend.count_ready_jobs(name) for name in queues])
 
     async def delayed_size(self, queue: str | None = None) -> int:
-        return await self._count(queue, ("delayed",))
+        """Delayed jobs not due yet: a due one is pending (A16, INSP-5), counted once."""
+        backend = await self.backend()
+        queues = [queue] if queue is not None else await backend.list_queues()
+        return sum([await backend.count_scheduled_jobs(name) for name in queues])
 
     async def reserved_size(self, queue: str | None = None) -> int:
         return await self._count(queue, ("active",))
 
-    async def _listing(self, queue: str | None, state: JobState, limit: int) -> list[JobRow]:
+    async def _listing(
+        self, queue: str | None, listed: JobState | Literal["ready", "scheduled"], limit: int
+    ) -> list[JobRow]:
+        """Jobs of one state, or the ``ready`` (waiting and due delayed) or ``scheduled``
+        (delayed, not due) ones, so a listing agrees with its count (INSP-5)."""
         if limit < 0:
             raise ConfigurationError(f"a listing limit cannot be negative, got {limit}")
         backend = await self.backend()
@@ -453,9 +460,13 @@ class BackendDriver(SettleSpellings):
         for name in queues:
             offset = 0
             while len(found) < limit:
-                page = await backend.list_jobs(
-                    name, [state], offset=offset, limit=min(limit - len(found), 500)
-                )
+                size = min(limit - len(found), 500)
+                if listed == "ready":
+                    page = await backend.list_ready_jobs(name, offset=offset, limit=size)
+                elif listed == "scheduled":
+                    page = await backend.list_scheduled_jobs(name, offset=offset, limit=size)
+                else:
+                    page = await backend.list_jobs(name, [listed], offset=offset, limit=size)
                 found.extend(page.items)
                 offset += len(page.items)
                 if not page.items or offset >= page.total:
@@ -465,12 +476,12 @@ class BackendDriver(SettleSpellings):
     async def pending_jobs(
         self, queue: str | None = None, *, limit: int = DEFAULT_LISTING_LIMIT
     ) -> list[JobRow]:
-        return await self._listing(queue, "waiting", limit)
+        return await self._listing(queue, "ready", limit)
 
     async def delayed_jobs(
         self, queue: str | None = None, *, limit: int = DEFAULT_LISTING_LIMIT
     ) -> list[JobRow]:
-        return await self._listing(queue, "delayed", limit)
+        return await self._listing(queue, "scheduled", limit)
 
     async def reserved_jobs(
         self, queue: str | None = None, *, limit: int = DEFAULT_LISTING_LIMIT

@@ -18,12 +18,16 @@ class ConnectionReads:
     async def pending_jobs(
         self, queue: str | None = None, *, limit: int = DEFAULT_LISTING_LIMIT
     ) -> list[JobRow]:
-        """Waiting jobs of ``queue`` (every queue when None), at most ``limit``."""
+        """Jobs of ``queue`` (every queue when None) ready to run, at most ``limit``:
+        waiting ones, then delayed ones whose time has come (the next claim promotes them),
+        the jobs ``pending_size`` counts (INSP-5)."""
         return await self.driver().pending_jobs(queue, limit=limit)
 
     async def delayed_jobs(
         self, queue: str | None = None, *, limit: int = DEFAULT_LISTING_LIMIT
     ) -> list[JobRow]:
+        """Delayed jobs whose time has not come, at most ``limit``: the jobs
+        ``delayed_size`` counts (a due one is pending)."""
         return await self.driver().delayed_jobs(queue, limit=limit)
 
     async def reserved_jobs(

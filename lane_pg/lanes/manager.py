@@ -8,10 +8,13 @@ first, boosted heads earlier (LCFG-7), and the older head on a tie. Within a lan
 start in submission order. The only timers are rate-limit windows and retry delays; all
 other decisions happen synchronously when state changes, so there is no polling.
 
-Attempts (LCFG-1..4): each dispatch is one attempt, with the lane's timeout. A failed or
-timed-out attempt with retries left gives its slot back and re-enters the lane's queue
-(in submission order) after the retry delay; otherwise it settles as a terminal failure:
-``failed`` event, dead letter (DLQ and storage), storage removal, then the future.
+Attempts (LCFG-1..4): each dispatch is one attempt, with the lane's timeout. A timed-out
+attempt is reported (``timeout`` event) and cancelled, and keeps its slot until the
+command has actually ended (LANE-6: one that swallows its cancellation is not run beside
+another, and is logged when it ends). A failed or timed-out attempt with retries left
+gives its slot back and re-enters the lane's queue (in submission order) after the retry
+delay; otherwise it settles as a terminal failure: ``failed`` event, dead letter (DLQ and
+storage), storage removal, then the future.
 """
 
 from __future__ import annotations
@@ -547,20 +550,38 @@ class LaneManager:
         if work.done():
             expiry.cancel()
             return work.result()
-        # Not awaited: a command that ignores cancellation must not hold its slot.
+        timed_out = _AttemptTimedOut(f"command timed out after {timeout:g}s")
+        self._emit(
+            COMMAND_TIMEOUT,
+            lane_id=entry.lane.name,
+            command_id=entry.command_id,
+            error=_error_text(timed_out),
+        )
+        # LANE-6: the slot is the command's until it has actually ended. One that swallows
+        # its cancellation keeps the slot (a command run beside it would break the lane's
+        # maximum) and is reported when it ends.
         work.cancel()
-        work.add_done_callback(_consume_outcome)
-        raise _AttemptTimedOut(f"command timed out after {timeout:g}s")
+        cancelled_at = self._clock.monotonic()
+        try:
+            await asyncio.wait({work})
+        except asyncio.CancelledError:
+            work.cancel()
+            raise
+        if not work.cancelled():
+            _consume_outcome(work)
+            logger.warning(
+                "lane %s: command %s (%s) timed out after %gs and ignored its cancellation:"
+                " it kept its slot %.3fs longer, until it ended",
+                entry.lane.name,
+                entry.command_id,
+                entry.command_type,
+                timeout,
+                self._clock.monotonic() - cancelled_at,
+            )
+        raise timed_out
 
     async def _attempt_failed(self, entry: _Entry, exc: BaseException) -> None:
         lane = entry.lane
-        if isinstance(exc, _AttemptTimedOut):
-            self._emit(
-                COMMAND_TIMEOUT,
-                lane_id=lane.name,
-                command_id=entry.command_id,
-                error=_error_text(exc),
-            )
         policy = lane.config.retry_policy
         if entry.retries < policy.max_retries and not self._stopped:
             entry.retries += 1

@@ -44,6 +44,8 @@ class _OwnerRules:
 
         def _delete(self, q: _Queue, job: _Record) -> None: ...
 
+        def _remove_jobs(self, jobs: Sequence[tuple[_Queue, _Record]], now: datetime) -> None: ...
+
         def _find(self, queue: str, job_id: str) -> tuple[_Queue, _Record] | None: ...
 
         def _flow_release(self, parents: Iterable[_Record], now: datetime) -> None: ...
@@ -195,12 +197,13 @@ class _OwnerRules:
                 for event in ("debounced", "deduplicated")
             ]
             return holder
-        if dedup.replace_delayed and holder.state == "delayed" and holder.parent_id is None:
-            self._delete(q, holder)
-            self._emit(q, "removed", holder.id, {"prev": "delayed"}, now)
-            self._dedup_next_dropped(q.name, dedup.id, owner, now, attaching=parent)
+        if dedup.replace_delayed and _replaceable(holder):
+            # The row names the new job first, so the removal (which releases only a row
+            # naming the removed job) leaves it to the new owner.
             fresh.expires_at = expires if dedup.extend_ttl else owner.expires_at
             q.owners[dedup.id] = fresh
+            self._remove_jobs([(q, holder)], now)
+            self._dedup_next_dropped(q.name, dedup.id, owner, now, attaching=parent)
             self._dedup_events(q, job_id, dedup.id, holder.id, now)
             return None
         if dedup.keep_last_if_active and holder.state == "active":
@@ -340,6 +343,18 @@ class _OwnerRules:
         q.owners[job.dedup_id] = _Owner(
             job.key, job.id, expires, dedup.keep_last_if_active, token=dedup.token
         )
+
+
+def _replaceable(job: _Record) -> bool:
+    """lane._dedup_replaceable (DEDUP-7): a delayed owner that is standalone, neither in a
+    flow (child or parent) nor a repeat series' occurrence, may be removed by a replacing
+    add; any other owner is kept."""
+    return (
+        job.state == "delayed"
+        and job.parent_id is None
+        and job.deps_pending is None
+        and job.repeat_key is None
+    )
 
 
 def _reserved(q: _Queue, dedup_id: str, owner: _Owner) -> DeduplicationConflict:

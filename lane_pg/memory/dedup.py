@@ -6,6 +6,7 @@ from datetime import datetime, timedelta
 
 from lane_pg.backend.dedup import DebouncedAdd
 from lane_pg.errors import InvalidOptions
+from lane_pg.memory._owners import _replaceable
 from lane_pg.memory._records import (
     _MILLISECOND,
     _NewJob,
@@ -131,12 +132,13 @@ class _Deduplicating(_Store):
         first, replaced = moment, None
         if owner is not None and holder is not None:
             first = owner.created_at or moment  # the burst goes on
-            if holder.state == "delayed" and holder.parent_id is None:
-                self._delete(q, holder)
-                self._emit(q, "removed", holder.id, {"prev": "delayed"}, moment)
-                replaced = holder.id
         if owner is not None:  # the window is this dispatch's, or released (flush)
             del q.owners[dedup.id]
+        if holder is not None and _replaceable(holder):
+            # Through the removal rules; the window row is gone already, so it stays free.
+            self._remove_jobs([(q, holder)], moment)
+            replaced = holder.id
+        if owner is not None:
             self._dedup_next_dropped(queue, dedup.id, owner, moment)  # DEDUP-18
         if max_wait_ms is not None and moment - first >= max_wait_ms * _MILLISECOND:
             document = {**new.options.parsed.document, "delay_ms": 0}

@@ -10,7 +10,7 @@ from lane_pg.errors import (
     InvalidOptions,
     JobStateConflict,
 )
-from lane_pg.memory._records import _MILLISECOND, _epoch_ms, _json_copy, _Record
+from lane_pg.memory._records import _MILLISECOND, _epoch_ms, _json_copy, _Queue, _Record
 from lane_pg.memory._store import _Store
 from lane_pg.types import (
     JSON,
@@ -94,10 +94,24 @@ class _Managing(_Store):
         moment = self._now(now)
         found = self._find(queue, job_id)
         if found is None:
+            q = self._queues.get(queue)
+            if q is not None:
+                self._forget_missing_job(q, job_id, moment)
             return False
         q, job = found
         self._remove(q, job, moment)
         return True
+
+    def _forget_missing_job(self, q: _Queue, job_id: str, now: datetime) -> None:
+        """lane._forget_missing_job: the owner rows (with any kept next job) and series
+        still naming a job that is gone. Logs and dependency rows go with their record
+        here (``_Store._delete``), so nothing else can be left."""
+        for dedup_id, owner in sorted(q.owners.items()):
+            if owner.job_id == job_id:
+                del q.owners[dedup_id]
+                self._dedup_next_dropped(q.name, dedup_id, owner, now)
+        for key in [key for key, series in q.series.items() if series.job_id == job_id]:
+            del q.series[key]
 
     async def update_job_data(
         self, queue: str, job_id: str, data: JSON, *, token: str | None = None

@@ -69,6 +69,41 @@ class _Reading(_Store):
         due = sum(1 for job in q.by_state["delayed"].values() if job.available_at <= moment)
         return len(q.by_state["waiting"]) + due
 
+    async def count_scheduled_jobs(self, queue: str, *, now: datetime | None = None) -> int:
+        moment = self._now(now)
+        q = self._queues.get(queue)
+        if q is None:
+            return 0
+        return sum(1 for job in q.by_state["delayed"].values() if job.available_at > moment)
+
+    async def list_ready_jobs(
+        self, queue: str, *, offset: int = 0, limit: int = 20, now: datetime | None = None
+    ) -> JobPage:
+        return self._readiness_page(queue, True, offset, limit, self._now(now))
+
+    async def list_scheduled_jobs(
+        self, queue: str, *, offset: int = 0, limit: int = 20, now: datetime | None = None
+    ) -> JobPage:
+        return self._readiness_page(queue, False, offset, limit, self._now(now))
+
+    def _readiness_page(
+        self, queue: str, ready: bool, offset: int, limit: int, moment: datetime
+    ) -> JobPage:
+        """lane.list_jobs_by_readiness."""
+        _non_negative_int(offset, "offset")
+        _non_negative_int(limit, "limit")
+        q = self._queues.get(queue)
+        jobs = [] if q is None else list(q.jobs.values())
+        matches = [
+            job
+            for job in jobs
+            if (job.state == "waiting" and ready)
+            or (job.state == "delayed" and (job.available_at <= moment) == ready)
+        ]
+        matches.sort(key=lambda j: (ALL_STATES.index(j.state), j.key))
+        items = [job.snapshot() for job in matches[offset : offset + limit]]
+        return JobPage(items, len(matches), offset, limit)
+
     async def get_counts_per_priority(
         self, queue: str, priorities: Sequence[int]
     ) -> dict[int, int]:

@@ -17,6 +17,7 @@ from lane_pg.types import (
     Duration,
     Failed,
     FinishedResult,
+    JobPage,
     JobRow,
     JobState,
     NotFinished,
@@ -28,6 +29,16 @@ from lane_pg.types import (
     validate_priority,
     validate_queue_name,
 )
+
+# One statement, so a page and its total come from one snapshot and one instant (the
+# database's clock when ``now`` is None); the LEFT JOIN gives the total an empty page.
+_READINESS_PAGE_SQL = f"""
+    WITH m AS (SELECT coalesce($5::timestamptz, clock_timestamp()) AS at),
+         t AS (SELECT m.at, CASE WHEN $2 THEN lane.count_ready_jobs($1, m.at)
+                                 ELSE lane.count_scheduled_jobs($1, m.at) END AS total
+                 FROM m)
+    SELECT {JOB_COLUMNS}, t.total AS readiness_total
+      FROM t LEFT JOIN LATERAL lane.list_jobs_by_readiness($1, $2, $3, $4, t.at) AS j ON true"""
 
 
 class CleanupCalls:
@@ -114,6 +125,28 @@ class CleanupCalls:
 
     async def count_ready_jobs(self, queue: str, *, now: datetime | None = None) -> int:
         return cast(int, await self._fetchval("SELECT lane.count_ready_jobs($1, $2)", queue, now))
+
+    async def count_scheduled_jobs(self, queue: str, *, now: datetime | None = None) -> int:
+        return cast(
+            int, await self._fetchval("SELECT lane.count_scheduled_jobs($1, $2)", queue, now)
+        )
+
+    async def list_ready_jobs(
+        self, queue: str, *, offset: int = 0, limit: int = 20, now: datetime | None = None
+    ) -> JobPage:
+        return await self._readiness_page(queue, True, offset, limit, now)
+
+    async def list_scheduled_jobs(
+        self, queue: str, *, offset: int = 0, limit: int = 20, now: datetime | None = None
+    ) -> JobPage:
+        return await self._readiness_page(queue, False, offset, limit, now)
+
+    async def _readiness_page(
+        self, queue: str, ready: bool, offset: int, limit: int, now: datetime | None
+    ) -> JobPage:
+        rows = await self._fetch(_READINESS_PAGE_SQL, queue, ready, offset, limit, now)
+        items: list[JobRow] = [job_from_row(row) for row in rows if row["id"] is not None]
+        return JobPage(items, rows[0]["readiness_total"], offset, limit)
 
     async def get_counts_per_priority(
         self, queue: str, priorities: Sequence[int]

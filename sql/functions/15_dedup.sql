@@ -56,13 +56,24 @@ BEGIN
     PERFORM lane._emit(p_queue, 'deduplicated', p_owner_id, v_data, p_now);
 END $$;
 
+-- DEDUP-7: an owner a replacing add (replace_delayed, a debounce dispatch) may remove: a
+-- delayed job that is standalone, i.e. neither a flow child, nor a flow parent (its
+-- dependency rows and its children would be left naming a job that is gone), nor a repeat
+-- series' occurrence (the series would end with it). Any other owner is kept.
+CREATE OR REPLACE FUNCTION lane._dedup_replaceable(p_job lane.jobs)
+RETURNS boolean LANGUAGE sql IMMUTABLE AS $$
+    SELECT p_job.state = 'delayed' AND p_job.parent_id IS NULL
+           AND p_job.deps_pending IS NULL AND p_job.repeat_key IS NULL
+$$;
+
 -- An add's claim on its dedup id (DEDUP-1..9), for the new job (p_key, p_id) about to be
 -- stored with (p_name, p_data, p_options): NULL when the new job owns the id now (the
 -- caller stores it), else the key of the job that keeps it (the caller stores nothing and
 -- returns that job). What a live owner does to the add:
--- * replace_delayed and the owner is a delayed job outside any flow: the owner is
---   removed (`removed prev=delayed`) and the new job owns the id, keeping the owner's
---   expiry unless extend_ttl (DEDUP-7, -8);
+-- * replace_delayed and the owner is a standalone delayed job (lane._dedup_replaceable):
+--   the owner is removed through lane._remove_jobs (`removed prev=delayed`) and the new
+--   job owns the id, keeping the owner's expiry unless extend_ttl (DEDUP-7, -8); an owner
+--   in a flow or a repeat series is kept and the add deduplicated as usual;
 -- * keep_last_if_active and the owner is active: the add is kept as the owner's next job
 --   (only the latest), stored when the owner finishes, and the owner's expiry is dropped
 --   while it runs (DEDUP-9, -16);
@@ -171,20 +182,20 @@ BEGIN
             RETURN NULL;
         END IF;
         IF coalesce((p_dedup ->> 'replace_delayed')::boolean, false)
-           AND v_job.state = 'delayed' AND v_job.parent_id IS NULL THEN
+           AND lane._dedup_replaceable(v_job) THEN
             -- Locked, then checked again: promotion may have moved it meanwhile.
             SELECT * INTO v_job FROM lane.jobs WHERE key = v_job.key FOR UPDATE;
-            IF v_job.state = 'delayed' THEN
-                DELETE FROM lane.job_logs WHERE job_key = v_job.key;
-                DELETE FROM lane.jobs WHERE key = v_job.key;
-                PERFORM lane._emit(p_queue, 'removed', v_job.id, '{"prev": "delayed"}', p_now);
-                PERFORM lane._dedup_next_dropped(p_queue, v_dedup_id, v_owner.next_job, p_now,
-                                                 v_attaching);
+            IF lane._dedup_replaceable(v_job) THEN
+                -- The row names the new job first, so the removal (which releases only a
+                -- row naming the removed job) leaves it to the new owner.
                 UPDATE lane.dedup_owners
                    SET job_id = p_id, job_key = p_key, keep_last = v_keep_last, next_job = NULL,
                        expires_at = CASE WHEN v_extend THEN v_expires ELSE expires_at END,
                        token = v_token, kind = 'dedup'
                  WHERE queue = p_queue AND dedup_id = v_dedup_id;
+                PERFORM lane._remove_jobs(ARRAY[v_job.key], p_now);
+                PERFORM lane._dedup_next_dropped(p_queue, v_dedup_id, v_owner.next_job, p_now,
+                                                 v_attaching);
                 PERFORM lane._dedup_events(p_queue, p_id, v_dedup_id, v_job.id, p_now);
                 RETURN NULL;
             END IF;
@@ -526,8 +537,9 @@ END $$;
 -- delay_ms and deduplication {id, token, ...} (the window's key); p_max_wait_ms is UNIQ-10's
 -- max_wait (NULL: none). The owner row's created_at is its burst's first dispatch. The
 -- window's current job, if it still blocks:
--- * delayed and outside any flow: removed (`removed prev=delayed`, as replace_delayed
---   does), and replaced_id names it (the facade emits JobDebounced for it);
+-- * delayed and standalone (lane._dedup_replaceable): removed through lane._remove_jobs
+--   (`removed prev=delayed`, as replace_delayed does), and replaced_id names it (the
+--   facade emits JobDebounced for it); one in a flow or a repeat series is kept, as below;
 -- * waiting or running: kept, but the window is this dispatch's now, so the worker drops
 --   it unless it already started (UNIQ-11);
 -- and this dispatch is stored `window` later, owning the window, its burst going on. Once
@@ -574,13 +586,15 @@ BEGIN
     END IF;
     IF v_holder.key IS NOT NULL THEN
         v_first := v_owner.created_at;  -- the burst goes on
-        IF v_holder.state = 'delayed' AND v_holder.parent_id IS NULL THEN
+        IF lane._dedup_replaceable(v_holder) THEN
             -- Locked, then checked again: promotion may have moved it meanwhile.
             SELECT * INTO v_holder FROM lane.jobs WHERE key = v_holder.key FOR UPDATE;
-            IF v_holder.state = 'delayed' THEN
-                DELETE FROM lane.job_logs WHERE job_key = v_holder.key;
-                DELETE FROM lane.jobs WHERE key = v_holder.key;
-                PERFORM lane._emit(p_queue, 'removed', v_holder.id, '{"prev": "delayed"}', v_now);
+            IF lane._dedup_replaceable(v_holder) THEN
+                -- The window stays locked but no longer names the job, so the removal
+                -- (which releases only a row naming the removed job) leaves it.
+                UPDATE lane.dedup_owners SET job_id = NULL, job_key = NULL
+                 WHERE queue = p_queue AND dedup_id = v_id;
+                PERFORM lane._remove_jobs(ARRAY[v_holder.key], v_now);
                 replaced_id := v_holder.id;
             END IF;
         END IF;

@@ -166,7 +166,46 @@ BEGIN
     DELETE FROM lane.jobs WHERE key = ANY (p_keys);
 END $$;
 
--- MGMT-16: a live lease protects a job; an expired one does not.
+-- MGMT-16: what is left naming the job (p_queue, p_id), which does not exist: the dedup
+-- ids it owned (a TTL owner's row outlives a job retention deleted, DEDUP-5), each with
+-- any kept next job (a parent waiting for one is told, DEDUP-18), the repeat series that
+-- name it, and the log lines and dependency rows of its key: the keys those rows name,
+-- and a generated id's own key (its text, migration 0008). Only rows of keys no job has.
+CREATE OR REPLACE FUNCTION lane._forget_missing_job(p_queue text, p_id text,
+                                                    p_now timestamptz)
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    v_keys bigint[] := CASE WHEN p_id ~ '^[1-9][0-9]{0,17}$' THEN ARRAY[p_id::bigint]
+                            ELSE '{}' END;
+    v_owner record;
+BEGIN
+    FOR v_owner IN
+        WITH gone AS (
+            DELETE FROM lane.dedup_owners o
+             WHERE o.queue = p_queue AND o.job_id = p_id
+               AND NOT EXISTS (SELECT FROM lane.jobs j WHERE j.key = o.job_key)
+            RETURNING o.dedup_id, o.job_key, o.next_job)
+        SELECT * FROM gone ORDER BY dedup_id
+    LOOP
+        v_keys := v_keys || v_owner.job_key;
+        PERFORM lane._dedup_next_dropped(p_queue, v_owner.dedup_id, v_owner.next_job, p_now);
+    END LOOP;
+    WITH gone AS (
+        DELETE FROM lane.repeat_schedulers s
+         WHERE s.queue = p_queue AND s.job_id = p_id
+           AND NOT EXISTS (SELECT FROM lane.jobs j WHERE j.key = s.job_key)
+        RETURNING s.job_key)
+    SELECT v_keys || coalesce(array_agg(g.job_key), '{}') INTO v_keys FROM gone g;
+    v_keys := ARRAY(SELECT DISTINCT k FROM unnest(v_keys) k
+                     WHERE k IS NOT NULL AND NOT EXISTS (SELECT FROM lane.jobs j WHERE j.key = k));
+    IF cardinality(v_keys) > 0 THEN
+        DELETE FROM lane.job_logs WHERE job_key = ANY (v_keys);
+        PERFORM lane._flow_forget(v_keys);
+    END IF;
+END $$;
+
+-- MGMT-16: a live lease protects a job; an expired one does not. A missing job: false,
+-- after what is left naming it is cleaned (lane._forget_missing_job).
 CREATE OR REPLACE FUNCTION lane.remove_job(p_queue text, p_id text, p_now timestamptz DEFAULT NULL)
 RETURNS boolean LANGUAGE plpgsql AS $$
 DECLARE
@@ -175,6 +214,7 @@ DECLARE
 BEGIN
     SELECT * INTO v_job FROM lane.jobs WHERE key = lane._find_key(p_queue, p_id) FOR UPDATE;
     IF NOT FOUND THEN
+        PERFORM lane._forget_missing_job(p_queue, p_id, v_now);
         RETURN false;
     END IF;
     IF v_job.state = 'active' AND v_job.lease_expires_at >= v_now THEN

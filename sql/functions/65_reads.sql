@@ -138,6 +138,47 @@ RETURNS bigint LANGUAGE sql STABLE AS $$
                AND available_at <= coalesce(p_now, clock_timestamp()))
 $$;
 
+-- INSP-1, INSP-5: delayed jobs whose time has not come (the facade's delayed_size). A due
+-- one is ready (lane.count_ready_jobs: the next claim promotes it), so the two split the
+-- delayed rows at one instant and never count a job twice.
+CREATE OR REPLACE FUNCTION lane.count_scheduled_jobs(p_queue text, p_now timestamptz DEFAULT NULL)
+RETURNS bigint LANGUAGE sql STABLE AS $$
+    SELECT count(*) FROM lane.jobs
+     WHERE queue = p_queue AND state = 'delayed'
+       AND available_at > coalesce(p_now, clock_timestamp())
+$$;
+
+-- INSP-1, INSP-5: the listing that goes with those counts. p_ready: the jobs
+-- lane.count_ready_jobs counts (waiting, then due delayed ones); else those of
+-- lane.count_scheduled_jobs. Each part in insertion order, as lane.list_jobs.
+CREATE OR REPLACE FUNCTION lane.list_jobs_by_readiness(p_queue text, p_ready boolean,
+                                                       p_offset integer DEFAULT 0,
+                                                       p_limit integer DEFAULT 20,
+                                                       p_now timestamptz DEFAULT NULL)
+RETURNS SETOF lane.jobs LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_now timestamptz := coalesce(p_now, clock_timestamp());
+BEGIN
+    IF p_ready IS NULL OR p_offset IS NULL OR p_limit IS NULL OR p_offset < 0 OR p_limit < 0 THEN
+        PERFORM lane._fail('LN003', format(
+            'readiness must be true or false and offset and limit must not be negative, '
+            'got %s, %s and %s', coalesce(p_ready::text, 'NULL'),
+            coalesce(p_offset::text, 'NULL'), coalesce(p_limit::text, 'NULL')));
+    END IF;
+    RETURN QUERY
+    SELECT j.* FROM (
+        SELECT * FROM lane.jobs WHERE p_ready AND queue = p_queue AND state = 'waiting'
+        UNION ALL
+        SELECT * FROM lane.jobs WHERE p_ready AND queue = p_queue AND state = 'delayed'
+                                  AND available_at <= v_now
+        UNION ALL
+        SELECT * FROM lane.jobs WHERE NOT p_ready AND queue = p_queue AND state = 'delayed'
+                                  AND available_at > v_now
+    ) j
+     ORDER BY lane._state_rank(j.state), j.key
+    OFFSET p_offset LIMIT p_limit;
+END $$;
+
 -- MGMT-26, ORD-5: waiting jobs per requested priority, each a range count of
 -- jobs_waiting_idx over the priority's bucket of order keys (lane._order_key: priority *
 -- 2^41 up to the next priority's start, a job released to the front included); a repeated

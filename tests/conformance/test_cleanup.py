@@ -1,7 +1,8 @@
 """Removing many jobs and the counting reads: drain, clean, obliterate, orphans, counts,
 stats and finished results (MGMT-17..27, REP-16, PAUSE-13, ORD-5, STATE-4, EVS-4
-``cleaned``), on every backend. Flows are not built yet, so no test here has a
-waiting-children job."""
+``cleaned``), on every backend. ``mixed_queue`` has no waiting-children job; the tests
+that count one add a flow of their own (tests/conformance/test_flow.py covers removing
+flows)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 
 from lane_pg.backend import JobQueueBackend
 from lane_pg.errors import InvalidOptions, InvalidPriority, JobStateConflict
+from lane_pg.flows import FlowJob
 from lane_pg.types import (
     ALL_STATES,
     Completed,
@@ -316,17 +318,24 @@ async def test_remove_orphaned_owner_rows_MGMT_22(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
     # A TTL owner whose job retention deleted keeps its row until the TTL runs out
-    # (DEDUP-5); then it is an orphan. (The database is shared: other tests may leave
-    # orphans too, so only a limited call's count is exact; tests/postgres/test_cleanup_sql.py
-    # checks which rows go.)
-    options = JobOptions(deduplication=DeduplicationOptions("ttl", ttl=10), remove_on_complete=True)
-    await backend.add_job(queue_name, "n", None, options, now=clock.at(0))
-    job = await claim(backend, queue_name, clock, 1)
-    assert job.lock_token is not None
-    await backend.complete_job(queue_name, job.id, job.lock_token, now=clock.at(2))
-    assert await backend.get_job(queue_name, job.id) is None
+    # (DEDUP-5); then it is an orphan. This test makes two. (The database is shared: other
+    # tests may leave orphans too, so a count says only that the limit holds; whether this
+    # test's rows went is read back. tests/postgres/test_cleanup_sql.py checks every kind.)
+    for at, dedup_id in ((0, "ttl-1"), (1, "ttl-2")):
+        options = JobOptions(
+            deduplication=DeduplicationOptions(dedup_id, ttl=10), remove_on_complete=True
+        )
+        await backend.add_job(queue_name, "n", None, options, now=clock.at(at))
+        job = await claim(backend, queue_name, clock, at)
+        assert job.lock_token is not None
+        await backend.complete_job(queue_name, job.id, job.lock_token, now=clock.at(at))
+        assert await backend.get_job(queue_name, job.id) is None
 
-    assert await backend.remove_orphaned(limit=1, now=clock.at(11)) == 1
+    assert await backend.remove_orphaned(limit=1, now=clock.at(12)) == 1
+    assert await backend.remove_orphaned(now=clock.at(12)) >= 1
+    # Both rows are gone: nothing is left for the administrator's release to free.
+    assert await backend.remove_deduplication_key(queue_name, "ttl-1") is False
+    assert await backend.remove_deduplication_key(queue_name, "ttl-2") is False
     for count, limit in ((-1, 0), (0, -1)):
         with pytest.raises(InvalidOptions):
             await backend.remove_orphaned(count, limit)
@@ -352,8 +361,14 @@ async def test_count_pending_jobs_MGMT_25(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
     await mixed_queue(backend, queue_name, clock)
-    # waiting 3 (two plain, one series owner) + delayed 2 (one plain, one series owner)
-    assert await backend.count_pending_jobs(queue_name) == 5
+    flow = await backend.add_flow(
+        FlowJob("parent", None, queue=queue_name, children=[FlowJob("child", None)]),
+        now=clock.at(5),
+    )
+    assert flow.job.state == "waiting-children"
+    # waiting 4 (two plain, one series owner, the child) + delayed 2 (one plain, one series
+    # owner) + waiting-children 1 (the parent); active, completed and failed not counted
+    assert await backend.count_pending_jobs(queue_name) == 7
     assert await backend.count_pending_jobs(f"{queue_name}_none") == 0
 
 

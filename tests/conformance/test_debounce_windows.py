@@ -9,7 +9,8 @@ import pytest
 
 from lane_pg.backend import Debounces, JobQueueBackend
 from lane_pg.errors import InvalidOptions
-from lane_pg.types import ALL_STATES, JobRow
+from lane_pg.flows import FlowJob
+from lane_pg.types import ALL_STATES, JobRow, QueueDemand
 from tests.helpers import Clock, events
 
 KEY = "debounce:search:7"
@@ -59,6 +60,35 @@ async def test_a_dispatch_no_longer_delayed_is_superseded_UNIQ_11(
     stored = await rows(backend, queue_name)
     assert stored[first.job.id].state == "waiting"  # kept: the worker drops it
     assert await backend.get_deduplication_job_id(queue_name, KEY, now=clock.at(3)) == second.job.id
+
+
+async def test_a_delayed_flow_parent_is_superseded_not_removed_UNIQ_11_DEDUP_7(
+    backend: JobQueueBackend, queue_name: str, clock: Clock
+) -> None:
+    """A window held by a delayed flow parent: removing it would leave its dependency rows
+    and its child naming a job that is gone, so it is kept, as a waiting one is."""
+    flow = await backend.add_flow(
+        FlowJob(
+            "search",
+            None,
+            window("a"),
+            queue=queue_name,
+            children=[FlowJob("child", None, queue=queue_name)],
+        ),
+        now=clock.at(),
+    )
+    [child] = await backend.claim_jobs("w", [QueueDemand(queue_name, 1)], 30, now=clock.at(1))
+    assert child.lock_token is not None
+    await backend.complete_job(queue_name, child.id, child.lock_token, "ok", now=clock.at(2))
+    assert await backend.get_job_state(queue_name, flow.job.id) == "delayed"
+    second = await debounces(backend).add_debounced_job(
+        queue_name, "search", 2, window("b"), now=clock.at(3)
+    )
+    assert second.replaced_id is None
+    assert await backend.get_job_state(queue_name, flow.job.id) == "delayed"
+    counts = await backend.get_flow_dependency_counts(queue_name, flow.job.id)
+    assert counts is not None and (counts.processed, counts.missing) == (1, 0)
+    assert await backend.get_deduplication_job_id(queue_name, KEY, now=clock.at(4)) == second.job.id
 
 
 async def test_max_wait_flushes_from_the_bursts_first_dispatch_UNIQ_10(

@@ -10,6 +10,7 @@ import pytest
 
 from lane_pg.backend import JobQueueBackend
 from lane_pg.errors import DeduplicationConflict, InvalidOptions
+from lane_pg.flows import FlowJob
 from lane_pg.types import ALL_STATES, DeduplicationOptions, JobOptions, JobRow, JobSpec, QueueDemand
 from tests.helpers import Clock, epoch_ms, events, job_event_list
 
@@ -188,6 +189,63 @@ async def test_replace_delayed_leaves_an_owner_that_is_no_longer_delayed_DEDUP_7
     owner = await backend.add_job(queue_name, "n", 1, dedup(replace_delayed=True), now=clock.at())
     again = await backend.add_job(queue_name, "n", 2, dedup(replace_delayed=True), now=clock.at(1))
     assert again.id == owner.id and again.data == 1
+
+
+async def delayed_flow_parent(
+    backend: JobQueueBackend, queue: str, clock: Clock, options: dict[str, Any]
+) -> JobRow:
+    """A flow parent owning the dedup id of ``options``: its one child completed at +2 s,
+    so it waits out its own 60 s delay, holding the child's result."""
+    flow = await backend.add_flow(
+        FlowJob(
+            "parent",
+            None,
+            {**options, "delay_ms": 60_000},
+            queue=queue,
+            children=[FlowJob("child", None, queue=queue)],
+        ),
+        now=clock.at(),
+    )
+    await complete(backend, await claim(backend, queue, clock, 1), clock, 2)
+    parent = await backend.get_job(queue, flow.job.id)
+    assert parent is not None and parent.state == "delayed"
+    return parent
+
+
+async def test_replace_delayed_keeps_a_delayed_flow_parent_DEDUP_7(
+    backend: JobQueueBackend, queue_name: str, clock: Clock
+) -> None:
+    """Only a standalone owner is replaced: a delayed flow parent is kept (its dependency
+    rows and its child still name it) and the add is deduplicated as usual."""
+    options = dedup(replace_delayed=True)
+    parent = await delayed_flow_parent(backend, queue_name, clock, options)
+    start = len(await events(backend, queue_name))
+    again = await backend.add_job(
+        queue_name, "n", 2, {**options, "delay_ms": 60_000}, now=clock.at(3)
+    )
+    assert again.id == parent.id
+    assert (await backend.get_job(queue_name, parent.id)) is not None
+    counts = await backend.get_flow_dependency_counts(queue_name, parent.id)
+    assert counts is not None and (counts.processed, counts.missing) == (1, 0)
+    seen = [(e.event, e.job_id) for e in (await events(backend, queue_name))[start:]]
+    assert seen == [("debounced", parent.id), ("deduplicated", parent.id)]
+    assert await backend.get_deduplication_job_id(queue_name, "account:acct_42") == parent.id
+
+
+async def test_replace_delayed_keeps_a_repeat_occurrence_DEDUP_7(
+    backend: JobQueueBackend, queue_name: str, clock: Clock
+) -> None:
+    """A series' next occurrence owning the id is kept: replacing it would end the series."""
+    options = {"repeat": {"every_ms": 60_000}, **dedup(replace_delayed=True)}
+    await backend.add_job(queue_name, "tick", None, options, now=clock.at())
+    await complete(backend, await claim(backend, queue_name, clock, 1), clock, 2)
+    [series] = await backend.list_repeats(queue_name)
+    occurrence = await backend.get_job(queue_name, series.job_id)
+    assert occurrence is not None and occurrence.state == "delayed"
+    plain = {**dedup(replace_delayed=True), "delay_ms": 60_000}
+    again = await backend.add_job(queue_name, "tick", None, plain, now=clock.at(3))
+    assert again.id == occurrence.id
+    assert [s.job_id for s in await backend.list_repeats(queue_name)] == [occurrence.id]
 
 
 @pytest.mark.parametrize(("extend", "dedups_at_10_5"), [(False, False), (True, True)])

@@ -14,7 +14,7 @@ from lane_pg.errors import (
     JobStateConflict,
     ValidationError,
 )
-from lane_pg.types import JobRow, QueueDemand
+from lane_pg.types import DeduplicationOptions, JobOptions, JobRow, QueueDemand
 from tests.helpers import Clock, epoch_ms, job_event_list, queue_snapshot
 
 
@@ -340,6 +340,25 @@ async def test_remove_missing_returns_false_MGMT_16(
 ) -> None:
     assert await backend.remove_job(queue_name, "missing", now=clock.at(0)) is False
     assert await backend.read_events(queue_name) == []
+
+
+async def test_remove_missing_cleans_the_dedup_owner_left_naming_it_MGMT_16(
+    backend: JobQueueBackend, queue_name: str, clock: Clock
+) -> None:
+    """A TTL owner outlives the job retention deleted (DEDUP-5): removing that job's id
+    afterwards still releases the owner row naming it, and returns False."""
+    options = JobOptions(deduplication=DeduplicationOptions("ttl", ttl=60), remove_on_complete=True)
+    added = await backend.add_job(queue_name, "n", None, options, now=clock.at(0))
+    [job] = await backend.claim_jobs("w", [QueueDemand(queue_name, 1)], 30, now=clock.at(1))
+    assert job.lock_token is not None
+    await backend.complete_job(queue_name, job.id, job.lock_token, now=clock.at(2))
+    assert await backend.get_job(queue_name, added.id) is None
+    before = len(await backend.read_events(queue_name))
+
+    assert await backend.remove_job(queue_name, added.id, now=clock.at(3)) is False
+    # The row is gone already: nothing left for the administrator's release to free.
+    assert await backend.remove_deduplication_key(queue_name, "ttl") is False
+    assert len(await backend.read_events(queue_name)) == before
 
 
 # ----------------------------------------------------------------------------- updates

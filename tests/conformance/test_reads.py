@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from lane_pg.backend import JobQueueBackend
+from lane_pg.facade import BackendDriver
 from lane_pg.types import ALL_STATES, JobRow, JobSpec, JobState, QueueDemand
 from tests.helpers import Clock
 
@@ -157,3 +158,60 @@ async def test_list_jobs_offset_past_end_MGMT_2(
     assert (page.items, page.total) == ([], 1)
     empty = await backend.list_jobs(queue_name, ["failed"])
     assert (empty.items, empty.total) == ([], 0)
+
+
+# ----------------------------------------------------------------------------- INSP-1, INSP-5
+
+
+async def due_and_not_due(backend: JobQueueBackend, queue: str, clock: Clock) -> list[str]:
+    """One job of each kind the facade counts, in insertion order: active (leased for an
+    hour), waiting, delayed and due since -9 s (not promoted: nothing claimed since), and
+    delayed for an hour. Times are relative to ``clock`` (about now), so the backend's own
+    clock sees the same."""
+    active = await backend.add_job(queue, "n", now=clock.at(-30))
+    [claimed] = await backend.claim_jobs("w", [QueueDemand(queue, 1)], 3600, now=clock.at(-30))
+    assert claimed.id == active.id
+    waiting = await backend.add_job(queue, "n", now=clock.at(-20))
+    due = await backend.add_job(queue, "n", None, {"delay_ms": 1000}, now=clock.at(-10))
+    later = await backend.add_job(queue, "n", None, {"delay_ms": 3_600_000}, now=clock.at(0))
+    assert due.state == later.state == "delayed"
+    return [active.id, waiting.id, due.id, later.id]
+
+
+async def test_a_due_delayed_job_is_ready_not_scheduled_INSP_1_INSP_5(
+    backend: JobQueueBackend, queue_name: str, clock: Clock
+) -> None:
+    _, waiting, due, later = await due_and_not_due(backend, queue_name, clock)
+    now = clock.at(0)
+    assert await backend.count_ready_jobs(queue_name, now=now) == 2
+    assert await backend.count_scheduled_jobs(queue_name, now=now) == 1
+    ready = await backend.list_ready_jobs(queue_name, now=now)
+    assert ([job.id for job in ready.items], ready.total) == ([waiting, due], 2)
+    scheduled = await backend.list_scheduled_jobs(queue_name, now=now)
+    assert ([job.id for job in scheduled.items], scheduled.total) == ([later], 1)
+    page = await backend.list_ready_jobs(queue_name, offset=1, limit=5, now=now)
+    assert ([job.id for job in page.items], page.total) == ([due], 2)
+    empty = await backend.list_scheduled_jobs(queue_name, offset=3, now=now)
+    assert (empty.items, empty.total) == ([], 1)
+    # Past the due time of the second one as well: both are ready.
+    assert await backend.count_scheduled_jobs(queue_name, now=clock.at(3601)) == 0
+    assert await backend.count_ready_jobs(queue_name, now=clock.at(3601)) == 3
+
+
+async def test_facade_counts_and_listings_agree_on_a_due_delayed_job_INSP_1_INSP_5(
+    backend: JobQueueBackend, backend_kind: str, queue_name: str, clock: Clock
+) -> None:
+    """A due delayed job is pending (claimable) and listed with the pending jobs, never
+    also delayed: pending + delayed + reserved == size (no job waits for children here)."""
+    active, waiting, due, later = await due_and_not_due(backend, queue_name, clock)
+    driver = BackendDriver(backend, backend_kind)
+    sizes = [
+        await driver.pending_size(queue_name),
+        await driver.delayed_size(queue_name),
+        await driver.reserved_size(queue_name),
+    ]
+    assert sizes == [2, 1, 1]
+    assert sum(sizes) == await driver.size(queue_name)
+    assert [job.id for job in await driver.pending_jobs(queue_name)] == [waiting, due]
+    assert [job.id for job in await driver.delayed_jobs(queue_name)] == [later]
+    assert [job.id for job in await driver.reserved_jobs(queue_name)] == [active]

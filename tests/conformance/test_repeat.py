@@ -10,6 +10,8 @@ import pytest
 
 from lane_pg.backend import JobQueueBackend
 from lane_pg.errors import InvalidOptions, JobLocked, JobStateConflict, RepeatConflict
+from lane_pg.memory import MemoryBackend
+from lane_pg.postgres.backend import PostgresBackend
 from lane_pg.schedule import RepeatOptions
 from lane_pg.types import ALL_STATES, JobOptions, JobRow, JobSpec, QueueDemand
 from tests.helpers import Clock, events, job_event_list
@@ -246,19 +248,59 @@ async def test_remove_repeat_REP_10(
     assert await backend.get_repeat(queue_name, "r") is not None
 
 
+async def delete_behind_the_backends_back(
+    backend: JobQueueBackend, queue: str, job_id: str
+) -> None:
+    """The job row goes as a raw ``DELETE FROM lane.jobs`` (an operator's, or a path that
+    forgot the removal rules) would take it: its series row still names it."""
+    if isinstance(backend, MemoryBackend):
+        q, job = backend._require(queue, job_id)
+        backend._delete(q, job)
+    else:
+        assert isinstance(backend, PostgresBackend)
+        await backend._fetch("DELETE FROM lane.jobs WHERE queue = $1 AND id = $2", queue, job_id)
+    assert await backend.get_job(queue, job_id) is None
+
+
+async def stored_series(backend: JobQueueBackend, queue: str) -> list[str]:
+    """The keys of the queue's series rows as stored, stale ones included."""
+    if isinstance(backend, MemoryBackend):
+        q = backend._queues.get(queue)
+        return sorted(() if q is None else q.series)
+    assert isinstance(backend, PostgresBackend)
+    rows = await backend._fetch(
+        "SELECT key FROM lane.repeat_schedulers WHERE queue = $1 ORDER BY key", queue
+    )
+    return [row["key"] for row in rows]
+
+
 async def test_list_get_count_skip_stale_series_REP_11(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    a = await backend.add_job(queue_name, "a", None, every(key="a"), now=clock.at())
-    await backend.add_job(queue_name, "b", None, every(key="b"), now=clock.at())
-    assert await backend.count_repeats(queue_name) == 2
+    owners = {
+        key: await backend.add_job(queue_name, key, None, every(key=key), now=clock.at())
+        for key in ("a", "b", "x", "y", "z")
+    }
+    assert await backend.count_repeats(queue_name) == 5
     info = await backend.get_repeat(queue_name, "a")
     assert info is not None
     assert (info.key, info.job_id, info.name, info.every_ms, info.pattern, info.limit) == (
-        "a", a.id, "a", 60_000, None, None,
+        "a", owners["a"].id, "a", 60_000, None, None,
     )  # fmt: skip
     assert info.options == {"repeat": {"every_ms": 60_000, "key": "a"}}
     assert await backend.get_repeat(queue_name, "nope") is None
+
+    # One stale row per read: each read skips it and deletes it.
+    await delete_behind_the_backends_back(backend, queue_name, owners["x"].id)
+    assert await backend.get_repeat(queue_name, "x") is None
+    assert await stored_series(backend, queue_name) == ["a", "b", "y", "z"]
+    await delete_behind_the_backends_back(backend, queue_name, owners["y"].id)
+    listed = await backend.list_repeats(queue_name, ascending=True)
+    assert sorted(i.key for i in listed) == ["a", "b", "z"]
+    assert await stored_series(backend, queue_name) == ["a", "b", "z"]
+    await delete_behind_the_backends_back(backend, queue_name, owners["z"].id)
+    assert await backend.count_repeats(queue_name) == 2
+    assert await stored_series(backend, queue_name) == ["a", "b"]
 
 
 async def test_list_repeats_page_order_REP_12(

@@ -12,12 +12,14 @@ import asyncio
 import logging
 import time
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from lane_pg.backend import HasWakeups, JobQueueBackend
 from lane_pg.errors import InvalidOptions
+from lane_pg.facade import BackendDriver, Job, JobRegistry, QueueFacade
 from lane_pg.types import (
     JSON,
     Backoff,
@@ -327,6 +329,40 @@ async def test_a_plain_add_makes_one_attempt_RETRY_3(
 ) -> None:
     added = await backend.add_job(queue_name, "x")
     assert (added.max_attempts, added.backoff, added.options) == (1, None, {})
+
+
+@dataclass
+class DefaultsOnly(Job):
+    """A typed job that declares no retry settings of its own."""
+
+    job_name = "DefaultsOnly"
+
+    async def handle(self) -> None:
+        return None
+
+
+async def test_a_job_class_defaults_to_three_tries_2s_to_300s_backoff_RETRY_3(
+    backend: JobQueueBackend, backend_kind: str, queue_name: str
+) -> None:
+    """The documented numbers themselves (A3: three tries, exponential from 2 s capped at
+    300 s, 25 % jitter), not the constant they are defined by, as stored by each backend."""
+    facade = QueueFacade(registry=JobRegistry())
+    facade.set_driver(BackendDriver(backend, backend_kind))
+    facade.registry.register(DefaultsOnly)
+    facade.route(DefaultsOnly, queue=queue_name)
+    try:
+        row = await _job(backend, queue_name, await facade.push(DefaultsOnly()))
+    finally:
+        facade.reset()
+    assert row.max_attempts == 3
+    assert row.backoff == Backoff("exponential", base_ms=2_000, cap_ms=300_000, jitter=0.25)
+    assert row.options["attempts"] == 3
+    assert row.options["backoff"] == {
+        "type": "exponential",
+        "base_ms": 2_000,
+        "cap_ms": 300_000,
+        "jitter": 0.25,
+    }
 
 
 # ------------------------------------------------------------------ RETRY-4

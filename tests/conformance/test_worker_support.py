@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from lane_pg.backend import JobQueueBackend
+from lane_pg.types import JobSpec
 from tests.helpers import Clock
 
 
@@ -34,11 +35,19 @@ async def test_next_due_in_reports_the_earliest_delayed_job_CLAIM_7(
 async def test_trim_events_keeps_the_newest_max_events_EVS_3(
     backend: JobQueueBackend, queue_name: str
 ) -> None:
-    job = await backend.add_job(queue_name, "n")
-    for step in range(10):
-        await backend.update_job_progress(queue_name, job.id, step)
-    before = await backend.read_events(queue_name, "-", "+", 1000)
-    assert len(before) == 12
-    # Nothing to trim below the default limit of 10,000 events per queue.
+    """The spec's check: 12,000 events over the default bound of 10,000; trimming keeps
+    about the newest 10,000 (PostgreSQL trims whole batch rows of up to 1,024 events, so up
+    to 1,023 more may stay) and the oldest go."""
+    oldest = await backend.add_job(queue_name, "n")  # `added` and `waiting`: the two oldest
+    await backend.add_jobs(queue_name, [JobSpec("n", i) for i in range(6_000)])
+    before = await backend.read_events(queue_name, "-", "+", 20_000)
+    assert len(before) == 12_002
+
+    trimmed = await backend.trim_events([queue_name])
+    after = await backend.read_events(queue_name, "-", "+", 20_000)
+    assert trimmed == len(before) - len(after)
+    assert 10_000 <= len(after) <= 10_000 + 1_023
+    assert all(event.job_id != oldest.id for event in after)
+    assert after == before[-len(after) :]  # the newest, untouched
+    # Within the bound now: nothing more to trim.
     assert await backend.trim_events([queue_name]) == 0
-    assert len(await backend.read_events(queue_name, "-", "+", 1000)) == 12

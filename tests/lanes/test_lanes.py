@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -11,10 +12,13 @@ import pytest
 from lane_pg.errors import LaneError
 from lane_pg.lanes import (
     COMMAND_STARTED,
+    COMMAND_TIMEOUT,
     CommandFailed,
     FunctionCommand,
     LaneConfig,
     LaneManager,
+    LaneTimeout,
+    ManualClock,
     UnknownLane,
 )
 from lane_pg.types import DEFAULT_LANES, JSON
@@ -172,6 +176,61 @@ async def test_lane_6_lane_max_concurrency_and_fifo() -> None:
         assert await asyncio.wait_for(asyncio.gather(*futures), DEADLINE) == list(range(10))
     assert peak == 3
     assert order == list(range(10))
+
+
+async def test_lane_6_a_timed_out_command_keeps_its_slot_until_it_ends(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Maximum 1, a 1 s timeout, and commands that swallow their cancellation and go on
+    until a gate opens: each keeps the slot until it has actually ended, so they never
+    run together; the timeout is reported when it expires, the overrun when it ends."""
+    clock = ManualClock()
+    gate = asyncio.Event()
+    swallowed = [asyncio.Event() for _ in range(3)]
+    running = 0
+    peak = 0
+
+    def stubborn(i: int) -> Callable[[], Awaitable[JSON]]:
+        async def run() -> JSON:
+            nonlocal running, peak
+            running += 1
+            peak = max(peak, running)
+            try:
+                try:
+                    await asyncio.Event().wait()  # until cancelled
+                except asyncio.CancelledError:
+                    swallowed[i].set()
+                await gate.wait()
+                return i
+            finally:
+                running -= 1
+
+        return run
+
+    config = LaneConfig(1, 1, timeout=1)
+    manager = LaneManager.builder().with_lane("work", config).with_clock(clock).build()
+    timeouts = manager.subscribe_filtered(lambda e: e.key == COMMAND_TIMEOUT)
+    caplog.set_level(logging.WARNING, logger="lane_pg.lanes")
+    async with manager:
+        futures = [await manager.submit("work", stubborn(i)) for i in range(3)]
+        clock.advance_to(await asyncio.wait_for(clock.next_deadline(), DEADLINE))
+        await asyncio.wait_for(swallowed[0].wait(), DEADLINE)
+        stats = manager.lane_stats("work")
+        assert (stats.running, stats.pending) == (1, 2)  # the slot is still the first's
+        event = await asyncio.wait_for(timeouts.recv(), DEADLINE)
+        assert event.command_id == futures[0].command_id
+        assert not futures[0].done()
+
+        gate.set()
+        outcomes = await clock.run_until(asyncio.gather(*futures, return_exceptions=True))
+    assert all(isinstance(outcome, LaneTimeout) for outcome in outcomes)
+    assert peak == 1
+    assert all(flag.is_set() for flag in swallowed)
+    messages = [record.getMessage() for record in caplog.records]
+    overruns = [message for message in messages if "ignored its cancellation" in message]
+    assert len(overruns) == 3
+    assert futures[0].command_id in overruns[0]
+    assert "timed out after 1s" in overruns[0]
 
 
 async def test_lane_7_nothing_runs_before_start() -> None:

@@ -176,6 +176,60 @@ async def test_remove_orphaned_deletes_side_rows_whose_job_is_gone_MGMT_22(
     assert await conn.fetchval("SELECT lane.remove_orphaned()") == 0
 
 
+async def test_removing_a_missing_id_cleans_only_what_names_it_MGMT_16(
+    fresh_conn: asyncpg.Connection,
+) -> None:
+    """Rows left naming a job that is gone, as releases before DEDUP-7's fix left a
+    replaced flow parent's (its row deleted raw): the generated id's key's logs and
+    dependency rows, its owner and series rows; a custom id's rows through the key its
+    owner row names. Another queue's live job whose key is the removed id's text, and an
+    unrelated orphan, keep theirs."""
+    conn = fresh_conn
+    other = await conn.fetchval("SELECT key FROM lane.add_job('other', 'n', 'null')")
+    gone, custom_key, unrelated = 9_000_000_001, 9_000_000_002, 9_000_000_003
+    await conn.execute(
+        "INSERT INTO lane.job_logs (job_key, ts, message)"
+        " SELECT k, now(), 'line' FROM unnest($1::bigint[]) k",
+        [gone, gone, custom_key, unrelated, other],
+    )
+    await conn.execute(
+        "INSERT INTO lane.flow_deps (parent_key, child_queue, child_id, bucket) VALUES"
+        " ($1, 'q', 'c1', 'processed'), ($2, 'q', 'c2', 'processed'),"
+        " ($3, 'q', 'c3', 'processed')",
+        gone,
+        unrelated,
+        other,
+    )
+    await conn.execute(
+        "INSERT INTO lane.dedup_owners (queue, dedup_id, job_id, job_key, expires_at) VALUES"
+        " ('q', 'd-gone', $1::bigint::text, $1::bigint, now() + interval '1 h'),"
+        " ('q', 'd-custom', 'custom', $2, now() + interval '1 h'),"
+        " ('q', 'd-unrelated', 'someone', $3, now() + interval '1 h')",
+        gone,
+        custom_key,
+        unrelated,
+    )
+    await conn.execute(
+        "INSERT INTO lane.repeat_schedulers (queue, key, job_id, job_key, name, every_ms)"
+        " VALUES ('q', 's-gone', $1::bigint::text, $1::bigint, 'n', 1000)",
+        gone,
+    )
+
+    for job_id in (str(gone), "custom", str(other)):
+        assert await conn.fetchval("SELECT lane.remove_job('q', $1)", job_id) is False
+
+    logs = await conn.fetchval("SELECT array_agg(job_key ORDER BY job_key) FROM lane.job_logs")
+    assert logs == sorted([unrelated, other])
+    deps = await conn.fetchval(
+        "SELECT array_agg(parent_key ORDER BY parent_key) FROM lane.flow_deps"
+    )
+    assert deps == sorted([unrelated, other])
+    owners = await conn.fetchval("SELECT array_agg(dedup_id) FROM lane.dedup_owners")
+    assert owners == ["d-unrelated"]
+    assert await conn.fetchval("SELECT count(*) FROM lane.repeat_schedulers") == 0
+    assert await conn.fetchval("SELECT count(*) FROM lane.events WHERE event = 'removed'") == 0
+
+
 async def test_remove_orphaned_stops_at_its_limit_MGMT_22(fresh_conn: asyncpg.Connection) -> None:
     await fresh_conn.execute(
         "INSERT INTO lane.job_logs (job_key, ts, message)"
