@@ -146,6 +146,7 @@ class Worker:
             give_back_unknown_after=(
                 self.config.poll_interval if self.config.on_unknown_job == "release" else None
             ),
+            sync_threads=self.config.sync_thread_count,
         )
         self.leadership = Leadership(leader, self.worker_id, self.config.leader_lease)
         self.maintenance = MaintenanceScheduler(
@@ -340,6 +341,9 @@ class Worker:
                 await own.close()
             self._claimer = backend
             self._running.wake_on_every_finish = False
+            # Idle sync threads end; one still running a handler the shutdown gave up on
+            # ends when it returns (a daemon thread: it never keeps the process alive).
+            self._runner.threads.close()
 
     # ----------------------------------------------------------------- claiming
     async def _claim(self, demands: list[QueueDemand], total: int) -> list[ClaimedJob]:
