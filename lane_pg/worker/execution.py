@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -23,7 +24,9 @@ from lane_pg.errors import (
     UnrecoverableJobError,
 )
 from lane_pg.types import JSON, ClaimedJob, JobRow, check_json
+from lane_pg.worker import joblog
 from lane_pg.worker.context import AsyncProcessor, JobContext, Processor, SyncProcessor
+from lane_pg.worker.joblog import jobs_log
 from lane_pg.worker.threads import SyncThreads, is_async_callable
 
 if TYPE_CHECKING:  # settlement.py imports Running from here
@@ -42,6 +45,10 @@ class Running:
     task: asyncio.Task[None] | None = None
     settling: bool = False
     """Its outcome is queued for the settlement: a lease loss no longer matters to it."""
+    started_at: float | None = None
+    """``time.monotonic()`` at its claim, taken only when INFO is on for ``lane_pg.jobs``."""
+    run_seconds: float | None = None
+    """How long its handler ran (set when it completed, with ``started_at``)."""
 
 
 class RunningJobs:
@@ -188,14 +195,9 @@ class JobRunner:
         context.threads = self.threads
         running = Running(job, job.queue, context)
         self._jobs.add(running)
-        log.debug(
-            "job transition queue=%s id=%s name=%s state=active attempt=%d worker=%s",
-            job.queue,
-            job.id,
-            job.name,
-            job.attempts_started,
-            context.worker_id,
-        )
+        if jobs_log.isEnabledFor(logging.INFO):  # -v: nothing is formatted otherwise
+            running.started_at = time.monotonic()
+            joblog.claimed(job, context.worker_id)
         running.task = asyncio.create_task(self._execute(running), name=f"lane_pg-job-{job.id}")
         return running
 
