@@ -34,7 +34,9 @@ JOB_FIELDS: tuple[tuple[str, str], ...] = (
 """Record attribute -> JSON key (``name`` is the logger's own attribute on a record, so the
 job's name travels as ``job_name``)."""
 
-TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+TEXT_FORMAT = "%(levelname)s %(name)s: %(message)s"
+"""As before the JSON format existed (tests and users grep for lines starting with the
+level); a log collector adds its own timestamps, and --log-format json carries `ts`."""
 
 
 class JsonFormatter(logging.Formatter):
