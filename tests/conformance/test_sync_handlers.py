@@ -6,13 +6,14 @@ from __future__ import annotations
 import asyncio
 import functools
 import threading
+import time
 from collections.abc import Sequence
 
 import pytest
 
 from lane_pg.backend import JobQueueBackend
 from lane_pg.errors import InvalidOptions, LeaseLost
-from lane_pg.types import JSON, Backoff, JobOptions, JobRow, Lane
+from lane_pg.types import JSON, Backoff, JobOptions, JobRow, Lane, QueueDemand
 from lane_pg.worker import JobContext, Worker, WorkerConfig
 from lane_pg.worker.context import SyncJobContext
 from lane_pg.worker.threads import is_async_callable
@@ -146,6 +147,42 @@ async def test_a_timed_out_sync_handler_fails_the_job_for_good_when_no_attempt_i
     job = await _state(backend, queue_name, added.id)
     assert (job.state, job.return_value) == ("failed", None)
     assert "JobTimedOut" in (job.failed_reason or "")
+
+
+async def test_leases_are_renewed_while_a_sync_handler_blocks_its_thread(
+    backend: JobQueueBackend, queue_name: str
+) -> None:
+    """The handler blocks its thread for three leases; the event loop keeps renewing, so
+    stalled recovery (run by this worker as leader) never takes the job back."""
+
+    def long_call(job: JobRow, ctx: SyncJobContext) -> JSON:
+        time.sleep(1.5)  # a blocking client call: only this thread waits
+        return {"lost": ctx.has_lost_lease()}
+
+    added = await backend.add_job(queue_name, "long_call", None, JobOptions(attempts=3))
+    worker = _worker(backend, {"long_call": long_call}, [Lane(queue_name)], burst=True, lease=0.5)
+    await asyncio.wait_for(worker.run(), 30)
+    job = await _state(backend, queue_name, added.id)
+    assert (job.state, job.return_value, job.attempts_started) == ("completed", {"lost": False}, 1)
+    assert worker.counts["lost"] == 0
+
+
+async def test_a_lost_lease_wakes_a_sync_handler_waiting_on_its_context(
+    backend: JobQueueBackend, queue_name: str
+) -> None:
+    await backend.add_job(queue_name, "watch", None)
+    [claimed] = await backend.claim_jobs("w", [QueueDemand(queue_name, 1)], 30.0)
+    context = JobContext(backend, claimed, "w")
+    entered = threading.Event()
+
+    def watch(ctx: SyncJobContext) -> tuple[bool, bool]:
+        entered.set()
+        return ctx.wait(30), ctx.cancelled
+
+    running = asyncio.create_task(context.run_in_thread(watch))
+    await eventually(entered.is_set, timeout=10)
+    context.mark_lease_lost()  # what lease renewal does when the lease is gone
+    assert await asyncio.wait_for(running, 10) == (True, True)
 
 
 async def test_sync_detection_sees_partials_methods_and_callable_objects() -> None:

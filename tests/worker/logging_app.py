@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from typing import TYPE_CHECKING
 
 from lane_pg import App
@@ -33,7 +34,15 @@ def sync_ok(job: JobRow, ctx: SyncJobContext) -> JSON:
     return {"pid": os.getpid(), "thread": threading.current_thread().name}
 
 
+def sync_forever(job: JobRow, ctx: SyncJobContext) -> JSON:
+    """Never returns on its own: sleeps in slices, ignoring its cancellation."""
+    ctx.update_progress("started")
+    while True:
+        time.sleep(0.05)
+
+
 def _register(target: App) -> App:
+    target.processor("sync_forever")(sync_forever)
     target.processor("bad_address")(bad_address)
     target.processor("ok")(ok)
     target.processor("sync_ok")(sync_ok)

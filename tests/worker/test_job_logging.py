@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import signal
 
 import pytest
 
@@ -15,7 +16,7 @@ from lane_pg.backend import JobQueueBackend
 from lane_pg.postgres.backend import PostgresBackend
 from lane_pg.types import Backoff, JobOptions, JobRow, Lane
 from lane_pg.worker import JobContext, Worker, WorkerConfig
-from tests.worker.conftest import Workers, queue_args
+from tests.worker.conftest import Workers, queue_args, until
 
 APP = "tests.worker.logging_app:app"
 BURST_TIMEOUT = 30.0
@@ -131,6 +132,27 @@ async def test_a_def_processor_completes_once_in_a_worker_process(
     assert (done.attempts_started, done.attempts_made) == (1, 0)
 
 
+async def test_a_sync_handler_that_never_returns_is_given_back_and_does_not_hold_the_exit(
+    workers: Workers, backend: PostgresBackend, queue_name: str
+) -> None:
+    """SIGTERM: the worker waits for the thread up to --shutdown-timeout, gives the job
+    back, and exits; the thread (still sleeping) does not keep the process alive."""
+    job = await backend.add_job(queue_name, "sync_forever", None)
+    worker = await workers.start(*queue_args(queue_name), "--shutdown-timeout", "0.5", app=APP)
+
+    async def started() -> bool | None:
+        row = await backend.get_job(queue_name, job.id)
+        return row is not None and row.progress == "started"
+
+    await until(started, timeout=20)
+    worker.send(signal.SIGTERM)
+    assert await worker.wait_exit() == 0, worker.describe()
+    row = await backend.get_job(queue_name, job.id)
+    assert row is not None and row.state == "waiting", worker.describe()
+    assert row.attempts_made == 0 and row.lock_token is None
+    assert "1 given back" in worker.stdout(), worker.describe()
+
+
 async def test_a_bad_sync_threads_value_is_one_line(workers: Workers, queue_name: str) -> None:
     worker = await workers.refused(*queue_args(queue_name), "--sync-threads", "0", app=APP)
     assert worker.returncode != 0
@@ -177,7 +199,7 @@ async def test_records_carry_the_job_fields_for_an_app_that_runs_its_own_worker(
         "error": "ValueError: bad address",
         "worker": config.worker_id,
     }
-    assert retry.next_run_at is not None
+    assert getattr(retry, "next_run_at", None) is not None
     assert "next attempt in 1s to 3s" in retry.getMessage()  # 2 s, +-50 %
     assert worker.counts["retried"] == 1 and worker.counts["failed_for_good"] == 0
     # No INFO line was made: INFO is off for lane_pg.jobs.
