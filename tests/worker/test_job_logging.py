@@ -232,3 +232,40 @@ async def test_a_terminal_failure_is_an_error_with_its_traceback(
     claimed = [r for r in caplog.records if "claimed" in r.getMessage()]
     assert len(claimed) == 2 and all(r.levelno == logging.INFO for r in claimed)
     assert worker.counts["failed_for_good"] == 2
+
+
+async def test_a_failure_whose_write_raises_is_logged_as_an_error(
+    queue_name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    from collections.abc import Sequence
+
+    from lane_pg.memory import MemoryBackend
+    from lane_pg.types import Failure, FinalizeOutcome
+
+    class LosesFailures(MemoryBackend):
+        async def fail_jobs(
+            self, items: Sequence[Failure], **kwargs: object
+        ) -> list[FinalizeOutcome]:
+            raise ConnectionError("server closed the connection")
+
+    async def broken(job: JobRow, ctx: JobContext) -> None:
+        raise ValueError("broken handler")
+
+    backend = LosesFailures()
+    added = await backend.add_job(queue_name, "broken", None, JobOptions(attempts=3))
+    config = WorkerConfig(lanes=(Lane(queue_name),), poll_interval=0.05)
+    worker = Worker(backend, {"broken": broken}, config)
+    caplog.set_level(logging.WARNING, logger="lane_pg")
+    assert await asyncio.wait_for(worker.run_once(), 30) is not None
+
+    errors = [r for r in caplog.records if r.levelno == logging.ERROR]
+    batch = [r for r in errors if r.name == "lane_pg.worker"]
+    [line] = [r for r in errors if r.name == "lane_pg.jobs"]
+    assert batch and "writing 1 failed results failed" in batch[0].getMessage()
+    assert getattr(line, "job_id", None) == added.id
+    assert "ValueError: broken handler" in line.getMessage()
+    assert "ConnectionError: server closed the connection" in line.getMessage()
+    assert line.exc_info is not None and line.exc_info[0] is ValueError
+    assert worker.settlement_failures == 1
+    held = await backend.get_job(queue_name, added.id)
+    assert held is not None and held.state == "active"  # left to its lease
