@@ -20,6 +20,7 @@ from types import ModuleType
 
 from lane_pg.cli.common import CommandError, describe_error, keyword_dsn_to_url
 from lane_pg.errors import ConfigurationError
+from lane_pg.logs import LOG_FORMATS, configure_cli_logging
 
 __all__ = ["COMMANDS", "CommandError", "build_parser", "console_main", "main"]
 
@@ -56,9 +57,7 @@ def _command_module(name: str) -> ModuleType:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=PROG, description="lane_pg: a PostgreSQL job queue")
-    parser.add_argument(
-        "-v", "--verbose", action="store_true", help="log progress (INFO) to stderr"
-    )
+    _add_logging_arguments(parser, None)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMANDS:
         module = _command_module(name)
@@ -69,7 +68,11 @@ def build_parser() -> argparse.ArgumentParser:
             description=module.HELP,
         )
         module.add_arguments(command)
-        command.set_defaults(run=module.run)
+        # Also after the command (``worker -v``); SUPPRESS keeps a value given before it.
+        _add_logging_arguments(command, argparse.SUPPRESS)
+        command.set_defaults(
+            run=module.run, logging_after_import=getattr(module, "CONFIGURES_LOGGING", False)
+        )
     return parser
 
 
@@ -105,13 +108,32 @@ def _stdout_closed() -> int:
     return EXIT_ERROR
 
 
+def _add_logging_arguments(parser: argparse.ArgumentParser, default: object) -> None:
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        default=False if default is None else default,
+        help="log progress (INFO) to stderr: for a worker, a line per job claimed and"
+        " completed (with its duration)",
+    )
+    parser.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        default="text" if default is None else default,
+        help="log lines on stderr as text (default) or one JSON object per line (ts, level,"
+        " logger, message, and the job's queue, job_id, name, attempt, max_attempts,"
+        " error, next_run_at, duration_ms, traceback)",
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command and return its exit code."""
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING,
-        format="%(levelname)s %(name)s: %(message)s",
-    )
+    if not args.logging_after_import:
+        # The worker configures it itself, once its --app module is imported (an app's
+        # own logging configuration wins: lane_pg.logs.configure_cli_logging).
+        configure_cli_logging(args.verbose, args.log_format)
     _announce_embedded(args.command)
     try:
         _read_keyword_dsns(args)

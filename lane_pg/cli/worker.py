@@ -54,14 +54,17 @@ from lane_pg.facade import (
     QueueFacade,
 )
 from lane_pg.facade.failed import default_failed_store
+from lane_pg.logs import configure_cli_logging
 from lane_pg.types import Lane
-from lane_pg.worker import Worker, WorkerConfig
+from lane_pg.worker import Worker, WorkerConfig, joblog
 from lane_pg.worker.budget import ClaimBudget
 from lane_pg.worker.config import UNKNOWN_JOB_CHOICES
 from lane_pg.worker.start import close_worker, create_worker
 
 HELP = "run a worker: claim jobs of the given queues and run the app's processors"
 ALIASES = ("work",)
+CONFIGURES_LOGGING = True
+"""Logging is configured once the app is imported (``configure_cli_logging``)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -85,6 +88,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     poll_ms: float = poll * 1000  # type: ignore[operator]  # a float default, in seconds
     parser.add_argument(
         "--concurrency", type=int, default=concurrency, help=f"jobs run at once ({concurrency})"
+    )
+    parser.add_argument(
+        "--sync-threads",
+        type=int,
+        default=None,
+        metavar="N",
+        help="threads running plain def handlers, at most N at once (default: the"
+        " concurrency); a sync handler that outlives its job's timeout keeps its thread"
+        " until it returns",
     )
     parser.add_argument(
         "--burst", action="store_true", help="exit 0 once nothing is ready and nothing runs"
@@ -232,6 +244,7 @@ def load_app(spec: str) -> App:
 def run(args: argparse.Namespace) -> int:
     sys.path.insert(0, "")  # MODULE is looked up from the current directory, like python -m
     app = load_app(args.app) if args.app else App()
+    configure_cli_logging(args.verbose, args.log_format)
     connection = None
     if args.connection is not None:
         # After the app's import, which may configure connections (CLI-1); an unknown name
@@ -280,6 +293,7 @@ def worker_config(args: argparse.Namespace, lanes: tuple[Lane, ...]) -> WorkerCo
         "fail_on_timeout": args.fail_on_timeout,
         "max_jobs": args.max_jobs,
         "on_unknown_job": args.on_unknown_job,
+        "sync_threads": args.sync_threads,
     }
     if poll is not None:
         settings["poll_interval"] = poll
@@ -402,8 +416,7 @@ async def _run(worker: Worker | FailoverWorker, config: WorkerConfig, connection
         flush=True,
     )
     await worker.run()
-    logging.getLogger("lane_pg.worker").info(
-        "worker %s exited: %s", config.worker_id, worker.counts
-    )
-    print(f"lane_pg: worker {config.worker_id} stopped: {worker.counts}", flush=True)
+    done = joblog.summary(worker.counts)
+    logging.getLogger("lane_pg.worker").info("worker %s exited: %s", config.worker_id, done)
+    print(f"lane_pg: worker {config.worker_id} stopped: {done}", flush=True)
     return 0

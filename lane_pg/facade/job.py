@@ -97,9 +97,10 @@ class Job:
             raise failure from reason
         raise failure
 
-    async def handle(self) -> JSON:
-        """Do the work. Returning completes the job (the value is its result); raising
-        fails the attempt under the retry rules (PUSH-8)."""
+    def handle(self) -> Any:  # a plain def here, so both kinds override it cleanly
+        """Do the work: ``async def handle``, or a plain ``def handle`` that the worker
+        runs in a thread of its pool for sync handlers. Returning completes the job (the
+        value is its result); raising fails the attempt under the retry rules (PUSH-8)."""
         raise NotImplementedError(f"{type(self).__name__} does not implement handle()")
 
 

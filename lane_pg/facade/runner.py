@@ -3,8 +3,9 @@
 The worker claims a stored job by name like any other; the processor for a job class
 rebuilds the instance from the job's data and awaits ``handle()``. Its return value is the
 job's result; an exception fails the attempt under the job's stored retry settings, the
-same path as for ``@app.processor`` functions. Data that no longer fits the class (a field
-renamed since the push) can never run, so it fails the job for good.
+same path as for ``@app.processor`` functions. A plain ``def handle`` runs in a thread of
+the worker's pool for sync handlers, as a plain ``def`` processor does. Data that no longer
+fits the class (a field renamed since the push) can never run, so it fails the job for good.
 
 Two checks come first, on the backend the job was claimed from: a debounced dispatch whose
 window another job owns now is superseded and completes without running (``JobDebounced``,
@@ -15,7 +16,10 @@ frees a lock a newer push took (UNIQ-6, -7).
 
 from __future__ import annotations
 
+import functools
 import logging
+from collections.abc import Awaitable
+from typing import cast
 
 from lane_pg.backend import DeduplicationLocks, Deduplicator
 from lane_pg.errors import InvalidPayload, ManuallyFailed, UnrecoverableJobError
@@ -31,7 +35,8 @@ from lane_pg.facade.job import _CURRENT, Job, decode_fields
 from lane_pg.facade.registry import JobRegistry
 from lane_pg.facade.unique import META_DEBOUNCE, meta_of, unique_lock_of
 from lane_pg.types import JSON, JobRow
-from lane_pg.worker.context import JobContext
+from lane_pg.worker.context import JobContext, SyncJobContext
+from lane_pg.worker.threads import is_async_callable
 
 log = logging.getLogger("lane_pg.facade")
 
@@ -54,6 +59,7 @@ class TypedJobProcessor:
         self.events = events
         self.connection = connection
         """The name of the connection the worker drains (CONN-13)."""
+        self._sync_handle = not is_async_callable(cls.handle)
 
     def __repr__(self) -> str:
         return f"TypedJobProcessor({self.cls.__qualname__})"
@@ -73,7 +79,12 @@ class TypedJobProcessor:
         try:
             if self.cls.unique_until_processing:
                 await self._release_unique(job, ctx)
-            result = await instance.handle()
+            if self._sync_handle:
+                # A plain ``def handle`` runs in a thread of the worker's pool, where
+                # ``current_context()`` is the blocking ``SyncJobContext``.
+                result = await ctx.run_in_thread(functools.partial(_handle_in_thread, instance))
+            else:
+                result = await cast(Awaitable[JSON], instance.handle())
         except Exception as exc:
             await events.emit(
                 JobExceptionOccurred(self.connection, job.queue, job.name, job.id, attempt, exc)
@@ -113,6 +124,13 @@ class TypedJobProcessor:
             )
             return
         await backend.release_deduplication_key(job.queue, key, token)
+
+
+def _handle_in_thread(instance: Job, threaded: SyncJobContext) -> JSON:
+    """In a pool thread (its own copy of the job's context variables): ``handle()`` with
+    ``current_context()`` the thread's context."""
+    _CURRENT.set(threaded)
+    return cast(JSON, instance.handle())
 
 
 def typed_processors(

@@ -5,6 +5,9 @@ One asyncio event loop per process (DESIGN.md "Worker"), in modules by concern:
   lanes in priority order, in one ``claim_jobs`` call, and otherwise waits for a NOTIFY, a
   freed slot, the next delayed job's due time, or the slow poll, whichever comes first;
 - ``execution``: one task per running job (processor router by job name, per-job timeout);
+- ``threads``: the pool of daemon threads that runs plain ``def`` handlers, so they never
+  block the event loop (``SyncJobContext`` is their blocking job context);
+- ``joblog``: the per-job log lines (``lane_pg.jobs``) and the worker's summary in words;
 - ``renewal``: one loop renews every running lease in one batched call at a fraction of
   the lease and flags the jobs whose lease was lost. By default the handler is told, not
   cancelled (``cancel_on_lease_loss=False``): ``ctx.has_lost_lease()`` turns true,
@@ -29,7 +32,13 @@ the protocols of ``lane_pg.backend`` only.
 
 from lane_pg.worker.claiming import claim_next_blocking
 from lane_pg.worker.config import WorkerConfig
-from lane_pg.worker.context import JobContext, JobProcessor, Processor, ProcessorLike
+from lane_pg.worker.context import (
+    JobContext,
+    JobProcessor,
+    Processor,
+    ProcessorLike,
+    SyncJobContext,
+)
 from lane_pg.worker.pausing import PauseState, SignalWatch, WorkerHooks
 from lane_pg.worker.runtime import Worker
 
@@ -40,6 +49,7 @@ __all__ = [
     "Processor",
     "ProcessorLike",
     "SignalWatch",
+    "SyncJobContext",
     "Worker",
     "WorkerConfig",
     "WorkerHooks",

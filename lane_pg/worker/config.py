@@ -113,6 +113,12 @@ class WorkerConfig:
     max_jobs: int | None = None
     """``run()`` claims at most this many jobs, then stops as on ``stop()``: they finish
     and their outcomes are written (CLI-5, the periodic-restart strategy); None: no cap."""
+    sync_threads: int | None = None
+    """Threads that run plain ``def`` handlers (processors and job classes' ``handle``),
+    at most this many at once; None: as many as ``concurrency``, so a worker of sync
+    handlers runs ``concurrency`` jobs at once like one of async handlers. Started on
+    demand: a worker of async handlers starts none. A sync handler that outlives its
+    job's timeout keeps its thread until it returns (a thread cannot be stopped)."""
     pausable: bool = field(default_factory=pausing_enabled)
     """Whether queue pauses stop this worker's claims (PAUSE-10); default
     ``$LANE_PG_PAUSABLE``, true unless set to false."""
@@ -148,6 +154,14 @@ class WorkerConfig:
             count = getattr(self, name)
             if count is not None and (isinstance(count, bool) or count < least):
                 raise InvalidOptions(f"{name} must be {kind} or None, got {count!r}")
+        if self.sync_threads is not None and (
+            isinstance(self.sync_threads, bool)
+            or not isinstance(self.sync_threads, int)
+            or self.sync_threads < 1
+        ):
+            raise InvalidOptions(
+                f"sync_threads must be None or a count >= 1, got {self.sync_threads!r}"
+            )
         if self.max_jobs is not None and (isinstance(self.max_jobs, bool) or self.max_jobs < 1):
             raise InvalidOptions(f"max_jobs must be None or a count >= 1, got {self.max_jobs!r}")
         if self.blocking_claim_timeout < 0:
@@ -169,6 +183,11 @@ class WorkerConfig:
         names = [lane.name for lane in self.lanes]
         if len(names) != len(set(names)):
             raise InvalidOptions(f"a lane is listed twice: {names}")
+
+    @property
+    def sync_thread_count(self) -> int:
+        """``sync_threads``, or ``concurrency`` when it is None."""
+        return self.concurrency if self.sync_threads is None else self.sync_threads
 
     @property
     def recovery_interval(self) -> float:

@@ -8,7 +8,9 @@ lease renewals until that outcome is written.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -21,8 +23,11 @@ from lane_pg.errors import (
     UnknownJobName,
     UnrecoverableJobError,
 )
-from lane_pg.types import ClaimedJob, check_json
-from lane_pg.worker.context import JobContext, Processor
+from lane_pg.types import JSON, ClaimedJob, JobRow, check_json
+from lane_pg.worker import joblog
+from lane_pg.worker.context import AsyncProcessor, JobContext, Processor, SyncProcessor
+from lane_pg.worker.joblog import jobs_log
+from lane_pg.worker.threads import SyncThreads, is_async_callable
 
 if TYPE_CHECKING:  # settlement.py imports Running from here
     from lane_pg.worker.settlement import Settlement
@@ -40,6 +45,10 @@ class Running:
     task: asyncio.Task[None] | None = None
     settling: bool = False
     """Its outcome is queued for the settlement: a lease loss no longer matters to it."""
+    started_at: float | None = None
+    """``time.monotonic()`` at its claim, taken only when INFO is on for ``lane_pg.jobs``."""
+    run_seconds: float | None = None
+    """How long its handler ran (set when it completed, with ``started_at``)."""
 
 
 class RunningJobs:
@@ -121,6 +130,32 @@ class RunningJobs:
         self._busy -= 1
 
 
+def as_async(processor: Processor) -> AsyncProcessor:
+    """``processor`` itself when it is ``async``; a plain ``def`` (Celery's, RQ's habit) as
+    a processor that runs it in a thread of the worker's pool with a ``SyncJobContext``:
+    on the event loop it would stop every other job and the lease renewals."""
+    if is_async_callable(processor):
+        return processor  # type: ignore[return-value]  # async by declaration
+    sync: SyncProcessor = processor  # type: ignore[assignment]
+
+    async def in_thread(job: JobRow, ctx: JobContext) -> JSON:
+        result = await ctx.run_in_thread(lambda threaded: sync(job, threaded))
+        if inspect.isawaitable(result):
+            # A plain function that returned a coroutine (a decorator without
+            # functools.wraps around an async def): it was given a thread's context, so
+            # running it now would misbehave. A mistake in the code: no retry helps.
+            close = getattr(result, "close", None)
+            if callable(close):
+                close()
+            raise UnrecoverableJobError(
+                f"the processor of {job.name!r} is a plain function that returned an"
+                " awaitable: declare it async def (or keep __wrapped__ on its decorator)"
+            )
+        return result
+
+    return in_thread
+
+
 class JobRunner:
     """Starts one task per claimed job and maps its processor's outcome (WORK-10).
 
@@ -141,28 +176,28 @@ class JobRunner:
         fallback: Processor | None = None,
         fail_on_timeout: bool = False,
         give_back_unknown_after: float | None = None,
+        sync_threads: int = 10,
     ) -> None:
-        self._processors = processors
+        # Resolved once here: the job's task calls an async function whatever was given.
+        self._processors = {name: as_async(p) for name, p in processors.items()}
         self._jobs = jobs
         self._settlement = settlement
         self._counts = counts
-        self._fallback = fallback
+        self._fallback = None if fallback is None else as_async(fallback)
+        self.threads = SyncThreads(sync_threads)
+        """The pool of sync handlers' threads (started on demand, closed by the worker)."""
         self._fail_on_timeout = fail_on_timeout
         self._give_back_after = give_back_unknown_after
         self._given_back_names: set[str] = set()
 
     def start(self, job: ClaimedJob, context: JobContext) -> Running:
         self._counts["claimed"] += 1
+        context.threads = self.threads
         running = Running(job, job.queue, context)
         self._jobs.add(running)
-        log.debug(
-            "job transition queue=%s id=%s name=%s state=active attempt=%d worker=%s",
-            job.queue,
-            job.id,
-            job.name,
-            job.attempts_started,
-            context.worker_id,
-        )
+        if jobs_log.isEnabledFor(logging.INFO):  # -v: nothing is formatted otherwise
+            running.started_at = time.monotonic()
+            joblog.claimed(job, context.worker_id)
         running.task = asyncio.create_task(self._execute(running), name=f"lane_pg-job-{job.id}")
         return running
 
@@ -202,13 +237,15 @@ class JobRunner:
                 if timeout is None:
                     result = await processor(job, context)
                 else:
-                    async with asyncio.timeout(timeout):
+                    async with asyncio.timeout(timeout) as deadline:
                         result = await processor(job, context)
                 check_json(result, "the processor's result")
-            except TimeoutError:
-                if timeout is not None and (
-                    self._fail_on_timeout or job.options.get("fail_on_timeout") is True
-                ):
+            except TimeoutError as exc:
+                # Only the job's own deadline is its timeout: a TimeoutError the handler
+                # raised (an HTTP client's, a socket's) is an ordinary failed attempt.
+                if timeout is None or not deadline.expired():
+                    settlement.fail(running, exc, discard=context.retry_discarded)
+                elif self._fail_on_timeout or job.options.get("fail_on_timeout") is True:
                     error = TimeoutExceeded(job.name, timeout)
                     settlement.fail(running, error, discard=True)
                 else:

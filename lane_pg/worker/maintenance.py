@@ -33,6 +33,7 @@ from lane_pg.backend import (
     ReclaimsSpace,
 )
 from lane_pg.types import DEFAULT_PRUNE_BATCH
+from lane_pg.worker import joblog
 from lane_pg.worker.config import WorkerConfig
 
 log = logging.getLogger("lane_pg.worker")
@@ -216,6 +217,8 @@ def maintenance_tasks(backend: JobQueueBackend, config: WorkerConfig) -> list[Pe
 
     async def recover() -> str:
         recovered = await backend.recover_stalled(None, max_stalled_count=config.max_stalled_count)
+        for outcome in recovered:  # a crash or a freeze is a failure too: never silent
+            joblog.stalled(outcome.queue, outcome.id, outcome.state, config.worker_id)
         return f"{len(recovered)} stalled jobs recovered" if recovered else ""
 
     async def promote() -> str:

@@ -19,6 +19,7 @@ from lane_pg.backend import (
 from lane_pg.errors import InvalidOptions
 from lane_pg.failed import FailedJobStore
 from lane_pg.types import ClaimedJob, Lane, QueueDemand
+from lane_pg.worker import joblog
 from lane_pg.worker.budget import ClaimBudget
 from lane_pg.worker.claiming import wait_for_claim
 from lane_pg.worker.config import WorkerConfig
@@ -116,7 +117,17 @@ class Worker:
         )
         self._all_queue_names: list[str] = []
         self._queues_read_at = 0.0
-        self.counts = {"claimed": 0, "completed": 0, "failed": 0, "lost": 0, "released": 0}
+        # Per claim (an attempt): "failed" counts failed attempts, "failed_for_good" and
+        # "retried" split them by what the write decided (joblog.summary words them).
+        self.counts = {
+            "claimed": 0,
+            "completed": 0,
+            "failed": 0,
+            "failed_for_good": 0,
+            "retried": 0,
+            "lost": 0,
+            "released": 0,
+        }
         # CLI-5: max_jobs, this worker's own or one shared with other workers.
         if claim_budget is None and self.config.max_jobs is not None:
             claim_budget = ClaimBudget(self.config.max_jobs)
@@ -146,6 +157,7 @@ class Worker:
             give_back_unknown_after=(
                 self.config.poll_interval if self.config.on_unknown_job == "release" else None
             ),
+            sync_threads=self.config.sync_thread_count,
         )
         self.leadership = Leadership(leader, self.worker_id, self.config.leader_lease)
         self.maintenance = MaintenanceScheduler(
@@ -340,6 +352,9 @@ class Worker:
                 await own.close()
             self._claimer = backend
             self._running.wake_on_every_finish = False
+            # Idle sync threads end; one still running a handler the shutdown gave up on
+            # ends when it returns (a daemon thread: it never keeps the process alive).
+            self._runner.threads.close()
 
     # ----------------------------------------------------------------- claiming
     async def _claim(self, demands: list[QueueDemand], total: int) -> list[ClaimedJob]:
@@ -565,7 +580,10 @@ class Worker:
         while True:
             await asyncio.sleep(self.config.summary_interval)
             log.info(
-                "worker %s: %d running; totals %s", self.worker_id, len(self._running), self.counts
+                "worker %s: %d running; so far %s",
+                self.worker_id,
+                len(self._running),
+                joblog.summary(self.counts),
             )
 
     # ----------------------------------------------------------------- shutdown

@@ -22,15 +22,24 @@ import logging
 import time
 import traceback
 from collections.abc import Awaitable, Sequence
+from typing import TypeAlias
 
 from lane_pg.backend import RecordsFailedJobs, Settler
+from lane_pg.errors import PendingDependencies
 from lane_pg.failed import FailedJobRecord, FailedJobStore, RecordsInSettlement, fails_for_good
 from lane_pg.types import JSON, Completion, Failure, FinalizeOutcome, JobRow
+from lane_pg.worker import joblog
 from lane_pg.worker.causes import failure_cause
 from lane_pg.worker.execution import Running, RunningJobs
+from lane_pg.worker.joblog import describe_error, jobs_log
 from lane_pg.worker.pausing import WorkerHooks
 
 log = logging.getLogger("lane_pg.worker")
+
+Key: TypeAlias = tuple[str, str, str]
+"""A held run: queue, job id, lock token."""
+Known: TypeAlias = tuple[JobRow, BaseException, bool]
+"""A queued failure's job, exception and whether its retries were discarded."""
 
 
 class Settlement:
@@ -51,7 +60,8 @@ class Settlement:
         self._backend = backend
         self._hooks = hooks
         self._errors: dict[tuple[str, str, str], tuple[JobRow, BaseException, bool]] = {}
-        """The error of each queued failure, for the hooks' ``job_failed`` (RETRY-9)."""
+        """The error of each queued failure, for its log line and the hooks' ``job_failed``
+        (RETRY-9)."""
         self._failed_store = failed_store
         self._connection = connection
         """The connection name records carry when the job's push stored none (FAIL-2)."""
@@ -73,6 +83,8 @@ class Settlement:
         if running.context.has_lost_lease():
             self.abandon(running)
             return
+        if running.started_at is not None:  # INFO was on at its claim: its line has a duration
+            running.run_seconds = time.monotonic() - running.started_at
         job = running.job
         self._completions.append(Completion(job.queue, job.id, job.lock_token, result))
         self._wake.set()
@@ -90,8 +102,9 @@ class Settlement:
         self._failures.append(
             Failure(job.queue, job.id, job.lock_token, reason, trace, discard, limit)
         )
-        if self._hooks is not None:
-            self._errors[(job.queue, job.id, job.lock_token)] = (job, error, discard)
+        # Kept until the write decides the outcome: its log line (retry or failed for
+        # good, with the traceback) and the hooks' job_failed need the exception.
+        self._errors[(job.queue, job.id, job.lock_token)] = (job, error, discard)
         self._wake.set()
         self._jobs.settle(running)
 
@@ -189,15 +202,7 @@ class Settlement:
             await self._write("failed", failures, call)
             return
         if store is None:
-            outcomes = await self._write("failed", failures, self._backend.fail_jobs(failures))
-            for item, outcome in zip(failures, outcomes, strict=False):
-                if outcome.status == "ok" and outcome.state == "failed":
-                    log.warning(
-                        "job %s/%s failed for good (no failed-job store): %s",
-                        item.queue,
-                        item.id,
-                        item.reason,
-                    )
+            await self._write("failed", failures, self._backend.fail_jobs(failures))
             return
         logged: dict[tuple[str, str, str], FailedJobRecord] = {}
         settle: list[Failure] = []
@@ -263,54 +268,122 @@ class Settlement:
         batch: Sequence[Completion | Failure],
         call: Awaitable[list[FinalizeOutcome]],
     ) -> list[FinalizeOutcome]:
+        failed = kind == "failed"
+        errors = self._take_errors(batch) if failed else {}
         try:
             outcomes = await call
         except Exception as exc:
             # WORK-16: the jobs stay active under our token; their leases lapse and
             # stalled recovery hands them out again (at-least-once).
             self.failures += len(batch)
-            log.error("writing %d %s results failed: %s", len(batch), kind, exc)
+            log.error(
+                "writing %d %s results failed (%s): the jobs stay active and come back when"
+                " their leases expire",
+                len(batch),
+                kind,
+                describe_error(exc),
+                exc_info=exc,
+            )
             outcomes = []
+            if failed:
+                self._log_unwritten(batch, errors, exc)
+        debug = log.isEnabledFor(logging.DEBUG)
+        info = not failed and jobs_log.isEnabledFor(logging.INFO)
         for item, outcome in zip(batch, outcomes, strict=False):
             if outcome.status == "ok":
                 self._counts[kind] += 1
-                log.debug(
-                    "job transition queue=%s id=%s outcome=%s state=%s worker=%s",
-                    item.queue,
-                    item.id,
-                    kind,
-                    outcome.state,
-                    self._worker_id,
-                )
+                if failed:
+                    ended = outcome.state == "failed"
+                    self._counts["failed_for_good" if ended else "retried"] += 1
+                    self._log_failure(item, outcome, errors)
+                elif info:
+                    running = self._jobs.get(item.queue, item.id, item.token)
+                    if running is not None:
+                        joblog.completed(running.job, self._worker_id, running.run_seconds)
+                if debug:
+                    log.debug(
+                        "job transition queue=%s id=%s outcome=%s state=%s worker=%s",
+                        item.queue,
+                        item.id,
+                        kind,
+                        outcome.state,
+                        self._worker_id,
+                    )
             elif outcome.status == "pending_dependencies" and isinstance(item, Completion):
                 # FIN-8: a flow parent that ran before its children were all done (released
                 # early by continue_parent_on_failure) may not complete: its run fails, and
                 # is retried by its options, under the same token.
-                self._failures.append(
-                    Failure(
-                        item.queue,
-                        item.id,
-                        item.token,
-                        f"PendingDependencies: job {item.id} of queue {item.queue} cannot"
-                        " complete while children are pending or have failed it",
-                    )
+                reason = (
+                    f"PendingDependencies: job {item.id} of queue {item.queue} cannot"
+                    " complete while children are pending or have failed it"
                 )
+                self._failures.append(Failure(item.queue, item.id, item.token, reason))
+                running = self._jobs.get(item.queue, item.id, item.token)
+                if running is not None:  # for the failure's log line
+                    key = (item.queue, item.id, item.token)
+                    self._errors[key] = (running.job, PendingDependencies(reason), False)
                 self._wake.set()
             else:
                 self._counts["lost"] += 1
+                known = errors.get((item.queue, item.id, item.token)) if failed else None
                 log.warning(
-                    "job %s/%s: result not written (%s)", item.queue, item.id, outcome.status
+                    "job %s/%s: result not written (%s): this worker no longer holds the job%s",
+                    item.queue,
+                    item.id,
+                    outcome.status,
+                    "" if known is None else f"; the run had failed: {describe_error(known[1])}",
                 )
         for item in batch:
             running = self._jobs.get(item.queue, item.id, item.token)
             if running is not None:
                 self._jobs.finish(running)
-        if kind == "failed" and self._hooks is not None:
-            await self._tell_failed(batch, outcomes)
+        if failed and self._hooks is not None:
+            await self._tell_failed(batch, outcomes, errors)
         return outcomes
 
+    def _take_errors(self, batch: Sequence[Completion | Failure]) -> dict[Key, Known]:
+        errors = {}
+        for item in batch:
+            key = (item.queue, item.id, item.token)
+            known = self._errors.pop(key, None)
+            if known is not None:
+                errors[key] = known
+        return errors
+
+    def _log_failure(
+        self, item: Completion | Failure, outcome: FinalizeOutcome, errors: dict[Key, Known]
+    ) -> None:
+        """The line of a written failure: ERROR when it ended the job, else WARNING."""
+        known = errors.get((item.queue, item.id, item.token))
+        error: BaseException | str
+        if known is not None:
+            job, error = known[0], known[1]
+        else:  # not queued by fail() (a job left to its lease by a refused record, say)
+            running = self._jobs.get(item.queue, item.id, item.token)
+            if running is None:
+                return
+            job, error = running.job, _reason(item)
+        if outcome.state == "failed":
+            joblog.failed_for_good(job, error, self._worker_id)
+        else:
+            joblog.retrying(job, error, outcome.state, self._worker_id)
+
+    def _log_unwritten(
+        self, batch: Sequence[Completion | Failure], errors: dict[Key, Known], cause: Exception
+    ) -> None:
+        for item in batch:
+            known = errors.get((item.queue, item.id, item.token))
+            running = self._jobs.get(item.queue, item.id, item.token)
+            if known is not None:
+                joblog.not_written(known[0], known[1], cause, self._worker_id)
+            elif running is not None:
+                joblog.not_written(running.job, _reason(item), cause, self._worker_id)
+
     async def _tell_failed(
-        self, batch: Sequence[Completion | Failure], outcomes: list[FinalizeOutcome]
+        self,
+        batch: Sequence[Completion | Failure],
+        outcomes: list[FinalizeOutcome],
+        errors: dict[Key, Known],
     ) -> None:
         """RETRY-9: each job of ``batch`` that this write failed for good, to the hooks,
         after its transaction committed (a failure the write lost is not told)."""
@@ -322,7 +395,7 @@ class Settlement:
             if outcome.status == "ok" and outcome.state == "failed"
         }
         for item in batch:
-            known = self._errors.pop((item.queue, item.id, item.token), None)
+            known = errors.get((item.queue, item.id, item.token))
             if known is None or (item.queue, item.id, item.token) not in ended:
                 continue
             job, error, discarded = known
@@ -330,3 +403,7 @@ class Settlement:
                 await hooks.job_failed(job, failure_cause(job, error, discarded=discarded))
             except Exception:
                 log.exception("worker hook job_failed raised")
+
+
+def _reason(item: Completion | Failure) -> str:
+    return item.reason if isinstance(item, Failure) else "failed"

@@ -207,9 +207,10 @@ async def test_without_a_store_the_failure_is_logged_without_meta_FAIL_7_FAIL_8(
     await work(backend, facade, None, queue_name)
     job = await backend.get_job(queue_name, job_id)
     assert job is not None and job.state == "failed"
-    assert f"job {queue_name}/{job_id} failed for good (no failed-job store): boom 1" in (
-        caplog.text
-    )
+    assert (
+        f"job {queue_name}/{job_id} (Poison) failed for good (no attempts left), attempt 2 of 2:"
+        " ValueError: boom 1"
+    ) in caplog.text
     assert SECRET not in caplog.text
 
 

@@ -71,7 +71,7 @@ async def test_one_worker_process_serves_both_connections_FOV_5_FOV_6(
         assert {row["pid"] for row in await effects(db, queue_name)} == {worker.pid}
         worker.send(signal.SIGTERM)
         assert await worker.wait_exit() == 0, worker.describe()
-        assert "'completed': 5" in worker.stdout(), worker.describe()
+        assert ": 5 completed" in worker.stdout(), worker.describe()
     finally:
         await fallback.close()
 

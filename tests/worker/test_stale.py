@@ -241,4 +241,4 @@ async def test_context_writes_of_a_taken_over_run_are_refused_WORK_9_CLAIM_4(
         if name == "progress"
     ]
     assert progress == [{"data": {"by": "thief"}}]
-    assert "'lost': 1" in worker.stdout(), worker.describe()  # its result was not written
+    assert ", 1 lost" in worker.stdout(), worker.describe()  # its result was not written
