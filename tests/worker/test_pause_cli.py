@@ -288,9 +288,7 @@ async def test_an_unfiltered_worker_prints_each_queues_transitions_PAUSE_7_CLI_1
         # Held by the test, so only the worker's claims promote the cycle probes below.
         assert await store.leader().acquire_leadership("maintenance", holder, 120)
         billing = f"{queue_name}.billing"
-        worker = await workers.start(
-            "--all-queues", "--schema", schema, "--poll-interval", "50"
-        )
+        worker = await workers.start("--all-queues", "--schema", schema, "--poll-interval", "50")
         assert "queues all" in worker.stdout(), worker.describe()
 
         await store.pause_queue(billing)
