@@ -451,6 +451,7 @@ class Lifecycle:
         self.startup_timeout = startup_timeout
         self.signals = 0
         self.forced_by: int | None = None
+        self._last_signal: int | None = None
         self._requested: asyncio.Event | None = None
         self._worker: Worker | FailoverWorker | None = None
 
@@ -480,6 +481,7 @@ class Lifecycle:
         """The worker the signals stop from now on (told at once of signals seen already)."""
         self._worker = worker
         if self.signals >= 2:
+            self.forced_by = self._last_signal
             worker.stop(force=True)
         elif self.signals == 1:
             worker.stop()
@@ -492,10 +494,12 @@ class Lifecycle:
         return 0
 
     def exit_code(self) -> int:
+        """0, or 128 + the signal that forced the stop (as a shell reports a signal)."""
         return 0 if self.forced_by is None else 128 + self.forced_by
 
     def _received(self, signum: int) -> None:
         self.signals += 1
+        self._last_signal = signum
         if self._requested is not None:
             self._requested.set()
         worker = self._worker

@@ -48,6 +48,10 @@ back without them (a handler that swallows its cancellation)."""
 class Worker:
     """Runs processors for the jobs of its lanes until stopped (or idle, in burst mode).
 
+    ``config.lanes`` names the queues it serves; a config without lanes must say
+    ``all_queues=True`` (every queue of the database), else ``ConfigurationError``: a
+    worker of every queue claims every app's jobs, so it is never one by omission.
+
     ``processors`` maps job names to processors (WORK-3), or is one processor for every
     name; a processor is an async function ``(job, ctx)`` or an object with an async
     ``process(job, ctx)`` method (WORK-2).

@@ -14,7 +14,16 @@ import pytest
 import lane_pg
 from lane_pg.backend import JobQueueBackend
 from lane_pg.errors import ConfigurationError
-from lane_pg.facade import BackendDriver, Job, JobRegistry, QueueFacade, run_worker
+from lane_pg.facade import (
+    BackendDriver,
+    FailoverDriver,
+    FailoverWorker,
+    Job,
+    JobRegistry,
+    QueueFacade,
+    run_worker,
+)
+from lane_pg.memory import MemoryBackend
 from lane_pg.types import JSON, JobRow, Lane
 from lane_pg.worker import JobContext, WorkerConfig
 
@@ -135,3 +144,27 @@ async def test_run_worker_with_no_job_class_is_refused(
             await run_worker(config=WorkerConfig(burst=True), facade=facade)
     finally:
         facade.reset()
+
+
+async def test_a_failover_worker_serves_the_same_queues_on_every_connection() -> None:
+    """A failover connection's workers derive their queues as any other (FOV-8 then applies
+    to them as to ``--queue``)."""
+    first, second = MemoryBackend(), MemoryBackend()
+    mine = [
+        await first.add_job("mail", Mail.job_name, {}),
+        await second.add_job("mail", Mail.job_name, {}),
+    ]
+    theirs = await second.add_job("billing", "someone_elses", {})
+    driver = FailoverDriver(
+        [("first", BackendDriver(first, "memory")), ("second", BackendDriver(second, "memory"))]
+    )
+    facade = QueueFacade(registry=_registry(Mail))
+    workers = await asyncio.wait_for(
+        run_worker(driver, WorkerConfig(burst=True, poll_interval=0.05), facade=facade), 30
+    )
+    assert isinstance(workers, FailoverWorker)
+    assert [lane.name for lane in workers.lanes] == ["mail"]
+    assert await first.get_job_state("mail", mine[0].id) == "completed"
+    assert await second.get_job_state("mail", mine[1].id) == "completed"
+    left = await second.get_job("billing", theirs.id)
+    assert left is not None and (left.state, left.attempts_started) == ("waiting", 0)
