@@ -23,7 +23,9 @@ Start-up: a database that cannot be reached yet (refused, timed out, a host name
 resolving yet, starting up, too many connections) is retried, 0.5 s doubling to 10 s, with
 one warning per 30 s of waiting, for ``--startup-timeout`` seconds (default: until it
 answers); SIGTERM or SIGINT ends the wait. What waiting cannot fix (authentication, a
-database that does not exist, a malformed DSN, a missing or older schema) exits 1 at once.
+database that does not exist, a malformed DSN, a missing or older schema) exits 1 at once;
+only a server that was unreachable and then answers without the lane schema (or the
+database) gets 60 s more, for a migrate running beside the worker.
 
 Shutdown: the first SIGTERM or SIGINT stops claiming, prints what the worker waits for, lets
 running jobs finish for up to ``--shutdown-timeout`` seconds, releases the rest back to

@@ -6,7 +6,8 @@ started notifier for the worker's queues; the others poll. ``close_worker`` rele
 
 ``open_when_reachable`` opens a backend whose server may not be up yet (a worker started
 before its database, as docker compose does): an unreachable server is retried with
-capped backoff, anything retrying cannot fix is raised at once.
+capped backoff, anything retrying cannot fix is raised at once (``is_being_set_up``: a
+schema or database created by a migrate running beside a worker that had to wait).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol, TypeVar
 
 from lane_pg.backend import HasWakeups, JobQueueBackend
-from lane_pg.errors import LaneError
+from lane_pg.errors import LaneError, SchemaVersionMismatch
 from lane_pg.failed import FailedJobStore
 from lane_pg.worker.budget import ClaimBudget
 from lane_pg.worker.config import WorkerConfig
@@ -98,6 +99,9 @@ STARTUP_MAX_DELAY = 10.0
 """...up to this many seconds between tries."""
 STARTUP_LOG_EVERY = 30.0
 """Seconds between the log lines of a start-up wait: one line per window, not per try."""
+STARTUP_SETUP_GRACE = 60.0
+"""Seconds a server that was unreachable and now answers gets to have its lane schema (or
+its database) created: the migrate of a compose file often runs beside the worker."""
 UNREACHABLE_SQLSTATE_CLASSES = ("08", "53", "57")
 """SQLSTATE classes of a server that cannot take the connection yet: connection exceptions,
 insufficient resources (too many connections), operator intervention (starting up,
@@ -130,6 +134,16 @@ def is_unreachable(exc: BaseException) -> bool:
     return False
 
 
+def is_being_set_up(exc: BaseException) -> bool:
+    """Whether ``exc`` says the server answers but what the worker needs is not there yet:
+    the lane schema is not installed at all, or the database does not exist (SQLSTATE
+    3D000). Only retried after the server itself was unreachable in the same start-up
+    (``open_when_reachable``): a ``migrate`` or ``createdb`` may be running beside it."""
+    if isinstance(exc, SchemaVersionMismatch):
+        return exc.installed is None
+    return getattr(exc, "sqlstate", None) == "3D000"
+
+
 async def open_when_reachable(
     open_backend: Callable[[], Awaitable[T]],
     what: str,
@@ -139,34 +153,51 @@ async def open_when_reachable(
     first_delay: float = STARTUP_FIRST_DELAY,
     max_delay: float = STARTUP_MAX_DELAY,
     log_every: float = STARTUP_LOG_EVERY,
+    setup_grace: float = STARTUP_SETUP_GRACE,
 ) -> T | None:
     """``await open_backend()``, retried while the server is unreachable (``is_unreachable``)
     with a delay of ``first_delay`` seconds doubling up to ``max_delay``, for ``timeout``
-    seconds at most (None: until it answers); any other error is raised at once. Logs one
-    warning per ``log_every`` seconds of waiting, naming ``what`` (a redacted DSN), never
-    one per try. Returns None when ``stop`` is set first; raises ``DatabaseUnreachable``
-    when the timeout passes."""
+    seconds at most (None: until it answers); any other error is raised at once, except
+    that a server which was unreachable and now answers without the lane schema or the
+    database (``is_being_set_up``) gets ``setup_grace`` more seconds. Logs one warning per
+    ``log_every`` seconds of waiting, naming ``what`` (a redacted DSN), never one per try.
+    Returns None when ``stop`` is set first; raises ``DatabaseUnreachable`` when the
+    timeout passes."""
     if stop is not None and stop.is_set():
         return None
     started = time.monotonic()
     delay = first_delay
     attempts = 0
     next_log = 0.0
+    answered_at: float | None = None
     while True:
         try:
             opened = await open_backend()
         except Exception as exc:
+            now = time.monotonic()
             if not is_unreachable(exc):
-                raise
+                if not attempts or not is_being_set_up(exc):
+                    raise
+                if answered_at is None:
+                    answered_at = now
+                    log.warning(
+                        "%s answers, but %s: waiting up to %gs for a migrate (or createdb)"
+                        " running beside this worker",
+                        what,
+                        exc,
+                        setup_grace,
+                    )
+                if now - answered_at >= setup_grace:
+                    raise
             attempts += 1
-            waited = time.monotonic() - started
+            waited = now - started
             error = f"{type(exc).__name__}: {exc}"
             if timeout is not None and waited >= timeout:
                 raise DatabaseUnreachable(
                     f"{what} did not answer within the start-up timeout of {timeout:g}s"
                     f" ({attempts} attempts; last: {error})"
                 ) from exc
-            if waited >= next_log:
+            if answered_at is None and waited >= next_log:
                 bound = "until it answers" if timeout is None else f"for up to {timeout:g}s"
                 log.warning(
                     "waiting for %s (%s): retrying, %gs doubling to %gs between tries, %s;"

@@ -282,6 +282,37 @@ async def test_a_worker_started_before_its_database_processes_jobs_once_it_is_up
     assert "password" not in worker.stderr()
 
 
+async def test_a_migrate_beside_the_worker_after_the_server_comes_up_is_waited_for(
+    workers: Workers, db: asyncpg.Connection, queue_name: str
+) -> None:
+    """Compose order: the worker starts, then the server, then ``lane_pg migrate``: the
+    server answering without the schema is not final while the worker had to wait."""
+    from lane_pg.postgres.schema import migrate
+
+    schema = f"lane_t_{queue_name[-10:]}_late"
+    port = _free_port()
+    worker = workers.spawn(
+        *queue_args(queue_name), "--dsn", _via(workers.dsn, port), "--schema", schema
+    )
+    try:
+        await until(lambda: _printed(worker.stderr(), WAITING), timeout=20)
+        async with forwarder(port, workers.dsn):
+            await until(lambda: _printed(worker.stderr(), "answers, but"), timeout=30)
+            assert worker.alive(), worker.describe()
+            await migrate(workers.dsn, schema=schema)
+            await worker.wait_started(timeout=60)
+            store = await PostgresBackend.connect(workers.dsn, schema=schema, max_size=2)
+            try:
+                job = await store.add_job(queue_name, "noop")
+                await until(lambda: _completed(store, queue_name, job.id), timeout=30)
+            finally:
+                await store.close()
+            worker.send(signal.SIGTERM)
+            assert await worker.wait_exit() == 0, worker.describe()
+    finally:
+        await db.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
 async def _completed(backend: PostgresBackend, queue: str, job_id: str) -> bool:
     return await backend.get_job_state(queue, job_id) == "completed"
 

@@ -123,3 +123,69 @@ async def test_the_stop_event_ends_the_wait() -> None:
 
     assert await open_when_reachable(opener, "the database db", stop=stop, first_delay=0.01) is None
     assert len(calls) == 2
+
+
+async def test_a_server_that_was_down_gets_time_to_have_its_schema_installed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Compose order: the server comes up, then a migrate runs beside the worker."""
+    answers = [
+        ConnectionRefusedError(111, "Connect call failed"),
+        SchemaVersionMismatch(None, 19, "schema 'lane' is not installed"),
+        SchemaVersionMismatch(None, 19, "schema 'lane' is not installed"),
+    ]
+
+    async def opener() -> str:
+        if answers:
+            raise answers.pop(0)
+        return "open"
+
+    with caplog.at_level(logging.WARNING, logger="lane_pg.worker"):
+        assert await open_when_reachable(opener, "the database db", **FAST) == "open"
+    assert caplog.text.count("answers, but schema 'lane' is not installed") == 1, caplog.text
+
+
+async def test_the_setup_grace_is_bounded() -> None:
+    answers: list[Exception] = [ConnectionRefusedError(111, "Connect call failed")]
+
+    async def opener() -> str:
+        if answers:
+            raise answers.pop(0)
+        raise SchemaVersionMismatch(None, 19, "schema 'lane' is not installed")
+
+    with pytest.raises(SchemaVersionMismatch, match="not installed"):
+        await open_when_reachable(opener, "the database db", setup_grace=0.02, **FAST)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        SchemaVersionMismatch(None, 19, "schema 'lane' is not installed"),
+        SchemaVersionMismatch(3, 19, "schema 'lane' is older"),
+    ],
+    ids=["missing", "older"],
+)
+async def test_a_server_up_from_the_start_fails_at_once_without_its_schema(
+    error: Exception,
+) -> None:
+    calls: list[int] = []
+
+    async def opener() -> str:
+        calls.append(1)
+        raise error
+
+    with pytest.raises(SchemaVersionMismatch):
+        await open_when_reachable(opener, "the database db", **FAST)
+    assert calls == [1]
+
+
+async def test_an_older_schema_is_never_waited_for() -> None:
+    answers: list[Exception] = [ConnectionRefusedError(111, "Connect call failed")]
+
+    async def opener() -> str:
+        if answers:
+            raise answers.pop(0)
+        raise SchemaVersionMismatch(3, 19, "schema 'lane' is older")
+
+    with pytest.raises(SchemaVersionMismatch, match="older"):
+        await open_when_reachable(opener, "the database db", **FAST)
