@@ -43,6 +43,7 @@ import asyncio
 import importlib
 import logging
 import math
+import os
 import signal
 import sys
 from collections.abc import Awaitable, Callable
@@ -316,11 +317,25 @@ def run(args: argparse.Namespace) -> int:
     if connection is not None and isinstance(connection[1], FailoverDriver):
         # FOV-8 and the list's other checks come first: nothing is opened if they fail.
         workers = _failover_workers(app, config, connection[1])
-        return asyncio.run(_serve_failover(workers, connection[0], lifecycle))
+        return asyncio.run(_exiting(_serve_failover(workers, connection[0], lifecycle), lifecycle))
     if connection is not None:
         assert isinstance(connection[1], BackendDriver)
-        return asyncio.run(_serve_connection(app, config, connection[0], connection[1], lifecycle))
-    return asyncio.run(_serve(app, config, lifecycle))
+        serving = _serve_connection(app, config, connection[0], connection[1], lifecycle)
+        return asyncio.run(_exiting(serving, lifecycle))
+    return asyncio.run(_exiting(_serve(app, config, lifecycle), lifecycle))
+
+
+async def _exiting(serving: Awaitable[int], lifecycle: Lifecycle) -> int:
+    """``serving``'s exit code; after a forced stop the process ends here, its cleanup
+    done: a thread still running a handler (whose job was given back) would otherwise
+    hold the exit, since ``asyncio.run`` and the interpreter join threads first."""
+    code = await serving
+    if lifecycle.forced_by is not None:
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
 def _check_options(args: argparse.Namespace) -> None:

@@ -201,6 +201,23 @@ async def test_a_second_signal_gives_running_jobs_back_at_once(
         assert await backend.get_job_state(queue_name, job.id) == "completed"
 
 
+async def test_a_second_signal_does_not_wait_for_a_handlers_thread(
+    workers: Workers, backend: PostgresBackend, db: asyncpg.Connection, queue_name: str
+) -> None:
+    """A handler blocked in a thread cannot be cancelled: its job is given back and the
+    process exits without joining the thread."""
+    worker = await workers.start(*queue_args(queue_name), app="tests.worker.thread_app:app")
+    job = await backend.add_job(queue_name, "thread_sleep", {"seconds": 300})
+    await wait_for_state(db, queue_name, job.id, "active")
+    worker.send(signal.SIGTERM)
+    await until(lambda: _printed(worker.stdout(), "signal again to stop now"))
+    worker.send(signal.SIGTERM)
+    assert await worker.wait_exit(timeout=20) == 128 + signal.SIGTERM, worker.describe()
+    row = await job_row(db, queue_name, job.id)
+    assert row is not None
+    assert (row["state"], row["lock_token"], row["attempts_started"]) == ("waiting", None, 0)
+
+
 async def _printed(text: str, line: str) -> bool:
     return line in text
 
