@@ -16,6 +16,7 @@ processor functions (``App(jobs=...)`` picks another registry than the default o
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -99,6 +100,19 @@ class App:
             )
         return {**typed, **self._processors}
 
+    def served_lanes(
+        self, facade: QueueFacade | None = None, *, connection: str | None = None
+    ) -> tuple[Lane, ...]:
+        """The lanes a worker of this app serves when none are given: the app's lanes, a
+        lane for each registered job class's queue, and their forward destinations
+        (``lane_pg.facade.serving``); empty when nothing names a queue."""
+        from lane_pg.facade import Q
+        from lane_pg.facade.serving import declared_lanes, with_forwards
+
+        facade = facade or Q
+        label = connection or self.connection_label()
+        return with_forwards(declared_lanes(self.lanes, self.jobs, facade), facade, label)
+
     def connection_label(self) -> str:
         """The connection name: the one given, else the driver's name the facade's
         bootstrap uses for this backend (``postgres``, ``memory``)."""
@@ -152,15 +166,23 @@ class App:
         """A worker for this app's processors, woken early by the backend when it can
         (PostgreSQL: a LISTEN connection for its queues; other backends poll).
 
-        ``settings`` are ``WorkerConfig`` fields; without lanes the app's lanes are used,
-        and without those the worker serves every queue.
+        ``settings`` are ``WorkerConfig`` fields. Without lanes (and without
+        ``all_queues=True``) the worker serves ``served_lanes()``: the app's lanes, its job
+        classes' queues and their forwards; ``ConfigurationError`` when those name none.
         """
         if config is None:
-            settings.setdefault("lanes", self.lanes)
             config = WorkerConfig(**settings)
         elif settings:
             raise ConfigurationError("give either a WorkerConfig or settings, not both")
         from lane_pg.facade import Q
+
+        if not config.lanes and not config.all_queues:
+            from lane_pg.facade.serving import NO_QUEUES_IN_CODE
+
+            lanes = self.served_lanes(Q)
+            if not lanes:
+                raise ConfigurationError(NO_QUEUES_IN_CODE)
+            config = dataclasses.replace(config, lanes=lanes)
 
         backend = await self.backend()
         return await create_worker(

@@ -141,7 +141,7 @@ async def test_an_app_on_postgres_listens_through_the_backend(pg_dsn: str) -> No
     """A PostgreSQL app's worker gets its LISTEN notifier from the backend (HasWakeups)."""
     app = lane_pg.App(pg_dsn)
     try:
-        worker = await app.create_worker(burst=True)
+        worker = await app.create_worker(lanes=(lane_pg.Lane("listens"),), burst=True)
         try:
             assert isinstance(worker.notifier, lane_pg.backend.WakeupSource)
             assert type(worker.notifier).__module__ == "lane_pg.postgres.notifier"

@@ -55,10 +55,25 @@ def _command_module(name: str) -> ModuleType:
     return importlib.import_module(f"lane_pg.cli.{name.replace('-', '_')}")
 
 
+class CommandParser(argparse.ArgumentParser):
+    """A command's parser: an unknown option (``worker --queues x``) is refused with the
+    command's own usage, not the top-level one argparse would print."""
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=PROG, description="lane_pg: a PostgreSQL job queue")
     _add_logging_arguments(parser, None)
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    sub = parser.add_subparsers(
+        dest="command", metavar="COMMAND", required=True, parser_class=CommandParser
+    )
     for name in COMMANDS:
         module = _command_module(name)
         command = sub.add_parser(

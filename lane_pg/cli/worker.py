@@ -2,22 +2,38 @@
 
     python -m lane_pg worker --app myapp.jobs:app --queue control:1:3 --queue prompt:5:2
     python -m lane_pg work --app myapp.jobs --connection reports --queue exports,heavy
+    python -m lane_pg worker --app myapp.jobs                  # the queues the app declares
+    python -m lane_pg worker --app myapp.jobs --all-queues     # every queue of the database
 
 ``--queue NAME[:PRIORITY[:CONCURRENCY]]`` may repeat and takes comma lists; lanes are
-served in priority order (0 first). Without ``--queue`` the app's lanes are used, and
-without those every queue. A queue forwarded by the facade (``Q.forward(src, dst)``) is
-served with its destination, under the source's pause (ROUTE-5, PAUSE-8).
+served in priority order (0 first). Without ``--queue`` the worker serves the queues the
+app declares: its lanes (``App(lanes=...)``) and the queue of each registered job class
+(``lane_pg.facade.serving``); when those name none it refuses to start, saying how to name
+them. ``--all-queues`` serves every queue of the database (an explicit choice: such a
+worker claims every app's jobs). A queue forwarded by the facade (``Q.forward(src, dst)``)
+is served with its destination, under the source's pause (ROUTE-5, PAUSE-8).
 ``--connection NAME`` drains a facade connection (CLI-2): an unknown name exits 2 before
 anything is claimed. A failover connection gets one worker per connection of its list in
 this process (``lane_pg.facade.failover_worker``); one that cannot filter by queue under
-``--queue`` exits 2, naming it, before anything is claimed (FOV-8). ``--max-jobs N`` exits
+named queues exits 2, naming it, before anything is claimed (FOV-8). ``--max-jobs N`` exits
 0 once N claimed jobs are settled (CLI-5); a ``restart`` command makes a running worker
-exit 0 the same way (CLI-6). SIGTERM or SIGINT stops claiming at once, lets running jobs
-finish for up to ``--shutdown-timeout`` seconds, releases the rest back to their queue,
-and exits 0 (CLI-4). Pause transitions of the
-queues it was started with (without ``--queue``: of every queue, and ``All queues`` for
-the connection-wide pause) are printed as ``YYYY-MM-DD HH:MM:SS Queue billing PAUSED``
-(PAUSE-7, CLI-13).
+exit 0 the same way (CLI-6).
+
+Start-up: a database that cannot be reached yet (refused, timed out, a host name not
+resolving yet, starting up, too many connections) is retried, 0.5 s doubling to 10 s, with
+one warning per 30 s of waiting, for ``--startup-timeout`` seconds (default: until it
+answers); SIGTERM or SIGINT ends the wait. What waiting cannot fix (authentication, a
+database that does not exist, a malformed DSN, a missing or older schema) exits 1 at once;
+only a server that was unreachable and then answers without the lane schema (or the
+database) gets 60 s more, for a migrate running beside the worker.
+
+Shutdown: the first SIGTERM or SIGINT stops claiming, prints what the worker waits for, lets
+running jobs finish for up to ``--shutdown-timeout`` seconds, releases the rest back to
+their queue, and exits 0 (CLI-4). A second one stops at once: the running jobs are given
+back to waiting (leases cleared, their attempt not counted) and the worker exits 128 + the
+signal's number (130 for SIGINT, 143 for SIGTERM). Pause transitions of the queues it
+serves (with ``--all-queues``: of every queue, and ``All queues`` for the connection-wide
+pause) are printed as ``YYYY-MM-DD HH:MM:SS Queue billing PAUSED`` (PAUSE-7, CLI-13).
 """
 
 from __future__ import annotations
@@ -26,24 +42,30 @@ import argparse
 import asyncio
 import importlib
 import logging
+import math
+import os
 import signal
 import sys
+from collections.abc import Awaitable, Callable
 from datetime import datetime
+from typing import TypeVar
 
 from lane_pg.app import App
 from lane_pg.backend import JobQueueBackend
+from lane_pg.backend.url import redact_url
 from lane_pg.cli.common import (
     DEFAULT_SCHEMA,
     CommandError,
     add_connection_arguments,
     add_connection_name_argument,
     connection_env,
+    describe_error,
     duration_option,
     resolve_connection,
     store_note,
 )
 from lane_pg.cli.limits import parse_rate
-from lane_pg.errors import LaneError
+from lane_pg.errors import ConfigurationError, LaneError
 from lane_pg.facade import (
     BackendDriver,
     Events,
@@ -51,15 +73,22 @@ from lane_pg.facade import (
     FailoverDriver,
     FailoverWorker,
     Q,
-    QueueFacade,
 )
 from lane_pg.facade.failed import default_failed_store
+from lane_pg.facade.serving import NO_QUEUES, with_forwards
 from lane_pg.logs import configure_cli_logging
 from lane_pg.types import Lane
 from lane_pg.worker import Worker, WorkerConfig, joblog
 from lane_pg.worker.budget import ClaimBudget
 from lane_pg.worker.config import UNKNOWN_JOB_CHOICES
-from lane_pg.worker.start import close_worker, create_worker
+from lane_pg.worker.start import (
+    DatabaseUnreachable,
+    close_worker,
+    create_worker,
+    open_when_reachable,
+)
+
+T = TypeVar("T")
 
 HELP = "run a worker: claim jobs of the given queues and run the app's processors"
 ALIASES = ("work",)
@@ -74,13 +103,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="MODULE[:ATTR]: the module registering job classes, listeners and"
         " connections, and its lane_pg.App (without it: nothing to run, refused)",
     )
-    parser.add_argument(
+    queues = parser.add_mutually_exclusive_group()
+    queues.add_argument(
         "--queue",
         action="append",
         default=[],
         metavar="NAME[:PRIORITY[:CONCURRENCY]][,...]",
-        help="lanes to serve (repeatable, comma-separated); default: the app's lanes, else"
-        " every queue",
+        help="lanes to serve (repeatable, comma-separated); default: the app's lanes and"
+        " its job classes' queues (refused when those name none)",
+    )
+    queues.add_argument(
+        "--all-queues",
+        action="store_true",
+        help="serve every queue of the database, whichever app its jobs belong to",
     )
     shipped = WorkerConfig.__dataclass_fields__  # the defaults live once, in WorkerConfig
     concurrency, lease = shipped["concurrency"].default, shipped["lease"].default
@@ -114,8 +149,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=duration_option("s"),
         default=shutdown,
         metavar="DURATION",
-        help=f"time to finish running jobs on stop: 30s, 2m; a bare number is seconds"
-        f" (default: {shutdown:g}s)",
+        help=f"time running jobs get to finish after SIGTERM/SIGINT (30s, 2m; a bare number"
+        f" is seconds; default: {shutdown:g}s); a second signal gives them back at once",
+    )
+    parser.add_argument(
+        "--startup-timeout",
+        type=duration_option("s"),
+        default=None,
+        metavar="DURATION",
+        help="how long to keep retrying a database that cannot be reached yet (30s, 5m; a"
+        " bare number is seconds; 0: try once; default: until it answers)",
     )
     idle = parser.add_mutually_exclusive_group()
     idle.add_argument(
@@ -177,42 +220,61 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def parse_lanes(texts: list[str]) -> tuple[Lane, ...]:
-    """Every ``--queue`` value, each a comma list of ``NAME[:PRIORITY[:CONCURRENCY]]``."""
-    return tuple(
-        parse_lane(part.strip()) for text in texts for part in text.split(",") if part.strip()
-    )
-
-
-def with_forwards(
-    lanes: tuple[Lane, ...], facade: QueueFacade, connection: str
-) -> tuple[Lane, ...]:
-    """``lanes`` plus a lane for each forward destination of theirs (ROUTE-5), with its
-    source's priority and bound and paused as its source (PAUSE-8)."""
-    names = [lane.name for lane in lanes]
-    by_name = {lane.name: lane for lane in lanes}
-    extra = []
-    for source in names:
-        target = facade.routing.forwarded(source, connection)
-        if target not in by_name:
-            lane = by_name[source]
-            by_name[target] = Lane(
-                target, lane.priority, lane.max_concurrency, lane.min_concurrency, pause_as=source
+    """Every ``--queue`` value, each a comma list of ``NAME[:PRIORITY[:CONCURRENCY]]``. An
+    empty element (a trailing comma) is skipped; a value that names no queue at all (an
+    unset ``$QUEUES``) is refused."""
+    lanes: list[Lane] = []
+    for text in texts:
+        parts = [part.strip() for part in text.split(",") if part.strip()]
+        if not parts:
+            raise CommandError(
+                f"--queue {text!r} names no queue: give NAME[:PRIORITY[:CONCURRENCY]]"
+                " (repeatable), or --all-queues to serve every queue"
             )
-            extra.append(by_name[target])
-    return lanes + tuple(extra)
+        lanes.extend(parse_lane(part) for part in parts)
+    return tuple(lanes)
 
 
 def parse_lane(text: str) -> Lane:
-    """``NAME[:PRIORITY[:CONCURRENCY]]`` as a Lane."""
+    """``NAME[:PRIORITY[:CONCURRENCY]]`` as a Lane; a ``CommandError`` sentence otherwise."""
     name, *rest = text.split(":")
     if len(rest) > 2:
         raise CommandError(f"--queue {text!r}: expected NAME[:PRIORITY[:CONCURRENCY]]")
+    if not name:
+        raise CommandError(f"--queue {text!r}: the queue name is empty")
+    priority = _whole(text, "the priority", rest[0], least=0) if rest and rest[0] else 0
+    concurrency = (
+        _whole(text, "the concurrency", rest[1], least=1) if len(rest) > 1 and rest[1] else None
+    )
     try:
-        priority = int(rest[0]) if rest and rest[0] else 0
-        concurrency = int(rest[1]) if len(rest) > 1 and rest[1] else None
         return Lane(name, priority, concurrency)
-    except ValueError as exc:
+    except LaneError as exc:
         raise CommandError(f"--queue {text!r}: {exc}") from exc
+
+
+def _whole(text: str, what: str, value: str, *, least: int) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise CommandError(f"--queue {text!r}: {what} must be an integer, got {value!r}") from None
+    if number < least:
+        raise CommandError(f"--queue {text!r}: {what} must be >= {least}, got {value!r}")
+    return number
+
+
+def served_lanes(args: argparse.Namespace, app: App, connection: str) -> tuple[Lane, ...]:
+    """The lanes the options and the app name: ``--queue``'s, else the app's lanes and job
+    class queues, each with its forward destinations; () for ``--all-queues``. A
+    ``CommandError`` saying how to name them when nothing does."""
+    if args.all_queues:
+        return ()
+    given = parse_lanes(args.queue)
+    if given:
+        return with_forwards(given, Q, connection)
+    lanes = app.served_lanes(Q, connection=connection)
+    if not lanes:
+        raise CommandError(NO_QUEUES)
+    return lanes
 
 
 def load_app(spec: str) -> App:
@@ -242,6 +304,7 @@ def load_app(spec: str) -> App:
 
 
 def run(args: argparse.Namespace) -> int:
+    _check_options(args)  # a bad number is named before the app is even imported
     sys.path.insert(0, "")  # MODULE is looked up from the current directory, like python -m
     app = load_app(args.app) if args.app else App()
     configure_cli_logging(args.verbose, args.log_format)
@@ -266,26 +329,97 @@ def run(args: argparse.Namespace) -> int:
             " --app MODULE[:ATTR] naming the module that registers them"
         )
     label = connection[0] if connection is not None else app.connection_label()
-    config = worker_config(args, with_forwards(parse_lanes(args.queue) or app.lanes, Q, label))
+    # Before anything is opened: a worker that would serve no named queue is refused here.
+    config = worker_config(args, served_lanes(args, app, label))
+    lifecycle = Lifecycle(config, args.startup_timeout)
     if connection is not None and isinstance(connection[1], FailoverDriver):
         # FOV-8 and the list's other checks come first: nothing is opened if they fail.
         workers = _failover_workers(app, config, connection[1])
-        return asyncio.run(_serve_failover(workers, connection[0]))
+        return asyncio.run(_exiting(_serve_failover(workers, connection[0], lifecycle), lifecycle))
     if connection is not None:
         assert isinstance(connection[1], BackendDriver)
-        return asyncio.run(_serve_connection(app, config, connection[0], connection[1]))
-    return asyncio.run(_serve(app, config))
+        serving = _serve_connection(app, config, connection[0], connection[1], lifecycle)
+        return asyncio.run(_exiting(serving, lifecycle))
+    return asyncio.run(_exiting(_serve(app, config, lifecycle), lifecycle))
+
+
+async def _exiting(serving: Awaitable[int], lifecycle: Lifecycle) -> int:
+    """``serving``'s exit code; after a forced stop the process ends here, its cleanup
+    done: a thread still running a handler (whose job was given back) would otherwise
+    hold the exit, since ``asyncio.run`` and the interpreter join threads first."""
+    code = await serving
+    if lifecycle.forced_by is not None:
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+def _check_options(args: argparse.Namespace) -> None:
+    """Each numeric option in its range, the option named in the one-line error."""
+    checks: list[tuple[str, float | None, bool, str]] = [
+        ("--concurrency", args.concurrency, args.concurrency >= 1, "a whole number >= 1"),
+        ("--lease", args.lease, _positive(args.lease), "a positive number of seconds"),
+        (
+            "--shutdown-timeout",
+            args.shutdown_timeout,
+            _positive(args.shutdown_timeout, zero=True),
+            "a number of seconds >= 0",
+        ),
+        (
+            "--poll-interval",
+            args.poll_interval,
+            args.poll_interval is None or _positive(args.poll_interval),
+            "a positive number of milliseconds (the poll interval must be positive)",
+        ),
+        (
+            "--block-timeout",
+            args.block_timeout,
+            args.block_timeout is None or _positive(args.block_timeout),
+            "a positive number of seconds (the poll interval must be positive)",
+        ),
+        (
+            "--max-jobs",
+            args.max_jobs,
+            args.max_jobs is None or args.max_jobs >= 1,
+            "a whole number >= 1",
+        ),
+        (
+            "--stacktrace-limit",
+            args.stacktrace_limit,
+            args.stacktrace_limit >= 0,
+            "a whole number >= 0",
+        ),
+        (
+            "--startup-timeout",
+            getattr(args, "startup_timeout", None),
+            getattr(args, "startup_timeout", None) is None
+            or _positive(args.startup_timeout, zero=True),
+            "a number of seconds >= 0",
+        ),
+    ]
+    for option, value, ok, requirement in checks:
+        if not ok:
+            raise CommandError(f"{option} {value:g}: must be {requirement}")
+
+
+def _positive(value: float, *, zero: bool = False) -> bool:
+    """``value`` is finite and > 0 (>= 0 with ``zero``); NaN is neither."""
+    return math.isfinite(value) and (value >= 0 if zero else value > 0)
 
 
 def worker_config(args: argparse.Namespace, lanes: tuple[Lane, ...]) -> WorkerConfig:
-    """The ``WorkerConfig`` the options give, for ``lanes``; a bad value is a one-line
-    ``CommandError``."""
+    """The ``WorkerConfig`` the options give, for ``lanes`` (none: ``--all-queues``); a bad
+    value is a one-line ``CommandError`` naming its option."""
+    _check_options(args)
     poll = args.block_timeout
     if args.poll_interval is not None:
         poll = args.poll_interval / 1000  # CLI-1: milliseconds
     settings: dict[str, object] = {
         "concurrency": args.concurrency,
         "lanes": lanes,
+        "all_queues": bool(getattr(args, "all_queues", False)) and not lanes,
         "lease": args.lease,
         "shutdown_timeout": args.shutdown_timeout,
         "burst": args.burst,
@@ -340,22 +474,126 @@ class CliWorkerHooks(FacadeWorkerHooks):
         print(f"{datetime.now().strftime('%Y-%m-%d %H:%M:%S')} {text}{self._tag}", flush=True)
 
 
-async def _serve(app: App, config: WorkerConfig) -> int:
-    worker = await app.create_worker(config, hooks=CliWorkerHooks(Q.events, app.connection_label()))
+class Lifecycle:
+    """SIGTERM/SIGINT for the whole life of the process, and the start-up wait.
+
+    Installed before the database is opened, so a signal ends the wait for it
+    (``open``). Once the worker runs (``attach``), the first signal stops its claims and
+    prints what it waits for; the second stops it at once (``Worker.stop(force=True)``),
+    and ``exit_code`` is then 128 + that signal's number."""
+
+    def __init__(self, config: WorkerConfig, startup_timeout: float | None) -> None:
+        self.config = config
+        self.startup_timeout = startup_timeout
+        self.signals = 0
+        self.forced_by: int | None = None
+        self._last_signal: int | None = None
+        self._requested: asyncio.Event | None = None
+        self._worker: Worker | FailoverWorker | None = None
+
+    def install(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._requested = asyncio.Event()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, self._received, signum)
+
+    async def open(self, opener: Callable[[], Awaitable[T]], what: str) -> T | None:
+        """``opener()`` once the database answers (``open_when_reachable``); None when a
+        signal came first. What waiting cannot fix is a one-line ``CommandError``."""
+        try:
+            return await open_when_reachable(
+                opener, what, timeout=self.startup_timeout, stop=self._requested
+            )
+        except (CommandError, ConfigurationError):
+            raise
+        except DatabaseUnreachable as exc:
+            raise CommandError(str(exc)) from exc
+        except Exception as exc:
+            raise CommandError(
+                f"cannot use {what}: {describe_error(exc)} (not retried: waiting cannot fix it)"
+            ) from exc
+
+    def attach(self, worker: Worker | FailoverWorker) -> None:
+        """The worker the signals stop from now on (told at once of signals seen already)."""
+        self._worker = worker
+        if self.signals >= 2:
+            self.forced_by = self._last_signal
+            worker.stop(force=True)
+        elif self.signals == 1:
+            worker.stop()
+
+    def stopped_while_waiting(self) -> int:
+        print(
+            f"lane_pg: worker {self.config.worker_id} stopped while waiting for the database",
+            flush=True,
+        )
+        return 0
+
+    def exit_code(self) -> int:
+        """0, or 128 + the signal that forced the stop (as a shell reports a signal)."""
+        return 0 if self.forced_by is None else 128 + self.forced_by
+
+    def _received(self, signum: int) -> None:
+        self.signals += 1
+        self._last_signal = signum
+        if self._requested is not None:
+            self._requested.set()
+        worker = self._worker
+        if worker is None:
+            return
+        worker_id = self.config.worker_id
+        if self.signals == 1:
+            running = worker.running
+            waits = (
+                f"waiting up to {self.config.shutdown_timeout:g}s for {_jobs(running)}; signal"
+                " again to stop now"
+                if running
+                else "no job running"
+            )
+            print(f"lane_pg: worker {worker_id} stopping: {waits}", flush=True)
+            worker.stop()
+            return
+        if self.forced_by is None:
+            self.forced_by = signum
+            print(
+                f"lane_pg: worker {worker_id} stopping now: giving back {_jobs(worker.running)}",
+                flush=True,
+            )
+        worker.stop(force=True)
+
+
+def _jobs(count: int) -> str:
+    return f"{count} running job" + ("" if count == 1 else "s")
+
+
+async def _serve(app: App, config: WorkerConfig, lifecycle: Lifecycle) -> int:
+    lifecycle.install()
     try:
-        return await _run(worker, config, app.connection_label())
+        what = f"the database {redact_url(app.resolve_dsn())}"
+        if await lifecycle.open(app.backend, what) is None:
+            return lifecycle.stopped_while_waiting()
+        worker = await app.create_worker(
+            config, hooks=CliWorkerHooks(Q.events, app.connection_label())
+        )
+        try:
+            return await _run(worker, config, app.connection_label(), lifecycle)
+        finally:
+            await close_worker(worker)
     finally:
-        await close_worker(worker)
         await app.close()
 
 
 async def _serve_connection(
-    app: App, config: WorkerConfig, name: str, driver: BackendDriver
+    app: App, config: WorkerConfig, name: str, driver: BackendDriver, lifecycle: Lifecycle
 ) -> int:
     """A worker on facade connection ``name`` (``--connection``), made as ``App`` and
     ``run_worker`` make theirs (``lane_pg.worker.start.create_worker``)."""
+    lifecycle.install()
     try:
-        backend = await driver.backend()
+        what = f"connection {name!r}" + (f" ({redact_url(driver.url)})" if driver.url else "")
+        backend = await lifecycle.open(driver.backend, what)
+        if backend is None:
+            return lifecycle.stopped_while_waiting()
         worker = await create_worker(
             backend,
             app.all_processors(Q, connection=name),
@@ -365,7 +603,7 @@ async def _serve_connection(
             hooks=CliWorkerHooks(Q.events, name),
         )
         try:
-            return await _run(worker, config, name)
+            return await _run(worker, config, name, lifecycle)
         finally:
             await close_worker(worker)
     finally:
@@ -392,18 +630,21 @@ def _failover_workers(app: App, config: WorkerConfig, driver: FailoverDriver) ->
     return FailoverWorker(driver, config, make)
 
 
-async def _serve_failover(workers: FailoverWorker, name: str) -> int:
+async def _serve_failover(workers: FailoverWorker, name: str, lifecycle: Lifecycle) -> int:
+    """Each connection of the list is retried with backoff while it is down (``FailoverWorker``),
+    without ``--startup-timeout``: the others are served meanwhile."""
+    lifecycle.install()
     try:
         described = f"{name} (failover: {', '.join(workers.labels)}; concurrency per connection)"
-        return await _run(workers, workers.config, described)
+        return await _run(workers, workers.config, described, lifecycle)
     finally:
         await workers.driver.close()
 
 
-async def _run(worker: Worker | FailoverWorker, config: WorkerConfig, connection: str) -> int:
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, worker.stop)
+async def _run(
+    worker: Worker | FailoverWorker, config: WorkerConfig, connection: str, lifecycle: Lifecycle
+) -> int:
+    lifecycle.attach(worker)
     queues = ", ".join(
         f"{lane.name}(priority {lane.priority}, max {lane.max_concurrency or config.concurrency}"
         + (f", paused as {lane.pause_as}" if lane.pause_as else "")
@@ -412,11 +653,23 @@ async def _run(worker: Worker | FailoverWorker, config: WorkerConfig, connection
     )
     print(
         f"lane_pg: worker {config.worker_id} started: connection {connection}{store_note()};"
-        f" queues {queues or 'all'}; concurrency {config.concurrency}; lease {config.lease:g}s",
+        f" queues {queues or 'all (--all-queues)'}; concurrency {config.concurrency};"
+        f" lease {config.lease:g}s",
         flush=True,
     )
     await worker.run()
+    if worker.forced:
+        given = [f"{queue}/{job_id}" for queue, job_id in worker.given_back]
+        listed = ", ".join(given[:10]) + (f" and {len(given) - 10} more" if len(given) > 10 else "")
+        print(
+            f"lane_pg: worker {config.worker_id} stopped at once: gave back {len(given)} running"
+            " job"
+            + ("" if len(given) == 1 else "s")
+            + (f" ({listed})" if given else "")
+            + "; their attempts are not counted",
+            flush=True,
+        )
     done = joblog.summary(worker.counts)
     logging.getLogger("lane_pg.worker").info("worker %s exited: %s", config.worker_id, done)
     print(f"lane_pg: worker {config.worker_id} stopped: {done}", flush=True)
-    return 0
+    return lifecycle.exit_code()

@@ -117,6 +117,7 @@ class FailoverWorker:
         if self.budget is not None:
             self.budget.on_spent(self.stop)
         self._stopped = asyncio.Event()
+        self._forced = False
 
     @property
     def worker_id(self) -> str:
@@ -152,12 +153,27 @@ class FailoverWorker:
     def member_config(self, label: str) -> WorkerConfig:
         return dataclasses.replace(self.config, worker_id=f"{self.config.worker_id}@{label}")
 
-    def stop(self) -> None:
+    @property
+    def running(self) -> int:
+        """Jobs whose handler is running now, over every member worker."""
+        return sum(worker.running for worker in self.workers.values())
+
+    @property
+    def forced(self) -> bool:
+        return self._forced
+
+    @property
+    def given_back(self) -> list[tuple[str, str]]:
+        """``(queue, id)`` of each job a forced stop gave back, over every member."""
+        return [item for worker in self.workers.values() for item in worker.given_back]
+
+    def stop(self, *, force: bool = False) -> None:
         """Stop every member worker at its next claim boundary, and the retries of the
-        connections that are down."""
+        connections that are down; ``force`` as ``Worker.stop``."""
+        self._forced = self._forced or force
         self._stopped.set()
         for worker in self.workers.values():
-            worker.stop()
+            worker.stop(force=self._forced)
 
     async def run(self) -> None:
         """Serve every connection until ``stop()`` (or, in burst mode, until each is
@@ -218,6 +234,7 @@ class FailoverWorker:
             member.outage.succeeded()
             member.worker = worker
             if self._stopped.is_set():
-                worker.stop()  # stopped while it was being made: it shuts down at once
+                # Stopped while it was being made: it shuts down at once.
+                worker.stop(force=self._forced)
             return worker
         return None

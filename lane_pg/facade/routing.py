@@ -77,6 +77,11 @@ class Routing:
             return queue
         return found.queue
 
+    def queue_of(self, cls: type[Job]) -> str:
+        """The queue ``cls``'s pushes land on before any forward: its route's, else
+        ``cls.queue``, else ``default`` (what a worker serves for it by default)."""
+        return self._routes.get(cls, Route()).queue or cls.queue or DEFAULT_QUEUE
+
     def claim_queues(self, queues: list[str], connection: str) -> list[str]:
         """A worker started on ``queues`` also claims their forward destinations (ROUTE-5);
         pause is still checked on the names it was started with (PAUSE-8)."""

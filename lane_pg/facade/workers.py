@@ -6,13 +6,16 @@
     await lane_pg.run_worker_on("failover", config, stop)  # one worker per connection
 
 The worker runs on the connection's backend with a processor for every job class of the
-facade's registry; setting ``shutdown`` stops it at the next claim boundary, running jobs
-finish (``shutdown_timeout``) and the call returns the stopped worker.
+facade's registry, on the config's lanes, else the queues of those classes and their
+forwards (``lane_pg.facade.serving``; ``all_queues=True`` serves every queue); setting
+``shutdown`` stops it at the next claim boundary, running jobs finish
+(``shutdown_timeout``) and the call returns the stopped worker.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 from lane_pg.backend import JobQueueBackend
 from lane_pg.errors import ConfigurationError
@@ -23,6 +26,7 @@ from lane_pg.facade.failover_worker import FailoverWorker
 from lane_pg.facade.pausing import FacadeWorkerHooks
 from lane_pg.facade.queue import Q, QueueFacade
 from lane_pg.facade.runner import typed_processors
+from lane_pg.facade.serving import NO_QUEUES_IN_CODE, declared_lanes, with_forwards
 from lane_pg.worker import Worker, WorkerConfig
 from lane_pg.worker.budget import ClaimBudget
 from lane_pg.worker.start import close_worker, create_worker, run_until
@@ -46,7 +50,8 @@ async def run_worker(
         driver = facade.driver()
         connection = connection or facade.connection_name()
     if isinstance(driver, FailoverDriver):
-        workers = failover_worker(driver, config or WorkerConfig(), facade)
+        config = served_config(config, facade, connection or driver.driver_name)
+        workers = failover_worker(driver, config, facade)
         await run_until(workers, shutdown)
         return workers
     if not isinstance(driver, BackendDriver):
@@ -55,11 +60,12 @@ async def run_worker(
             " local or failover connections"
         )
     label = connection or driver.driver_name
+    config = served_config(config, facade, label)
     processors = typed_processors(facade.registry, facade.events, label)
     worker = await create_worker(
         await driver.backend(),
         processors,
-        config or WorkerConfig(),
+        config,
         failed_store=facade.failed_store(),
         connection=label,
         hooks=FacadeWorkerHooks(facade.events, label),
@@ -69,6 +75,21 @@ async def run_worker(
     finally:
         await close_worker(worker)
     return worker
+
+
+def served_config(
+    config: WorkerConfig | None, facade: QueueFacade, connection: str
+) -> WorkerConfig:
+    """``config`` (default ``WorkerConfig()``), with the lanes of the facade's job classes
+    and their forwards when it names none and does not say ``all_queues``
+    (``lane_pg.facade.serving``); ``ConfigurationError`` when no job class is registered."""
+    config = config or WorkerConfig()
+    if config.lanes or config.all_queues:
+        return config
+    lanes = with_forwards(declared_lanes((), facade.registry, facade), facade, connection)
+    if not lanes:
+        raise ConfigurationError(NO_QUEUES_IN_CODE)
+    return dataclasses.replace(config, lanes=lanes)
 
 
 async def run_worker_on(

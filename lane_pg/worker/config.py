@@ -46,7 +46,12 @@ class WorkerConfig:
     # 20 -> 13,600, 50 -> 23,900 jobs/s; two processes 11,700 / 17,800 / 25,300.
     concurrency: int = 50
     lanes: tuple[Lane, ...] = ()
-    """Lanes served, any order (sorted by priority); empty means every queue, priority 0."""
+    """Lanes served, any order (sorted by priority). A ``Worker`` refuses to start with
+    none unless ``all_queues`` (``App.create_worker`` and ``run_worker`` derive them from
+    the app's lanes and job classes first: ``lane_pg.facade.serving``)."""
+    all_queues: bool = False
+    """Serve every queue of the database, priority 0 (with no lanes): an explicit choice,
+    since such a worker claims the jobs of every app sharing the database."""
     lease: float = 30.0
     shutdown_timeout: float = 30.0
     poll_interval: float = 5.0
@@ -180,6 +185,8 @@ class WorkerConfig:
             raise InvalidOptions(
                 f"on_unknown_job must be 'fail' or 'release', got {self.on_unknown_job!r}"
             )
+        if self.all_queues and self.lanes:
+            raise InvalidOptions("all_queues serves every queue: give it without lanes")
         names = [lane.name for lane in self.lanes]
         if len(names) != len(set(names)):
             raise InvalidOptions(f"a lane is listed twice: {names}")

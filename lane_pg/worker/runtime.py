@@ -16,7 +16,7 @@ from lane_pg.backend import (
     Leader,
     WakeupSource,
 )
-from lane_pg.errors import InvalidOptions
+from lane_pg.errors import ConfigurationError, InvalidOptions
 from lane_pg.failed import FailedJobStore
 from lane_pg.types import ClaimedJob, Lane, QueueDemand
 from lane_pg.worker import joblog
@@ -41,10 +41,17 @@ log = logging.getLogger("lane_pg.worker")
 
 SETTLE_AT_SHUTDOWN = 10.0
 """Seconds a stopping worker keeps writing outcomes after its jobs ended."""
+FORCED_GRACE = 5.0
+"""Seconds a forced stop waits for cancelled handlers to end before it gives their jobs
+back without them (a handler that swallows its cancellation)."""
 
 
 class Worker:
     """Runs processors for the jobs of its lanes until stopped (or idle, in burst mode).
+
+    ``config.lanes`` names the queues it serves; a config without lanes must say
+    ``all_queues=True`` (every queue of the database), else ``ConfigurationError``: a
+    worker of every queue claims every app's jobs, so it is never one by omission.
 
     ``processors`` maps job names to processors (WORK-3), or is one processor for every
     name; a processor is an async function ``(job, ctx)`` or an object with an async
@@ -90,6 +97,13 @@ class Worker:
             self.processors = {}
             fallback = as_processor(processors)
         self.config = config or WorkerConfig()
+        if not self.config.lanes and not self.config.all_queues:
+            # Serving every queue silently claimed other apps' jobs and failed them for
+            # good as unknown names (issue 22): the queues are named, or "all" is said.
+            raise ConfigurationError(
+                "a worker needs the queues it serves: WorkerConfig(lanes=(Lane('emails'),)),"
+                " or WorkerConfig(all_queues=True) to serve every queue of the database"
+            )
         self.worker_id = self.config.worker_id
         self._notifier = notifier
         if leader is None and isinstance(backend, HasLeader):
@@ -97,6 +111,7 @@ class Worker:
         self._lanes = tuple(sorted(self.config.lanes, key=lambda lane: (lane.priority, lane.name)))
         self._wake = asyncio.Event()
         self._stopping = False
+        self._forced = asyncio.Event()
         self._drained = False
         self._task: asyncio.Task[None] | None = None
         # PAUSE-10: a worker that ignores pauses reads no pause state at all.
@@ -165,12 +180,39 @@ class Worker:
         )
 
     # ----------------------------------------------------------------- control
-    def stop(self) -> None:
-        """Stop claiming now; running jobs finish (up to ``shutdown_timeout``)."""
+    def stop(self, *, force: bool = False) -> None:
+        """Stop claiming now; running jobs finish (up to ``shutdown_timeout``), and the
+        ones still running then are released to their queue, their attempt counted.
+
+        ``force`` (the CLI's second SIGTERM/SIGINT; also after a plain ``stop()``) stops
+        at once: the running handlers are cancelled and their jobs given back to waiting,
+        their leases cleared and their attempt not counted (``lane.give_back_job``); a
+        handler that ignores its cancellation for ``FORCED_GRACE`` seconds has its job
+        given back without it, and its late outcome is refused. ``given_back`` lists them.
+        Calling ``stop()`` again is harmless: only ``force`` forces."""
         if not self._stopping:
             log.info("worker %s stopping: no new claims", self.worker_id)
         self._stopping = True
+        if force and not self._forced.is_set():
+            log.info("worker %s stopping now: running jobs are given back", self.worker_id)
+            self._settlement.give_back_on_release = True
+            self._forced.set()
         self._poke()
+
+    @property
+    def forced(self) -> bool:
+        """Whether ``stop(force=True)`` was called."""
+        return self._forced.is_set()
+
+    @property
+    def running(self) -> int:
+        """Jobs whose handler is running now."""
+        return self._running.busy
+
+    @property
+    def given_back(self) -> list[tuple[str, str]]:
+        """``(queue, id)`` of each job a forced stop gave back."""
+        return list(self._settlement.given_back)
 
     @property
     def lanes(self) -> tuple[Lane, ...]:
@@ -593,17 +635,47 @@ class Worker:
         await self._shutdown(self.config.shutdown_timeout if self._stopping else None)
 
     async def _shutdown(self, timeout: float | None) -> None:  # noqa: ASYNC109 (a deadline)
-        tasks = [r.task for r in self._running if r.task is not None]
-        if tasks:
+        running = {r.task: r for r in self._running if r.task is not None and not r.task.done()}
+        if running:
             log.info(
                 "worker %s: waiting %s for %d running jobs",
                 self.worker_id,
                 "as long as they run" if timeout is None else f"up to {timeout:.0f}s",
-                len(tasks),
+                len(running),
             )
-            _, pending = await asyncio.wait(tasks, timeout=timeout)
+            await self._until_done_or_forced(list(running), timeout)
+            pending = [task for task in running if not task.done()]
             for task in pending:
-                task.cancel()  # the job's task releases it back to waiting
+                task.cancel()  # the job's task releases it (gives it back, when forced)
             if pending:
-                await asyncio.wait(pending)
+                await self._until_done_or_forced(pending, None)
+            if pending and self._forced.is_set():
+                await asyncio.wait(pending, timeout=FORCED_GRACE)
+                for task in pending:
+                    if not task.done():
+                        job = running[task].job
+                        log.warning(
+                            "job %s/%s: its handler ignores cancellation; given back without"
+                            " it (its outcome will be refused)",
+                            job.queue,
+                            job.id,
+                        )
+                        await self._settlement.release(running[task])
         await self._settlement.drain(SETTLE_AT_SHUTDOWN)
+
+    async def _until_done_or_forced(
+        self,
+        tasks: list[asyncio.Task[None]],
+        timeout: float | None,  # noqa: ASYNC109 (a deadline)
+    ) -> None:
+        """Until every task of ``tasks`` is done, ``timeout`` seconds passed, or a forced
+        stop; the tasks are left running."""
+        if self._forced.is_set():
+            return
+        done = asyncio.ensure_future(asyncio.wait(tasks))
+        forced = asyncio.ensure_future(self._forced.wait())
+        try:
+            await asyncio.wait({done, forced}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            done.cancel()  # cancels the waiting, not the tasks waited for
+            forced.cancel()

@@ -77,6 +77,10 @@ class Settlement:
         self._settled = asyncio.Event()
         self.failures = 0
         """Outcomes whose write raised (WORK-16): their jobs are left to lease expiry."""
+        self.give_back_on_release = False
+        """A forced stop: ``release`` gives the attempt back too (``give_back_job``)."""
+        self.given_back: list[tuple[str, str]] = []
+        """``(queue, id)`` of the jobs ``release`` gave back under a forced stop."""
 
     # ----------------------------------------------------------------- outcomes
     def complete(self, running: Running, result: JSON) -> None:
@@ -114,10 +118,17 @@ class Settlement:
         self._jobs.finish(running)
 
     async def release(self, running: Running) -> None:
-        """Hand a job back to the front of its queue (shutdown deadline passed)."""
+        """Hand a job back to the front of its queue (shutdown deadline passed); under a
+        forced stop its attempt is given back too (it did not end)."""
         job = running.job
+        if self._jobs.get(job.queue, job.id, job.lock_token) is None:
+            return  # given back already (a forced stop did not wait for this handler)
         try:
-            await self._backend.release_job(job.queue, job.id, job.lock_token)
+            if self.give_back_on_release:
+                await self._backend.give_back_job(job.queue, job.id, job.lock_token, 0)
+                self.given_back.append((job.queue, job.id))
+            else:
+                await self._backend.release_job(job.queue, job.id, job.lock_token)
             self._counts["released"] += 1
             log.info("job %s/%s released at shutdown", job.queue, job.id)
         except Exception as exc:

@@ -3,15 +3,24 @@
 
 A backend that can wake workers (PostgreSQL: LISTEN on the queues' channels) gets a
 started notifier for the worker's queues; the others poll. ``close_worker`` releases it.
+
+``open_when_reachable`` opens a backend whose server may not be up yet (a worker started
+before its database, as docker compose does): an unreachable server is retried with
+capped backoff, anything retrying cannot fix is raised at once (``is_being_set_up``: a
+schema or database created by a migrate running beside a worker that had to wait).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
-from typing import Protocol
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Protocol, TypeVar
 
 from lane_pg.backend import HasWakeups, JobQueueBackend
+from lane_pg.errors import LaneError, SchemaVersionMismatch
 from lane_pg.failed import FailedJobStore
 from lane_pg.worker.budget import ClaimBudget
 from lane_pg.worker.config import WorkerConfig
@@ -78,3 +87,144 @@ async def run_until(worker: Runnable, shutdown: asyncio.Event | None) -> None:
         await worker.run()
     finally:
         watcher.cancel()
+
+
+T = TypeVar("T")
+
+log = logging.getLogger("lane_pg.worker")
+
+STARTUP_FIRST_DELAY = 0.5
+"""Seconds before the first retry of an unreachable server; doubled per retry..."""
+STARTUP_MAX_DELAY = 10.0
+"""...up to this many seconds between tries."""
+STARTUP_LOG_EVERY = 30.0
+"""Seconds between the log lines of a start-up wait: one line per window, not per try."""
+STARTUP_SETUP_GRACE = 60.0
+"""Seconds a server that was unreachable and now answers gets to have its lane schema (or
+its database) created: the migrate of a compose file often runs beside the worker."""
+UNREACHABLE_SQLSTATE_CLASSES = ("08", "53", "57")
+"""SQLSTATE classes of a server that cannot take the connection yet: connection exceptions,
+insufficient resources (too many connections), operator intervention (starting up,
+shutting down)."""
+
+
+class DatabaseUnreachable(ConnectionError):
+    """The server did not answer within the start-up timeout."""
+
+
+def is_unreachable(exc: BaseException) -> bool:
+    """Whether ``exc`` says the server cannot be reached yet, so trying again may work: an
+    ``OSError`` (refused, reset, timed out, a host name that does not resolve yet) or a
+    driver error of SQLSTATE class 08, 53 or 57 ("the database system is starting up", too
+    many connections), along the ``__cause__`` chain. Never a ``LaneError`` (a missing or
+    older schema) nor anything else: a failed password, a database that does not exist
+    and a malformed DSN are not fixed by waiting."""
+    current: BaseException | None = exc
+    seen: set[int] = set()
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, LaneError):
+            return False
+        if isinstance(current, OSError):
+            return True
+        sqlstate = getattr(current, "sqlstate", None)
+        if isinstance(sqlstate, str) and sqlstate[:2] in UNREACHABLE_SQLSTATE_CLASSES:
+            return True
+        current = current.__cause__
+    return False
+
+
+def is_being_set_up(exc: BaseException) -> bool:
+    """Whether ``exc`` says the server answers but what the worker needs is not there yet:
+    the lane schema is not installed at all, or the database does not exist (SQLSTATE
+    3D000). Only retried after the server itself was unreachable in the same start-up
+    (``open_when_reachable``): a ``migrate`` or ``createdb`` may be running beside it."""
+    if isinstance(exc, SchemaVersionMismatch):
+        return exc.installed is None
+    return getattr(exc, "sqlstate", None) == "3D000"
+
+
+async def open_when_reachable(
+    open_backend: Callable[[], Awaitable[T]],
+    what: str,
+    *,
+    timeout: float | None = None,  # noqa: ASYNC109 (a start-up deadline, not a call's)
+    stop: asyncio.Event | None = None,
+    first_delay: float = STARTUP_FIRST_DELAY,
+    max_delay: float = STARTUP_MAX_DELAY,
+    log_every: float = STARTUP_LOG_EVERY,
+    setup_grace: float = STARTUP_SETUP_GRACE,
+) -> T | None:
+    """``await open_backend()``, retried while the server is unreachable (``is_unreachable``)
+    with a delay of ``first_delay`` seconds doubling up to ``max_delay``, for ``timeout``
+    seconds at most (None: until it answers); any other error is raised at once, except
+    that a server which was unreachable and now answers without the lane schema or the
+    database (``is_being_set_up``) gets ``setup_grace`` more seconds. Logs one warning per
+    ``log_every`` seconds of waiting, naming ``what`` (a redacted DSN), never one per try.
+    Returns None when ``stop`` is set first; raises ``DatabaseUnreachable`` when the
+    timeout passes."""
+    if stop is not None and stop.is_set():
+        return None
+    started = time.monotonic()
+    delay = first_delay
+    attempts = 0
+    next_log = 0.0
+    answered_at: float | None = None
+    while True:
+        try:
+            opened = await open_backend()
+        except Exception as exc:
+            now = time.monotonic()
+            if not is_unreachable(exc):
+                if not attempts or not is_being_set_up(exc):
+                    raise
+                if answered_at is None:
+                    answered_at = now
+                    log.warning(
+                        "%s answers, but %s: waiting up to %gs for a migrate (or createdb)"
+                        " running beside this worker",
+                        what,
+                        exc,
+                        setup_grace,
+                    )
+                if now - answered_at >= setup_grace:
+                    raise
+            attempts += 1
+            waited = now - started
+            error = f"{type(exc).__name__}: {exc}"
+            if timeout is not None and waited >= timeout:
+                raise DatabaseUnreachable(
+                    f"{what} did not answer within the start-up timeout of {timeout:g}s"
+                    f" ({attempts} attempts; last: {error})"
+                ) from exc
+            if answered_at is None and waited >= next_log:
+                bound = "until it answers" if timeout is None else f"for up to {timeout:g}s"
+                log.warning(
+                    "waiting for %s (%s): retrying, %gs doubling to %gs between tries, %s;"
+                    " SIGTERM or SIGINT stops the wait",
+                    what,
+                    error,
+                    first_delay,
+                    max_delay,
+                    bound,
+                )
+                next_log = waited + log_every
+            pause = delay if timeout is None else min(delay, max(timeout - waited, 0.0))
+            delay = min(delay * 2, max_delay)
+            if stop is None:
+                await asyncio.sleep(pause)
+                continue
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(pause):
+                    await stop.wait()
+            if stop.is_set():
+                return None
+            continue
+        if attempts:
+            log.warning(
+                "%s answered after %.1fs (%d failed attempts)",
+                what,
+                time.monotonic() - started,
+                attempts,
+            )
+        return opened

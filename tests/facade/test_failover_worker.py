@@ -276,7 +276,7 @@ async def test_queue_filtering_is_required_of_every_connection_FOV_8(queue_name:
     assert legacy.pops == 0 and RUNS == []
     # Without lanes it would not filter, but it has no backend a worker claims from either.
     with pytest.raises(ConfigurationError, match=r"'legacy'.*no backend a worker"):
-        await run_worker(driver, WorkerConfig(burst=True), facade=_facade())
+        await run_worker(driver, WorkerConfig(burst=True, all_queues=True), facade=_facade())
 
 
 async def test_connections_that_keep_no_jobs_are_skipped_FOV_8(queue_name: str) -> None:

@@ -1,4 +1,4 @@
-"""PAUSE-7 for a worker of every queue (started without ``--queue``): one
+"""PAUSE-7 for a worker of every queue (``all_queues``, ``--all-queues``): one
 ``WorkerQueuePaused(connection, queue)`` / ``WorkerQueueResumed`` per transition of each
 queue's own pause, and ``queue`` None only for the connection-wide pause.
 
@@ -53,7 +53,7 @@ async def test_unfiltered_worker_reports_each_queues_transitions_once_PAUSE_7(
     worker = Worker(
         own_store,
         {},
-        WorkerConfig(poll_interval=0.02),
+        WorkerConfig(all_queues=True, poll_interval=0.02),
         hooks=FacadeWorkerHooks(facade.events, "main"),
     )
     task = worker.start()
@@ -106,7 +106,7 @@ async def test_started_under_the_global_pause_reports_it_as_none_PAUSE_7(
     worker = Worker(
         own_store,
         {},
-        WorkerConfig(poll_interval=0.02),
+        WorkerConfig(all_queues=True, poll_interval=0.02),
         hooks=FacadeWorkerHooks(facade.events, "main"),
     )
     task = worker.start()

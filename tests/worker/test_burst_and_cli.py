@@ -132,7 +132,11 @@ async def test_unreachable_database_exits_non_zero_with_one_line_CLI_1(
     workers: Workers, queue_name: str
 ) -> None:
     worker = await workers.refused(
-        *queue_args(queue_name), "--dsn", "postgresql://postgres@127.0.0.1:1/nowhere"
+        *queue_args(queue_name),
+        "--dsn",
+        "postgresql://postgres@127.0.0.1:1/nowhere",
+        "--startup-timeout",
+        "0",
     )
     assert worker.returncode not in (0, None), worker.describe()
     _one_line(worker.stderr())

@@ -279,7 +279,7 @@ async def test_pause_and_resume_commands_exit_codes_CLI_7(
 async def test_an_unfiltered_worker_prints_each_queues_transitions_PAUSE_7_CLI_13(
     workers: Workers, fresh_schema: FreshSchema, pg_dsn: str, queue_name: str
 ) -> None:
-    """A worker started without ``--queue`` (on a schema of its own: it serves every
+    """A worker started with ``--all-queues`` (on a schema of its own: it serves every
     queue) prints one line per transition of a queue's own pause, not one per poll."""
     schema = await fresh_schema()
     store = await PostgresBackend.connect(pg_dsn, schema=schema, min_size=1, max_size=2)
@@ -288,7 +288,7 @@ async def test_an_unfiltered_worker_prints_each_queues_transitions_PAUSE_7_CLI_1
         # Held by the test, so only the worker's claims promote the cycle probes below.
         assert await store.leader().acquire_leadership("maintenance", holder, 120)
         billing = f"{queue_name}.billing"
-        worker = await workers.start("--schema", schema, "--poll-interval", "50")
+        worker = await workers.start("--all-queues", "--schema", schema, "--poll-interval", "50")
         assert "queues all" in worker.stdout(), worker.describe()
 
         await store.pause_queue(billing)
