@@ -195,7 +195,7 @@ class Worker:
         self._stopping = True
         if force and not self._forced.is_set():
             log.info("worker %s stopping now: running jobs are given back", self.worker_id)
-            self._settlement.give_back_on_release = True
+            self._settlement.record_given_back = True
             self._forced.set()
         self._poke()
 

@@ -77,8 +77,8 @@ class Settlement:
         self._settled = asyncio.Event()
         self.failures = 0
         """Outcomes whose write raised (WORK-16): their jobs are left to lease expiry."""
-        self.give_back_on_release = False
-        """A forced stop: ``release`` gives the attempt back too (``give_back_job``)."""
+        self.record_given_back = False
+        """A forced stop: ``release`` lists the jobs it gives back in ``given_back``."""
         self.given_back: list[tuple[str, str]] = []
         """``(queue, id)`` of the jobs ``release`` gave back under a forced stop."""
 
@@ -118,17 +118,17 @@ class Settlement:
         self._jobs.finish(running)
 
     async def release(self, running: Running) -> None:
-        """Hand a job back to the front of its queue (shutdown deadline passed); under a
-        forced stop its attempt is given back too (it did not end)."""
+        """Hand a job back to the front of its queue, its attempt not spent (the shutdown
+        deadline passed, or a forced stop): the run was interrupted, it did not end. With
+        ``release_job`` (attempt kept) a job of one attempt was failed as
+        MaxAttemptsExceeded at its next claim, lost to a deploy's SIGTERM."""
         job = running.job
         if self._jobs.get(job.queue, job.id, job.lock_token) is None:
             return  # given back already (a forced stop did not wait for this handler)
         try:
-            if self.give_back_on_release:
-                await self._backend.give_back_job(job.queue, job.id, job.lock_token, 0)
+            await self._backend.give_back_job(job.queue, job.id, job.lock_token, 0)
+            if self.record_given_back:
                 self.given_back.append((job.queue, job.id))
-            else:
-                await self._backend.release_job(job.queue, job.id, job.lock_token)
             self._counts["released"] += 1
             log.info("job %s/%s released at shutdown", job.queue, job.id)
         except Exception as exc:

@@ -24,7 +24,6 @@ from lane_pg.facade import (
     QueueFacade,
     current_context,
 )
-from lane_pg.facade.job import DEFAULT_BACKOFF
 from lane_pg.types import JSON, Backoff, JobOptions, JobRow
 from tests.facade.conftest import Drain
 from tests.helpers import eventually
@@ -182,7 +181,7 @@ async def test_job_class_defaults_are_three_tries_with_seed_backoff_A3(
     assert (row.queue, row.max_attempts, row.backoff, row.timeout_ms) == (
         queue_name,
         3,
-        DEFAULT_BACKOFF,
+        Backoff("exponential", base_ms=2_000, cap_ms=300_000, jitter=0.25),
         None,
     )
 

@@ -70,3 +70,22 @@ async def test_shutdown_timeout_bounds_the_wait_and_keeps_the_job_CLI_4(
     if left.state == "active":
         assert left.lease_expires_at is not None
     assert await effects(db, queue_name) == []
+
+
+async def test_a_job_interrupted_at_the_shutdown_deadline_keeps_its_attempt_CLI_4(
+    workers: Workers, backend: PostgresBackend, db: asyncpg.Connection, queue_name: str
+) -> None:
+    """A run cut off by ``--shutdown-timeout`` did not end: its job goes back to waiting
+    with the attempt not spent, so a job of one attempt runs again after a deploy instead
+    of failing as MaxAttemptsExceeded at its next claim."""
+    worker = await workers.start(*queue_args(queue_name), "--shutdown-timeout", "0.2")
+    job = await backend.add_job(queue_name, "sleep", {"seconds": 60}, JobOptions(attempts=1))
+    await wait_for_state(db, queue_name, job.id, "active")
+
+    worker.send(signal.SIGTERM)
+    assert await worker.wait_exit(timeout=15) == 0, worker.describe()
+
+    left = await backend.get_job(queue_name, job.id)
+    assert left is not None
+    assert (left.state, left.attempts_started, left.attempts_made) == ("waiting", 0, 0), left
+    assert left.lease_expires_at is None
