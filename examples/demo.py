@@ -6,8 +6,9 @@ run's successor written by its completion, and a flow: a report whose two childr
 first, released by the last child's completion and combining what they returned.
 
 Then the facade: a typed job class pushed with ``Q.push`` / ``Q.later`` / ``Q.bulk``, a
-unique one pushed twice with ``Q.push_unique`` (True, then False) and a plain processor
-function, all run by one ``lane_pg.Worker`` (LISTEN/NOTIFY, leases).
+unique one pushed twice with ``Q.push_unique`` (True, then False) and a plain ``def``
+processor (run in the worker's thread pool), all run by one ``lane_pg.Worker``
+(LISTEN/NOTIFY, leases).
 
     make demo            # or: python examples/demo.py
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -30,7 +32,6 @@ from lane_pg import (
     Backoff,
     DeduplicationOptions,
     Job,
-    JobContext,
     JobOptions,
     JobRow,
     Lane,
@@ -43,6 +44,7 @@ from lane_pg.flows import FlowJob
 from lane_pg.postgres.backend import PostgresBackend
 from lane_pg.postgres.embedded import resolve_dsn
 from lane_pg.postgres.schema import migrate
+from lane_pg.worker import SyncJobContext
 
 QUEUE = "demo"
 DEADLINE_SECONDS = 15.0
@@ -130,8 +132,10 @@ async def facade_demo(dsn: str) -> bool:
     app = App(dsn)
 
     @app.processor("audit")
-    async def audit(job: JobRow, ctx: JobContext) -> str:
-        return f"audited {job.data['what']}"
+    def audit(job: JobRow, ctx: SyncJobContext) -> str:
+        # A plain def runs in the worker's thread pool, never on its event loop.
+        ctx.update_progress({"step": "auditing"})  # a blocking call from the thread
+        return f"audited {job.data['what']} in {threading.current_thread().name}"
 
     await app.bind(Q)  # Q writes where this app's workers claim
     try:

@@ -11,6 +11,8 @@ and listed in docs/errors.md's table with every other code defined here
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 
 class LaneError(Exception):
     """Base class of every error lane_pg raises on purpose."""
@@ -241,3 +243,37 @@ def translate_error(exc: BaseException) -> LaneError | None:
     if found is None:
         return None
     return error_for_sqlstate(code, _driver_message(found))
+
+
+UNREACHABLE_SQLSTATE_CLASSES = ("08", "53", "57")
+"""SQLSTATE classes of a server that cannot take the connection now: connection exceptions,
+insufficient resources (too many connections), operator intervention (starting up,
+shutting down)."""
+
+
+def is_server_unreachable(
+    exc: BaseException,
+    *,
+    also: tuple[type[BaseException], ...] = (),
+    never: Callable[[BaseException], bool] | None = None,
+) -> bool:
+    """Whether ``exc`` says the server could not be reached, so trying again (or another
+    store) may work: an ``OSError`` (refused, reset, timed out, a host name that does not
+    resolve yet), one of ``also``, or a driver error of SQLSTATE class 08, 53 or 57, looked
+    for along the ``__cause__`` chain. A ``LaneError`` (bad input, configuration, a missing
+    or older schema) never is, nor what ``never`` accepts; a failed password, a database
+    that does not exist and a malformed DSN are not fixed by waiting. The one rule of the
+    worker's start-up wait and the failover driver."""
+    current: BaseException | None = exc
+    seen: set[int] = set()
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, LaneError) or (never is not None and never(current)):
+            return False
+        if isinstance(current, OSError) or (also and isinstance(current, also)):
+            return True
+        sqlstate = getattr(current, "sqlstate", None)
+        if isinstance(sqlstate, str) and sqlstate[:2] in UNREACHABLE_SQLSTATE_CLASSES:
+            return True
+        current = current.__cause__
+    return False

@@ -182,7 +182,8 @@ class Worker:
     # ----------------------------------------------------------------- control
     def stop(self, *, force: bool = False) -> None:
         """Stop claiming now; running jobs finish (up to ``shutdown_timeout``), and the
-        ones still running then are released to their queue, their attempt counted.
+        ones still running then are given back to their queue, their attempt not counted
+        (the run was interrupted, it did not end).
 
         ``force`` (the CLI's second SIGTERM/SIGINT; also after a plain ``stop()``) stops
         at once: the running handlers are cancelled and their jobs given back to waiting,

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol, TypeVar
 
 from lane_pg.backend import HasWakeups, JobQueueBackend
-from lane_pg.errors import LaneError, SchemaVersionMismatch
+from lane_pg.errors import SchemaVersionMismatch, is_server_unreachable
 from lane_pg.failed import FailedJobStore
 from lane_pg.worker.budget import ClaimBudget
 from lane_pg.worker.config import WorkerConfig
@@ -102,10 +102,6 @@ STARTUP_LOG_EVERY = 30.0
 STARTUP_SETUP_GRACE = 60.0
 """Seconds a server that was unreachable and now answers gets to have its lane schema (or
 its database) created: the migrate of a compose file often runs beside the worker."""
-UNREACHABLE_SQLSTATE_CLASSES = ("08", "53", "57")
-"""SQLSTATE classes of a server that cannot take the connection yet: connection exceptions,
-insufficient resources (too many connections), operator intervention (starting up,
-shutting down)."""
 
 
 class DatabaseUnreachable(ConnectionError):
@@ -113,34 +109,24 @@ class DatabaseUnreachable(ConnectionError):
 
 
 def is_unreachable(exc: BaseException) -> bool:
-    """Whether ``exc`` says the server cannot be reached yet, so trying again may work: an
-    ``OSError`` (refused, reset, timed out, a host name that does not resolve yet) or a
-    driver error of SQLSTATE class 08, 53 or 57 ("the database system is starting up", too
-    many connections), along the ``__cause__`` chain. Never a ``LaneError`` (a missing or
-    older schema) nor anything else: a failed password, a database that does not exist
-    and a malformed DSN are not fixed by waiting."""
-    current: BaseException | None = exc
-    seen: set[int] = set()
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, LaneError):
-            return False
-        if isinstance(current, OSError):
-            return True
-        sqlstate = getattr(current, "sqlstate", None)
-        if isinstance(sqlstate, str) and sqlstate[:2] in UNREACHABLE_SQLSTATE_CLASSES:
-            return True
-        current = current.__cause__
-    return False
+    """Whether ``exc`` says the server cannot be reached yet, so trying again may work
+    (``lane_pg.errors.is_server_unreachable``)."""
+    return is_server_unreachable(exc)
 
 
 def is_being_set_up(exc: BaseException) -> bool:
     """Whether ``exc`` says the server answers but what the worker needs is not there yet:
     the lane schema is not installed at all, or the database does not exist (SQLSTATE
-    3D000). Only retried after the server itself was unreachable in the same start-up
-    (``open_when_reachable``): a ``migrate`` or ``createdb`` may be running beside it."""
+    3D000). Retried for a grace period after the server itself was unreachable in the same
+    start-up, and a missing database from the first answer on (``open_when_reachable``): a
+    ``migrate`` or ``createdb`` may be running beside it."""
     if isinstance(exc, SchemaVersionMismatch):
         return exc.installed is None
+    return is_missing_database(exc)
+
+
+def is_missing_database(exc: BaseException) -> bool:
+    """The server answers, but the database of the DSN does not exist (SQLSTATE 3D000)."""
     return getattr(exc, "sqlstate", None) == "3D000"
 
 
@@ -158,11 +144,11 @@ async def open_when_reachable(
     """``await open_backend()``, retried while the server is unreachable (``is_unreachable``)
     with a delay of ``first_delay`` seconds doubling up to ``max_delay``, for ``timeout``
     seconds at most (None: until it answers); any other error is raised at once, except
-    that a server which was unreachable and now answers without the lane schema or the
-    database (``is_being_set_up``) gets ``setup_grace`` more seconds. Logs one warning per
-    ``log_every`` seconds of waiting, naming ``what`` (a redacted DSN), never one per try.
-    Returns None when ``stop`` is set first; raises ``DatabaseUnreachable`` when the
-    timeout passes."""
+    that a server which answers without the database, or was unreachable and now answers
+    without the lane schema (``is_being_set_up``), gets ``setup_grace`` more seconds. Logs
+    one warning per ``log_every`` seconds of waiting, naming ``what`` (a redacted DSN),
+    never one per try. Returns None when ``stop`` is set first; raises
+    ``DatabaseUnreachable`` when the timeout or the grace passes."""
     if stop is not None and stop.is_set():
         return None
     started = time.monotonic()
@@ -176,7 +162,10 @@ async def open_when_reachable(
         except Exception as exc:
             now = time.monotonic()
             if not is_unreachable(exc):
-                if not attempts or not is_being_set_up(exc):
+                # A missing schema on the first answer is final (a worker pointed at the
+                # wrong database); a missing database may be a createdb still to come
+                # (a test harness, a compose file without the image's own init).
+                if not is_being_set_up(exc) or (not attempts and not is_missing_database(exc)):
                     raise
                 if answered_at is None:
                     answered_at = now
@@ -188,10 +177,17 @@ async def open_when_reachable(
                         setup_grace,
                     )
                 if now - answered_at >= setup_grace:
-                    raise
+                    raise DatabaseUnreachable(
+                        f"{what} answers, but {exc} (waited {now - answered_at:.0f}s for a"
+                        " migrate or createdb)"
+                    ) from exc
             attempts += 1
             waited = now - started
             error = f"{type(exc).__name__}: {exc}"
+            if timeout is not None and waited >= timeout and answered_at is not None:
+                raise DatabaseUnreachable(
+                    f"{what} answers, but {exc} (the start-up timeout of {timeout:g}s passed)"
+                ) from exc
             if timeout is not None and waited >= timeout:
                 raise DatabaseUnreachable(
                     f"{what} did not answer within the start-up timeout of {timeout:g}s"

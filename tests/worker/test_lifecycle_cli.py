@@ -373,10 +373,9 @@ def _with_user_and_database(dsn: str, user: str | None, database: str | None) ->
     ("user", "database", "schema", "expected"),
     [
         ("no_such_role_lane_pg", None, None, 'role "no_such_role_lane_pg" does not exist'),
-        (None, "no_such_database_lane_pg", None, "does not exist"),
         (None, None, "no_such_schema_lane_pg", "no_such_schema_lane_pg"),
     ],
-    ids=["unknown-role", "unknown-database", "missing-schema"],
+    ids=["unknown-role", "missing-schema"],
 )
 async def test_what_waiting_cannot_fix_exits_at_once(
     workers: Workers,
@@ -386,8 +385,8 @@ async def test_what_waiting_cannot_fix_exits_at_once(
     schema: str | None,
     expected: str,
 ) -> None:
-    """Authentication, a database that does not exist and a missing schema exit 1 with one
-    line and no retry (no "waiting" line: the first answer is final)."""
+    """Authentication and a missing schema exit 1 with one line and no retry (no "waiting"
+    line: the first answer is final)."""
     dsn = _with_user_and_database(workers.dsn, user, database)
     args = ["--dsn", dsn] + (["--schema", schema] if schema else [])
     worker = await workers.refused(*queue_args(queue_name), *args)
@@ -395,6 +394,48 @@ async def test_what_waiting_cannot_fix_exits_at_once(
     [line] = worker.stderr().strip().splitlines()
     assert expected in line and "not retried" in line, line
     assert WAITING not in worker.stderr()
+
+
+async def test_a_database_created_after_the_worker_started_is_waited_for(
+    workers: Workers, db: asyncpg.Connection, queue_name: str
+) -> None:
+    """A harness (or a compose file) that creates the database and migrates it after the
+    worker started: the worker waits, then serves it."""
+    from lane_pg.postgres.schema import migrate
+
+    database = f"lane_late_{queue_name[-10:]}"
+    dsn = _with_user_and_database(workers.dsn, None, database)
+    worker = workers.spawn(*queue_args(queue_name), "--dsn", dsn)
+    try:
+        await until(lambda: _printed(worker.stderr(), "does not exist: waiting up to"), timeout=20)
+        assert worker.alive(), worker.describe()
+        await db.execute(f'CREATE DATABASE "{database}"')
+        await migrate(dsn, schema="lane")
+        await worker.wait_started(timeout=60)
+        store = await PostgresBackend.connect(dsn, schema="lane", max_size=2)
+        try:
+            job = await store.add_job(queue_name, "record")
+            await until(lambda: _completed(store, queue_name, job.id), timeout=30)
+        finally:
+            await store.close()
+        worker.send(signal.SIGTERM)
+        assert await worker.wait_exit() == 0, worker.describe()
+    finally:
+        if worker.alive():
+            worker.send(signal.SIGKILL)
+            await worker.wait_exit()
+        await db.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+
+
+async def test_a_database_that_never_comes_is_given_up_on(
+    workers: Workers, queue_name: str
+) -> None:
+    dsn = _with_user_and_database(workers.dsn, None, "no_such_database_lane_pg")
+    worker = await workers.refused(*queue_args(queue_name), "--dsn", dsn, "--startup-timeout", "1")
+    assert worker.returncode == 1, worker.describe()
+    last = worker.stderr().strip().splitlines()[-1]
+    assert 'database "no_such_database_lane_pg" does not exist' in last, worker.describe()
+    assert "the start-up timeout of 1s passed" in last
 
 
 async def test_a_malformed_dsn_exits_at_once(workers: Workers, queue_name: str) -> None:

@@ -153,7 +153,36 @@ async def test_the_setup_grace_is_bounded() -> None:
             raise answers.pop(0)
         raise SchemaVersionMismatch(None, 19, "schema 'lane' is not installed")
 
-    with pytest.raises(SchemaVersionMismatch, match="not installed"):
+    with pytest.raises(DatabaseUnreachable, match="answers, but schema 'lane' is not installed"):
+        await open_when_reachable(opener, "the database db", setup_grace=0.02, **FAST)
+
+
+async def test_a_database_created_after_the_worker_started_is_waited_for(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A server up from the start without the database: a createdb (then a migrate) may
+    come, so the first answer is not final; the wait goes on through the missing schema."""
+    answers: list[Exception] = [
+        DriverError("3D000", 'database "app" does not exist'),
+        DriverError("3D000", 'database "app" does not exist'),
+        SchemaVersionMismatch(None, 19, "schema 'lane' is not installed"),
+    ]
+
+    async def opener() -> str:
+        if answers:
+            raise answers.pop(0)
+        return "open"
+
+    with caplog.at_level(logging.WARNING, logger="lane_pg.worker"):
+        assert await open_when_reachable(opener, "the database db", **FAST) == "open"
+    assert caplog.text.count('answers, but database "app" does not exist') == 1, caplog.text
+
+
+async def test_a_missing_database_is_waited_for_no_longer_than_the_grace() -> None:
+    async def opener() -> str:
+        raise DriverError("3D000", 'database "app" does not exist')
+
+    with pytest.raises(DatabaseUnreachable, match='answers, but database "app" does not exist'):
         await open_when_reachable(opener, "the database db", setup_grace=0.02, **FAST)
 
 

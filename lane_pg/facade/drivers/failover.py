@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
-from lane_pg.errors import ConfigurationError, LaneError
+from lane_pg.errors import ConfigurationError, is_server_unreachable
 from lane_pg.facade.driver import (
     DEFAULT_LISTING_LIMIT,
     STALE,
@@ -69,10 +69,6 @@ log = logging.getLogger("lane_pg.facade.failover")
 
 T = TypeVar("T")
 
-UNAVAILABLE_SQLSTATE_CLASSES = ("08", "53", "57")
-"""SQLSTATE classes of an unreachable or refusing server: connection exceptions,
-insufficient resources (too many connections), operator intervention (shutdown)."""
-
 
 class ConnectionUnavailable(Exception):
     """What a third-party driver raises to say its store cannot be reached right now: the
@@ -85,19 +81,7 @@ def is_unavailable(exc: BaseException) -> bool:
     a driver error whose SQLSTATE is of class 08, 53 or 57; looked for along the
     ``__cause__`` chain. A ``LaneError`` (bad input, configuration, schema) never is, nor
     an error a job's handler raised under the sync driver (the job ran)."""
-    current: BaseException | None = exc
-    seen: set[int] = set()
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, LaneError) or is_handler_error(current):
-            return False
-        if isinstance(current, OSError | ConnectionUnavailable):
-            return True
-        sqlstate = getattr(current, "sqlstate", None)
-        if isinstance(sqlstate, str) and sqlstate[:2] in UNAVAILABLE_SQLSTATE_CLASSES:
-            return True
-        current = current.__cause__
-    return False
+    return is_server_unreachable(exc, also=(ConnectionUnavailable,), never=is_handler_error)
 
 
 @dataclass(frozen=True, slots=True)
