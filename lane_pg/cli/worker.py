@@ -666,7 +666,11 @@ async def _run(
             " job"
             + ("" if len(given) == 1 else "s")
             + (f" ({listed})" if given else "")
-            + "; their attempts are not counted",
+            + (
+                "; its attempt is not counted"
+                if len(given) == 1
+                else "; their attempts are not counted"
+            ),
             flush=True,
         )
     done = joblog.summary(worker.counts)

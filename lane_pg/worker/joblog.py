@@ -179,7 +179,8 @@ def summary(counts: dict[str, int]) -> str:
     """A worker's ``counts`` in words: every claim is one attempt of a job, and ends as
     one of the outcomes named (a job retried by this worker counts once per attempt)."""
     text = (
-        f"{counts.get('claimed', 0)} attempts claimed: {counts.get('completed', 0)} completed,"
+        f"{counts.get('claimed', 0)} {'attempt' if counts.get('claimed', 0) == 1 else 'attempts'}"
+        f" claimed: {counts.get('completed', 0)} completed,"
         f" {counts.get('failed_for_good', 0)} failed for good,"
         f" {counts.get('retried', 0)} failed and to be retried,"
         f" {counts.get('released', 0)} given back, {counts.get('lost', 0)} lost"
