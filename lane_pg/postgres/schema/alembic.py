@@ -3,13 +3,9 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lane_pg.errors import ConfigurationError
-
-if TYPE_CHECKING:
-    pass
-
 from lane_pg.postgres.schema.files import (
     DEFAULT_SCHEMA,
     SCHEMA_VERSION,
