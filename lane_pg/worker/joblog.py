@@ -176,13 +176,14 @@ def stalled(queue: str, job_id: str, state: JobState, worker: str) -> None:
 
 
 def summary(counts: dict[str, int]) -> str:
-    """A worker's ``counts`` in words: every claim is one attempt of a job, and ends as
-    one of the outcomes named (a job retried by this worker counts once per attempt)."""
-    text = (
-        f"{counts.get('claimed', 0)} {'attempt' if counts.get('claimed', 0) == 1 else 'attempts'}"
-        f" claimed: {counts.get('completed', 0)} completed,"
-        f" {counts.get('failed_for_good', 0)} failed for good,"
-        f" {counts.get('retried', 0)} failed and to be retried,"
-        f" {counts.get('released', 0)} given back, {counts.get('lost', 0)} lost"
+    """A worker's ``counts`` in words, jobs and attempts apart: each claim is one attempt
+    of a job; a job ends here completed, failed for good, given back or lost, or its
+    failed attempt is retried later (so a job retried by this worker counts once per
+    attempt)."""
+    claimed = counts.get("claimed", 0)
+    return (
+        f"jobs: {counts.get('completed', 0)} completed, {counts.get('failed_for_good', 0)}"
+        f" failed for good, {counts.get('released', 0)} given back, {counts.get('lost', 0)}"
+        f" lost; attempts: {claimed} claimed, {counts.get('failed', 0)} failed"
+        f" ({counts.get('retried', 0)} to be retried)"
     )
-    return f"{text} (failed attempts: {counts.get('failed', 0)})"

@@ -47,8 +47,8 @@ async def test_a_plain_worker_shows_each_failed_attempt_and_the_traceback_of_the
     assert "Traceback (most recent call last)" in err and "in bad_address" in err
     assert "claimed" not in err  # per-job INFO lines only with -v
     assert (
-        "stopped: 2 attempts claimed: 0 completed, 1 failed for good, 1 failed and to be"
-        " retried, 0 given back, 0 lost (failed attempts: 2)"
+        "stopped: jobs: 0 completed, 1 failed for good, 0 given back, 0 lost; attempts: 2"
+        " claimed, 2 failed (1 to be retried)"
     ) in worker.stdout(), worker.describe()
 
 
