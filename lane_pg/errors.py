@@ -277,3 +277,16 @@ def is_server_unreachable(
             return True
         current = current.__cause__
     return False
+
+
+def describe_exception(error: BaseException | str) -> str:
+    """``"ValueError: bad input"``, the one-line form of an exception that log lines, events
+    and dead letters carry (a message that already starts with its type is kept as is; a
+    string is taken as already described)."""
+    if isinstance(error, str):
+        return error
+    name = type(error).__name__
+    text = str(error)
+    if not text:
+        return name
+    return text if text.startswith(f"{name}:") else f"{name}: {text}"

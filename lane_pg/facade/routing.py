@@ -101,7 +101,7 @@ class Routing:
         connection = (
             overrides.connection or route.connection or cls.connection or default_connection
         )
-        queue = overrides.queue or route.queue or cls.queue or DEFAULT_QUEUE
+        queue = overrides.queue or self.queue_of(cls)
         validate_queue_name(queue)
         return self.forwarded(queue, connection), connection
 

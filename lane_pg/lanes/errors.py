@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lane_pg.errors import LaneError
+from lane_pg.errors import LaneError, describe_exception
 
 
 class InvalidLaneConfig(LaneError, ValueError):
@@ -74,5 +74,4 @@ class LaneTimeout(CommandFailed, TimeoutError):
 
 def describe_error(exc: BaseException) -> str:
     """``"ValueError: bad input"``: the text events and dead letters carry."""
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return describe_exception(exc)

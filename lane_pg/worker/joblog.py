@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import Any
 
+from lane_pg.errors import describe_exception
 from lane_pg.types import JobRow, JobState
 
 jobs_log = logging.getLogger("lane_pg.jobs")
@@ -24,15 +25,8 @@ jobs_log = logging.getLogger("lane_pg.jobs")
 ExcInfo = tuple[type[BaseException], BaseException, TracebackType]
 
 
-def describe_error(error: BaseException | str) -> str:
-    """``Type: message`` (a message that already starts with its type is kept as is)."""
-    if isinstance(error, str):
-        return error
-    name = type(error).__name__
-    text = str(error)
-    if not text:
-        return name
-    return text if text.startswith(f"{name}:") else f"{name}: {text}"
+describe_error = describe_exception
+"""``Type: message`` (``lane_pg.errors.describe_exception``)."""
 
 
 def _fields(job: JobRow, worker: str, **more: Any) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol, TypeVar
 
 from lane_pg.backend import HasWakeups, JobQueueBackend
-from lane_pg.errors import SchemaVersionMismatch, is_server_unreachable
+from lane_pg.errors import SchemaVersionMismatch, describe_exception, is_server_unreachable
 from lane_pg.failed import FailedJobStore
 from lane_pg.worker.budget import ClaimBudget
 from lane_pg.worker.config import WorkerConfig
@@ -183,7 +183,7 @@ async def open_when_reachable(
                     ) from exc
             attempts += 1
             waited = now - started
-            error = f"{type(exc).__name__}: {exc}"
+            error = describe_exception(exc)
             if timeout is not None and waited >= timeout and answered_at is not None:
                 raise DatabaseUnreachable(
                     f"{what} answers, but {exc} (the start-up timeout of {timeout:g}s passed)"
