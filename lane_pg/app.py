@@ -154,7 +154,7 @@ class App:
     ) -> JobRow:
         """Enqueue one job (outside any transaction of yours; see
         ``lane_pg.postgres.enqueue`` to enqueue inside one)."""
-        return await (await self.backend()).add_job(queue, name, data, options)
+        return await (await self.backend()).jobs.add_job(queue, name, data, options)
 
     async def create_worker(
         self,

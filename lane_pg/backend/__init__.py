@@ -1,4 +1,10 @@
-"""The one contract every backend implements: ``JobQueueBackend``, split by role.
+"""The one contract every backend implements: ``JobQueueBackend``, a set of handles.
+
+Each handle (``backend.jobs``, ``backend.runs``, ``backend.queues``, ...) declares one
+entity's operations once (``lane_pg.backend.operation``); a backend serves each handle over
+its implementation of that entity, and every call goes through one dispatcher where hooks
+(spans, metrics) can be installed (``backend.hooks``). A capability is a handle that some
+backends have and others do not (``backend.space`` is None on memory).
 
 The PostgreSQL backend is a thin caller of the ``lane.*`` stored functions; the memory
 backend re-implements the same rules in Python as the reference model; the Redis backend
@@ -36,86 +42,166 @@ Common rules
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from lane_pg.backend.admin import Administrator
 from lane_pg.backend.capabilities import (
-    AddsInTransaction,
-    ExpiresIdempotencyKeys,
+    FailedRecords,
     HasDedicatedConnection,
-    HasLeader,
     HasWakeups,
+    Idempotency,
     IndexSize,
-    Leader,
-    ReclaimsSpace,
-    RecordsFailedJobs,
+    Space,
+    Transactions,
     WakeupSource,
 )
-from lane_pg.backend.cleanup import Cleaner
-from lane_pg.backend.dedup import DebouncedAdd, Debounces, DeduplicationLocks, Deduplicator
-from lane_pg.backend.flow import Flows
-from lane_pg.backend.follow import EventFollower
-from lane_pg.backend.limits import ClaimLimits
-from lane_pg.backend.maintain import Maintainer
-from lane_pg.backend.metrics import MetricsReader
-from lane_pg.backend.produce import Producer
-from lane_pg.backend.read import Reader
-from lane_pg.backend.repeat import Repeater
-from lane_pg.backend.settle import Settler
+from lane_pg.backend.cleanup import Cleanup
+from lane_pg.backend.dedup import DebouncedAdd, Dedup
+from lane_pg.backend.events import Events
+from lane_pg.backend.flows import Flows
+from lane_pg.backend.jobs import Jobs
+from lane_pg.backend.leader import Leader
+from lane_pg.backend.limits import Limits
+from lane_pg.backend.logs import Logs
+from lane_pg.backend.maintenance import Maintenance
+from lane_pg.backend.metrics import Metrics
+from lane_pg.backend.operation import (
+    Handle,
+    Hooks,
+    Operation,
+    OperationCall,
+    OperationHook,
+    operation,
+)
+from lane_pg.backend.queues import Queues
+from lane_pg.backend.reads import Reads
+from lane_pg.backend.repeats import Repeats
+from lane_pg.backend.runs import Runs
 from lane_pg.backend.url import backend_kind, connect, resolve_url
 
 __all__ = [
-    "AddsInTransaction",
-    "Administrator",
-    "ClaimLimits",
-    "Cleaner",
+    "CAPABILITIES",
+    "HANDLES",
+    "Cleanup",
     "DebouncedAdd",
-    "Debounces",
-    "DeduplicationLocks",
-    "Deduplicator",
-    "EventFollower",
-    "ExpiresIdempotencyKeys",
+    "Dedup",
+    "Events",
+    "FailedRecords",
     "Flows",
+    "Handle",
     "HasDedicatedConnection",
-    "HasLeader",
     "HasWakeups",
+    "Hooks",
+    "Idempotency",
     "IndexSize",
     "JobQueueBackend",
+    "Jobs",
     "Leader",
-    "Maintainer",
-    "MetricsReader",
-    "Producer",
-    "Reader",
-    "ReclaimsSpace",
-    "RecordsFailedJobs",
-    "Repeater",
-    "Settler",
+    "Limits",
+    "Logs",
+    "Maintenance",
+    "Metrics",
+    "Operation",
+    "OperationCall",
+    "OperationHook",
+    "Queues",
+    "Reads",
+    "Repeats",
+    "Runs",
+    "Space",
+    "Transactions",
     "WakeupSource",
     "backend_kind",
     "connect",
+    "operation",
     "resolve_url",
 ]
 
-
-@runtime_checkable
-class JobQueueBackend(
-    Producer,
-    Settler,
-    Administrator,
-    Cleaner,
-    ClaimLimits,
-    Deduplicator,
-    Repeater,
+HANDLES: tuple[type[Handle], ...] = (
+    Jobs,
+    Runs,
+    Queues,
+    Reads,
+    Logs,
+    Events,
+    Cleanup,
+    Dedup,
+    Repeats,
     Flows,
-    Reader,
-    MetricsReader,
-    EventFollower,
-    Maintainer,
-    Protocol,
-):
-    """Connection-level job queue: every method names the queue(s) it acts on.
+    Limits,
+    Maintenance,
+    Metrics,
+    Leader,
+)
+"""The handles every backend serves, each over its implementation of that entity."""
 
-    A caller that needs one role only (a producer, a dashboard) can type against that role.
+CAPABILITIES: tuple[type[Handle], ...] = (Space, Idempotency, Transactions, FailedRecords)
+"""The handles a backend may lack: its attribute is None then."""
+
+_HANDLE_OF: dict[str, str] = {
+    name: handle.name
+    for handle in (*HANDLES, *CAPABILITIES)
+    for name in dir(handle)
+    if not name.startswith("_") and callable(getattr(handle, name))
+}
+"""The handle of each operation (and derived read) by its name: names are unique across
+handles (``tests/test_operations.py``)."""
+
+
+class JobQueueBackend:
+    """A job queue backend: its handles, the hooks around their calls, and ``close``.
+
+    A subclass builds its handles in ``__init__`` with ``_serve``. A caller that needs one
+    entity only (a producer, a dashboard) can take that handle (``backend.jobs``).
     """
 
-    async def close(self) -> None: ...
+    kind: ClassVar[str] = ""
+    """The backend's kind, as URLs and connection labels name it (``postgresql``)."""
+
+    jobs: Jobs
+    runs: Runs
+    queues: Queues
+    reads: Reads
+    logs: Logs
+    events: Events
+    cleanup: Cleanup
+    dedup: Dedup
+    repeats: Repeats
+    flows: Flows
+    limits: Limits
+    maintenance: Maintenance
+    metrics: Metrics
+    leader: Leader
+    space: Space | None = None
+    idempotency: Idempotency | None = None
+    transactions: Transactions | None = None
+    failed_records: FailedRecords | None = None
+
+    def _serve(self, default: object, implementations: Mapping[str, object] = {}) -> None:
+        """Build every handle over ``implementations[handle name]``, else ``default``; a
+        capability is served only when ``implementations`` names it."""
+        self.hooks = Hooks(self.kind)
+        for handle in HANDLES:
+            setattr(
+                self, handle.name, handle(implementations.get(handle.name, default), self.hooks)
+            )
+        for capability in CAPABILITIES:
+            implementation = implementations.get(capability.name)
+            if implementation is not None:
+                setattr(self, capability.name, capability(implementation, self.hooks))
+
+    async def close(self) -> None:
+        return None
+
+    if not TYPE_CHECKING:
+
+        def __getattr__(self, name: str) -> Any:
+            """Every operation by its name on the backend itself (``backend.add_job``), as
+            before the handles: the typed path is the handle (``backend.jobs.add_job``)."""
+            handle = _HANDLE_OF.get(name)
+            if handle is None:
+                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+            served = self.__dict__.get(handle)
+            if served is None:
+                raise AttributeError(f"{type(self).__name__} has no {handle} handle ({name})")
+            return getattr(served, name)

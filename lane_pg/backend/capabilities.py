@@ -11,11 +11,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from lane_pg.backend.operation import Handle, operation
+
 if TYPE_CHECKING:
     from lane_pg.backend import JobQueueBackend
     from lane_pg.types import (
         JSON,
-        Duration,
         Failure,
         FinalizeOutcome,
         JobOptions,
@@ -24,40 +25,42 @@ if TYPE_CHECKING:
     )
 
 
-@runtime_checkable
-class ReclaimsSpace(Protocol):
+class Space(Handle, name="space"):
     """A backend whose tables the leader vacuums (PostgreSQL; the memory backend has none)."""
 
+    __slots__ = ()
+
+    @operation
     async def dead_tuples(self) -> dict[str, int]:
         """Dead row versions per table of the backend's schema."""
-        ...
 
+    @operation
     async def vacuum(self, table: str) -> int:
         """VACUUM one table without waiting for its lock; the dead row versions left."""
-        ...
 
+    @operation
     async def index_sizes(self) -> list[IndexSize]:
         """Every valid index of the backend's tables with its size and its table's live rows."""
-        ...
 
+    @operation
     async def count_rows(self, table: str, limit: int) -> int:
         """The rows of one table of the backend's schema, counted up to ``limit``."""
-        ...
 
+    @operation
     async def reindex(self, index: str) -> int:
         """Rebuild one index without blocking writers; its size in bytes afterwards."""
-        ...
 
 
-@runtime_checkable
-class ExpiresIdempotencyKeys(Protocol):
+class Idempotency(Handle, name="idempotency"):
     """A backend with the idempotency key table of ``lane_pg.idempotency`` (PostgreSQL)."""
 
+    __slots__ = ()
+
+    @operation
     async def prune_idempotency_keys(
         self, *, limit: int = 1000, now: datetime | None = None
     ) -> int:
         """Delete at most ``limit`` expired idempotency keys; how many went (WORK-18)."""
-        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,47 +118,13 @@ class HasWakeups(Protocol):
         ...
 
 
-@runtime_checkable
-class Leader(Protocol):
-    """Elects one holder of a role (the workers' maintenance) among the processes of a
-    backend: a lease with an expiry on the backend's clock, renewed by the live holder and
-    taken over by anyone once it lapsed.
-
-    A holder that freezes (SIGSTOP, a long pause) stops renewing, so its lease runs out
-    and another worker takes the role over; nothing else has to notice it died. Holding
-    the role grants nothing by itself: the work a leader does must be safe to run twice
-    (every maintenance call is), since a resumed old holder may run one more pass before
-    it learns it lost the role.
-    """
-
-    async def acquire_leadership(
-        self, role: str, holder: str, lease: Duration, *, now: datetime | None = None
-    ) -> bool:
-        """Take or renew ``role`` for ``holder`` until ``now + lease``: True when ``holder``
-        holds it afterwards (it was free, expired before ``now``, or already its own),
-        False when another holder's lease is still running (nothing changes then)."""
-        ...
-
-    async def resign_leadership(self, role: str, holder: str) -> bool:
-        """Give ``role`` up at once if ``holder`` holds it (True), so the next candidate
-        need not wait for the lease to run out; False when it held nothing."""
-        ...
-
-
-@runtime_checkable
-class HasLeader(Protocol):
-    """A backend whose workers elect their maintenance leader through it."""
-
-    def leader(self) -> Leader:
-        """The backend's ``Leader``: every worker of the backend competes through it."""
-        ...
-
-
-@runtime_checkable
-class AddsInTransaction(Protocol):
+class Transactions(Handle, name="transactions"):
     """A backend that can add jobs through a caller's own connection, inside the caller's
     transaction (TX-1): PostgreSQL, for asyncpg, psycopg and SQLAlchemy connections."""
 
+    __slots__ = ()
+
+    @operation
     async def add_job_in(
         self,
         conn: object,
@@ -166,21 +135,22 @@ class AddsInTransaction(Protocol):
     ) -> JobRow:
         """``add_job`` through ``conn``: written, and visible to others, only when the
         caller commits; a rollback leaves nothing."""
-        ...
 
+    @operation
     async def add_jobs_in(
         self, conn: object, queue: str, specs: Sequence[JobSpec]
     ) -> list[JobRow]: ...
 
 
-@runtime_checkable
-class RecordsFailedJobs(Protocol):
+class FailedRecords(Handle, name="failed_records"):
     """A backend that records terminal failures in its own failed-job table, in the
     transaction of the transition (PostgreSQL: ``lane.fail_jobs``' last parameter)."""
 
+    __slots__ = ()
+
+    @operation
     async def fail_jobs_recording(
         self, items: Sequence[Failure], connection: str, *, now: datetime | None = None
     ) -> list[FinalizeOutcome]:
         """``fail_jobs``; each item that fails for good is also recorded, under its stored
         connection label, else ``connection``."""
-        ...

@@ -8,15 +8,17 @@ repeat series it owns released, its logs deleted (and, with flows, its parent up
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Protocol, runtime_checkable
 
+from lane_pg.backend.operation import Handle, operation
 from lane_pg.types import Duration, JobRow, JobState
 
 
-@runtime_checkable
-class Cleaner(Protocol):
+class Cleanup(Handle, name="cleanup"):
     """Removing many jobs at once (MGMT-17..22, REP-16)."""
 
+    __slots__ = ()
+
+    @operation
     async def drain_jobs(
         self, queue: str, *, delayed: bool = False, now: datetime | None = None
     ) -> int:
@@ -25,8 +27,8 @@ class Cleaner(Protocol):
         kept, so a drain never ends a series (REP-16); active, waiting-children, completed
         and failed jobs stay. A job being claimed while the drain runs is left to its
         claimer."""
-        ...
 
+    @operation
     async def clean_jobs(
         self,
         queue: str,
@@ -43,8 +45,8 @@ class Cleaner(Protocol):
         expired, MGMT-19), ``created_at`` for waiting and delayed. The current occurrence
         of a repeat series is never removed (MGMT-20). ``waiting-children`` and unknown
         states raise ``InvalidOptions``, as do a negative grace or limit."""
-        ...
 
+    @operation
     async def obliterate_queue(
         self, queue: str, *, force: bool = False, now: datetime | None = None
     ) -> int:
@@ -53,8 +55,8 @@ class Cleaner(Protocol):
         flag) and return how many jobs went (MGMT-21). While it has an active job and
         ``force`` is false, raises ``JobStateConflict`` after the pause: the queue stays
         paused, so its active jobs drain and a later call succeeds."""
-        ...
 
+    @operation
     async def remove_orphaned(
         self, count: int = 0, limit: int = 0, *, now: datetime | None = None
     ) -> int:
@@ -62,4 +64,3 @@ class Cleaner(Protocol):
         gone; dedup owner rows without a running TTL; repeat series) and return how many
         went (MGMT-22). ``count`` rows are read per statement (0: 1,000), at most
         ``limit`` deleted (0: all)."""
-        ...

@@ -54,37 +54,44 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol, runtime_checkable
 
+from lane_pg.backend.operation import Handle, operation
 from lane_pg.types import JSON, Duration, JobOptions, JobRow
 
 
-@runtime_checkable
-class Deduplicator(Protocol):
+@dataclass(frozen=True, slots=True)
+class DebouncedAdd:
+    """What one debounced dispatch did (``Debounces.add_debounced_job``)."""
+
+    job: JobRow
+    """The stored dispatch."""
+    replaced_id: str | None
+    """The window's delayed job it replaced (removed at push, UNIQ-11), if any."""
+
+
+class Dedup(Handle, name="dedup"):
     """Reading and releasing the owner of a deduplication id (DEDUP-14, -15)."""
 
+    __slots__ = ()
+
+    @operation
     async def get_deduplication_job_id(
         self, queue: str, dedup_id: str, *, now: datetime | None = None
     ) -> str | None:
         """The id of the job that owns ``dedup_id`` now, or None; a row that no longer
         blocks is deleted on the way (DEDUP-15)."""
-        ...
 
+    @operation
     async def remove_deduplication_key(self, queue: str, dedup_id: str) -> bool:
         """Free ``dedup_id`` whatever holds it, with any kept next job; the owner job is
         not touched (DEDUP-14). True when there was an owner row."""
-        ...
 
+    @operation
     async def expire_dedup_owners(self, *, limit: int = 1000, now: datetime | None = None) -> int:
         """Delete up to ``limit`` owner rows whose TTL ran out (a running keep-last owner
         keeps its row); returns how many went. The maintenance leader runs it."""
-        ...
 
-
-@runtime_checkable
-class DeduplicationLocks(Protocol):
-    """Owner-token locks on deduplication ids: the facade's unique pushes (UNIQ-5..7, TX-10)."""
-
+    @operation
     async def reserve_deduplication_key(
         self,
         queue: str,
@@ -98,8 +105,8 @@ class DeduplicationLocks(Protocol):
         True when ``token`` holds it now (also when it already did); False when another
         live owner or reservation holds it. ``InvalidOptions`` for an empty or over-long id
         or token, or a ttl outside 1 ms..MAX_DURATION_MS."""
-        ...
 
+    @operation
     async def release_deduplication_key(
         self, queue: str, dedup_id: str, token: str, *, reservation_only: bool = False
     ) -> bool:
@@ -107,23 +114,8 @@ class DeduplicationLocks(Protocol):
         kept next job); the job is not touched. With ``reservation_only``, only while no
         job has taken the reservation over (a push giving back the lock of a write that
         failed, which keeps it if the write did commit). True when a row went."""
-        ...
 
-
-@dataclass(frozen=True, slots=True)
-class DebouncedAdd:
-    """What one debounced dispatch did (``Debounces.add_debounced_job``)."""
-
-    job: JobRow
-    """The stored dispatch."""
-    replaced_id: str | None
-    """The window's delayed job it replaced (removed at push, UNIQ-11), if any."""
-
-
-@runtime_checkable
-class Debounces(Protocol):
-    """Debounce windows, one dispatch per call (the facade's push_debounced, UNIQ-9..11)."""
-
+    @operation
     async def add_debounced_job(
         self,
         queue: str,
@@ -143,4 +135,3 @@ class Debounces(Protocol):
         without the window, which is released (UNIQ-10). Of concurrent dispatches, the
         last to be stored owns the window; ``InvalidOptions`` for a document without a
         token, a unique or keep-last one, or a max wait outside 1 ms..MAX_DURATION_MS."""
-        ...

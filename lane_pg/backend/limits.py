@@ -7,13 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Protocol, runtime_checkable
 
+from lane_pg.backend.operation import Handle, operation
 from lane_pg.types import Duration, JobRateLimit
 
 
-@runtime_checkable
-class ClaimLimits(Protocol):
+class Limits(Handle, name="limits"):
     """A queue's claim rate limit and max active jobs (RATE-1..9).
 
     The rate limiter is a log of the claims of each queue: a claim under ``N`` per ``D``
@@ -24,19 +23,22 @@ class ClaimLimits(Protocol):
     both count in the same log.
     """
 
+    __slots__ = ()
+
+    @operation
     async def set_claim_rate_limit(self, queue: str, limit: JobRateLimit) -> None:
         """Store the queue's shared limit (``rate_max``, ``rate_duration_ms``), creating
         the queue when missing; wakes its idle claimers (RATE-2)."""
-        ...
 
+    @operation
     async def get_claim_rate_limit(self, queue: str) -> JobRateLimit | None:
         """The queue's shared limit, or None (also for a queue that does not exist)."""
-        ...
 
+    @operation
     async def clear_claim_rate_limit(self, queue: str) -> None:
         """Remove the shared limit; the claims logged so far stay (RATE-2)."""
-        ...
 
+    @operation
     async def get_claim_rate_limit_ttl(
         self, queue: str, max: int | None = None, *, now: datetime | None = None
     ) -> int:
@@ -49,39 +51,39 @@ class ClaimLimits(Protocol):
         the limiter, the milliseconds until its last logged claim (or the manual block)
         expires, and ``-2`` when it holds nothing live (Redis' PTTL of a missing key).
         A ``max`` below 1 raises ``InvalidOptions``."""
-        ...
 
+    @operation
     async def rate_limit_claims_for(
         self, queue: str, duration: Duration, *, now: datetime | None = None
     ) -> None:
         """Block every claim of the queue until ``now + duration`` whatever its limits
         (BullMQ's ``rateLimit()``, RATE-6); a later call replaces the time. The duration
         must be at least 1 ms (else ``InvalidOptions``)."""
-        ...
 
+    @operation
     async def clear_claim_rate_limit_key(self, queue: str) -> None:
         """Forget the logged claims and any manual block, so claims are admitted at once;
         the configured limit stays (RATE-6). Wakes the queue's idle claimers."""
-        ...
 
+    @operation
     async def set_max_active_jobs(self, queue: str, max_active: int) -> None:
         """At most ``max_active`` (>= 1) jobs of the queue active at once over every
         worker (RATE-7), creating the queue when missing; wakes its idle claimers."""
-        ...
 
+    @operation
     async def get_max_active_jobs(self, queue: str) -> int | None:
         """The queue's ceiling, or None."""
-        ...
 
+    @operation
     async def clear_max_active_jobs(self, queue: str) -> None:
         """Remove the ceiling; wakes the queue's idle claimers."""
-        ...
 
+    @operation
     async def is_maxed(self, queue: str) -> bool:
         """Whether the queue's active jobs reach its ``max_active``, in one read (RATE-8);
         False without a ceiling."""
-        ...
 
+    @operation
     async def next_claim_in(
         self,
         queues: Sequence[str] | None = None,
@@ -97,4 +99,3 @@ class ClaimLimits(Protocol):
         the caller's claim). None when neither applies: a paused or maxed queue is woken
         by its resume or a freed slot (CLAIM-9/11). Pass only the queues the caller can
         claim from now, or a zero makes it claim again for nothing."""
-        ...

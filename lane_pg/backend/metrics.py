@@ -5,16 +5,18 @@ The rules every backend follows are in ``lane_pg.backend`` (the package docstrin
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Protocol, runtime_checkable
 
+from lane_pg.backend.operation import Handle, operation
 from lane_pg.metrics import DEFAULT_JOB_METRICS_RETENTION, JobMetrics, MetricsState
 
 
-@runtime_checkable
-class MetricsReader(Protocol):
+class Metrics(Handle, name="metrics"):
     """Terminal metrics: every completion and terminal failure (fail_job, a discarded
     retry, stalled recovery, a parent its child fails) counts into its queue's minute."""
 
+    __slots__ = ()
+
+    @operation
     async def get_metrics(
         self,
         queue: str,
@@ -29,8 +31,8 @@ class MetricsReader(Protocol):
         as Redis ``LRANGE``) of the per-minute counts, newest first, over at most
         ``max_data_points`` minutes back from the newest; zeros for a queue without any.
         ``InvalidOptions`` for another state or a non-positive ``max_data_points``."""
-        ...
 
+    @operation
     async def compact_metrics(
         self,
         *,
@@ -40,4 +42,3 @@ class MetricsReader(Protocol):
         """The maintenance leader's pass: folds each closed minute (before ``now``'s) into
         one record and the minutes beyond ``max_data_points`` into the all-time count;
         returns how many records went. ``get_metrics`` answers the same before and after."""
-        ...

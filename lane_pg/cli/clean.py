@@ -50,7 +50,7 @@ async def clean(
     grace = parse_duration(older_than, "--older-than")
     most = parse_count(limit, "--limit", "a count, 0 for all,")
     async with open_backend(dsn, schema) as backend:
-        removed = await backend.clean_jobs(queue, wanted, grace, limit=most)
+        removed = await backend.cleanup.clean_jobs(queue, wanted, grace, limit=most)
     return f"lane_pg: cleaned queue {queue!r}: removed {len(removed)} {state} job(s)"
 
 

@@ -259,7 +259,7 @@ async def warn_if_new_queue(backend: JobQueueBackend, queue: str, what: str) -> 
     every push, pause, limit and retention creates one), so a typo is seen; ``what`` says
     what the command does anyway (``paused ahead of time``). Read before the command acts:
     a first push racing with it only changes whether this warning shows."""
-    if queue not in await backend.list_queues():
+    if queue not in await backend.queues.list_queues():
         print(
             f"lane_pg: queue {queue!r} has no jobs and no workers yet: {what}; check the name",
             file=sys.stderr,

@@ -32,7 +32,7 @@ async def drain(queue: str, dsn: str | None, schema: str, delayed: bool) -> str:
     """Drain ``queue``; returns the line reporting it."""
     validate_queue_name(queue)
     async with open_backend(dsn, schema) as backend:
-        removed = await backend.drain_jobs(queue, delayed=delayed)
+        removed = await backend.cleanup.drain_jobs(queue, delayed=delayed)
     what = "waiting and delayed" if delayed else "waiting"
     return f"lane_pg: drained queue {queue!r}: removed {removed} {what} job(s)"
 

@@ -53,9 +53,9 @@ async def show_or_set(queue: str, dsn: str | None, schema: str, record: str | No
     wanted = None if record is None else parse_record(record)  # before connecting
     async with open_backend(dsn, schema) as backend:
         if wanted is None:
-            return f"lane_pg: {describe(queue, await backend.get_queue_events(queue))}"
-        await backend.set_queue_events(queue, record=wanted)
-        stored = await backend.get_queue_events(queue)
+            return f"lane_pg: {describe(queue, await backend.queues.get_queue_events(queue))}"
+        await backend.queues.set_queue_events(queue, record=wanted)
+        stored = await backend.queues.get_queue_events(queue)
     return f"lane_pg: set {describe(queue, stored)}"
 
 

@@ -52,14 +52,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 async def _find(backend: JobQueueBackend, job_id: str, queue: str | None) -> JobRow:
     if queue is not None:
         validate_queue_name(queue)
-        job = await backend.get_job(queue, job_id)
+        job = await backend.jobs.get_job(queue, job_id)
         if job is None:
             raise CommandError(f"no job {job_id!r} in queue {queue!r}")
         return job
     found = [
         job
-        for name in await backend.list_queues()
-        if (job := await backend.get_job(name, job_id)) is not None
+        for name in await backend.queues.list_queues()
+        if (job := await backend.jobs.get_job(name, job_id)) is not None
     ]
     if not found:
         raise CommandError(f"no job {job_id!r} in any queue")
@@ -74,7 +74,7 @@ async def show(
 ) -> list[str]:
     async with open_backend(dsn, schema) as backend:
         parent = await _find(backend, job_id, queue)
-        counts = await backend.get_flow_dependency_counts(parent.queue, parent.id)
+        counts = await backend.flows.get_flow_dependency_counts(parent.queue, parent.id)
         assert counts is not None  # the job exists
         lines = [
             f"{parent.queue}\t{parent.id}\t{parent.name}\t{parent.state}",
@@ -87,11 +87,11 @@ async def show(
             lines.append(f"child of {parent.parent_queue}\t{parent.parent_id}")
         shown, cursor = 0, 0
         while shown < limit:
-            page = await backend.get_flow_dependency_page(
+            page = await backend.flows.get_flow_dependency_page(
                 parent.queue, parent.id, "unprocessed", cursor, min(PAGE, limit - shown)
             )
             for item in page.items:
-                child = await backend.get_job(item.child.queue, item.child.id)
+                child = await backend.jobs.get_job(item.child.queue, item.child.id)
                 state = "missing" if child is None else child.state
                 lines.append(f"pending\t{item.child.queue}\t{item.child.id}\t{state}")
             shown += len(page.items)
@@ -106,8 +106,8 @@ async def show(
 async def remove_unprocessed(job_id: str, queue: str | None, dsn: str | None, schema: str) -> str:
     async with open_backend(dsn, schema) as backend:
         parent = await _find(backend, job_id, queue)
-        removed = await backend.remove_unprocessed_children(parent.queue, parent.id)
-        after = await backend.get_job_state(parent.queue, parent.id)
+        removed = await backend.flows.remove_unprocessed_children(parent.queue, parent.id)
+        after = await backend.jobs.get_job_state(parent.queue, parent.id)
     return (
         f"lane_pg: removed {len(removed)} pending children of {parent.queue} {parent.id};"
         f" it is {after}"
@@ -117,7 +117,7 @@ async def remove_unprocessed(job_id: str, queue: str | None, dsn: str | None, sc
 async def detach(job_id: str, queue: str | None, dsn: str | None, schema: str) -> str:
     async with open_backend(dsn, schema) as backend:
         child = await _find(backend, job_id, queue)
-        if not await backend.remove_child_dependency(child.queue, child.id):
+        if not await backend.flows.remove_child_dependency(child.queue, child.id):
             raise CommandError(f"job {child.id!r} of queue {child.queue!r} has no flow parent")
     return (
         f"lane_pg: detached {child.queue} {child.id} from its parent"

@@ -109,17 +109,17 @@ async def show_or_set(
         if changing:
             await warn_if_new_queue(backend, queue, "limits set ahead of time")
         if clear or (rate is not None and wanted_rate is None):
-            await backend.clear_claim_rate_limit(queue)
+            await backend.limits.clear_claim_rate_limit(queue)
         elif wanted_rate is not None:
-            await backend.set_claim_rate_limit(queue, wanted_rate)
+            await backend.limits.set_claim_rate_limit(queue, wanted_rate)
         if clear or (max_active is not None and wanted_max is None):
-            await backend.clear_max_active_jobs(queue)
+            await backend.limits.clear_max_active_jobs(queue)
         elif wanted_max is not None:
-            await backend.set_max_active_jobs(queue, wanted_max)
+            await backend.limits.set_max_active_jobs(queue, wanted_max)
         line = describe(
             queue,
-            await backend.get_claim_rate_limit(queue),
-            await backend.get_max_active_jobs(queue),
+            await backend.limits.get_claim_rate_limit(queue),
+            await backend.limits.get_max_active_jobs(queue),
         )
     return f"lane_pg: set {line}" if changing else f"lane_pg: {line}"
 

@@ -43,7 +43,7 @@ async def obliterate(queue: str, dsn: str | None, schema: str, force: bool) -> s
     validate_queue_name(queue)
     async with open_backend(dsn, schema) as backend:
         try:
-            removed = await backend.obliterate_queue(queue, force=force)
+            removed = await backend.cleanup.obliterate_queue(queue, force=force)
         except JobStateConflict as exc:
             raise CommandError(
                 f"{exc}; queue {queue!r} is left paused (resume it with"

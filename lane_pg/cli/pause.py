@@ -128,8 +128,8 @@ async def set_paused_for(args: argparse.Namespace, paused: bool) -> str:
     verb = "paused" if paused else "resumed"
     async with connection_backend(args) as backend:
         if args.all:
-            status = await backend.get_pause_status()
-            await (backend.pause_all() if paused else backend.resume_all())
+            status = await backend.queues.get_pause_status()
+            await (backend.queues.pause_all() if paused else backend.queues.resume_all())
             note = ""
             if status.all_paused == paused:
                 note = " (they were already paused)" if paused else " (they were not paused)"
@@ -137,12 +137,12 @@ async def set_paused_for(args: argparse.Namespace, paused: bool) -> str:
                 note += "; queues paused one by one stay paused"
             return f"lane_pg: all queues {verb}{where}{note}"
         queue = args.queue
-        was_paused = await backend.is_queue_paused(queue)
+        was_paused = await backend.queues.is_queue_paused(queue)
         if paused:
             await warn_if_new_queue(backend, queue, "paused ahead of time")
-            await backend.pause_queue(queue)
+            await backend.queues.pause_queue(queue)
         else:
-            await backend.resume_queue(queue)
+            await backend.queues.resume_queue(queue)
     note = ""
     if was_paused == paused:
         note = " (it was already paused)" if paused else " (it was not paused)"

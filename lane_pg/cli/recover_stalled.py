@@ -40,7 +40,7 @@ async def recover(
     names = [validate_queue_name(queue) for queue in queues] or None
     most = parse_count(max_stalled_count, "--max-stalled-count")
     async with open_backend(dsn, schema) as backend:
-        outcomes = await backend.recover_stalled(names, max_stalled_count=most)
+        outcomes = await backend.maintenance.recover_stalled(names, max_stalled_count=most)
     lines = [f"{o.queue}\t{o.id}\t{o.state}" for o in outcomes]
     waiting = sum(1 for o in outcomes if o.state == "waiting")
     lines.append(

@@ -54,9 +54,11 @@ async def list_series(queue: str | None, dsn: str | None, schema: str) -> list[s
     if queue is not None:
         validate_queue_name(queue)
     async with open_backend(dsn, schema) as backend:
-        queues = [queue] if queue is not None else await backend.list_queues()
+        queues = [queue] if queue is not None else await backend.queues.list_queues()
         lines = [
-            describe(name, info) for name in queues for info in await backend.list_repeats(name)
+            describe(name, info)
+            for name in queues
+            for info in await backend.repeats.list_repeats(name)
         ]
     if not lines:
         return [f"lane_pg: no repeat series{'' if queue is None else f' in {queue!r}'}"]
@@ -66,7 +68,7 @@ async def list_series(queue: str | None, dsn: str | None, schema: str) -> list[s
 async def remove_series(queue: str, key: str, dsn: str | None, schema: str) -> str:
     validate_queue_name(queue)
     async with open_backend(dsn, schema) as backend:
-        removed = await backend.remove_repeat(queue, key)
+        removed = await backend.repeats.remove_repeat(queue, key)
     if removed is None:
         raise CommandError(f"queue {queue!r} has no repeat series {key!r}")
     return f"lane_pg: removed repeat series {key!r} of queue {queue!r} (its job {removed})"

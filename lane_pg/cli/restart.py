@@ -26,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 async def _restart(args: argparse.Namespace) -> int:
     async with connection_backend(args) as backend:
-        return await backend.signal_restart()
+        return await backend.queues.signal_restart()
 
 
 def run(args: argparse.Namespace) -> int:

@@ -78,7 +78,7 @@ async def show_or_set(
     if changing:  # refuse bad values before connecting
         QueueRetention(completed, failed)
     async with open_backend(dsn, schema) as backend:
-        current = await backend.get_queue_retention(queue)
+        current = await backend.queues.get_queue_retention(queue)
         if not changing:
             return f"lane_pg: {describe(queue, current)}"
         await warn_if_new_queue(backend, queue, "retention set ahead of time")
@@ -86,10 +86,10 @@ async def show_or_set(
             completed if keep_completed is not None else current.keep_completed,
             failed if keep_failed is not None else current.keep_failed,
         )
-        await backend.set_queue_retention(
+        await backend.queues.set_queue_retention(
             queue, keep_completed=wanted.keep_completed, keep_failed=wanted.keep_failed
         )
-        stored = await backend.get_queue_retention(queue)
+        stored = await backend.queues.get_queue_retention(queue)
     return f"lane_pg: set {describe(queue, stored)}"
 
 

@@ -41,7 +41,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Final, Literal, Protocol, TypeAlias, runtime_checkable
 
-from lane_pg.backend import AddsInTransaction, JobQueueBackend, connect
+from lane_pg.backend import JobQueueBackend, Transactions, connect
 from lane_pg.errors import ConfigurationError, JobNotFound, JobStateConflict, LockMismatch
 from lane_pg.facade.envelope import Envelope
 from lane_pg.facade.stores import StoreKey, local_store, postgres_store
@@ -390,7 +390,9 @@ class BackendDriver(SettleSpellings):
         backend = await self.backend()
         options = envelope.options_document(datetime.now(UTC))
         if conn is None:
-            return await backend.add_job(envelope.queue, envelope.job_name, envelope.data, options)
+            return await backend.jobs.add_job(
+                envelope.queue, envelope.job_name, envelope.data, options
+            )
         return await self._transactional(backend).add_job_in(
             conn, envelope.queue, envelope.job_name, envelope.data, options
         )
@@ -408,25 +410,25 @@ class BackendDriver(SettleSpellings):
         queue = envelopes[0].queue
         backend = await self.backend()
         if conn is None:
-            rows = await backend.add_jobs(queue, specs)
+            rows = await backend.jobs.add_jobs(queue, specs)
         else:
             rows = await self._transactional(backend).add_jobs_in(conn, queue, specs)
         return [row.id for row in rows]
 
-    def _transactional(self, backend: JobQueueBackend) -> AddsInTransaction:
-        if not isinstance(backend, AddsInTransaction):
+    def _transactional(self, backend: JobQueueBackend) -> Transactions:
+        if backend.transactions is None:
             raise ConfigurationError(
                 f"the {self._driver_name} connection cannot enqueue inside a caller's"
                 " transaction (conn=): only PostgreSQL can"
             )
-        return backend
+        return backend.transactions
 
     async def _count(self, queue: str | None, states: Sequence[JobState]) -> int:
         backend = await self.backend()
-        queues = [queue] if queue is not None else await backend.list_queues()
+        queues = [queue] if queue is not None else await backend.queues.list_queues()
         total = 0
         for name in queues:
-            total += await backend.get_job_count(name, list(states))
+            total += await backend.reads.get_job_count(name, list(states))
         return total
 
     async def size(self, queue: str | None = None) -> int:
@@ -435,14 +437,14 @@ class BackendDriver(SettleSpellings):
     async def pending_size(self, queue: str | None = None) -> int:
         """Waiting plus due delayed jobs (A16)."""
         backend = await self.backend()
-        queues = [queue] if queue is not None else await backend.list_queues()
-        return sum([await backend.count_ready_jobs(name) for name in queues])
+        queues = [queue] if queue is not None else await backend.queues.list_queues()
+        return sum([await backend.reads.count_ready_jobs(name) for name in queues])
 
     async def delayed_size(self, queue: str | None = None) -> int:
         """Delayed jobs not due yet: a due one is pending (A16, INSP-5), counted once."""
         backend = await self.backend()
-        queues = [queue] if queue is not None else await backend.list_queues()
-        return sum([await backend.count_scheduled_jobs(name) for name in queues])
+        queues = [queue] if queue is not None else await backend.queues.list_queues()
+        return sum([await backend.reads.count_scheduled_jobs(name) for name in queues])
 
     async def reserved_size(self, queue: str | None = None) -> int:
         return await self._count(queue, ("active",))
@@ -455,18 +457,18 @@ class BackendDriver(SettleSpellings):
         if limit < 0:
             raise ConfigurationError(f"a listing limit cannot be negative, got {limit}")
         backend = await self.backend()
-        queues = [queue] if queue is not None else await backend.list_queues()
+        queues = [queue] if queue is not None else await backend.queues.list_queues()
         found: list[JobRow] = []
         for name in queues:
             offset = 0
             while len(found) < limit:
                 size = min(limit - len(found), 500)
                 if listed == "ready":
-                    page = await backend.list_ready_jobs(name, offset=offset, limit=size)
+                    page = await backend.reads.list_ready_jobs(name, offset=offset, limit=size)
                 elif listed == "scheduled":
-                    page = await backend.list_scheduled_jobs(name, offset=offset, limit=size)
+                    page = await backend.reads.list_scheduled_jobs(name, offset=offset, limit=size)
                 else:
-                    page = await backend.list_jobs(name, [listed], offset=offset, limit=size)
+                    page = await backend.reads.list_jobs(name, [listed], offset=offset, limit=size)
                 found.extend(page.items)
                 offset += len(page.items)
                 if not page.items or offset >= page.total:
@@ -490,26 +492,26 @@ class BackendDriver(SettleSpellings):
 
     async def clear(self, queue: str | None = None) -> int:
         backend = await self.backend()
-        queues = [queue] if queue is not None else await backend.list_queues()
+        queues = [queue] if queue is not None else await backend.queues.list_queues()
         removed = 0
         for name in queues:
             # Parents first: removing a child first could release its parent to waiting.
             removed += await self._remove_waiting_children(backend, name)
-            removed += await backend.drain_jobs(name, delayed=True)
+            removed += await backend.cleanup.drain_jobs(name, delayed=True)
             # Active jobs whose lease has expired: their owner is gone (MGMT-19 guards the
             # valid ones inside the backend, at the backend's own clock).
-            removed += len(await backend.clean_jobs(name, "active", 0))
+            removed += len(await backend.cleanup.clean_jobs(name, "active", 0))
         return removed
 
     @staticmethod
     async def _remove_waiting_children(backend: JobQueueBackend, queue: str) -> int:
         removed = 0
         while True:
-            page = await backend.list_jobs(queue, ["waiting-children"], limit=500)
+            page = await backend.reads.list_jobs(queue, ["waiting-children"], limit=500)
             gone = 0
             for job in page.items:
                 try:
-                    gone += await backend.remove_job(queue, job.id)
+                    gone += await backend.jobs.remove_job(queue, job.id)
                 except (JobNotFound, JobStateConflict):
                     continue  # settled or removed meanwhile: not ours to count
             removed += gone
@@ -518,7 +520,7 @@ class BackendDriver(SettleSpellings):
 
     async def pop(self) -> Reservation | None:
         backend = await self.backend()
-        return await self._claim(backend, await backend.list_queues())
+        return await self._claim(backend, await backend.queues.list_queues())
 
     async def pop_from(self, queues: Sequence[str]) -> Reservation | None:
         if not queues:
@@ -529,7 +531,7 @@ class BackendDriver(SettleSpellings):
         if not queues:
             return None
         demands = [QueueDemand(name, 1) for name in dict.fromkeys(queues)]
-        claimed = await backend.claim_jobs(
+        claimed = await backend.runs.claim_jobs(
             self.worker_id, demands, self.visibility_timeout, total=1
         )
         if not claimed:
@@ -543,13 +545,13 @@ class BackendDriver(SettleSpellings):
         job, token = reservation.job, reservation.token
         try:
             if isinstance(outcome, Ack):
-                await backend.complete_job(job.queue, job.id, token, outcome.result)
+                await backend.runs.complete_job(job.queue, job.id, token, outcome.result)
             elif isinstance(outcome, Nack):
-                await backend.fail_job(
+                await backend.runs.fail_job(
                     job.queue, job.id, token, outcome.reason, discard_retry=not outcome.retry
                 )
             else:  # Release: the attempt is not charged (A2)
-                await backend.give_back_job(job.queue, job.id, token, outcome.delay)
+                await backend.runs.give_back_job(job.queue, job.id, token, outcome.delay)
         except (LockMismatch, JobNotFound):
             return STALE  # the lease is no longer ours: the backend changed nothing
         return SETTLED
@@ -557,19 +559,19 @@ class BackendDriver(SettleSpellings):
     # -- pausing (PAUSE-3..5; lane_pg.facade.pausing) ------------------------------------
 
     async def pause_queue(self, queue: str) -> None:
-        await (await self.backend()).pause_queue(queue)
+        await (await self.backend()).queues.pause_queue(queue)
 
     async def resume_queue(self, queue: str) -> None:
-        await (await self.backend()).resume_queue(queue)
+        await (await self.backend()).queues.resume_queue(queue)
 
     async def pause_all(self) -> None:
-        await (await self.backend()).pause_all()
+        await (await self.backend()).queues.pause_all()
 
     async def resume_all(self) -> None:
-        await (await self.backend()).resume_all()
+        await (await self.backend()).queues.resume_all()
 
     async def pause_status(self, queues: Sequence[str]) -> PauseStatus:
-        return await (await self.backend()).get_pause_status(queues)
+        return await (await self.backend()).queues.get_pause_status(queues)
 
     async def close(self) -> None:
         if self._backend is not None:

@@ -23,7 +23,7 @@ import logging
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from lane_pg.backend import JobQueueBackend, RecordsFailedJobs
+from lane_pg.backend import JobQueueBackend
 from lane_pg.errors import ConfigurationError, LaneError, ValidationError
 from lane_pg.facade.driver import BackendDriver
 from lane_pg.facade.events import JobQueued
@@ -201,12 +201,12 @@ class FailedJobs:
             return False
         try:
             backend = await driver.backend()
-            row = await backend.get_job(queue, job_id)
+            row = await backend.jobs.get_job(queue, job_id)
             if row is None:
-                stored = await backend.add_job(queue, name, data, options)
+                stored = await backend.jobs.add_job(queue, name, data, options)
                 await self.events.emit(JobQueued(record.connection, queue, name, stored.id))
             elif row.state in ("failed", "completed"):
-                await backend.retry_job(queue, job_id)
+                await backend.jobs.retry_job(queue, job_id)
                 await self.events.emit(JobQueued(record.connection, queue, name, job_id))
             else:
                 log.info(
@@ -277,7 +277,7 @@ async def _holder(record: FailedJobRecord, drivers: list[BackendDriver]) -> Back
         return None
     found: list[BackendDriver] = []
     for driver in drivers:
-        row = await (await driver.backend()).get_job(queue, job_id)
+        row = await (await driver.backend()).jobs.get_job(queue, job_id)
         if (
             row is not None
             and row.name == record.job_name
@@ -290,7 +290,7 @@ async def _holder(record: FailedJobRecord, drivers: list[BackendDriver]) -> Back
 def default_failed_store(backend: JobQueueBackend) -> FailedJobStore | None:
     """The failed-job store a backend's driver binds at boot (FAIL-8): PostgreSQL's
     database store; None for the others (``Q.set_failed_store`` binds one)."""
-    if not isinstance(backend, RecordsFailedJobs):
+    if backend.failed_records is None:
         return None
     from lane_pg.postgres.backend import PostgresBackend
     from lane_pg.postgres.failed import DatabaseFailedJobStore

@@ -21,7 +21,6 @@ import logging
 from collections.abc import Awaitable
 from typing import cast
 
-from lane_pg.backend import DeduplicationLocks, Deduplicator
 from lane_pg.errors import InvalidPayload, ManuallyFailed, UnrecoverableJobError
 from lane_pg.facade.envelope import META_CONNECTION
 from lane_pg.facade.events import (
@@ -103,10 +102,9 @@ class TypedJobProcessor:
         window is gone always run."""
         window = meta_of(job, META_DEBOUNCE)
         key = None if window is None or window.get("flush") else job.deduplication_id
-        backend = ctx.backend
-        if not isinstance(key, str) or not isinstance(backend, Deduplicator):
+        if not isinstance(key, str):
             return False
-        owner = await backend.get_deduplication_job_id(job.queue, key)
+        owner = await ctx.backend.dedup.get_deduplication_job_id(job.queue, key)
         return owner is not None and owner != job.id
 
     async def _release_unique(self, job: JobRow, ctx: JobContext) -> None:
@@ -115,15 +113,7 @@ class TypedJobProcessor:
         key, token = (None, None) if lock is None else lock
         if key is None or token is None:
             return  # no token (a plain push, a retried job, A9): only the TTL ends the lock
-        backend = ctx.backend
-        if not isinstance(backend, DeduplicationLocks):
-            log.warning(
-                "%s: the backend cannot free unique locks by token; %r ends at its TTL",
-                job.name,
-                key,
-            )
-            return
-        await backend.release_deduplication_key(job.queue, key, token)
+        await ctx.backend.dedup.release_deduplication_key(job.queue, key, token)
 
 
 def _handle_in_thread(instance: Job, threaded: SyncJobContext) -> JSON:

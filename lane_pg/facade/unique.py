@@ -52,7 +52,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeGuard
 
-from lane_pg.backend import AddsInTransaction, Debounces, DeduplicationLocks
+from lane_pg.backend import Dedup
 from lane_pg.errors import (
     ConfigurationError,
     DeduplicationConflict,
@@ -473,10 +473,6 @@ class UniquePushes:
             return await driver.fall_through(envelope, attempt)
         driver = _backend(driver, "a debounced push")
         backend = await driver.backend()
-        if not isinstance(backend, Debounces):
-            raise ConfigurationError(
-                f"the {driver.driver_name} connection keeps no debounce windows (add_debounced_job)"
-            )
         key = f"debounce:{envelope.job_name}:{options.id or ''}"
         # PUSH-4: a call-site time (later, push_later, ...) wins over the window: the
         # dispatch is stored at that time, still owning the window (a newer dispatch of the
@@ -491,7 +487,7 @@ class UniquePushes:
         await announce()
         # One call reads and writes the window (UNIQ-9..11): of concurrent dispatches of a
         # window each sees the one before, and the last stored owns it.
-        added = await backend.add_debounced_job(
+        added = await backend.dedup.add_debounced_job(
             envelope.queue,
             envelope.job_name,
             envelope.data,
@@ -539,7 +535,9 @@ class UniquePushes:
             return
         driver = self._backend_driver(envelope, "a deferred push")
         try:
-            await (await driver.backend()).reschedule_job(envelope.queue, job_id, envelope.delay)
+            await (await driver.backend()).jobs.reschedule_job(
+                envelope.queue, job_id, envelope.delay
+            )
         except (JobStateConflict, JobNotFound):
             log.info("job %s left its delay before the commit re-timed it", job_id)
         except Exception:
@@ -559,8 +557,8 @@ class UniquePushes:
         if key in tx.prepared or not isinstance(driver, BackendDriver):
             return
         backend = await driver.backend()
-        if queue not in await backend.list_queues():
-            await backend.set_queue_events(queue, record=True)
+        if queue not in await backend.queues.list_queues():
+            await backend.queues.set_queue_events(queue, record=True)
         tx.prepared.add(key)
 
     async def _shares_database(self, tx: Transaction, driver: QueueDriver) -> bool:
@@ -572,7 +570,7 @@ class UniquePushes:
         pool = None
         if isinstance(driver, BackendDriver):
             backend = await driver.backend()
-            if isinstance(backend, AddsInTransaction):
+            if backend.transactions is not None:
                 pool = getattr(backend, "pool", None)
         shared = False
         if pool is not None:
@@ -619,14 +617,8 @@ def _backend(driver: QueueDriver, what: str) -> BackendDriver:
     return driver
 
 
-async def _locks(driver: BackendDriver) -> DeduplicationLocks:
-    backend = await driver.backend()
-    if not isinstance(backend, DeduplicationLocks):
-        raise ConfigurationError(
-            f"the {driver.driver_name} connection has no owner-token locks"
-            " (reserve_deduplication_key / release_deduplication_key)"
-        )
-    return backend
+async def _locks(driver: BackendDriver) -> Dedup:
+    return (await driver.backend()).dedup
 
 
 def _checked(options: DebounceOptions) -> DebounceOptions:

@@ -12,6 +12,11 @@ changes anything.
 
 from __future__ import annotations
 
+import random
+from collections.abc import Callable
+from datetime import datetime
+
+from lane_pg.backend import JobQueueBackend
 from lane_pg.memory.add import _Adding
 from lane_pg.memory.cleanup import _Cleaning
 from lane_pg.memory.dedup import _Deduplicating
@@ -44,12 +49,22 @@ class MemoryBackend(
     _Reading,
     _Metrics,
     _Following,
+    JobQueueBackend,
 ):
     """Reference implementation of ``JobQueueBackend`` kept entirely in memory: the shared
     store (``_store``) plus one mixin per entity, as sql/functions/ has one file each."""
 
-    def leader(self) -> MemoryLeader:
-        """The ``Leader`` the workers of this backend elect their maintenance leader with."""
+    kind = "memory"
+
+    def __init__(
+        self, clock: Callable[[], datetime] | None = None, rng: random.Random | None = None
+    ) -> None:
+        super().__init__(clock, rng)
+        self._serve(self, {"leader": self._leader_implementation()})
+
+    def _leader_implementation(self) -> MemoryLeader:
+        """What the ``leader`` handle calls: the workers of this backend elect their
+        maintenance leader with it."""
         return MemoryLeader(self)
 
     async def close(self) -> None:

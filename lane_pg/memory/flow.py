@@ -10,7 +10,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 
-from lane_pg.backend.flow import FlowReads, check_page_request
+from lane_pg.backend.flows import check_page_request
 from lane_pg.errors import (
     FailedChildren,
     InvalidJobId,
@@ -114,7 +114,7 @@ def _check_flow(document: JSON, parent_queue: str | None) -> _Node:
     return root
 
 
-class _Flowing(_Store, FlowReads):
+class _Flowing(_Store):
     """Flows (FLOW-1..29)."""
 
     @contextmanager

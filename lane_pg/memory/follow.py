@@ -10,7 +10,7 @@ import copy
 from collections.abc import AsyncIterator
 from dataclasses import replace
 
-from lane_pg.backend.follow import DEFAULT_EVENT_POLL_INTERVAL, subscription_arguments
+from lane_pg.backend.events import DEFAULT_EVENT_POLL_INTERVAL, subscription_arguments
 from lane_pg.memory._store import _Store
 from lane_pg.types import QueueEvent
 

@@ -15,6 +15,7 @@ from typing import Any, cast
 
 import asyncpg
 
+from lane_pg.backend import JobQueueBackend
 from lane_pg.errors import ConfigurationError, JobNotFound
 from lane_pg.postgres import enqueue
 from lane_pg.postgres import schema as schema_mod
@@ -103,8 +104,11 @@ class PostgresBackend(
     FlowCalls,
     MetricCalls,
     FollowCalls,
+    JobQueueBackend,
 ):
     """Job queue backend over PostgreSQL (schema ``lane`` unless configured)."""
+
+    kind = "postgresql"
 
     def __init__(self, pool: asyncpg.Pool, schema: str = "lane", dsn: str | None = None) -> None:
         self._pool = pool
@@ -115,6 +119,17 @@ class PostgresBackend(
         self.schema = schema_mod.validate_schema_name(schema)
         self.dsn = dsn
         """The DSN the pool was opened with: the worker's LISTEN connection uses it."""
+        self._serve(
+            self,
+            {
+                # The maintenance leader's lease in lane.leaders, called on this pool.
+                "leader": PostgresLeader(pool, self.schema),
+                "space": self,
+                "idempotency": self,
+                "transactions": self,
+                "failed_records": self,
+            },
+        )
 
     @classmethod
     async def connect(
@@ -187,11 +202,6 @@ class PostgresBackend(
             application_name=name,
             health_interval=health_interval,
         )
-
-    def leader(self) -> PostgresLeader:
-        """The ``Leader`` the workers of this schema elect their maintenance leader with
-        (a lease in ``lane.leaders``, called on this backend's pool)."""
-        return PostgresLeader(self._pool, self.schema)
 
     async def close(self) -> None:
         self._may_hold = False

@@ -1,5 +1,5 @@
 """PostgresBackend's flow calls (the ``Flows`` role): one stored function of
-sql/functions/17_flow.sql each; the derived reads come from ``FlowReads``."""
+sql/functions/17_flow.sql each; the derived reads are the ``Flows`` handle's own."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import asyncpg
 
-from lane_pg.backend.flow import FlowReads, check_page_request
+from lane_pg.backend.flows import check_page_request
 from lane_pg.flows import (
     ChildRef,
     DependencyKind,
@@ -48,7 +48,7 @@ def flows_from_rows(rows: Sequence[Mapping[str, Any]], root: tuple[int, ...] = (
     return [nodes[path] for path in sorted(nodes) if len(path) == len(root) + 1]
 
 
-class FlowCalls(FlowReads):
+class FlowCalls:
     """The calls, over the statement helpers PostgresBackend defines."""
 
     async def _fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:

@@ -16,7 +16,7 @@ from typing import Any
 
 import asyncpg
 
-from lane_pg.backend.follow import DEFAULT_EVENT_POLL_INTERVAL, subscription_arguments
+from lane_pg.backend.events import DEFAULT_EVENT_POLL_INTERVAL, subscription_arguments
 from lane_pg.postgres.rows import EVENT_COLUMNS, event_from_row
 from lane_pg.types import QueueEvent
 

@@ -89,8 +89,8 @@ async def claim_next_blocking(
     names = None if queues is None else list(queues)
 
     async def claim() -> ClaimedJob | None:
-        asked = names if names is not None else await backend.list_queues()
-        jobs = await backend.claim_jobs(
+        asked = names if names is not None else await backend.queues.list_queues()
+        jobs = await backend.runs.claim_jobs(
             worker_id,
             [QueueDemand(queue, 1) for queue in asked],
             lease,
@@ -101,7 +101,7 @@ async def claim_next_blocking(
         return jobs[0] if jobs else None
 
     async def due() -> timedelta | None:
-        return await backend.next_claim_in(names, rate_limit)
+        return await backend.limits.next_claim_in(names, rate_limit)
 
     if wakeups is not None or not isinstance(backend, HasWakeups) or timeout <= 0:
         return await wait_for_claim(

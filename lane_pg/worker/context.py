@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
 from typing import Any, Protocol, TypeAlias, TypeVar, runtime_checkable
 
-from lane_pg.backend import Administrator, Flows
+from lane_pg.backend import JobQueueBackend
 from lane_pg.errors import ConfigurationError, JobNotFound, LeaseLost, LockMismatch
 from lane_pg.flows import ChildRef, FlowJob
 from lane_pg.types import JSON, ClaimedJob, JobRow
@@ -18,10 +18,6 @@ T = TypeVar("T")
 
 _OWN_THREADS = SyncThreads(4, name="lane_pg-sync-own")
 """For ``run_in_thread`` on a context made outside a worker (the facade's sync driver)."""
-
-
-class ContextBackend(Administrator, Flows, Protocol):
-    """What a job's context calls: the job's own writes and its flow."""
 
 
 class JobContext:
@@ -39,7 +35,7 @@ class JobContext:
     _stop: threading.Event | None = None
     """Set on cancellation, made for a run that has a thread only (``wait``)."""
 
-    def __init__(self, backend: ContextBackend, job: ClaimedJob, worker_id: str) -> None:
+    def __init__(self, backend: JobQueueBackend, job: ClaimedJob, worker_id: str) -> None:
         self._backend = backend
         self.job = job
         self.worker_id = worker_id
@@ -47,7 +43,7 @@ class JobContext:
         self._discard_retry = False
 
     @property
-    def backend(self) -> ContextBackend:
+    def backend(self) -> JobQueueBackend:
         """The backend the job was claimed from (the facade's runner frees unique locks and
         checks debounce windows on it)."""
         return self._backend
@@ -107,26 +103,26 @@ class JobContext:
 
     async def update_progress(self, progress: JSON) -> None:
         async with self._fenced():
-            await self._backend.update_job_progress(
+            await self._backend.jobs.update_job_progress(
                 self.job.queue, self.job.id, progress, token=self.job.lock_token
             )
 
     async def log(self, message: str) -> None:
         async with self._fenced():
-            await self._backend.add_job_log(
+            await self._backend.logs.add_job_log(
                 self.job.queue, self.job.id, message, token=self.job.lock_token
             )
 
     async def update_data(self, data: JSON) -> None:
         async with self._fenced():
-            await self._backend.update_job_data(
+            await self._backend.jobs.update_job_data(
                 self.job.queue, self.job.id, data, token=self.job.lock_token
             )
 
     async def children_values(self) -> dict[ChildRef, JSON]:
         """The return values of this job's completed flow children (FLOW-22), e.g. for a
         parent that combines them; {} for a job without children."""
-        return await self._backend.get_flow_children_values(self.job.queue, self.job.id)
+        return await self._backend.flows.get_flow_children_values(self.job.queue, self.job.id)
 
     async def add_children(self, children: list[FlowJob]) -> None:
         """Add flow children and wait for them (FLOW-14): the job leaves ``active`` for
@@ -134,7 +130,7 @@ class JobContext:
         processor should return right after; its result is not written (the worker sees
         the lease gone)."""
         async with self._fenced():
-            await self._backend.add_flow_children(
+            await self._backend.flows.add_flow_children(
                 self.job.queue, self.job.id, self.job.lock_token, children
             )
         self.mark_lease_lost()  # the run is over: nothing else it does is written

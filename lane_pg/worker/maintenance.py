@@ -26,11 +26,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from lane_pg.backend import (
-    ExpiresIdempotencyKeys,
     IndexSize,
     JobQueueBackend,
     Leader,
-    ReclaimsSpace,
+    Space,
 )
 from lane_pg.types import DEFAULT_PRUNE_BATCH
 from lane_pg.worker import joblog
@@ -216,23 +215,25 @@ def maintenance_tasks(backend: JobQueueBackend, config: WorkerConfig) -> list[Pe
     """Today's upkeep, for every queue of the backend."""
 
     async def recover() -> str:
-        recovered = await backend.recover_stalled(None, max_stalled_count=config.max_stalled_count)
+        recovered = await backend.maintenance.recover_stalled(
+            None, max_stalled_count=config.max_stalled_count
+        )
         for outcome in recovered:  # a crash or a freeze is a failure too: never silent
             joblog.stalled(outcome.queue, outcome.id, outcome.state, config.worker_id)
         return f"{len(recovered)} stalled jobs recovered" if recovered else ""
 
     async def promote() -> str:
-        promoted = await backend.promote_due_jobs(None)
+        promoted = await backend.maintenance.promote_due_jobs(None)
         return f"{promoted} delayed jobs promoted" if promoted else ""
 
     async def trim() -> str:
-        trimmed = await backend.trim_events(None)
+        trimmed = await backend.maintenance.trim_events(None)
         return f"{trimmed} events trimmed" if trimmed else ""
 
     async def prune() -> str:
         pruned = 0
         for _ in range(PRUNE_CALLS):
-            deleted = await backend.prune_finished(None, batch=DEFAULT_PRUNE_BATCH)
+            deleted = await backend.maintenance.prune_finished(None, batch=DEFAULT_PRUNE_BATCH)
             pruned += deleted
             if deleted < DEFAULT_PRUNE_BATCH:  # no queue can have a full batch left
                 break
@@ -242,14 +243,14 @@ def maintenance_tasks(backend: JobQueueBackend, config: WorkerConfig) -> list[Pe
         # Rows whose TTL ran out block nothing; without this sweep every TTL add (a unique
         # push) would leave its row for good. One probe of dedup_owners_expiry_idx when
         # none is due.
-        expired = await backend.expire_dedup_owners(limit=DEFAULT_PRUNE_BATCH)
+        expired = await backend.dedup.expire_dedup_owners(limit=DEFAULT_PRUNE_BATCH)
         return f"{expired} expired deduplication owners deleted" if expired else ""
 
     async def compact_metrics() -> str:
         # Each connection that finishes jobs writes a row of its own per minute (OBS-6,
         # sql/functions/75_metrics.sql): fold the closed minutes, so reads stay one row
         # a minute, and the minutes beyond the retained data points.
-        folded = await backend.compact_metrics()
+        folded = await backend.metrics.compact_metrics()
         return f"{folded} metrics rows folded" if folded else ""
 
     tasks = [
@@ -260,8 +261,8 @@ def maintenance_tasks(backend: JobQueueBackend, config: WorkerConfig) -> list[Pe
         PeriodicTask("deduplication expiry", config.prune_interval, expire_owners),
         PeriodicTask("metrics compaction", METRICS_COMPACTION_INTERVAL, compact_metrics),
     ]
-    if isinstance(backend, ExpiresIdempotencyKeys):
-        keys = backend
+    keys = backend.idempotency
+    if keys is not None:
 
         async def expire_keys() -> str:
             # An expired key already counts as absent; this only gives the space back.
@@ -270,9 +271,9 @@ def maintenance_tasks(backend: JobQueueBackend, config: WorkerConfig) -> list[Pe
 
         tasks.append(PeriodicTask("idempotency key expiry", config.prune_interval, expire_keys))
     threshold = config.vacuum_min_dead
-    if threshold is not None and isinstance(backend, ReclaimsSpace):
+    reclaimer = backend.space
+    if threshold is not None and reclaimer is not None:
         floors: dict[str, int] = {}
-        reclaimer = backend
 
         async def vacuum() -> str:
             return ", ".join(await vacuum_pass(reclaimer, threshold, floors))
@@ -290,8 +291,8 @@ def maintenance_tasks(backend: JobQueueBackend, config: WorkerConfig) -> list[Pe
             )
         )
     floor = config.reindex_min_bytes
-    if floor is not None and isinstance(backend, ReclaimsSpace):
-        rebuilder = backend
+    rebuilder = backend.space
+    if floor is not None and rebuilder is not None:
 
         async def reindex() -> str:
             return ", ".join(await reindex_pass(rebuilder, floor))
@@ -306,7 +307,7 @@ freshly built entry of the schema's widest index takes (a ``jobs_finished_idx`` 
 ~48 bytes at B-tree fill; a ``jobs_pkey`` one takes ~22)."""
 
 
-async def reindex_pass(backend: ReclaimsSpace, floor: int) -> list[str]:
+async def reindex_pass(backend: Space, floor: int) -> list[str]:
     """Rebuild each index bigger than ``floor`` bytes that takes more than
     ``BYTES_PER_ROW_BLOATED`` per row of its table: B-tree pages are not given back by
     VACUUM, so an index sized for a past wave of jobs keeps its size (W6). The rows are
@@ -328,7 +329,7 @@ async def reindex_pass(backend: ReclaimsSpace, floor: int) -> list[str]:
 
 
 async def vacuum_pass(
-    backend: ReclaimsSpace,
+    backend: Space,
     threshold: int,
     floors: dict[str, int],
     *,

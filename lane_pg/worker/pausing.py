@@ -143,7 +143,7 @@ class SignalWatch:
         # for none: the read then serves the restart signal only.
         asked = self._names if self._pausable else ()
         try:
-            status = await self._backend.get_pause_status(asked)
+            status = await self._backend.queues.get_pause_status(asked)
         except Exception as exc:
             if not self._failing:
                 log.warning(

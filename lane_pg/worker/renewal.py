@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from lane_pg.backend import Settler
+from lane_pg.backend import JobQueueBackend
 from lane_pg.types import LeaseRef
 from lane_pg.worker.config import WorkerConfig
 from lane_pg.worker.execution import RunningJobs
@@ -18,7 +18,9 @@ from lane_pg.worker.execution import RunningJobs
 log = logging.getLogger("lane_pg.worker")
 
 
-async def renew_leases_forever(backend: Settler, jobs: RunningJobs, config: WorkerConfig) -> None:
+async def renew_leases_forever(
+    backend: JobQueueBackend, jobs: RunningJobs, config: WorkerConfig
+) -> None:
     """The renewal task (WORK-6): runs until cancelled."""
     interval = config.lease * config.renew_fraction
     while True:
@@ -27,7 +29,7 @@ async def renew_leases_forever(backend: Settler, jobs: RunningJobs, config: Work
         if not held:
             continue
         try:
-            lost = await backend.renew_leases(held, config.lease)
+            lost = await backend.runs.renew_leases(held, config.lease)
         except Exception as exc:
             log.warning("lease renewal failed (%s); retrying", exc)
             continue

@@ -10,7 +10,6 @@ from collections.abc import AsyncIterator, Mapping
 
 from lane_pg.backend import (
     HasDedicatedConnection,
-    HasLeader,
     HasWakeups,
     JobQueueBackend,
     Leader,
@@ -58,7 +57,7 @@ class Worker:
     ``process(job, ctx)`` method (WORK-2).
     ``notifier`` wakes the idle claim loop early (PostgreSQL: LISTEN); without one it polls.
     ``leader`` elects the maintenance leader among the backend's workers; by default the
-    backend's own (``HasLeader``), and a backend without one makes this worker its only
+    backend's own (its ``leader`` handle), and a backend without one makes this worker its only
     leader. ``pause_state`` is for drivers whose queue pauses live outside the claim
     (``lane_pg.worker.pausing``); PostgreSQL and memory need none. ``failed_store`` keeps
     a record of every job that fails for good (FAIL-2, ``lane_pg.failed``), named
@@ -106,8 +105,8 @@ class Worker:
             )
         self.worker_id = self.config.worker_id
         self._notifier = notifier
-        if leader is None and isinstance(backend, HasLeader):
-            leader = backend.leader()
+        if leader is None:
+            leader = backend.leader
         self._lanes = tuple(sorted(self.config.lanes, key=lambda lane: (lane.priority, lane.name)))
         self._wake = asyncio.Event()
         self._stopping = False
@@ -320,7 +319,7 @@ class Worker:
 
                 job = await wait_for_claim(
                     claim,
-                    lambda: self._claimer.next_claim_in(
+                    lambda: self._claimer.limits.next_claim_in(
                         [lane.name for lane in self._lanes] or None, self.config.claim_rate_limit
                     ),
                     wakeups,
@@ -407,7 +406,7 @@ class Worker:
             demands = await self._pauses.unpaused(demands)
             if not demands:
                 return []
-        return await self._claimer.claim_jobs(
+        return await self._claimer.runs.claim_jobs(
             self.worker_id,
             demands,
             self.config.lease,
@@ -430,7 +429,7 @@ class Worker:
         the last claim found nothing (a new queue's first job may be what woke us)."""
         now = time.monotonic()
         if refresh or now - self._queues_read_at > 1.0:
-            self._all_queue_names = await self._claimer.list_queues()
+            self._all_queue_names = await self._claimer.queues.list_queues()
             self._queues_read_at = now
         return self._all_queue_names
 
@@ -580,7 +579,7 @@ class Worker:
         (delayed jobs do not count: a burst worker leaves them, as before)."""
         queues = self._claimable(demands)
         try:
-            wait = await self._claimer.next_claim_in(
+            wait = await self._claimer.limits.next_claim_in(
                 queues, self.config.claim_rate_limit, delayed=False
             )
         except Exception as exc:
@@ -601,7 +600,7 @@ class Worker:
         timeout = self.config.poll_interval
         if has_room and not self.config.burst:
             try:
-                due = await self._claimer.next_claim_in(
+                due = await self._claimer.limits.next_claim_in(
                     self._claimable(demands), self.config.claim_rate_limit
                 )
             except Exception as exc:

@@ -24,7 +24,7 @@ import traceback
 from collections.abc import Awaitable, Sequence
 from typing import TypeAlias
 
-from lane_pg.backend import RecordsFailedJobs, Settler
+from lane_pg.backend import FailedRecords, JobQueueBackend
 from lane_pg.errors import PendingDependencies
 from lane_pg.failed import FailedJobRecord, FailedJobStore, RecordsInSettlement, fails_for_good
 from lane_pg.types import JSON, Completion, Failure, FinalizeOutcome, JobRow
@@ -47,7 +47,7 @@ class Settlement:
 
     def __init__(
         self,
-        backend: Settler,
+        backend: JobQueueBackend,
         jobs: RunningJobs,
         counts: dict[str, int],
         worker_id: str,
@@ -65,7 +65,7 @@ class Settlement:
         self._failed_store = failed_store
         self._connection = connection
         """The connection name records carry when the job's push stored none (FAIL-2)."""
-        self._records_in_backend: RecordsFailedJobs | None = None
+        self._records_in_backend: FailedRecords | None = None
         self._store_checked = failed_store is None
         self._stacktrace_limit = stacktrace_limit
         self._jobs = jobs
@@ -126,7 +126,7 @@ class Settlement:
         if self._jobs.get(job.queue, job.id, job.lock_token) is None:
             return  # given back already (a forced stop did not wait for this handler)
         try:
-            await self._backend.give_back_job(job.queue, job.id, job.lock_token, 0)
+            await self._backend.runs.give_back_job(job.queue, job.id, job.lock_token, 0)
             if self.record_given_back:
                 self.given_back.append((job.queue, job.id))
             self._counts["released"] += 1
@@ -143,7 +143,7 @@ class Settlement:
         delayed by ``delay`` seconds (A14)."""
         job = running.job
         try:
-            await self._backend.give_back_job(job.queue, job.id, job.lock_token, delay)
+            await self._backend.runs.give_back_job(job.queue, job.id, job.lock_token, delay)
             self._counts["released"] += 1
         except Exception as exc:
             log.warning(
@@ -180,7 +180,9 @@ class Settlement:
         completions, self._completions = self._completions, []
         failures, self._failures = self._failures, []
         if completions:
-            await self._write("completed", completions, self._backend.complete_jobs(completions))
+            await self._write(
+                "completed", completions, self._backend.runs.complete_jobs(completions)
+            )
         if failures:
             await self._write_failures(failures)
         self._settled.set()
@@ -189,12 +191,12 @@ class Settlement:
         """At the first failure: does the backend write the store's records itself? Asked
         again at the next batch when the store could not answer."""
         store: object = self._failed_store  # a store may have either capability, or both
-        recorder: object = self._backend
+        recorder = self._backend.failed_records
         try:
             if (
                 isinstance(store, RecordsInSettlement)
-                and isinstance(recorder, RecordsFailedJobs)
-                and await store.records_in(recorder)
+                and recorder is not None
+                and await store.records_in(self._backend)
             ):
                 self._records_in_backend = recorder
             self._store_checked = True
@@ -213,7 +215,7 @@ class Settlement:
             await self._write("failed", failures, call)
             return
         if store is None:
-            await self._write("failed", failures, self._backend.fail_jobs(failures))
+            await self._write("failed", failures, self._backend.runs.fail_jobs(failures))
             return
         logged: dict[tuple[str, str, str], FailedJobRecord] = {}
         settle: list[Failure] = []
@@ -243,7 +245,7 @@ class Settlement:
             settle.append(item)
         if not settle:
             return
-        outcomes = await self._write("failed", settle, self._backend.fail_jobs(settle))
+        outcomes = await self._write("failed", settle, self._backend.runs.fail_jobs(settle))
         written = {
             (item.queue, item.id, item.token)
             for item, outcome in zip(settle, outcomes, strict=False)

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from lane_pg.backend import Debounces, JobQueueBackend
+from lane_pg.backend import Dedup, JobQueueBackend
 from lane_pg.errors import InvalidOptions
 from lane_pg.flows import FlowJob
 from lane_pg.types import ALL_STATES, JobRow, QueueDemand
@@ -24,9 +24,9 @@ def window(token: str, **extra: Any) -> dict[str, Any]:
     }
 
 
-def debounces(backend: JobQueueBackend) -> Debounces:
-    assert isinstance(backend, Debounces)
-    return backend
+def debounces(backend: JobQueueBackend) -> Dedup:
+    assert isinstance(backend.dedup, Dedup)
+    return backend.dedup
 
 
 async def rows(backend: JobQueueBackend, queue: str) -> dict[str, JobRow]:

@@ -1,4 +1,4 @@
-"""Owner tokens on deduplication ids (``DeduplicationLocks``, migration 0015): the
+"""Owner tokens on deduplication ids (the ``dedup`` handle, migration 0015): the
 owner-scoped release (UNIQ-7) and job-less reservations (TX-10), on every backend. Times
 come from ``clock`` (``now=``), never from sleeping."""
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from lane_pg.backend import DeduplicationLocks, JobQueueBackend
+from lane_pg.backend import Dedup, JobQueueBackend
 from lane_pg.errors import DeduplicationConflict, InvalidOptions
 from lane_pg.types import ALL_STATES, JobRow, JobSpec, QueueDemand
 from tests.helpers import Clock
@@ -25,9 +25,9 @@ def key(queue_name: str) -> str:
     return f"SendReport:{queue_name}"
 
 
-def locks(backend: JobQueueBackend) -> DeduplicationLocks:
-    assert isinstance(backend, DeduplicationLocks)
-    return backend
+def locks(backend: JobQueueBackend) -> Dedup:
+    assert isinstance(backend.dedup, Dedup)
+    return backend.dedup
 
 
 def unique(token: str, dedup_id: str, ttl_ms: int = 300_000) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Maintenance leadership as a lease (``Leader``, the ``HasLeader`` capability): one holder
+"""Maintenance leadership as a lease (``Leader``, the backend's ``leader`` handle): one holder
 at a time, renewed by its holder, taken over once it lapsed, given up by resigning
 (STALL-8: a leader that freezes must not stop recovery). Each test uses a role of its own:
 the PostgreSQL test database is shared."""
@@ -9,7 +9,7 @@ import asyncio
 
 import pytest
 
-from lane_pg.backend import HasLeader, JobQueueBackend, Leader
+from lane_pg.backend import JobQueueBackend, Leader
 from lane_pg.errors import InvalidOptions, ValidationError
 from lane_pg.types import JSON, JobRow, Lane
 from lane_pg.worker import JobContext, Worker, WorkerConfig
@@ -24,10 +24,8 @@ from tests.helpers import Clock, eventually
 
 
 def _leader(backend: JobQueueBackend) -> Leader:
-    assert isinstance(backend, HasLeader)
-    leader = backend.leader()
-    assert isinstance(leader, Leader)
-    return leader
+    assert isinstance(backend.leader, Leader)
+    return backend.leader
 
 
 async def test_one_holder_at_a_time_renewed_until_it_lapses_STALL_8(

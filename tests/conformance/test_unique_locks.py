@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from lane_pg.backend import DeduplicationLocks, JobQueueBackend
+from lane_pg.backend import Dedup, JobQueueBackend
 from lane_pg.errors import DeduplicationConflict, InvalidOptions
 from lane_pg.types import ALL_STATES, JobRow, JobSpec, QueueDemand
 from tests.helpers import Clock, events
@@ -27,9 +27,9 @@ def unique(key: str, token: str | None, ttl_ms: int = 10_000) -> dict[str, Any]:
     return {"deduplication": document}
 
 
-def locks(backend: JobQueueBackend) -> DeduplicationLocks:
-    assert isinstance(backend, DeduplicationLocks)
-    return backend
+def locks(backend: JobQueueBackend) -> Dedup:
+    assert isinstance(backend.dedup, Dedup)
+    return backend.dedup
 
 
 async def rows(backend: JobQueueBackend, queue: str) -> list[JobRow]:

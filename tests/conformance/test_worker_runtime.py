@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
-from lane_pg.backend import JobQueueBackend
+from lane_pg.backend import Hooks, JobQueueBackend, Runs
 from lane_pg.errors import LeaseLost, UnrecoverableJobError
 from lane_pg.types import JSON, JobOptions, JobRow, JobSpec, Lane, LeaseRef, QueueDemand
 from lane_pg.worker import JobContext, Processor, Worker, WorkerConfig
@@ -352,6 +352,11 @@ async def test_burst_does_not_stop_while_a_retry_is_written_during_a_claim_WORK_
 
         def __getattr__(self, name: str) -> object:
             return getattr(backend, name)
+
+        @property
+        def runs(self) -> Runs:
+            """The worker claims through this handle, served by this wrapper."""
+            return Runs(self, Hooks(backend.kind))
 
         async def dedicated(self) -> None:
             return None  # claims must come through this wrapper

@@ -25,7 +25,7 @@ import pytest
 import pytest_asyncio
 
 import lane_pg
-from lane_pg.backend import DeduplicationLocks, JobQueueBackend
+from lane_pg.backend import Dedup, JobQueueBackend
 from lane_pg.errors import ConfigurationError
 from lane_pg.facade import (
     BackendDriver,
@@ -431,7 +431,7 @@ async def test_a_reservation_lost_before_commit_still_pushes_with_a_warning_UNIQ
     push takes it; the commit still writes the job (the call said True) and warns."""
     memory = MemoryBackend()  # the real clock: the 200 ms TTL runs out on its own
     facade, seen = _facade(memory, "memory", queue_name)
-    assert isinstance(memory, DeduplicationLocks)
+    assert isinstance(memory.dedup, Dedup)
     key = f"ShortReport:{queue_name}:a"
     with caplog.at_level(logging.WARNING, logger="lane_pg.facade"):
         async with lane_pg.transaction(conn):

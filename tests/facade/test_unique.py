@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from lane_pg.backend import DeduplicationLocks, JobQueueBackend
+from lane_pg.backend import Dedup, JobQueueBackend
 from lane_pg.errors import ConfigurationError
 from lane_pg.facade import (
     BackendDriver,
@@ -472,4 +472,4 @@ async def test_bad_debounce_options_write_nothing_UNIQ_9(
 
 
 def test_backends_offer_owner_tokens(backend: JobQueueBackend) -> None:
-    assert isinstance(backend, DeduplicationLocks)
+    assert isinstance(backend.dedup, Dedup)

@@ -38,7 +38,7 @@ from hypothesis.stateful import (
 )
 
 import lane_pg
-from lane_pg.backend import DeduplicationLocks, JobQueueBackend
+from lane_pg.backend import Dedup, JobQueueBackend
 from lane_pg.facade import BackendDriver, Job, JobRegistry, QueueFacade, Transaction
 from lane_pg.memory import MemoryBackend
 from lane_pg.postgres.backend import PostgresBackend
@@ -141,7 +141,7 @@ class UniqueTransactions(RuleBasedStateMachine):
                 "SELECT lane.get_deduplication_job_id($1, $2)", self.queue, dedup_id
             )
             return owner is not None
-        assert isinstance(self.backend, DeduplicationLocks)
+        assert isinstance(self.backend.dedup, Dedup)
         probe = f"probe-{uuid.uuid4().hex}"
         taken = await self.backend.reserve_deduplication_key(self.queue, dedup_id, probe, 60)
         if taken:

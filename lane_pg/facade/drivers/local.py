@@ -33,8 +33,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from lane_pg.backend.metrics import MetricsReader
-from lane_pg.backend.read import Reader
+from lane_pg.backend import HANDLES, Reads
 from lane_pg.errors import ConfigurationError
 from lane_pg.memory import MemoryBackend, MemoryLeader
 from lane_pg.memory._records import _Queue
@@ -42,7 +41,9 @@ from lane_pg.types import Duration
 
 FORMAT = "lane_pg.local"
 VERSION = 1
-RUNTIME_ATTRIBUTES = frozenset({"_clock", "_rng", "_event_waiters"})
+RUNTIME_ATTRIBUTES = frozenset(
+    {"_clock", "_rng", "_event_waiters", "hooks", *(handle.name for handle in HANDLES)}
+)
 """Store attributes that are this process's, not the store's: never written."""
 RECORD_MODULES = frozenset(
     {
@@ -54,10 +55,20 @@ RECORD_MODULES = frozenset(
     }
 )
 READ_METHODS = frozenset(
-    name
-    for protocol in (Reader, MetricsReader)
-    for name, _ in inspect.getmembers(protocol, inspect.iscoroutinefunction)
-    if not name.startswith("_")
+    {
+        *Reads.operations,
+        "get_job",
+        "get_job_state",
+        "get_job_finished_result",
+        "get_job_logs",
+        "read_events",
+        "is_queue_paused",
+        "get_pause_status",
+        "get_queue_retention",
+        "get_queue_events",
+        "list_queues",
+        "get_metrics",
+    }
 )
 """Calls that change nothing, so they write no snapshot."""
 
@@ -252,7 +263,7 @@ class LocalBackend(MemoryBackend):
             os.fsync(handle.fileno())
         os.replace(temporary, self._local_path)
 
-    def leader(self) -> MemoryLeader:
+    def _leader_implementation(self) -> MemoryLeader:
         return _SavingLeader(self)
 
     async def close(self) -> None:

@@ -6,18 +6,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Protocol, runtime_checkable
 
+from lane_pg.backend.operation import Handle, operation
 from lane_pg.types import (
     DEFAULT_PRUNE_BATCH,
     StalledOutcome,
 )
 
 
-@runtime_checkable
-class Maintainer(Protocol):
+class Maintenance(Handle, name="maintenance"):
     """Upkeep that the workers' maintenance leader runs (STALL, delayed promotion, EVS-3, RET)."""
 
+    __slots__ = ()
+
+    @operation
     async def recover_stalled(
         self,
         queues: Sequence[str] | None = None,
@@ -33,19 +35,19 @@ class Maintainer(Protocol):
         allowable limit`` (``failed prev=active``, retention, ``drained``). The lost run
         stays counted in ``attempts_started`` (STALL-6). ``queues=None`` means all queues.
         """
-        ...
 
+    @operation
     async def promote_due_jobs(
         self, queues: Sequence[str] | None = None, *, now: datetime | None = None
     ) -> int:
         """Promote every delayed job with ``available_at <= now``; return how many."""
-        ...
 
+    @operation
     async def trim_events(self, queues: Sequence[str] | None = None) -> int:
         """Trim each queue's retained events to its ``max_events`` (default 10,000),
         keeping the newest (EVS-3); returns how many were deleted."""
-        ...
 
+    @operation
     async def prune_finished(
         self, queues: Sequence[str] | None = None, *, batch: int = DEFAULT_PRUNE_BATCH
     ) -> int:
@@ -60,4 +62,3 @@ class Maintainer(Protocol):
         ``failed`` jobs are touched; no events are written (as BullMQ's retention). The
         worker's maintenance leader calls it every ``WorkerConfig.prune_interval``.
         """
-        ...

@@ -1,16 +1,16 @@
 """Flows (FLOW): adding parent/child trees and reading their dependencies.
 
 The rules every backend follows are in ``lane_pg.flows`` (the module docstring). Each
-backend implements the primitives of ``Flows``; ``FlowReads`` derives the other reads from
-them once, for every backend.
+backend implements the primitives of ``Flows`` (its operations); the handle derives the other
+reads from them once, for every backend.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Protocol, runtime_checkable
 
+from lane_pg.backend.operation import Handle, operation
 from lane_pg.errors import InvalidOptions
 from lane_pg.flows import (
     DEPENDENCY_KINDS,
@@ -31,18 +31,41 @@ _PAGE = 1000
 """Rows per page when a derived read walks a whole bucket."""
 
 
-@runtime_checkable
-class Flows(Protocol):
-    """Adding flows and reading or cutting their dependencies (FLOW-1..29)."""
+def check_page_request(kind: str, cursor: int, count: int) -> None:
+    """The arguments lane.get_flow_dependency_page refuses, refused the same way."""
+    if kind not in DEPENDENCY_KINDS:
+        raise InvalidOptions(
+            f"invalid dependency kind {kind!r}: use processed, unprocessed, ignored or failed"
+        )
+    if (
+        isinstance(cursor, bool)
+        or not isinstance(cursor, int)
+        or cursor < 0
+        or isinstance(count, bool)
+        or not isinstance(count, int)
+        or count < 1
+    ):
+        raise InvalidOptions(
+            f"a dependency page needs a cursor >= 0 and a count >= 1, got {cursor} and {count}"
+        )
 
+
+class Flows(Handle, name="flows"):
+    """Adding flows and reading or cutting their dependencies (FLOW-1..29).
+
+    The reads without the mark derive from the declared ones, once for every backend."""
+
+    __slots__ = ()
+
+    @operation
     async def add_flow(self, flow: FlowJob, *, now: datetime | None = None) -> Flow:
         """Store a whole tree in one transaction and return its stored nodes (FLOW-1,
         -11..13, DEDUP-17, -19). The root names its queue; a node with children waits in
         ``waiting-children``. Invalid input anywhere, a custom id twice in one queue
         (FLOW-2) or a child that belongs to another parent (``ParentConflict``, FLOW-13)
         rejects the whole tree with nothing written."""
-        ...
 
+    @operation
     async def add_flow_children(
         self,
         queue: str,
@@ -56,14 +79,14 @@ class Flows(Protocol):
         (FLOW-14): it leaves ``active`` for ``waiting-children`` (its run not counted as an
         attempt) and is released at once if nothing it attached is pending.
         ``FailedChildren`` while a child failure fails it (FLOW-15)."""
-        ...
 
+    @operation
     async def get_flow_dependency_counts(
         self, queue: str, parent_id: str
     ) -> FlowDependencyCounts | None:
         """Counts per bucket, None for an unknown parent (FLOW-17)."""
-        ...
 
+    @operation
     async def get_flow_dependency_page(
         self,
         queue: str,
@@ -74,82 +97,25 @@ class Flows(Protocol):
     ) -> FlowDependencyPage:
         """One page of a bucket, in attach order after ``cursor`` (0: from the start); its
         ``next_cursor`` continues it, 0 when done (FLOW-20). The same cost at any cursor."""
-        ...
 
+    @operation
     async def get_flow_dependencies(self, queue: str, parent_id: str) -> FlowDependencies | None:
         """The parent, its children's snapshots, the pending and the missing ones (FLOW-16);
         None for an unknown parent."""
-        ...
 
+    @operation
     async def remove_unprocessed_children(
         self, queue: str, parent_id: str, *, now: datetime | None = None
     ) -> list[JobRow]:
         """Remove the pending children nobody runs or holds (FLOW-24), releasing the parent
         when nothing is pending; they stay listed, as missing."""
-        ...
 
+    @operation
     async def remove_child_dependency(
         self, queue: str, child_id: str, *, now: datetime | None = None
     ) -> bool:
         """Detach a child from its parent, results included (FLOW-25); False when it has
         none."""
-        ...
-
-    # The reads ``FlowReads`` derives from the two above, the same for every backend.
-    async def get_flow_dependency_selected_counts(
-        self,
-        queue: str,
-        parent_id: str,
-        *,
-        processed: bool = False,
-        unprocessed: bool = False,
-        ignored: bool = False,
-        failed: bool = False,
-    ) -> FlowDependencySelectedCounts | None: ...
-
-    async def get_flow_dependency_values(
-        self, queue: str, parent_id: str
-    ) -> FlowDependencyValues: ...
-
-    async def get_flow_dependency_pages(
-        self,
-        queue: str,
-        parent_id: str,
-        *,
-        processed: int | None = None,
-        unprocessed: int | None = None,
-        ignored: int | None = None,
-        failed: int | None = None,
-        count: int = 20,
-    ) -> dict[DependencyKind, FlowDependencyPage]: ...
-
-    async def get_flow_children_values(
-        self, queue: str, parent_id: str
-    ) -> dict[ChildRef, JSON]: ...
-
-    async def get_flow_ignored_children_failures(
-        self, queue: str, parent_id: str
-    ) -> dict[ChildRef, str | None]: ...
-
-
-class FlowReads:
-    """The reads derived from ``get_flow_dependency_page`` and the counts (FLOW-18..23),
-    the same for every backend."""
-
-    async def get_flow_dependency_counts(
-        self, queue: str, parent_id: str
-    ) -> FlowDependencyCounts | None:
-        raise NotImplementedError
-
-    async def get_flow_dependency_page(
-        self,
-        queue: str,
-        parent_id: str,
-        kind: DependencyKind,
-        cursor: int = 0,
-        count: int = 20,
-    ) -> FlowDependencyPage:
-        raise NotImplementedError
 
     async def _whole_bucket(
         self, queue: str, parent_id: str, kind: DependencyKind
@@ -244,22 +210,3 @@ class FlowReads:
             item.child: item.reason
             for item in await self._whole_bucket(queue, parent_id, "ignored")
         }
-
-
-def check_page_request(kind: str, cursor: int, count: int) -> None:
-    """The arguments lane.get_flow_dependency_page refuses, refused the same way."""
-    if kind not in DEPENDENCY_KINDS:
-        raise InvalidOptions(
-            f"invalid dependency kind {kind!r}: use processed, unprocessed, ignored or failed"
-        )
-    if (
-        isinstance(cursor, bool)
-        or not isinstance(cursor, int)
-        or cursor < 0
-        or isinstance(count, bool)
-        or not isinstance(count, int)
-        or count < 1
-    ):
-        raise InvalidOptions(
-            f"a dependency page needs a cursor >= 0 and a count >= 1, got {cursor} and {count}"
-        )

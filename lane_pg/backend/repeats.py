@@ -22,15 +22,17 @@ series' owner when it has one. The rules every backend follows:
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Protocol, runtime_checkable
 
+from lane_pg.backend.operation import Handle, operation
 from lane_pg.types import JSON, JobOptions, JobRow, RepeatInfo
 
 
-@runtime_checkable
-class Repeater(Protocol):
+class Repeats(Handle, name="repeats"):
     """Managing repeat series (REP-8..12)."""
 
+    __slots__ = ()
+
+    @operation
     async def upsert_repeat(
         self,
         queue: str,
@@ -44,28 +46,27 @@ class Repeater(Protocol):
         removed (``removed``) and the new job starts the series again, its schedule
         rebuilt whole (REP-8, -13). ``JobStateConflict`` when the owner is active or in a
         flow, and nothing changes (REP-9). Returns the new owner."""
-        ...
 
+    @operation
     async def remove_repeat(
         self, queue: str, key: str, *, now: datetime | None = None
     ) -> str | None:
         """End the series and remove its owner through ``remove_job``; the removed
         owner's id, or None. ``JobLocked`` while the owner runs under a valid lease
         (REP-10)."""
-        ...
 
+    @operation
     async def get_repeat(self, queue: str, key: str) -> RepeatInfo | None:
         """The live series ``key``, or None (REP-11)."""
-        ...
 
+    @operation
     async def list_repeats(
         self, queue: str, start: int = 0, end: int = -1, *, ascending: bool = False
     ) -> list[RepeatInfo]:
         """Live series by the owner's due time, latest first unless ``ascending``,
         entries ``start`` .. ``end`` inclusive (-1: to the end). Rows whose owner is gone
         or finished are deleted on the way (REP-11, -12)."""
-        ...
 
+    @operation
     async def count_repeats(self, queue: str) -> int:
         """How many live series the queue has (REP-11)."""
-        ...

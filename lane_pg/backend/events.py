@@ -1,38 +1,20 @@
-"""Live event subscription (EVS-7): new events of a queue as they are committed.
+"""A queue's retained event stream (EVS-2, EVS-7).
 
 The rules every backend follows are in ``lane_pg.backend`` (the package docstring)."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Protocol, runtime_checkable
 
+from lane_pg.backend.operation import Handle, operation
 from lane_pg.errors import InvalidOptions
-from lane_pg.types import QueueEvent, validate_queue_name
+from lane_pg.types import (
+    QueueEvent,
+    validate_queue_name,
+)
 
 DEFAULT_EVENT_POLL_INTERVAL = 0.1
 """Seconds between a subscriber's looks at the stream when nothing is arriving."""
-
-
-@runtime_checkable
-class EventFollower(Protocol):
-    """Follows a queue's retained event stream (``read_events``) as it grows."""
-
-    def subscribe_events(
-        self,
-        queue: str,
-        from_id: str | int = "$",
-        *,
-        poll_interval: float = DEFAULT_EVENT_POLL_INTERVAL,
-    ) -> AsyncIterator[QueueEvent]:
-        """The queue's events with ids above ``from_id`` in id order, each once, waiting
-        for new ones without end (break out of the loop, or cancel, to stop). ``"$"``:
-        only events committed after iteration starts (the first ``__anext__``); an id
-        (a ``QueueEvent.id``, int or decimal text): resume after it, ``0`` from the
-        oldest retained event. An event trimmed before the subscriber read it is not
-        seen. Bad arguments raise ``InvalidOptions`` at the call, before anything is
-        read."""
-        ...
 
 
 def subscription_arguments(
@@ -65,3 +47,32 @@ def validate_poll_interval(poll_interval: object) -> float:
             f"poll_interval must be a number of seconds in (0, 60], got {poll_interval!r}"
         )
     return float(poll_interval)
+
+
+class Events(Handle, name="events"):
+    """A queue's retained event stream (EVS-2, EVS-7)."""
+
+    __slots__ = ()
+
+    @operation
+    async def read_events(
+        self, queue: str, start: str | int = "-", end: str | int = "+", limit: int = 100
+    ) -> list[QueueEvent]:
+        """Retained events of the queue with ids in ``[start, end]`` in id order; ``"-"``
+        is the first and ``"+"`` the last (EVS-2)."""
+
+    @operation
+    def subscribe_events(
+        self,
+        queue: str,
+        from_id: str | int = "$",
+        *,
+        poll_interval: float = DEFAULT_EVENT_POLL_INTERVAL,
+    ) -> AsyncIterator[QueueEvent]:
+        """The queue's events with ids above ``from_id`` in id order, each once, waiting
+        for new ones without end (break out of the loop, or cancel, to stop). ``"$"``:
+        only events committed after iteration starts (the first ``__anext__``); an id
+        (a ``QueueEvent.id``, int or decimal text): resume after it, ``0`` from the
+        oldest retained event. An event trimmed before the subscriber read it is not
+        seen. Bad arguments raise ``InvalidOptions`` at the call, before anything is
+        read."""

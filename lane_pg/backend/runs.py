@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Protocol, runtime_checkable
 
+from lane_pg.backend.operation import Handle, operation
 from lane_pg.types import (
     JSON,
     ClaimedJob,
@@ -22,10 +22,12 @@ from lane_pg.types import (
 )
 
 
-@runtime_checkable
-class Settler(Protocol):
+class Runs(Handle, name="runs"):
     """Claiming, leases and settling outcomes (CLAIM, FIN, RETRY): the worker's hot path."""
 
+    __slots__ = ()
+
+    @operation
     async def claim_jobs(
         self,
         worker_id: str,
@@ -58,15 +60,15 @@ class Settler(Protocol):
         flag or the connection-wide one (``pause_all``); a demand with ``pause_as`` is
         paused when that queue is (its own flag then does not count, PAUSE-8).
         """
-        ...
 
+    @operation
     async def renew_leases(
         self, leases: Sequence[LeaseRef], lease: Duration, *, now: datetime | None = None
     ) -> list[LeaseRef]:
         """Extend each lease to ``now + lease``; return the refs that could not be renewed
         (job gone, not active, or token no longer current) (CLAIM-5, CLAIM-6)."""
-        ...
 
+    @operation
     async def complete_job(
         self,
         queue: str,
@@ -81,16 +83,16 @@ class Settler(Protocol):
         (``remove_on_complete``) and ``drained`` when no waiting or active job remains.
         Completing after the lease expired is allowed while the token is current (FIN-9).
         Raises ``JobNotFound`` or ``LockMismatch``."""
-        ...
 
+    @operation
     async def complete_jobs(
         self, items: Sequence[Completion], *, now: datetime | None = None
     ) -> list[FinalizeOutcome]:
         """``complete`` for many jobs in one operation; a stale token or a missing job
         marks that item (``lock_mismatch`` / ``not_found``) and leaves it unchanged
         without stopping the others. Outcomes are in input order."""
-        ...
 
+    @operation
     async def fail_job(
         self,
         queue: str,
@@ -113,22 +115,22 @@ class Settler(Protocol):
         ``finished_at``; events ``failed`` then, when ``attempts_made >= max_attempts``,
         ``retries-exhausted``; then retention (``remove_on_fail``) and ``drained``.
         """
-        ...
 
+    @operation
     async def fail_jobs(
         self, items: Sequence[Failure], *, now: datetime | None = None
     ) -> list[FinalizeOutcome]:
         """``fail`` for many jobs in one operation, outcomes in input order."""
-        ...
 
+    @operation
     async def release_job(
         self, queue: str, job_id: str, token: str, *, now: datetime | None = None
     ) -> JobRow:
         """Token-checked ``active -> waiting`` at the front of its priority (ORD-3,
         MGMT-7): lock and ``processed_at`` cleared, attempts unchanged,
         event ``waiting prev=active``."""
-        ...
 
+    @operation
     async def delay_job(
         self,
         queue: str,
@@ -140,8 +142,8 @@ class Settler(Protocol):
     ) -> JobRow:
         """Token-checked ``active -> delayed`` at ``now + delay`` (MGMT-6); lock cleared;
         event ``delayed prev=active``."""
-        ...
 
+    @operation
     async def give_back_job(
         self,
         queue: str,
@@ -155,4 +157,3 @@ class Settler(Protocol):
         is 0, else ``delay_job``, and the claim's attempt given back (``attempts_started
         - 1``, never below 0); ``attempts_made`` and ``stalled_count`` unchanged. A
         negative delay raises ``InvalidOptions`` and changes nothing."""
-        ...
