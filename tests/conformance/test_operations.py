@@ -46,9 +46,7 @@ def test_every_backend_serves_every_handle_with_the_declared_parameters(
         for name, op in type(handle).operations.items():
             implementation = getattr(handle._impl, name, None)
             assert implementation is not None, f"{backend.kind} lacks {op.qualified_name}"
-            declared = [
-                (p.name, p.kind, p.default) for p in op.signature.parameters.values()
-            ]
+            declared = [(p.name, p.kind, p.default) for p in op.signature.parameters.values()]
             implemented = [
                 (p.name, p.kind, p.default)
                 for p in inspect.signature(implementation).parameters.values()
