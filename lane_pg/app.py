@@ -148,6 +148,7 @@ class App:
         *,
         hooks: WorkerHooks | None = None,
         connection: None = None,
+        facade: QueueFacade | None = None,
         **settings: Any,
     ) -> Worker: ...
 
@@ -158,6 +159,7 @@ class App:
         *,
         hooks: WorkerHooks | Callable[[str], WorkerHooks | None] | None = None,
         connection: str,
+        facade: QueueFacade | None = None,
         **settings: Any,
     ) -> Worker | FailoverWorker: ...
 
@@ -167,6 +169,7 @@ class App:
         *,
         hooks: WorkerHooks | Callable[[str], WorkerHooks | None] | None = None,
         connection: str | None = None,
+        facade: QueueFacade | None = None,
         **settings: Any,
     ) -> Worker | FailoverWorker:
         """A worker for this app's processors, woken early by the backend when it can
@@ -176,15 +179,17 @@ class App:
         ``settings`` are ``WorkerConfig`` fields. Without lanes (and without
         ``all_queues=True``) the worker serves ``served_lanes()``: the app's lanes, its job
         classes' queues and their forwards; ``ConfigurationError`` when those name none.
-        ``connection`` names a connection of ``lane_pg.Q`` to work on instead of the app's
-        own database (a failover connection gets a ``FailoverWorker``: one worker per
-        connection of its list); ``hooks`` may then be a function of each one's label.
+        ``connection`` names a connection of ``facade`` (``lane_pg.Q`` unless given) to work
+        on instead of the app's own database (a failover connection gets a
+        ``FailoverWorker``: one worker per connection of its list); ``hooks`` may then be a
+        function of each one's label. The facade's job classes' events and failed-job
+        store are the worker's.
         """
         if config is None:
             config = WorkerConfig(**settings)
         elif settings:
             raise ConfigurationError("give either a WorkerConfig or settings, not both")
-        spec = self.worker_spec()
+        spec = self.worker_spec(facade)
         per_label: Callable[[str], WorkerHooks | None] | None
         if hooks is None or isinstance(hooks, WorkerHooks):
             given = hooks
@@ -205,6 +210,7 @@ class App:
         *,
         shutdown: asyncio.Event | None = None,
         connection: None = None,
+        facade: QueueFacade | None = None,
         **settings: Any,
     ) -> Worker: ...
 
@@ -215,6 +221,7 @@ class App:
         *,
         shutdown: asyncio.Event | None = None,
         connection: str,
+        facade: QueueFacade | None = None,
         **settings: Any,
     ) -> Worker | FailoverWorker: ...
 
@@ -224,6 +231,7 @@ class App:
         *,
         shutdown: asyncio.Event | None = None,
         connection: str | None = None,
+        facade: QueueFacade | None = None,
         **settings: Any,
     ) -> Worker | FailoverWorker:
         """Run a worker until it stops: ``shutdown`` set (at its next claim boundary,
@@ -231,9 +239,13 @@ class App:
         burst mode; returns it. The one documented way to run a worker from code
         (``create_worker`` for its arguments)."""
         if connection is None:
-            worker: Worker | FailoverWorker = await self.create_worker(config, **settings)
+            worker: Worker | FailoverWorker = await self.create_worker(
+                config, facade=facade, **settings
+            )
         else:
-            worker = await self.create_worker(config, connection=connection, **settings)
+            worker = await self.create_worker(
+                config, connection=connection, facade=facade, **settings
+            )
         return await run_started(worker, shutdown)
 
     async def close(self) -> None:
