@@ -7,7 +7,8 @@ async def send_email(job, ctx):
     ...
     return {"sent": True}
 
-python -m lane_pg worker --app myapp.jobs:app
+python -m lane_pg worker --app myapp.jobs:app     # a worker process, or from code:
+await app.run_worker(burst=True)                  # (lane_pg.facade.workers makes it)
 
 Job classes registered with ``lane_pg.register_job`` run on the same worker, beside the
 processor functions (``App(jobs=...)`` picks another registry than the default one).
@@ -138,7 +139,7 @@ class App:
         options: JobOptions | dict[str, JSON] | None = None,
     ) -> JobRow:
         """Enqueue one job (outside any transaction of yours; see
-        ``lane_pg.postgres.enqueue`` to enqueue inside one)."""
+        ``lane_pg.add_job`` to enqueue inside one)."""
         return await (await self.backend()).add_job(queue, name, data, options)
 
     @overload
