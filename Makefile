@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 export LANE_PG_TEST_DSN ?= postgresql://postgres@127.0.0.1:5432/test
 export LANE_PG_TEST_REDIS ?= redis://127.0.0.1:6379/0
 
-.PHONY: venv test lint typecheck pytest demo bench contracts clean
+.PHONY: venv test lint typecheck imports pytest demo bench contracts clean
 
 # Re-installs only when the project metadata changed since the last install.
 venv: $(STAMP)
@@ -24,12 +24,17 @@ lint: venv
 typecheck: venv
 	$(BIN)/mypy lane_pg
 
+# The import contracts of pyproject.toml ([tool.importlinter]): layers point down.
+imports: venv
+	$(BIN)/lint-imports --no-cache
+
 pytest: venv
 	$(BIN)/python -m pytest
 
 test: venv
 	$(BIN)/ruff check .
 	$(BIN)/mypy lane_pg
+	$(MAKE) --no-print-directory imports
 	$(BIN)/python -m pytest
 
 demo: venv

@@ -36,7 +36,6 @@ from lane_pg import (
     JobRow,
     Lane,
     Q,
-    QueueDemand,
     RepeatOptions,
     register_job,
 )
@@ -44,6 +43,7 @@ from lane_pg.flows import FlowJob
 from lane_pg.postgres.backend import PostgresBackend
 from lane_pg.postgres.embedded import resolve_dsn
 from lane_pg.postgres.schema import migrate
+from lane_pg.types import QueueDemand
 from lane_pg.worker import SyncJobContext
 
 QUEUE = "demo"

@@ -1,17 +1,26 @@
 """lane_pg: a job queue for Python whose truth lives in PostgreSQL.
 
-Importing it loads no database driver: a backend's driver is imported when
-``lane_pg.connect(url)`` (or ``App.backend()``) opens that backend. ``App`` and the worker
-(``Worker``, ``WorkerConfig``, ``JobContext``) are loaded on first use of the name, so
-``import lane_pg.lanes`` (whose parent package this is) does not load the worker either
-(tests/test_layering.py). The facade's names (``Job``, ``Q``, ``register_job``, ...) load
-the same way. ``lane_pg.Job`` is the typed job base class; a stored job's snapshot is
-``lane_pg.JobRow``.
+What a user calls is here: ``App`` (processors, ``app.run_worker(...)``, the one way to run
+a worker from code), the facade (``Q``, the typed job base class ``Job``,
+``register_job``), ``connect`` / ``migrate``, ``add_job`` / ``add_job_sync`` (and
+``add_jobs`` / ``add_jobs_sync``) on the caller's own connection, inside its transaction,
+``MemoryBackend``, the errors and the values users pass or read (``JobOptions``,
+``Backoff``, ``JobSpec``, ``JobRow``, ``Lane``, ...). The types of the protocol between a
+worker and a backend (``Completion``, ``Failure``, ``LeaseRef``, ...) live in
+``lane_pg.types``; asking this package for them still works, with a
+``DeprecationWarning``.
+
+Importing it loads no database driver: every name that needs one (``add_job``,
+``migrate``, ``MemoryBackend``) and every layer above the backend contract (``App``, the
+facade, the worker) is imported on first use of the name (PEP 562), so
+``import lane_pg.lanes`` (whose parent package this is) loads neither the worker nor a
+driver (tests/test_imports.py).
 """
 
 from __future__ import annotations
 
 import importlib
+import warnings
 from typing import TYPE_CHECKING, Any
 
 from lane_pg.backend import JobQueueBackend, connect
@@ -44,11 +53,7 @@ from lane_pg.types import (
     ALL_STATES,
     DEFAULT_LANES,
     Backoff,
-    ClaimedJob,
-    Completion,
     DeduplicationOptions,
-    Failure,
-    FinalizeOutcome,
     JobOptions,
     JobPage,
     JobRateLimit,
@@ -57,15 +62,12 @@ from lane_pg.types import (
     JobSpec,
     JobState,
     Lane,
-    LeaseRef,
     LogEntry,
     LogPage,
-    QueueDemand,
     QueueEvent,
     QueueRetention,
     RepeatInfo,
     RetryPolicy,
-    StalledOutcome,
 )
 
 if TYPE_CHECKING:
@@ -80,10 +82,11 @@ if TYPE_CHECKING:
         current_context,
         job,
         register_job,
-        run_worker,
-        run_worker_on,
         transaction,
     )
+    from lane_pg.memory import MemoryBackend
+    from lane_pg.postgres.enqueue import add_job, add_job_sync, add_jobs, add_jobs_sync
+    from lane_pg.postgres.schema import migrate
     from lane_pg.worker import JobContext, Worker, WorkerConfig, claim_next_blocking
 
 _LAZY = {
@@ -98,13 +101,37 @@ _LAZY = {
     "job": "lane_pg.facade",
     "register_job": "lane_pg.facade",
     "transaction": "lane_pg.facade",
-    "run_worker": "lane_pg.facade",
-    "run_worker_on": "lane_pg.facade",
     "JobContext": "lane_pg.worker",
     "Worker": "lane_pg.worker",
     "WorkerConfig": "lane_pg.worker",
     "claim_next_blocking": "lane_pg.worker",
+    "MemoryBackend": "lane_pg.memory",
+    "add_job": "lane_pg.postgres.enqueue",
+    "add_job_sync": "lane_pg.postgres.enqueue",
+    "add_jobs": "lane_pg.postgres.enqueue",
+    "add_jobs_sync": "lane_pg.postgres.enqueue",
+    "migrate": "lane_pg.postgres.schema",
 }
+"""Public names imported on first use, by their home module."""
+
+_KEPT = {
+    "run_worker": "lane_pg.facade",
+    "run_worker_on": "lane_pg.facade",
+}
+"""Names code written earlier calls (WORK-17), still served but no longer offered:
+``App.run_worker`` runs a worker the same way (``lane_pg.facade.workers``)."""
+
+_MOVED = {
+    "ClaimedJob": "lane_pg.types",
+    "Completion": "lane_pg.types",
+    "Failure": "lane_pg.types",
+    "FinalizeOutcome": "lane_pg.types",
+    "LeaseRef": "lane_pg.types",
+    "QueueDemand": "lane_pg.types",
+    "StalledOutcome": "lane_pg.types",
+}
+"""The worker <-> backend protocol's types, once exported here: served from their home
+module with a ``DeprecationWarning`` naming it."""
 
 __all__ = [
     "ALL_STATES",
@@ -112,14 +139,10 @@ __all__ = [
     "DEFAULT_LANES",
     "App",
     "Backoff",
-    "ClaimedJob",
-    "Completion",
     "ConfigurationError",
     "DeduplicationConflict",
     "DeduplicationOptions",
     "EnvelopeOverrides",
-    "Failure",
-    "FinalizeOutcome",
     "InvalidJobId",
     "InvalidOptions",
     "InvalidPayload",
@@ -143,14 +166,13 @@ __all__ = [
     "Lane",
     "LaneError",
     "LeaseLost",
-    "LeaseRef",
     "LockMismatch",
     "LogEntry",
     "LogPage",
     "ManuallyFailed",
     "MaxAttemptsExceeded",
+    "MemoryBackend",
     "Q",
-    "QueueDemand",
     "QueueEvent",
     "QueueFacade",
     "QueueRetention",
@@ -159,30 +181,45 @@ __all__ = [
     "RepeatOptions",
     "RetryPolicy",
     "SchemaVersionMismatch",
-    "StalledOutcome",
     "TimeoutExceeded",
     "UnrecoverableJobError",
     "ValidationError",
     "Worker",
     "WorkerConfig",
+    "add_job",
+    "add_job_sync",
+    "add_jobs",
+    "add_jobs_sync",
     "bootstrap_default",
     "bootstrap_from_env",
     "claim_next_blocking",
     "connect",
     "current_context",
     "job",
+    "migrate",
     "register_job",
-    "run_worker",
-    "run_worker_on",
     "transaction",
 ]
 
 
 def __getattr__(name: str) -> Any:
-    """``lane_pg.App`` and the worker's names, imported when first asked for (PEP 562)."""
-    module = _LAZY.get(name)
-    if module is None:
+    """A public name imported on first use; an old name served from its home module."""
+    module = _LAZY.get(name) or _KEPT.get(name)
+    if module is not None:
+        value = getattr(importlib.import_module(module), name)
+        globals()[name] = value
+        return value
+    home = _MOVED.get(name)
+    if home is None:
         raise AttributeError(f"module 'lane_pg' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+    # Not cached in globals(): every use outside the home module is told, once per place.
+    warnings.warn(
+        f"lane_pg.{name} is not part of the public API: import it from {home}",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return getattr(importlib.import_module(home), name)
+
+
+def __dir__() -> list[str]:
+    return sorted({*__all__, *(n for n in globals() if n.startswith("__"))})

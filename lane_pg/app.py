@@ -7,7 +7,8 @@ async def send_email(job, ctx):
     ...
     return {"sent": True}
 
-python -m lane_pg worker --app myapp.jobs:app
+python -m lane_pg worker --app myapp.jobs:app     # a worker process, or from code:
+await app.run_worker(burst=True)                  # (lane_pg.facade.workers makes it)
 
 Job classes registered with ``lane_pg.register_job`` run on the same worker, beside the
 processor functions (``App(jobs=...)`` picks another registry than the default one).
@@ -16,21 +17,17 @@ processor functions (``App(jobs=...)`` picks another registry than the default o
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, overload
 
 from lane_pg.backend import JobQueueBackend, backend_kind, connect, resolve_url
 from lane_pg.errors import ConfigurationError
 from lane_pg.facade import DEFAULT_REGISTRY, BackendDriver, JobRegistry, QueueFacade
-from lane_pg.facade.failed import default_failed_store
-from lane_pg.facade.runner import typed_processors
+from lane_pg.facade.failed import bind_default_failed_store
+from lane_pg.facade.failover_worker import FailoverWorker
+from lane_pg.facade.workers import WorkerSpec, run_started, start_worker
 from lane_pg.types import JSON, JobOptions, JobRow, Lane
 from lane_pg.worker import Processor, ProcessorLike, Worker, WorkerConfig, WorkerHooks
-from lane_pg.worker.start import close_worker, create_worker
-
-_DRIVER_NAMES = {"postgresql": "postgres", "memory": "memory"}
-"""A backend kind as the facade names its driver (``lane_pg.facade.bootstrap``)."""
 
 
 class App:
@@ -46,7 +43,7 @@ class App:
         connection: str | None = None,
     ) -> None:
         # The schema rule is PostgreSQL's; imported here, not at module level, so that
-        # importing lane_pg loads no backend (tests/test_layering.py).
+        # importing lane_pg loads no backend (tests/test_imports.py).
         from lane_pg.postgres.schema import validate_schema_name
 
         if dsn:
@@ -80,25 +77,20 @@ class App:
 
         return register
 
+    def worker_spec(self, facade: QueueFacade | None = None) -> WorkerSpec:
+        """What this app's workers run: its processor functions, the job classes of its
+        registry and its lanes, on ``facade`` (``lane_pg.Q`` unless given)."""
+        from lane_pg.facade import Q
+
+        return WorkerSpec(facade or Q, self.jobs, dict(self._processors), self.lanes)
+
     def all_processors(
         self, facade: QueueFacade | None = None, *, connection: str | None = None
     ) -> dict[str, ProcessorLike]:
         """The processor functions and a processor per registered job class, by job name;
         one name served twice is refused. ``connection``: the label the job classes' events
         carry (default ``connection_label()``)."""
-        from lane_pg.facade import Q
-
-        facade = facade or Q
-        label = connection or self.connection_label()
-        typed: dict[str, ProcessorLike] = {}
-        if self.jobs is not None:
-            typed.update(typed_processors(self.jobs, facade.events, label))
-        both = sorted(set(typed) & set(self._processors))
-        if both:
-            raise ConfigurationError(
-                f"job names served both by a processor function and a job class: {both}"
-            )
-        return {**typed, **self._processors}
+        return self.worker_spec(facade).processors(connection or self.connection_label())
 
     def served_lanes(
         self, facade: QueueFacade | None = None, *, connection: str | None = None
@@ -106,17 +98,12 @@ class App:
         """The lanes a worker of this app serves when none are given: the app's lanes, a
         lane for each registered job class's queue, and their forward destinations
         (``lane_pg.facade.serving``); empty when nothing names a queue."""
-        from lane_pg.facade import Q
-        from lane_pg.facade.serving import declared_lanes, with_forwards
-
-        facade = facade or Q
-        label = connection or self.connection_label()
-        return with_forwards(declared_lanes(self.lanes, self.jobs, facade), facade, label)
+        return self.worker_spec(facade).served_lanes(connection or self.connection_label())
 
     def connection_label(self) -> str:
         """The connection name: the one given, else the driver's name the facade's
         bootstrap uses for this backend (``postgres``, ``memory``)."""
-        return self.connection or _DRIVER_NAMES[backend_kind(self.resolve_dsn())]
+        return self.connection or backend_kind(self.resolve_dsn())
 
     async def bind(self, facade: QueueFacade | None = None) -> QueueFacade:
         """Make this app's backend the default connection of ``facade`` (``lane_pg.Q``
@@ -125,10 +112,9 @@ class App:
 
         facade = facade or Q
         backend = await self.backend()
-        driver = BackendDriver(backend, _DRIVER_NAMES[backend_kind(self.resolve_dsn())])
+        driver = BackendDriver(backend, backend_kind(self.resolve_dsn()))
         facade.set_driver(driver, name=self.connection)
-        if facade.failed_store() is None:
-            facade.set_failed_store(default_failed_store(backend))  # FAIL-8
+        bind_default_failed_store(facade, backend)  # FAIL-8, when none is bound
         return facade
 
     def resolve_dsn(self) -> str:
@@ -153,55 +139,115 @@ class App:
         options: JobOptions | dict[str, JSON] | None = None,
     ) -> JobRow:
         """Enqueue one job (outside any transaction of yours; see
-        ``lane_pg.postgres.enqueue`` to enqueue inside one)."""
+        ``lane_pg.add_job`` to enqueue inside one)."""
         return await (await self.backend()).jobs.add_job(queue, name, data, options)
 
+    @overload
     async def create_worker(
         self,
         config: WorkerConfig | None = None,
         *,
         hooks: WorkerHooks | None = None,
+        connection: None = None,
+        facade: QueueFacade | None = None,
         **settings: Any,
-    ) -> Worker:
+    ) -> Worker: ...
+
+    @overload
+    async def create_worker(
+        self,
+        config: WorkerConfig | None = None,
+        *,
+        hooks: WorkerHooks | Callable[[str], WorkerHooks | None] | None = None,
+        connection: str,
+        facade: QueueFacade | None = None,
+        **settings: Any,
+    ) -> Worker | FailoverWorker: ...
+
+    async def create_worker(
+        self,
+        config: WorkerConfig | None = None,
+        *,
+        hooks: WorkerHooks | Callable[[str], WorkerHooks | None] | None = None,
+        connection: str | None = None,
+        facade: QueueFacade | None = None,
+        **settings: Any,
+    ) -> Worker | FailoverWorker:
         """A worker for this app's processors, woken early by the backend when it can
-        (PostgreSQL: a LISTEN connection for its queues; other backends poll).
+        (PostgreSQL: a LISTEN connection for its queues; other backends poll); ``run_worker``
+        makes and runs one.
 
         ``settings`` are ``WorkerConfig`` fields. Without lanes (and without
         ``all_queues=True``) the worker serves ``served_lanes()``: the app's lanes, its job
         classes' queues and their forwards; ``ConfigurationError`` when those name none.
+        ``connection`` names a connection of ``facade`` (``lane_pg.Q`` unless given) to work
+        on instead of the app's own database (a failover connection gets a
+        ``FailoverWorker``: one worker per connection of its list); ``hooks`` may then be a
+        function of each one's label. The facade's job classes' events and failed-job
+        store are the worker's.
         """
         if config is None:
             config = WorkerConfig(**settings)
         elif settings:
             raise ConfigurationError("give either a WorkerConfig or settings, not both")
-        from lane_pg.facade import Q
+        spec = self.worker_spec(facade)
+        per_label: Callable[[str], WorkerHooks | None] | None
+        if hooks is None or isinstance(hooks, WorkerHooks):
+            given = hooks
+            per_label = None if given is None else (lambda _label: given)
+        else:
+            per_label = hooks
+        if connection is not None:
+            source = spec.facade.connection(connection)
+            return await start_worker(spec, source, config, connection, per_label)
+        label = self.connection_label()
+        config = spec.configured(config, label)  # before the database is opened
+        return await start_worker(spec, await self.backend(), config, label, per_label)
 
-        if not config.lanes and not config.all_queues:
-            from lane_pg.facade.serving import NO_QUEUES_IN_CODE
+    @overload
+    async def run_worker(
+        self,
+        config: WorkerConfig | None = None,
+        *,
+        shutdown: asyncio.Event | None = None,
+        connection: None = None,
+        facade: QueueFacade | None = None,
+        **settings: Any,
+    ) -> Worker: ...
 
-            lanes = self.served_lanes(Q)
-            if not lanes:
-                raise ConfigurationError(NO_QUEUES_IN_CODE)
-            config = dataclasses.replace(config, lanes=lanes)
+    @overload
+    async def run_worker(
+        self,
+        config: WorkerConfig | None = None,
+        *,
+        shutdown: asyncio.Event | None = None,
+        connection: str,
+        facade: QueueFacade | None = None,
+        **settings: Any,
+    ) -> Worker | FailoverWorker: ...
 
-        backend = await self.backend()
-        return await create_worker(
-            backend,
-            self.all_processors(),
-            config,
-            failed_store=Q.failed_store() or default_failed_store(backend),
-            connection=self.connection_label(),
-            hooks=hooks,
-        )
-
-    async def run_worker(self, config: WorkerConfig | None = None, **settings: Any) -> Worker:
-        """Run a worker until it stops (``worker.stop()``, or idle in burst mode)."""
-        worker = await self.create_worker(config, **settings)
-        try:
-            await worker.run()
-        finally:
-            await close_worker(worker)
-        return worker
+    async def run_worker(
+        self,
+        config: WorkerConfig | None = None,
+        *,
+        shutdown: asyncio.Event | None = None,
+        connection: str | None = None,
+        facade: QueueFacade | None = None,
+        **settings: Any,
+    ) -> Worker | FailoverWorker:
+        """Run a worker until it stops: ``shutdown`` set (at its next claim boundary,
+        running jobs finishing within ``shutdown_timeout``), ``worker.stop()``, or idle in
+        burst mode; returns it. The one documented way to run a worker from code
+        (``create_worker`` for its arguments)."""
+        if connection is None:
+            worker: Worker | FailoverWorker = await self.create_worker(
+                config, facade=facade, **settings
+            )
+        else:
+            worker = await self.create_worker(
+                config, connection=connection, facade=facade, **settings
+            )
+        return await run_started(worker, shutdown)
 
     async def close(self) -> None:
         if self._backend is not None:

@@ -14,8 +14,9 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from lane_pg import JobOptions, QueueDemand
+from lane_pg import JobOptions
 from lane_pg.postgres.backend import PostgresBackend
+from lane_pg.types import QueueDemand
 
 REPO = Path(__file__).resolve().parents[1]
 HEADINGS = [

@@ -26,10 +26,10 @@ def _with_scheme(dsn: str, scheme: str) -> str:
 @pytest.mark.parametrize(
     ("url", "kind"),
     [
-        ("postgresql://u@h/db", "postgresql"),
-        ("postgres://u@h/db", "postgresql"),
-        ("POSTGRESQL://u@h/db", "postgresql"),
-        ("postgresql://postgres:@/postgres?host=/tmp/x", "postgresql"),  # the embedded form
+        ("postgresql://u@h/db", "postgres"),
+        ("postgres://u@h/db", "postgres"),
+        ("POSTGRESQL://u@h/db", "postgres"),
+        ("postgresql://postgres:@/postgres?host=/tmp/x", "postgres"),  # the embedded form
         ("memory://", "memory"),
     ],
 )

@@ -1,7 +1,7 @@
 """Claim limits of a queue (RATE): a claim rate limit and a ceiling on active jobs.
 
 The rules every backend follows are in ``lane_pg.backend`` (the package docstring); how a
-claim applies these limits is in ``Settler.claim_jobs``."""
+claim applies these limits is in ``Runs.claim_jobs``."""
 
 from __future__ import annotations
 

@@ -9,14 +9,20 @@ no URL (None or "")               ``$LANE_PG_DSN``, else the embedded PostgreSQL
                                   ``./.lane_pg`` (``lane_pg.postgres.embedded``)
 =============================== ===========================================================
 
-Anything else is a ``ConfigurationError`` naming the accepted schemes. A backend's module
-(and its driver) is imported only when a URL asks for it, so importing ``lane_pg`` loads
-no database driver.
+Anything else is a ``ConfigurationError`` naming the accepted schemes. The backends are
+found through ``BACKENDS``, a table of ``"module:attribute"`` strings imported when a URL
+asks for one: this contract package imports no backend
+implementation (the import contracts of pyproject.toml), so importing ``lane_pg`` loads no
+database driver. A PostgreSQL URL's kind is ``postgres``, whichever of its two schemes it
+is written with: the one label a PostgreSQL connection carries (docs/decisions.md).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal, TypeAlias
+import importlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, cast
 
 from lane_pg.errors import ConfigurationError
 
@@ -25,6 +31,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ACCEPTED_SCHEMES",
+    "BACKENDS",
+    "BackendEntry",
     "BackendKind",
     "backend_kind",
     "connect",
@@ -32,11 +40,47 @@ __all__ = [
     "resolve_url",
 ]
 
-BackendKind: TypeAlias = Literal["postgresql", "memory"]
+BackendKind: TypeAlias = Literal["postgres", "memory"]
 
 ACCEPTED_SCHEMES: tuple[str, ...] = ("postgresql://", "postgres://", "memory://")
-_KINDS: dict[str, BackendKind] = {"postgresql": "postgresql", "postgres": "postgresql"}
+_KINDS: dict[str, BackendKind] = {"postgresql": "postgres", "postgres": "postgres"}
 _REDIS = ("redis", "rediss")
+
+
+@dataclass(frozen=True)
+class BackendEntry:
+    """Where a backend kind's opener lives, as text so that naming it imports nothing.
+
+    ``opener`` is ``"module:attribute[.attribute]"``: an async callable
+    ``(url, *, schema, min_size, max_size, check_schema)`` returning the opened backend.
+    ``title`` and ``install`` word the error of a missing driver."""
+
+    opener: str
+    title: str
+    install: str = ""
+
+
+BACKENDS: dict[str, BackendEntry] = {
+    "postgres": BackendEntry(
+        "lane_pg.postgres.backend:PostgresBackend.connect",
+        "PostgreSQL",
+        "(a dependency of lane_pg: reinstall lane_pg)",
+    ),
+    "memory": BackendEntry("lane_pg.memory:open_memory", "memory"),
+}
+"""Backend kind (``backend_kind``) -> its opener, for ``connect``."""
+
+DEFAULT_URL = "lane_pg.postgres.embedded:resolve_dsn"
+"""The resolver of an absent URL: ``$LANE_PG_DSN``, else the embedded server's URL."""
+
+
+def _resolve(target: str) -> Any:
+    """The object ``"module:attribute[.attribute]"`` names, its module imported now."""
+    module_name, _, path = target.partition(":")
+    found: Any = importlib.import_module(module_name)
+    for attribute in path.split("."):
+        found = getattr(found, attribute)
+    return found
 
 
 def redact_url(url: str) -> str:
@@ -80,9 +124,7 @@ def resolve_url(url: str | None) -> str:
     or joined on demand: ``pip install 'lane_pg[embedded]'``)."""
     if url:
         return url
-    from lane_pg.postgres.embedded import resolve_dsn
-
-    return resolve_dsn(None)
+    return cast(str, _resolve(DEFAULT_URL)(None))
 
 
 async def connect(
@@ -99,19 +141,18 @@ async def connect(
     the memory backend has no schema and no pool.
     """
     resolved = resolve_url(url)
-    if backend_kind(resolved) == "memory":
-        from lane_pg.memory import MemoryBackend
-
-        return MemoryBackend()
+    kind = backend_kind(resolved)
+    entry = BACKENDS[kind]
     try:
-        from lane_pg.postgres.backend import PostgresBackend
+        opener = cast(Callable[..., Awaitable["JobQueueBackend"]], _resolve(entry.opener))
     except ModuleNotFoundError as exc:
-        if exc.name != "asyncpg":
+        if exc.name is None or exc.name.split(".")[0] == "lane_pg":
             raise
+        driver = exc.name.split(".")[0]
         raise ConfigurationError(
-            "the PostgreSQL backend needs the asyncpg driver: pip install asyncpg"
-            " (a dependency of lane_pg: reinstall lane_pg)"
+            f"the {entry.title} backend needs the {driver} driver: pip install {driver}"
+            + (f" {entry.install}" if entry.install else "")
         ) from exc
-    return await PostgresBackend.connect(
+    return await opener(
         resolved, schema=schema, min_size=min_size, max_size=max_size, check_schema=check_schema
     )

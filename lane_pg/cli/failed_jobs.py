@@ -6,8 +6,9 @@ commands use. The facade is wired from the boot configuration, as the app's is
 (``bootstrap_from_env``: ``LANE_PG_DRIVER``, ``LANE_PG_CONNECTIONS``, the failover list;
 ``--dsn``/``--schema`` stand for ``LANE_PG_DSN``/``LANE_PG_SCHEMA``), so a retry pushes a
 record's job into the store of the connection the record names, under the same names the
-app's workers used (``lane_pg.App`` calls the database ``postgresql``: an alias of the
-default here). The records read are those of ``--connection`` (default: the default
+app's workers used (``postgres``; ``postgresql``, the name earlier versions of
+``lane_pg.App`` gave its database, is an alias of the default here, so their records still
+retry). The records read are those of ``--connection`` (default: the default
 connection): PostgreSQL's database store (FAIL-8). A connection with no store (memory,
 sync, null) exits 1 saying so; a store a memory app binds itself lives in that app's
 process, and a retry from this process would land in this process's own memory (CLI-11).
@@ -34,7 +35,8 @@ from lane_pg.facade.failed import default_failed_store
 from lane_pg.failed import FailedJobStore
 
 APP_NAME = "postgresql"
-"""The name ``lane_pg.App`` gives its PostgreSQL connection (bootstrap names it ``postgres``)."""
+"""The connection name earlier versions of ``lane_pg.App`` wrote on failed-job records
+(now ``postgres``, as everywhere): accepted as an alias, never written."""
 
 NO_STORE = (
     "no failed-job store is bound: the {driver} driver binds none (only the postgres"

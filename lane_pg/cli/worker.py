@@ -51,7 +51,6 @@ from datetime import datetime
 from typing import TypeVar
 
 from lane_pg.app import App
-from lane_pg.backend import JobQueueBackend
 from lane_pg.backend.url import redact_url
 from lane_pg.cli.common import (
     DEFAULT_SCHEMA,
@@ -74,19 +73,13 @@ from lane_pg.facade import (
     FailoverWorker,
     Q,
 )
-from lane_pg.facade.failed import default_failed_store
 from lane_pg.facade.serving import NO_QUEUES, with_forwards
+from lane_pg.facade.workers import start_failover_worker
 from lane_pg.logs import configure_cli_logging
 from lane_pg.types import Lane
 from lane_pg.worker import Worker, WorkerConfig, joblog
-from lane_pg.worker.budget import ClaimBudget
 from lane_pg.worker.config import UNKNOWN_JOB_CHOICES
-from lane_pg.worker.start import (
-    DatabaseUnreachable,
-    close_worker,
-    create_worker,
-    open_when_reachable,
-)
+from lane_pg.worker.start import DatabaseUnreachable, close_worker, open_when_reachable
 
 T = TypeVar("T")
 
@@ -586,48 +579,36 @@ async def _serve(app: App, config: WorkerConfig, lifecycle: Lifecycle) -> int:
 async def _serve_connection(
     app: App, config: WorkerConfig, name: str, driver: BackendDriver, lifecycle: Lifecycle
 ) -> int:
-    """A worker on facade connection ``name`` (``--connection``), made as ``App`` and
-    ``run_worker`` make theirs (``lane_pg.worker.start.create_worker``)."""
+    """A worker on facade connection ``name`` (``--connection``): ``App.create_worker``'s,
+    once the connection's database answers."""
     lifecycle.install()
     try:
         what = f"connection {name!r}" + (f" ({redact_url(driver.url)})" if driver.url else "")
         backend = await lifecycle.open(driver.backend, what)
         if backend is None:
             return lifecycle.stopped_while_waiting()
-        worker = await create_worker(
-            backend,
-            app.all_processors(Q, connection=name),
-            config,
-            failed_store=Q.failed_store() or default_failed_store(backend),
-            connection=name,
-            hooks=CliWorkerHooks(Q.events, name),
+        worker = await app.create_worker(
+            config, connection=name, hooks=lambda label: CliWorkerHooks(Q.events, label)
         )
         try:
             return await _run(worker, config, name, lifecycle)
         finally:
-            await close_worker(worker)
+            if isinstance(worker, Worker):
+                await close_worker(worker)
     finally:
         await driver.close()
 
 
 def _failover_workers(app: App, config: WorkerConfig, driver: FailoverDriver) -> FailoverWorker:
-    """One worker per connection of the failover list, made as ``_serve_connection`` makes
-    its own, each labelled with its inner connection (FOV-5, FOV-6, FOV-8)."""
-
-    async def make(
-        label: str, backend: JobQueueBackend, member: WorkerConfig, budget: ClaimBudget | None
-    ) -> Worker:
-        return await create_worker(
-            backend,
-            app.all_processors(Q, connection=label),
-            member,
-            failed_store=Q.failed_store() or default_failed_store(backend),
-            connection=label,
-            hooks=CliWorkerHooks(Q.events, label, tagged=True),
-            claim_budget=budget,
-        )
-
-    return FailoverWorker(driver, config, make)
+    """One worker per connection of the failover list, each labelled with its inner
+    connection (FOV-5, FOV-6, FOV-8): ``App.create_worker``'s, made before the process
+    waits for anything, so the list's checks come first."""
+    return start_failover_worker(
+        app.worker_spec(Q),
+        driver,
+        config,
+        lambda label: CliWorkerHooks(Q.events, label, tagged=True),
+    )
 
 
 async def _serve_failover(workers: FailoverWorker, name: str, lifecycle: Lifecycle) -> int:

@@ -1,7 +1,8 @@
 """The Laravel-style facade (seed 003): typed job classes, ``Q``, connections and routes.
 
-It sits on the backend protocol and the worker and imports no database driver
-(tests/test_layering.py): a connection's driver wraps a backend someone else opened.
+It sits on the backend protocol and the worker and imports no database driver (the
+import contracts of pyproject.toml): a connection's driver wraps a backend someone else
+opened.
 """
 
 from __future__ import annotations

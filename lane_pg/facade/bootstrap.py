@@ -7,10 +7,11 @@ is touched, so a boot error changes nothing. ``bootstrap_default()`` always wire
 (tests, embedded use).
 
 =================================== ==========================================================
-``LANE_PG_DRIVER``                  the default connection's driver: ``postgres`` (alias
-                                    ``database``), ``memory``, ``local``, ``sync``, ``null``,
-                                    ``failover``; ``redis`` is not available yet (a
-                                    ``ConfigurationError``). Unset: ``postgres``.
+``LANE_PG_DRIVER``                  the default connection's driver: ``postgres`` (aliases
+                                    ``postgresql``, ``database``), ``memory``, ``local``,
+                                    ``sync``, ``null``, ``failover``; ``redis`` is not
+                                    available yet (a ``ConfigurationError``). Unset:
+                                    ``postgres``.
 ``LANE_PG_DSN``, ``LANE_PG_SCHEMA`` the postgres driver's store; no DSN: the embedded server
                                     (A12 as DESIGN.md decided), resolved on first use
 ``LANE_PG_LOCAL_PATH``              the local driver's snapshot file (``lane_pg_local.json``)
@@ -52,12 +53,14 @@ from pathlib import Path
 from lane_pg.backend import JobQueueBackend
 from lane_pg.errors import ConfigurationError
 from lane_pg.facade.driver import BackendDriver, QueueDriver, visibility_timeout_of
+from lane_pg.facade.failed import default_failed_store
 from lane_pg.facade.queue import Q, QueueFacade
 from lane_pg.facade.stores import local_store, postgres_store, refuse_shared_stores
 
 log = logging.getLogger("lane_pg.facade")
 
-DRIVER_ALIASES = {"database": "postgres"}
+DRIVER_ALIASES = {"database": "postgres", "postgresql": "postgres"}
+"""Names a user may type for a driver; a connection is labelled by the name they stand for."""
 DRIVER_NAMES: tuple[str, ...] = (
     "postgres",
     "database",
@@ -278,10 +281,9 @@ def bootstrap_from_env(
             # The default's own driver is an alias of it (CONN-11): one store, one binding.
             registered[name] = default if name == kind else _build(name, wiring)
     facade.set_driver(default)
-    if kind == "postgres":  # FAIL-8: the postgres default's database failed-job store
-        from lane_pg.postgres.failed import DatabaseFailedJobStore
-
-        facade.set_failed_store(DatabaseFailedJobStore(default))  # type: ignore[arg-type]
+    store = default_failed_store(default)  # FAIL-8: the postgres default's database store
+    if store is not None:
+        facade.set_failed_store(store)
     for name, driver in registered.items():
         facade.register_connection(name, driver)
     return facade

@@ -287,12 +287,36 @@ async def _holder(record: FailedJobRecord, drivers: list[BackendDriver]) -> Back
     return found[0] if len(found) == 1 else None
 
 
-def default_failed_store(backend: JobQueueBackend) -> FailedJobStore | None:
-    """The failed-job store a backend's driver binds at boot (FAIL-8): PostgreSQL's
-    database store; None for the others (``Q.set_failed_store`` binds one)."""
-    if backend.failed_records is None:
+def default_failed_store(source: JobQueueBackend | QueueDriver) -> FailedJobStore | None:
+    """The failed-job store a connection binds by default (FAIL-8): the one rule that
+    ``bootstrap_from_env``, ``App``, every worker (``failed_store_for``) and the CLI's
+    failed-job commands apply. PostgreSQL's database store, over a PostgreSQL backend or
+    over a postgres connection's driver (opened on the store's first use, so binding it at
+    boot does no I/O); None for the others (``Q.set_failed_store`` binds one)."""
+    if isinstance(source, BackendDriver):
+        if source.driver_name != "postgres":
+            return None
+    elif not isinstance(source, JobQueueBackend) or source.failed_records is None:
         return None
+    # facade seam: removed when the facade moves onto the contract (issue 23 item 2)
     from lane_pg.postgres.backend import PostgresBackend
     from lane_pg.postgres.failed import DatabaseFailedJobStore
 
-    return DatabaseFailedJobStore(backend) if isinstance(backend, PostgresBackend) else None
+    if isinstance(source, BackendDriver | PostgresBackend):
+        return DatabaseFailedJobStore(source)
+    return None
+
+
+def failed_store_for(facade: FailedJobs, backend: JobQueueBackend) -> FailedJobStore | None:
+    """The store a worker of ``facade`` on ``backend`` records into: the facade's bound
+    store, else the backend's default (``default_failed_store``)."""
+    return facade.failed_store() or default_failed_store(backend)
+
+
+def bind_default_failed_store(facade: FailedJobs, source: JobQueueBackend | QueueDriver) -> None:
+    """Bind ``source``'s default store (``default_failed_store``) to ``facade`` when it has
+    none bound and ``source`` has one."""
+    if facade.failed_store() is None:
+        store = default_failed_store(source)
+        if store is not None:
+            facade.set_failed_store(store)

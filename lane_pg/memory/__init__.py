@@ -32,7 +32,7 @@ from lane_pg.memory.read import _Reading
 from lane_pg.memory.repeat import _Repeating
 from lane_pg.memory.settle import _Settling
 
-__all__ = ["MemoryBackend", "MemoryLeader"]
+__all__ = ["MemoryBackend", "MemoryLeader", "open_memory"]
 
 
 class MemoryBackend(
@@ -69,3 +69,9 @@ class MemoryBackend(
 
     async def close(self) -> None:
         return None
+
+
+async def open_memory(url: str, **options: object) -> MemoryBackend:
+    """A new, empty ``MemoryBackend`` for ``memory://`` (``lane_pg.backend.url.BACKENDS``);
+    the PostgreSQL options ``connect`` passes (schema, pool size) do not apply."""
+    return MemoryBackend()

@@ -108,7 +108,7 @@ class PostgresBackend(
 ):
     """Job queue backend over PostgreSQL (schema ``lane`` unless configured)."""
 
-    kind = "postgresql"
+    kind = "postgres"
 
     def __init__(self, pool: asyncpg.Pool, schema: str = "lane", dsn: str | None = None) -> None:
         self._pool = pool
@@ -473,7 +473,7 @@ class PostgresBackend(
     ) -> list[FinalizeOutcome]:
         """``fail_jobs``, recording each item that fails for good in ``failed_jobs`` in the
         same transaction (FAIL-2, A4), under its stored connection label, else
-        ``connection`` (``RecordsFailedJobs``)."""
+        ``connection`` (the ``failed_records`` handle)."""
         if not connection:
             raise ConfigurationError("a failed-job record needs a connection name")
         return await self._fail_jobs(items, now, connection)

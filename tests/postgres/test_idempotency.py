@@ -30,7 +30,7 @@ from lane_pg.types import JSON, JobRow, Lane
 from lane_pg.worker import JobContext, Worker, WorkerConfig
 from lane_pg.worker.maintenance import maintenance_tasks
 from tests.helpers import eventually
-from tests.test_layering import DRIVERS, _loaded_after_import
+from tests.test_imports import DRIVERS, _loaded_after_import
 
 BOUND = 30.0  # seconds: no run here may take longer
 T0 = datetime(2001, 1, 1, tzinfo=UTC)  # an explicit clock for the TTL tests

@@ -17,8 +17,9 @@ from datetime import datetime, timedelta
 import asyncpg
 import pytest
 
-from lane_pg import JobRateLimit, JobSpec, QueueDemand
+from lane_pg import JobRateLimit, JobSpec
 from lane_pg.postgres.backend import PostgresBackend
+from lane_pg.types import QueueDemand
 from tests.helpers import eventually
 from tests.postgres.test_wakeup_sql import CHANNEL, Wakeups
 
