@@ -23,7 +23,7 @@ from lane_pg.memory.dedup import _Deduplicating
 from lane_pg.memory.flow import _Flowing
 from lane_pg.memory.follow import _Following
 from lane_pg.memory.leader import MemoryLeader
-from lane_pg.memory.logs import _Logs
+from lane_pg.memory.logs import MemoryLogs
 from lane_pg.memory.maintain import _Maintaining
 from lane_pg.memory.manage import _Managing
 from lane_pg.memory.metrics import _Metrics
@@ -45,7 +45,6 @@ class MemoryBackend(
     _QueueSettings,
     _Managing,
     _Cleaning,
-    _Logs,
     _Reading,
     _Metrics,
     _Following,
@@ -60,7 +59,7 @@ class MemoryBackend(
         self, clock: Callable[[], datetime] | None = None, rng: random.Random | None = None
     ) -> None:
         super().__init__(clock, rng)
-        self._serve(self, {"leader": self._leader_implementation()})
+        self._serve(self, {"leader": self._leader_implementation(), "logs": MemoryLogs(self)})
 
     def _leader_implementation(self) -> MemoryLeader:
         """What the ``leader`` handle calls: the workers of this backend elect their

@@ -672,3 +672,11 @@ def _event_bound(value: str | int) -> int:
     if isinstance(value, str) and value.isascii() and value.isdigit():
         return int(value)
     raise InvalidOptions(f"event id bound must be '-', '+' or an integer id, got {value!r}")
+
+
+class MemoryEntity:
+    """Base of an entity's memory implementation: the operations of one handle over the
+    shared store (the records every entity reads and writes, and their shared rules)."""
+
+    def __init__(self, store: _Store) -> None:
+        self._store = store

@@ -16,7 +16,7 @@ from typing import Any, cast
 import asyncpg
 
 from lane_pg.backend import JobQueueBackend
-from lane_pg.errors import ConfigurationError, JobNotFound
+from lane_pg.errors import ConfigurationError
 from lane_pg.postgres import enqueue
 from lane_pg.postgres import schema as schema_mod
 from lane_pg.postgres.arguments import (
@@ -24,16 +24,17 @@ from lane_pg.postgres.arguments import (
     event_bound,
     optional_token_text,
     outcome,
-    reraise,
     server_errors,
     token_text,
 )
 from lane_pg.postgres.cleanup import CleanupCalls
+from lane_pg.postgres.database import Database
 from lane_pg.postgres.flows import FlowCalls
 from lane_pg.postgres.follow import FollowCalls
 from lane_pg.postgres.handback import HandBackCalls
 from lane_pg.postgres.leader import PostgresLeader
 from lane_pg.postgres.limits import ClaimLimitCalls, rate_limit_arguments
+from lane_pg.postgres.logs import PostgresLogs
 from lane_pg.postgres.metrics import MetricCalls
 from lane_pg.postgres.notifier import Notifier
 from lane_pg.postgres.owners import OwnerCalls
@@ -62,8 +63,6 @@ from lane_pg.types import (
     JobSpec,
     JobState,
     LeaseRef,
-    LogEntry,
-    LogPage,
     PauseStatus,
     QueueDemand,
     QueueEvent,
@@ -112,11 +111,8 @@ class PostgresBackend(
 
     def __init__(self, pool: asyncpg.Pool, schema: str = "lane", dsn: str | None = None) -> None:
         self._pool = pool
-        # One pooled connection kept out of the pool between statements (see _call); never
-        # with a pool of one, whose only connection a transaction may need.
-        self._held: Any = None
-        self._may_hold = pool.get_max_size() >= 2
-        self.schema = schema_mod.validate_schema_name(schema)
+        self._db = Database(pool, schema)
+        self.schema = self._db.schema
         self.dsn = dsn
         """The DSN the pool was opened with: the worker's LISTEN connection uses it."""
         self._serve(
@@ -124,6 +120,7 @@ class PostgresBackend(
             {
                 # The maintenance leader's lease in lane.leaders, called on this pool.
                 "leader": PostgresLeader(pool, self.schema),
+                "logs": PostgresLogs(self._db),
                 "space": self,
                 "idempotency": self,
                 "transactions": self,
@@ -204,59 +201,20 @@ class PostgresBackend(
         )
 
     async def close(self) -> None:
-        self._may_hold = False
-        held, self._held = self._held, None
-        if held is not None:
-            await self._pool.release(held)
-        await self._pool.close()
+        await self._db.close()
 
     # ----------------------------------------------------------------- plumbing
     def _sql(self, text: str) -> str:
-        """The statement with the schema substituted (the name is validated)."""
-        return text if self.schema == "lane" else schema_mod.render_sql(text, self.schema)
+        return self._db.sql(text)
 
     async def _fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:
-        return cast(list[asyncpg.Record], await self._call("fetch", self._sql(sql), args))
+        return await self._db.fetch(sql, *args)
 
     async def _fetchval(self, sql: str, *args: Any) -> Any:
-        return await self._call("fetchval", self._sql(sql), args)
-
-    async def _call(self, method: str, sql: str, args: tuple[Any, ...]) -> Any:
-        """One autocommit statement: on the held connection when no other call is using
-        it, else on one from the pool; afterwards the connection is held again if none is.
-
-        asyncpg's ``Pool.fetch`` (acquire, then a shielded release task) took 316 us per
-        ``SELECT 1`` on this VM against 113 us on a bare connection: every event-loop turn
-        is an epoll syscall, and syscalls are dear under nested virtualisation. A caller
-        that runs one statement after another (a producer's adds, W1; the worker's claim
-        loop and settlement, W3) takes the held connection every time; concurrent callers
-        use the pool as before. Only a connection whose statement got an answer (a result
-        or a server error) is held again; after a cancellation or a broken connection it
-        goes back to the pool, whose release waits out the cancellation or replaces it.
-        """
-        conn = self._held
-        self._held = None
-        if conn is None:
-            conn = await self._pool.acquire()
-        answered = False
-        try:
-            result = await getattr(conn, method)(sql, *args)
-            answered = True
-            return result
-        except asyncpg.PostgresError as exc:
-            answered = True
-            reraise(exc)
-        finally:
-            if answered and self._held is None and self._may_hold:
-                self._held = conn
-            else:
-                await self._pool.release(conn)
+        return await self._db.fetchval(sql, *args)
 
     async def _job(self, function_call: str, *args: Any) -> JobRow:
-        rows = await self._fetch(f"SELECT {JOB_COLUMNS} FROM {function_call} AS j", *args)
-        if not rows or rows[0]["id"] is None:
-            raise JobNotFound("job not found")
-        return job_from_row(rows[0])
+        return await self._db.job(function_call, *args)
 
     # ----------------------------------------------------------------- adding
     async def add_job(
@@ -655,49 +613,6 @@ class PostgresBackend(
         return await self._job(
             "lane.update_job_priority($1, $2, $3, $4, $5)", queue, job_id, priority, lifo, now
         )
-
-    async def add_job_log(
-        self,
-        queue: str,
-        job_id: str,
-        message: str,
-        *,
-        keep: int | None = None,
-        now: datetime | None = None,
-        token: str | None = None,
-    ) -> int:
-        return cast(
-            int,
-            await self._fetchval(
-                "SELECT lane.add_job_log($1, $2, $3, $4, $5, $6::uuid)",
-                queue,
-                job_id,
-                message,
-                keep,
-                now,
-                optional_token_text(token),
-            ),
-        )
-
-    async def get_job_logs(
-        self, queue: str, job_id: str, start: int = 0, end: int = -1, *, asc: bool = True
-    ) -> LogPage:
-        rows = await self._fetch(
-            "SELECT count, ts, messages FROM lane.get_job_logs($1, $2, $3, $4, $5)",
-            queue,
-            job_id,
-            start,
-            end,
-            asc,
-        )
-        row = rows[0]
-        entries = [
-            LogEntry(ts, message) for ts, message in zip(row["ts"], row["messages"], strict=True)
-        ]
-        return LogPage(entries, row["count"])
-
-    async def clear_job_logs(self, queue: str, job_id: str, keep: int = 0) -> None:
-        await self._fetch("SELECT lane.clear_job_logs($1, $2, $3)", queue, job_id, keep)
 
     async def pause_queue(self, queue: str) -> None:
         validate_queue_name(queue)
