@@ -203,12 +203,14 @@ class Backoff:
 
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
-    """A job's retries as one value: ``retries`` more tries after the first, each
-    after ``backoff``. Only a Python spelling of the ``attempts`` and ``backoff`` options:
-    ``JobOptions(retry=RetryPolicy.fixed(3, 1))`` stores exactly what
-    ``JobOptions(attempts=4, backoff=Backoff.fixed(1))`` stores."""
+    """Retries as one value: ``retries`` more tries after the first, each after
+    ``backoff`` (``None``: at once). For a job it is only a Python spelling of the
+    ``attempts`` and ``backoff`` options: ``JobOptions(retry=RetryPolicy.fixed(3, 1))``
+    stores exactly what ``JobOptions(attempts=4, backoff=Backoff.fixed(1))`` stores. The
+    in-process lane scheduler retries its commands by the same value
+    (``lane_pg.lanes.LaneConfig.retry_policy``)."""
 
-    retries: int
+    retries: int = 0
     backoff: Backoff | None = None
 
     def __post_init__(self) -> None:
@@ -227,9 +229,12 @@ class RetryPolicy:
         return self.retries + 1
 
     @classmethod
-    def exponential(cls, retries: int) -> RetryPolicy:
-        """``retries`` retries after 100 ms, doubling each time, at most 30 s, no jitter."""
-        return cls(retries, Backoff.exponential(0.1, cap=30.0))
+    def exponential(
+        cls, retries: int, initial: Duration = 0.1, cap: Duration = 30.0
+    ) -> RetryPolicy:
+        """``retries`` retries after ``initial`` (100 ms), doubling each time, at most
+        ``cap`` (30 s), no jitter."""
+        return cls(retries, Backoff.exponential(initial, cap=cap))
 
     @classmethod
     def fixed(cls, retries: int, delay: Duration) -> RetryPolicy:
@@ -240,6 +245,12 @@ class RetryPolicy:
     def none(cls) -> RetryPolicy:
         """One try, no retry (what a job without options gets)."""
         return cls(0)
+
+    def delay_for(self, retry: int) -> float:
+        """Seconds to wait before retry number ``retry`` (1-based); no jitter drawn."""
+        if self.backoff is None:
+            return 0.0
+        return self.backoff.delay_for(retry) / 1000.0
 
 
 Retention: TypeAlias = bool | int | JobRetention

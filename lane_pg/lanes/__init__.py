@@ -19,7 +19,7 @@ from lane_pg.lanes.commands import (
     FunctionCommand,
     PersistableCommand,
 )
-from lane_pg.lanes.config import LaneConfig, PriorityBoostConfig, RateLimitConfig, RetryPolicy
+from lane_pg.lanes.config import LaneConfig, PriorityBoostConfig, RateLimitConfig
 from lane_pg.lanes.errors import (
     CommandFailed,
     DrainTimeout,
@@ -61,6 +61,7 @@ from lane_pg.lanes.reliability import (
     LocalStorage,
     StoredCommand,
 )
+from lane_pg.types import RetryPolicy
 
 __all__ = [
     "COMMAND_COMPLETED",

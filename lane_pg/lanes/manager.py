@@ -583,7 +583,7 @@ class LaneManager:
     async def _attempt_failed(self, entry: _Entry, exc: BaseException) -> None:
         lane = entry.lane
         policy = lane.config.retry_policy
-        if entry.retries < policy.max_retries and not self._stopped:
+        if entry.retries < policy.retries and not self._stopped:
             entry.retries += 1
             lane.retry_waiting += 1
             self._emit(
