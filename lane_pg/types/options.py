@@ -125,7 +125,7 @@ class RetryPolicy:
     ``attempts`` and ``backoff`` options: ``JobOptions(retry=RetryPolicy.fixed(3, 1))``
     stores exactly what ``JobOptions(attempts=4, backoff=Backoff.fixed(1))`` stores. The
     in-process lane scheduler retries its commands by the same value
-    (``lane_pg.lanes.LaneConfig.retry_policy``)."""
+    (``lane_pg.scheduler.LaneConfig.retry_policy``)."""
 
     retries: int = 0
     backoff: Backoff | None = None

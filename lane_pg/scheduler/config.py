@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, replace
 from datetime import timedelta
 
-from lane_pg.lanes.errors import InvalidLaneConfig
+from lane_pg.scheduler.errors import InvalidLaneConfig
 from lane_pg.types import Duration, RetryPolicy
 
 
