@@ -37,7 +37,7 @@ Common rules
   ``waiting-children {prev?}`` (a flow parent waiting, ``lane_pg.flows``).
 * Completions and terminal failures also count into per-minute terminal metrics
   (``lane_pg.backend.metrics``, OBS-6); ``subscribe_events`` follows the event stream live
-  (``lane_pg.backend.follow``, EVS-7).
+  (``lane_pg.backend.events``, EVS-7).
 """
 
 from __future__ import annotations

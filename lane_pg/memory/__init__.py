@@ -20,15 +20,16 @@ from lane_pg.backend import JobQueueBackend
 from lane_pg.memory.add import _Adding
 from lane_pg.memory.cleanup import _Cleaning
 from lane_pg.memory.dedup import _Deduplicating
+from lane_pg.memory.events import MemoryEvents
 from lane_pg.memory.flow import _Flowing
-from lane_pg.memory.follow import _Following
 from lane_pg.memory.leader import MemoryLeader
 from lane_pg.memory.logs import MemoryLogs
 from lane_pg.memory.maintain import _Maintaining
 from lane_pg.memory.manage import _Managing
-from lane_pg.memory.metrics import _Metrics
-from lane_pg.memory.queue import _QueueSettings
+from lane_pg.memory.metrics import MemoryMetrics
+from lane_pg.memory.queues import MemoryQueues
 from lane_pg.memory.read import _Reading
+from lane_pg.memory.reads import MemoryReads
 from lane_pg.memory.repeat import _Repeating
 from lane_pg.memory.settle import _Settling
 
@@ -42,12 +43,9 @@ class MemoryBackend(
     _Flowing,
     _Settling,
     _Maintaining,
-    _QueueSettings,
     _Managing,
     _Cleaning,
     _Reading,
-    _Metrics,
-    _Following,
     JobQueueBackend,
 ):
     """Reference implementation of ``JobQueueBackend`` kept entirely in memory: the shared
@@ -59,7 +57,17 @@ class MemoryBackend(
         self, clock: Callable[[], datetime] | None = None, rng: random.Random | None = None
     ) -> None:
         super().__init__(clock, rng)
-        self._serve(self, {"leader": self._leader_implementation(), "logs": MemoryLogs(self)})
+        self._serve(
+            self,
+            {
+                "leader": self._leader_implementation(),
+                "logs": MemoryLogs(self),
+                "queues": MemoryQueues(self),
+                "reads": MemoryReads(self),
+                "events": MemoryEvents(self),
+                "metrics": MemoryMetrics(self),
+            },
+        )
 
     def _leader_implementation(self) -> MemoryLeader:
         """What the ``leader`` handle calls: the workers of this backend elect their

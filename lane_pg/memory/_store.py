@@ -26,7 +26,6 @@ from lane_pg.errors import (
 )
 from lane_pg.memory._owners import _OwnerRules
 from lane_pg.memory._records import (
-    _MAX_EVENT_ID,
     _MILLISECOND,
     BUCKET_MIDDLE,
     PRIORITY_BUCKET,
@@ -659,19 +658,6 @@ def _resolved_bucket(outcome: str, policy: str) -> str:
     if outcome == "removed" or policy == "remove":
         return "removed"
     return "ignored" if policy in ("ignore", "continue") else "failed"
-
-
-def _event_bound(value: str | int) -> int:
-    """An inclusive event-id bound: ``"-"`` is below every id and ``"+"`` above."""
-    if value == "-":
-        return 0
-    if value == "+":
-        return _MAX_EVENT_ID
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.isascii() and value.isdigit():
-        return int(value)
-    raise InvalidOptions(f"event id bound must be '-', '+' or an integer id, got {value!r}")
 
 
 class MemoryEntity:

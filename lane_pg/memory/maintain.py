@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from lane_pg.memory._records import LEASE_EXPIRED, STALLED_REASON, _Queue, _Record
 from lane_pg.memory._store import _Store
@@ -62,16 +62,6 @@ class _Maintaining(_Store):
     ) -> int:
         moment = self._now(now)
         return sum(self._promote_due(q, moment) for q in self._selected(queues))
-
-    async def next_due_in(self, queues: Sequence[str] | None = None) -> timedelta | None:
-        due = [
-            job.available_at
-            for q in self._selected(queues)
-            for job in q.by_state["delayed"].values()
-        ]
-        if not due:
-            return None
-        return max(min(due) - self._now(None), timedelta(0))
 
     async def trim_events(self, queues: Sequence[str] | None = None) -> int:
         trimmed = 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from lane_pg.memory._store import _Store
+from lane_pg.memory._store import MemoryEntity
 from lane_pg.metrics import (
     DEFAULT_JOB_METRICS_RETENTION,
     MINUTE_MS,
@@ -17,7 +17,7 @@ from lane_pg.metrics import (
 )
 
 
-class _Metrics(_Store):
+class MemoryMetrics(MemoryEntity):
     """Terminal metrics: reads and the maintenance leader's compaction."""
 
     async def get_metrics(
@@ -30,7 +30,7 @@ class _Metrics(_Store):
         max_data_points: int = DEFAULT_JOB_METRICS_RETENTION,
     ) -> JobMetrics:
         validate_metrics_call(state, start, end, max_data_points)
-        q = self._queues.get(queue)
+        q = self._store._queues.get(queue)
         minutes = {} if q is None else q.metrics.get(state, {})
         folded = 0 if q is None else q.metrics_folded.get(state, 0)
         return metrics_window(minutes, folded, start, end, max_data_points)
@@ -47,7 +47,7 @@ class _Metrics(_Store):
         validate_data_points(max_data_points)
         del now
         folded = 0
-        for q in self._queues.values():
+        for q in self._store._queues.values():
             for state, minutes in q.metrics.items():
                 if not minutes:
                     continue

@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import NoReturn, cast
+from typing import NoReturn, TypeVar, cast
 
 import asyncpg
 
 from lane_pg.errors import InvalidOptions, translate_error
 from lane_pg.types import FinalizeOutcome, FinalizeStatus, JobState
+
+T = TypeVar("T")
 
 
 def reraise(exc: asyncpg.PostgresError) -> NoReturn:
@@ -70,6 +72,11 @@ def optional_token_text(token: str | None) -> str | None:
     """``token_text`` for a write a token may fence; None (an administrator's call) stays
     None."""
     return None if token is None else token_text(token)
+
+
+def optional_list(values: Sequence[T] | None) -> list[T] | None:
+    """A sequence as the list asyncpg sends as an array; None (SQL NULL: all) stays None."""
+    return None if values is None else list(values)
 
 
 def outcome(row: asyncpg.Record) -> FinalizeOutcome:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, cast
 
 import asyncpg
@@ -21,34 +21,31 @@ from lane_pg.postgres import enqueue
 from lane_pg.postgres import schema as schema_mod
 from lane_pg.postgres.arguments import (
     SPLIT_DATAS,
-    event_bound,
     optional_token_text,
     outcome,
-    server_errors,
     token_text,
 )
 from lane_pg.postgres.cleanup import CleanupCalls
 from lane_pg.postgres.database import Database
+from lane_pg.postgres.events import PostgresEvents
 from lane_pg.postgres.flows import FlowCalls
-from lane_pg.postgres.follow import FollowCalls
 from lane_pg.postgres.handback import HandBackCalls
 from lane_pg.postgres.leader import PostgresLeader
 from lane_pg.postgres.limits import ClaimLimitCalls, rate_limit_arguments
 from lane_pg.postgres.logs import PostgresLogs
-from lane_pg.postgres.metrics import MetricCalls
+from lane_pg.postgres.metrics import PostgresMetrics
 from lane_pg.postgres.notifier import Notifier
 from lane_pg.postgres.owners import OwnerCalls
+from lane_pg.postgres.queues import PostgresQueues
+from lane_pg.postgres.reads import PostgresReads
 from lane_pg.postgres.rows import (
-    EVENT_COLUMNS,
     JOB_COLUMNS,
-    event_from_row,
     job_from_row,
     plain_job,
     with_extras,
 )
 from lane_pg.postgres.upkeep import SpaceUpkeep
 from lane_pg.types import (
-    ALL_STATES,
     DEFAULT_PRUNE_BATCH,
     JSON,
     ClaimedJob,
@@ -57,16 +54,12 @@ from lane_pg.types import (
     Failure,
     FinalizeOutcome,
     JobOptions,
-    JobPage,
     JobRateLimit,
     JobRow,
     JobSpec,
     JobState,
     LeaseRef,
-    PauseStatus,
     QueueDemand,
-    QueueEvent,
-    QueueRetention,
     StalledOutcome,
     dumps_json,
     new_claimed_job,
@@ -75,7 +68,6 @@ from lane_pg.types import (
     validate_job_name,
     validate_prune_batch,
     validate_queue_name,
-    validate_record_events,
     validate_stacktrace,
 )
 
@@ -101,8 +93,6 @@ class PostgresBackend(
     ClaimLimitCalls,
     CleanupCalls,
     FlowCalls,
-    MetricCalls,
-    FollowCalls,
     JobQueueBackend,
 ):
     """Job queue backend over PostgreSQL (schema ``lane`` unless configured)."""
@@ -121,6 +111,10 @@ class PostgresBackend(
                 # The maintenance leader's lease in lane.leaders, called on this pool.
                 "leader": PostgresLeader(pool, self.schema),
                 "logs": PostgresLogs(self._db),
+                "queues": PostgresQueues(self._db),
+                "reads": PostgresReads(self._db),
+                "events": PostgresEvents(self._db),
+                "metrics": PostgresMetrics(self._db),
                 "space": self,
                 "idempotency": self,
                 "transactions": self,
@@ -486,12 +480,6 @@ class PostgresBackend(
             ),
         )
 
-    async def next_due_in(self, queues: Sequence[str] | None = None) -> timedelta | None:
-        millis = await self._fetchval(
-            "SELECT lane.next_due_in_ms($1::text[])", None if queues is None else list(queues)
-        )
-        return None if millis is None else timedelta(milliseconds=millis)
-
     async def trim_events(self, queues: Sequence[str] | None = None) -> int:
         return cast(
             int,
@@ -499,29 +487,6 @@ class PostgresBackend(
                 "SELECT lane.trim_events($1::text[])", None if queues is None else list(queues)
             ),
         )
-
-    async def list_queues(self) -> list[str]:
-        return [row[0] for row in await self._fetch("SELECT lane.list_queues()")]
-
-    # ----------------------------------------------------------------- queue retention
-    async def set_queue_retention(
-        self, queue: str, *, keep_completed: int | None, keep_failed: int | None
-    ) -> None:
-        validate_queue_name(queue)
-        retention = QueueRetention(keep_completed, keep_failed)
-        await self._fetch(
-            "SELECT lane.set_queue_retention($1, $2, $3)",
-            queue,
-            retention.keep_completed,
-            retention.keep_failed,
-        )
-
-    async def get_queue_retention(self, queue: str) -> QueueRetention:
-        validate_queue_name(queue)
-        rows = await self._fetch(
-            "SELECT keep_completed, keep_failed FROM lane.get_queue_retention($1)", queue
-        )
-        return QueueRetention(rows[0]["keep_completed"], rows[0]["keep_failed"])
 
     async def prune_finished(
         self, queues: Sequence[str] | None = None, *, batch: int = DEFAULT_PRUNE_BATCH
@@ -533,17 +498,6 @@ class PostgresBackend(
                 "SELECT lane.prune_finished($1::text[], $2)", names, validate_prune_batch(batch)
             ),
         )
-
-    # ----------------------------------------------------------------- queue events
-    async def set_queue_events(self, queue: str, *, record: bool) -> None:
-        validate_queue_name(queue)
-        await self._fetch(
-            "SELECT lane.set_queue_events($1, $2)", queue, validate_record_events(record)
-        )
-
-    async def get_queue_events(self, queue: str) -> bool:
-        validate_queue_name(queue)
-        return cast(bool, await self._fetchval("SELECT lane.get_queue_events($1)", queue))
 
     # ----------------------------------------------------------------- management
     async def promote_job(self, queue: str, job_id: str, *, now: datetime | None = None) -> JobRow:
@@ -614,35 +568,6 @@ class PostgresBackend(
             "lane.update_job_priority($1, $2, $3, $4, $5)", queue, job_id, priority, lifo, now
         )
 
-    async def pause_queue(self, queue: str) -> None:
-        validate_queue_name(queue)
-        await self._fetch("SELECT lane.pause_queue($1)", queue)
-
-    async def resume_queue(self, queue: str) -> None:
-        validate_queue_name(queue)
-        await self._fetch("SELECT lane.resume_queue($1)", queue)
-
-    async def is_queue_paused(self, queue: str) -> bool:
-        return cast(bool, await self._fetchval("SELECT lane.is_queue_paused($1)", queue))
-
-    async def pause_all(self) -> None:
-        await self._fetch("SELECT lane.pause_all()")
-
-    async def resume_all(self) -> None:
-        await self._fetch("SELECT lane.resume_all()")
-
-    async def signal_restart(self) -> int:
-        return cast(int, await self._fetchval("SELECT lane.signal_restart()"))
-
-    async def get_pause_status(self, queues: Sequence[str] | None = ()) -> PauseStatus:
-        names = None if queues is None else list(queues)
-        for name in names or ():
-            validate_queue_name(name)
-        [row] = await self._fetch(
-            "SELECT all_paused, paused, restart_at FROM lane.pause_status($1::text[])", names
-        )
-        return PauseStatus(row["all_paused"], frozenset(row["paused"]), row["restart_at"])
-
     # ----------------------------------------------------------------- reading
     async def get_job(self, queue: str, job_id: str) -> JobRow | None:
         rows = await self._fetch(
@@ -658,56 +583,3 @@ class PostgresBackend(
             JobState | None,
             await self._fetchval("SELECT lane.get_job_state($1, $2)", queue, job_id),
         )
-
-    async def get_job_counts(
-        self, queue: str, states: Sequence[JobState] | None = None
-    ) -> dict[JobState, int]:
-        rows = await self._fetch(
-            "SELECT state, count FROM lane.get_job_counts($1, $2::text[])",
-            queue,
-            None if states is None else list(states),
-        )
-        return {cast(JobState, row["state"]): row["count"] for row in rows}
-
-    async def list_jobs(
-        self,
-        queue: str,
-        states: Sequence[JobState],
-        *,
-        descending: bool = False,
-        offset: int = 0,
-        limit: int = 20,
-    ) -> JobPage:
-        wanted = list(states) or list(ALL_STATES)
-        async with (
-            server_errors(),
-            self._pool.acquire() as conn,
-            conn.transaction(isolation="repeatable_read", readonly=True),
-        ):
-            # One snapshot, so the page and its total agree.
-            rows = await conn.fetch(
-                self._sql(
-                    f"SELECT {JOB_COLUMNS} FROM lane.list_jobs($1, $2::text[], $3, $4, $5) AS j"
-                ),
-                queue,
-                wanted,
-                descending,
-                offset,
-                limit,
-            )
-            total = await conn.fetchval(
-                self._sql("SELECT lane.count_jobs($1, $2::text[])"), queue, wanted
-            )
-        return JobPage([job_from_row(row) for row in rows], total, offset, limit)
-
-    async def read_events(
-        self, queue: str, start: str | int = "-", end: str | int = "+", limit: int = 100
-    ) -> list[QueueEvent]:
-        rows = await self._fetch(
-            f"SELECT {EVENT_COLUMNS} FROM lane.read_events($1, $2, $3, $4) AS e",
-            queue,
-            event_bound(start, "-"),
-            event_bound(end, "+"),
-            limit,
-        )
-        return [event_from_row(row) for row in rows]

@@ -1,63 +1,38 @@
-"""Terminal metrics (``MetricsReader``, OBS-6) for PostgresBackend: one call of a
-``lane.*`` function of sql/functions/75_metrics.sql each."""
+"""Terminal metrics (OBS-6, MGMT-28) on PostgreSQL: one call of a ``lane.*`` function of
+sql/functions/75_metrics.sql each."""
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any, cast
-
-import asyncpg
-
+from lane_pg.backend.metrics import Metrics
 from lane_pg.metrics import (
-    DEFAULT_JOB_METRICS_RETENTION,
     JobMetrics,
-    MetricsState,
     validate_data_points,
-    validate_metrics_call,
+    validate_index,
+    validate_metrics_state,
 )
+from lane_pg.postgres.calls import Entity, Rows, statement, value
 
 
-class MetricCalls:
-    """The ``MetricsReader`` methods over ``_fetch`` / ``_fetchval``, which PostgresBackend
-    defines."""
+def job_metrics(rows: Rows) -> JobMetrics:
+    [row] = rows
+    return JobMetrics(
+        row["count"], row["prev_ts"], row["prev_count"], list(row["data"]), row["data_points"]
+    )
 
-    async def _fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:
-        raise NotImplementedError
 
-    async def _fetchval(self, sql: str, *args: Any) -> Any:
-        raise NotImplementedError
-
-    async def get_metrics(
-        self,
-        queue: str,
-        state: MetricsState,
-        start: int = 0,
-        end: int = -1,
-        *,
-        max_data_points: int = DEFAULT_JOB_METRICS_RETENTION,
-    ) -> JobMetrics:
-        validate_metrics_call(state, start, end, max_data_points)
-        [row] = await self._fetch(
-            "SELECT count, prev_ts, prev_count, data, data_points"
-            " FROM lane.get_metrics($1, $2, $3, $4, $5)",
-            queue,
-            state,
-            start,
-            end,
-            max_data_points,
-        )
-        return JobMetrics(
-            row["count"], row["prev_ts"], row["prev_count"], list(row["data"]), row["data_points"]
-        )
-
-    async def compact_metrics(
-        self,
-        *,
-        max_data_points: int = DEFAULT_JOB_METRICS_RETENTION,
-        now: datetime | None = None,
-    ) -> int:
-        validate_data_points(max_data_points)
-        return cast(
-            int,
-            await self._fetchval("SELECT lane.compact_metrics($1, $2)", max_data_points, now),
-        )
+class PostgresMetrics(Entity, serves=Metrics):
+    # The checks of validate_metrics_call, in its order, before anything is read.
+    get_metrics = statement(
+        "SELECT count, prev_ts, prev_count, data, data_points"
+        " FROM lane.get_metrics($1, $2, $3, $4, $5)",
+        result=job_metrics,
+        state=validate_metrics_state,
+        start=lambda index: validate_index(index, "start"),
+        end=lambda index: validate_index(index, "end"),
+        max_data_points=validate_data_points,
+    )
+    compact_metrics = statement(
+        "SELECT lane.compact_metrics($1, $2)",
+        result=value,
+        max_data_points=validate_data_points,
+    )

@@ -7,14 +7,14 @@ lift it in their teardown (``switch``)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import pytest
 import pytest_asyncio
 
-from lane_pg.backend import JobQueueBackend
+from lane_pg.backend import JobQueueBackend, OperationCall
 from lane_pg.errors import ConfigurationError, InvalidQueueName
 from lane_pg.facade import BackendDriver, Job, QueueFacade
 from lane_pg.facade.driver import DriverBase
@@ -253,10 +253,18 @@ async def test_restart_signal_stops_a_running_worker_only_CLI_6(
 
 
 class UnreadableSignals(MemoryBackend):
-    """A backend whose pause/restart read fails (a real method that raises)."""
+    """A backend whose pause/restart read fails (an operation hook that raises in its
+    place)."""
 
-    async def get_pause_status(self, queues: Sequence[str] = ()) -> Any:
+    def __init__(self) -> None:
+        super().__init__()
+        self.hooks.add(_signals_down)
+
+
+async def _signals_down(call: OperationCall, proceed: Callable[[], Awaitable[Any]]) -> Any:
+    if call.operation.name == "get_pause_status":
         raise ConnectionError("signals store down")
+    return await proceed()
 
 
 async def test_unreadable_signals_fail_open_PAUSE_11(

@@ -69,6 +69,7 @@ READ_METHODS = frozenset(
         "get_job_finished_result",
         "get_job_logs",
         "read_events",
+        "subscribe_events",
         "is_queue_paused",
         "get_pause_status",
         "get_queue_retention",

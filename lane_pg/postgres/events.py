@@ -1,4 +1,5 @@
-"""Live event subscription (``EventFollower``, EVS-7) for PostgresBackend.
+"""A queue's event stream on PostgreSQL: ``read_events`` (EVS-2, ``lane.read_events`` of
+sql/functions/70_events.sql) and the live subscription (EVS-7).
 
 A subscriber polls: ``lane.event_horizon`` says how far the stream is final, then
 ``lane.read_events`` reads up to there, in id order. No NOTIFY is added to any write
@@ -12,11 +13,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
 
-import asyncpg
-
-from lane_pg.backend.events import DEFAULT_EVENT_POLL_INTERVAL, subscription_arguments
+from lane_pg.backend.events import DEFAULT_EVENT_POLL_INTERVAL, Events, subscription_arguments
+from lane_pg.postgres.arguments import event_bound
+from lane_pg.postgres.calls import Entity, Rows, statement
 from lane_pg.postgres.rows import EVENT_COLUMNS, event_from_row
 from lane_pg.types import QueueEvent
 
@@ -36,11 +36,17 @@ class _Checkpoint:
     writers: frozenset[str]
 
 
-class FollowCalls:
-    """``subscribe_events`` over ``_fetch``, which PostgresBackend defines."""
+def events(rows: Rows) -> list[QueueEvent]:
+    return [event_from_row(row) for row in rows]
 
-    async def _fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:
-        raise NotImplementedError
+
+class PostgresEvents(Entity, serves=Events):
+    read_events = statement(
+        f"SELECT {EVENT_COLUMNS} FROM lane.read_events($1, $2, $3, $4) AS e",
+        result=events,
+        start=lambda bound: event_bound(bound, "-"),
+        end=lambda bound: event_bound(bound, "+"),
+    )
 
     def subscribe_events(
         self,
@@ -52,7 +58,7 @@ class FollowCalls:
         return self._follow(queue, *subscription_arguments(queue, from_id, poll_interval))
 
     async def _horizon(self) -> _Checkpoint:
-        [row] = await self._fetch("SELECT last_id, writers FROM lane.event_horizon()")
+        [row] = await self._db.fetch("SELECT last_id, writers FROM lane.event_horizon()")
         return _Checkpoint(row["last_id"] + _BATCH_SPAN, frozenset(row["writers"]))
 
     async def _follow(
@@ -75,7 +81,7 @@ class FollowCalls:
             if final is not None and final > after:
                 # This statement's snapshot is taken after the writers were read.
                 while True:
-                    rows = await self._fetch(
+                    rows = await self._db.fetch(
                         f"SELECT {EVENT_COLUMNS} FROM lane.read_events($1, $2, $3, $4) AS e",
                         queue,
                         after + 1,

@@ -1,0 +1,76 @@
+"""A queue's event stream: ``read_events`` (EVS-2) and the live subscription (EVS-7), an
+async iterator over the queue's event list woken by ``_Store._emit``."""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import contextlib
+import copy
+from collections.abc import AsyncIterator
+from dataclasses import replace
+
+from lane_pg.backend.events import DEFAULT_EVENT_POLL_INTERVAL, subscription_arguments
+from lane_pg.errors import InvalidOptions
+from lane_pg.memory._records import _MAX_EVENT_ID
+from lane_pg.memory._store import MemoryEntity
+from lane_pg.types import QueueEvent
+
+
+def _event_bound(value: str | int) -> int:
+    """An inclusive event-id bound: ``"-"`` is below every id and ``"+"`` above."""
+    if value == "-":
+        return 0
+    if value == "+":
+        return _MAX_EVENT_ID
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.isascii() and value.isdigit():
+        return int(value)
+    raise InvalidOptions(f"event id bound must be '-', '+' or an integer id, got {value!r}")
+
+
+class MemoryEvents(MemoryEntity):
+    """``read_events`` and ``subscribe_events`` over the store's event lists."""
+
+    async def read_events(
+        self, queue: str, start: str | int = "-", end: str | int = "+", limit: int = 100
+    ) -> list[QueueEvent]:
+        low, high = _event_bound(start), _event_bound(end)
+        q = self._store._queues.get(queue)
+        if q is None or limit <= 0:
+            return []
+        selected = [event for event in q.events if low <= event.id <= high][:limit]
+        return [replace(event, data=copy.deepcopy(event.data)) for event in selected]
+
+    def subscribe_events(
+        self,
+        queue: str,
+        from_id: str | int = "$",
+        *,
+        poll_interval: float = DEFAULT_EVENT_POLL_INTERVAL,
+    ) -> AsyncIterator[QueueEvent]:
+        # The memory backend is woken by its writes: it never polls.
+        after, _ = subscription_arguments(queue, from_id, poll_interval)
+        return self._follow(queue, after)
+
+    async def _follow(self, queue: str, after: int | None) -> AsyncIterator[QueueEvent]:
+        if after is None:  # "$": the end of the stream as iteration starts, as in SQL
+            after = self._store._last_event_id
+        while True:
+            q = self._store._queues.get(queue)
+            events = [] if q is None else q.events
+            # Ids increase along the list (trimming only cuts its head).
+            fresh = events[bisect.bisect_right(events, after, key=lambda e: e.id) :]
+            if not fresh:
+                waiter = asyncio.get_running_loop().create_future()
+                self._store._event_waiters.append(waiter)
+                try:
+                    await waiter
+                finally:
+                    with contextlib.suppress(ValueError):
+                        self._store._event_waiters.remove(waiter)
+                continue
+            for event in fresh:
+                after = event.id
+                yield replace(event, data=copy.deepcopy(event.data))
