@@ -65,7 +65,7 @@ class Idempotency(Handle, name="idempotency"):
 
 @dataclass(frozen=True, slots=True)
 class IndexSize:
-    """One index as ``ReclaimsSpace.index_sizes`` reads it."""
+    """One index as ``Space.index_sizes`` reads it."""
 
     table: str
     index: str

@@ -18,19 +18,19 @@ from datetime import datetime
 
 from lane_pg.backend import JobQueueBackend
 from lane_pg.memory.add import _Adding
-from lane_pg.memory.cleanup import _Cleaning
-from lane_pg.memory.dedup import _Deduplicating
+from lane_pg.memory.cleanup import MemoryCleanup
+from lane_pg.memory.dedup import MemoryDedup
 from lane_pg.memory.events import MemoryEvents
-from lane_pg.memory.flow import _Flowing
+from lane_pg.memory.flows import MemoryFlows
 from lane_pg.memory.leader import MemoryLeader
 from lane_pg.memory.logs import MemoryLogs
-from lane_pg.memory.maintain import _Maintaining
+from lane_pg.memory.maintenance import MemoryMaintenance
 from lane_pg.memory.manage import _Managing
 from lane_pg.memory.metrics import MemoryMetrics
 from lane_pg.memory.queues import MemoryQueues
 from lane_pg.memory.read import _Reading
 from lane_pg.memory.reads import MemoryReads
-from lane_pg.memory.repeat import _Repeating
+from lane_pg.memory.repeats import MemoryRepeats
 from lane_pg.memory.settle import _Settling
 
 __all__ = ["MemoryBackend", "MemoryLeader", "open_memory"]
@@ -38,13 +38,8 @@ __all__ = ["MemoryBackend", "MemoryLeader", "open_memory"]
 
 class MemoryBackend(
     _Adding,
-    _Deduplicating,
-    _Repeating,
-    _Flowing,
     _Settling,
-    _Maintaining,
     _Managing,
-    _Cleaning,
     _Reading,
     JobQueueBackend,
 ):
@@ -60,19 +55,19 @@ class MemoryBackend(
         self._serve(
             self,
             {
-                "leader": self._leader_implementation(),
+                "leader": MemoryLeader(self),
                 "logs": MemoryLogs(self),
+                "cleanup": MemoryCleanup(self),
+                "dedup": MemoryDedup(self),
+                "repeats": MemoryRepeats(self),
+                "flows": MemoryFlows(self),
+                "maintenance": MemoryMaintenance(self),
                 "queues": MemoryQueues(self),
                 "reads": MemoryReads(self),
                 "events": MemoryEvents(self),
                 "metrics": MemoryMetrics(self),
             },
         )
-
-    def _leader_implementation(self) -> MemoryLeader:
-        """What the ``leader`` handle calls: the workers of this backend elect their
-        maintenance leader with it."""
-        return MemoryLeader(self)
 
     async def close(self) -> None:
         return None
