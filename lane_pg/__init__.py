@@ -13,7 +13,7 @@ worker and a backend (``Completion``, ``Failure``, ``LeaseRef``, ...) live in
 Importing it loads no database driver: every name that needs one (``add_job``,
 ``migrate``, ``MemoryBackend``) and every layer above the backend contract (``App``, the
 facade, the worker) is imported on first use of the name (PEP 562), so
-``import lane_pg.lanes`` (whose parent package this is) loads neither the worker nor a
+``import lane_pg.scheduler`` (whose parent package this is) loads neither the worker nor a
 driver (tests/test_imports.py).
 """
 

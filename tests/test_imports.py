@@ -35,7 +35,7 @@ IMPORT_CHECKS: dict[str, tuple[str, ...]] = {
     "lane_pg.backend": (),
     "lane_pg.memory": (),
     "lane_pg.facade": (),
-    "lane_pg.lanes": (WORKER,),
+    "lane_pg.scheduler": (WORKER,),
 }
 
 USER_API = {

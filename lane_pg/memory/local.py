@@ -47,7 +47,15 @@ RECORD_MODULES = frozenset(
         "lane_pg.memory._records",
         "lane_pg.options",
         "lane_pg.schedule",
+        # A snapshot written before lane_pg.types became a package names its classes
+        # "lane_pg.types:<class>": the package re-exports every one of them.
         "lane_pg.types",
+        "lane_pg.types.base",
+        "lane_pg.types.options",
+        "lane_pg.types.snapshots",
+        "lane_pg.types.settle",
+        "lane_pg.types.pages",
+        "lane_pg.types.lanes",
         "lane_pg.flows",
     }
 )

@@ -4,6 +4,7 @@ whole by the next ``open``."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -157,6 +158,22 @@ async def test_a_snapshot_from_before_a_field_was_added_opens_DRV_2(tmp_path: Pa
     path.write_text(json.dumps(document))
     with pytest.raises(ValueError, match="job_key"):
         await LocalBackend.open(path)
+
+
+async def test_a_snapshot_from_before_the_types_package_opens_DRV_2(tmp_path: Path) -> None:
+    """Snapshots written before ``lane_pg.types`` was split by concern name their value
+    classes ``lane_pg.types:<class>``: they still open, to the same store."""
+    path = tmp_path / "store.json"
+    store = await LocalBackend.open(path)
+    added = await store.jobs.add_job(Q, "n", {"a": 1}, JobOptions(attempts=3, priority=4))
+    await store.close()
+    text = path.read_text()
+    old = re.sub(r'"lane_pg\.types\.\w+:', '"lane_pg.types:', text)
+    assert old != text and '"lane_pg.types:' in old
+    path.write_text(old)
+    again = await LocalBackend.open(path)
+    assert await again.jobs.get_job(Q, added.id) == added
+    await again.close()
 
 
 async def test_a_file_that_is_not_a_snapshot_is_refused_DRV_2(tmp_path: Path) -> None:

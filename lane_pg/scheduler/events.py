@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Final
 
-from lane_pg.lanes.errors import EventStreamClosed, InvalidLaneConfig
+from lane_pg.scheduler.errors import EventStreamClosed, InvalidLaneConfig
 from lane_pg.types import JSON
 
-logger = logging.getLogger("lane_pg.lanes")
+logger = logging.getLogger("lane_pg.scheduler")
 
 COMMAND_SUBMITTED: Final = "queue.command.submitted"
 COMMAND_STARTED: Final = "queue.command.started"

@@ -16,7 +16,7 @@ from datetime import timedelta
 
 import pytest
 
-from lane_pg.lanes import (
+from lane_pg.scheduler import (
     COMMAND_RETRY,
     COMMAND_TIMEOUT,
     LANE_IDLE,

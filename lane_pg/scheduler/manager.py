@@ -28,8 +28,8 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any
 
-from lane_pg.lanes.clock import Clock, SystemClock
-from lane_pg.lanes.commands import (
+from lane_pg.scheduler.clock import Clock, SystemClock
+from lane_pg.scheduler.commands import (
     Command,
     CommandFactory,
     ExecutableCommand,
@@ -38,8 +38,8 @@ from lane_pg.lanes.commands import (
     invoke,
     payload_of,
 )
-from lane_pg.lanes.config import LaneConfig, to_seconds
-from lane_pg.lanes.errors import (
+from lane_pg.scheduler.config import LaneConfig, to_seconds
+from lane_pg.scheduler.errors import (
     CommandFailed,
     DrainTimeout,
     InvalidLaneConfig,
@@ -49,7 +49,7 @@ from lane_pg.lanes.errors import (
     UnknownLane,
     describe_error,
 )
-from lane_pg.lanes.events import (
+from lane_pg.scheduler.events import (
     COMMAND_COMPLETED,
     COMMAND_DEAD_LETTERED,
     COMMAND_FAILED,
@@ -65,10 +65,10 @@ from lane_pg.lanes.events import (
     EventStream,
     LaneEvent,
 )
-from lane_pg.lanes.reliability import DeadLetter, DeadLetterQueue, LaneStorage, StoredCommand
+from lane_pg.scheduler.reliability import DeadLetter, DeadLetterQueue, LaneStorage, StoredCommand
 from lane_pg.types import JSON, Duration, check_json
 
-logger = logging.getLogger("lane_pg.lanes")
+logger = logging.getLogger("lane_pg.scheduler")
 
 
 class CommandFuture(asyncio.Future[Any]):
@@ -583,7 +583,7 @@ class LaneManager:
     async def _attempt_failed(self, entry: _Entry, exc: BaseException) -> None:
         lane = entry.lane
         policy = lane.config.retry_policy
-        if entry.retries < policy.max_retries and not self._stopped:
+        if entry.retries < policy.retries and not self._stopped:
             entry.retries += 1
             lane.retry_waiting += 1
             self._emit(

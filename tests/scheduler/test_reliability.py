@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from lane_pg.lanes import (
+from lane_pg.scheduler import (
     COMMAND_COMPLETED,
     COMMAND_DEAD_LETTERED,
     COMMAND_FAILED,
@@ -186,7 +186,7 @@ async def test_lrel_6_recovery_rebuilds_through_the_factory(
         .build()
     )
     completed = second.subscribe_filtered(lambda e: e.key == COMMAND_COMPLETED)
-    with caplog.at_level(logging.WARNING, logger="lane_pg.lanes"):
+    with caplog.at_level(logging.WARNING, logger="lane_pg.scheduler"):
         async with second:
             for _ in range(2):
                 await asyncio.wait_for(completed.recv(), DEADLINE)

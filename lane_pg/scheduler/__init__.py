@@ -11,16 +11,16 @@ persisted, ``config`` for lane options and ``events`` for the event stream.
 
 from __future__ import annotations
 
-from lane_pg.lanes.clock import Clock, ManualClock, SystemClock
-from lane_pg.lanes.commands import (
+from lane_pg.scheduler.clock import Clock, ManualClock, SystemClock
+from lane_pg.scheduler.commands import (
     Command,
     CommandFactory,
     ExecutableCommand,
     FunctionCommand,
     PersistableCommand,
 )
-from lane_pg.lanes.config import LaneConfig, PriorityBoostConfig, RateLimitConfig, RetryPolicy
-from lane_pg.lanes.errors import (
+from lane_pg.scheduler.config import LaneConfig, PriorityBoostConfig, RateLimitConfig
+from lane_pg.scheduler.errors import (
     CommandFailed,
     DrainTimeout,
     EventStreamClosed,
@@ -30,7 +30,7 @@ from lane_pg.lanes.errors import (
     UnknownCommandType,
     UnknownLane,
 )
-from lane_pg.lanes.events import (
+from lane_pg.scheduler.events import (
     COMMAND_COMPLETED,
     COMMAND_DEAD_LETTERED,
     COMMAND_FAILED,
@@ -47,20 +47,21 @@ from lane_pg.lanes.events import (
     EventStream,
     LaneEvent,
 )
-from lane_pg.lanes.manager import (
+from lane_pg.scheduler.manager import (
     CommandFuture,
     LaneInfo,
     LaneManager,
     LaneManagerBuilder,
     LaneStats,
 )
-from lane_pg.lanes.reliability import (
+from lane_pg.scheduler.reliability import (
     DeadLetter,
     DeadLetterQueue,
     LaneStorage,
     LocalStorage,
     StoredCommand,
 )
+from lane_pg.types import RetryPolicy
 
 __all__ = [
     "COMMAND_COMPLETED",

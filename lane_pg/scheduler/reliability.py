@@ -16,10 +16,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Protocol, TypeVar
 
-from lane_pg.lanes.errors import InvalidLaneConfig
+from lane_pg.scheduler.errors import InvalidLaneConfig
 from lane_pg.types import JSON, dumps_json
 
-logger = logging.getLogger("lane_pg.lanes")
+logger = logging.getLogger("lane_pg.scheduler")
 T = TypeVar("T")
 
 _SAFE_ID = re.compile(r"[A-Za-z0-9_\-][A-Za-z0-9_.\-]{0,199}")

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import pytest
 
 from lane_pg.errors import LaneError
-from lane_pg.lanes import (
+from lane_pg.scheduler import (
     COMMAND_STARTED,
     COMMAND_TIMEOUT,
     CommandFailed,
@@ -210,7 +210,7 @@ async def test_lane_6_a_timed_out_command_keeps_its_slot_until_it_ends(
     config = LaneConfig(1, 1, timeout=1)
     manager = LaneManager.builder().with_lane("work", config).with_clock(clock).build()
     timeouts = manager.subscribe_filtered(lambda e: e.key == COMMAND_TIMEOUT)
-    caplog.set_level(logging.WARNING, logger="lane_pg.lanes")
+    caplog.set_level(logging.WARNING, logger="lane_pg.scheduler")
     async with manager:
         futures = [await manager.submit("work", stubborn(i)) for i in range(3)]
         clock.advance_to(await asyncio.wait_for(clock.next_deadline(), DEADLINE))

@@ -7,7 +7,7 @@ from datetime import datetime
 
 import pytest
 
-from lane_pg.lanes import (
+from lane_pg.scheduler import (
     COMMAND_COMPLETED,
     COMMAND_DEAD_LETTERED,
     COMMAND_FAILED,

@@ -11,8 +11,8 @@ import math
 from dataclasses import dataclass, replace
 from datetime import timedelta
 
-from lane_pg.lanes.errors import InvalidLaneConfig
-from lane_pg.types import Backoff, Duration
+from lane_pg.scheduler.errors import InvalidLaneConfig
+from lane_pg.types import Duration, RetryPolicy
 
 
 def to_seconds(value: Duration, what: str) -> float:
@@ -34,44 +34,6 @@ def _check_int(value: object, what: str, minimum: int) -> int:
     if value < minimum:
         raise InvalidLaneConfig(f"{what} must be at least {minimum}, got {value}")
     return value
-
-
-@dataclass(frozen=True, slots=True)
-class RetryPolicy:
-    """How often a failed (or timed-out) command is retried and how long it waits first.
-
-    Distinct from the job runtime's per-job options, but the delays are computed by the
-    same ``lane_pg.types.Backoff``. ``backoff=None`` retries without waiting.
-    """
-
-    max_retries: int = 0
-    backoff: Backoff | None = None
-
-    def __post_init__(self) -> None:
-        _check_int(self.max_retries, "max_retries", 0)
-
-    @classmethod
-    def exponential(
-        cls, max_retries: int, initial: Duration = 0.1, cap: Duration = 30.0
-    ) -> RetryPolicy:
-        """LCFG-2: up to ``max_retries`` retries, 100 ms then doubling, capped at 30 s."""
-        return cls(max_retries, Backoff.exponential(initial, cap=cap))
-
-    @classmethod
-    def fixed(cls, max_retries: int, delay: Duration) -> RetryPolicy:
-        """LCFG-3: up to ``max_retries`` retries, ``delay`` before each."""
-        return cls(max_retries, Backoff.fixed(delay))
-
-    @classmethod
-    def none(cls) -> RetryPolicy:
-        """LCFG-3: never retry."""
-        return cls(0, None)
-
-    def delay_for(self, retry: int) -> float:
-        """Seconds to wait before retry number ``retry`` (1-based)."""
-        if self.backoff is None:
-            return 0.0
-        return self.backoff.delay_for(retry) / 1000.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,7 +148,7 @@ class LaneConfig:
     min_concurrency: int = 1
     max_concurrency: int = 1
     timeout: Duration | None = None
-    retry_policy: RetryPolicy = RetryPolicy()
+    retry_policy: RetryPolicy = RetryPolicy()  # noqa: RUF009 - frozen: one shared value is safe
     pressure_threshold: int | None = None
     rate_limit: RateLimitConfig = RateLimitConfig()
     priority_boost: PriorityBoostConfig = PriorityBoostConfig()
