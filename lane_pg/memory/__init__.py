@@ -18,18 +18,19 @@ from datetime import datetime
 
 from lane_pg.backend import JobQueueBackend
 from lane_pg.memory.add import _Adding
-from lane_pg.memory.cleanup import _Cleaning
-from lane_pg.memory.dedup import _Deduplicating
-from lane_pg.memory.flow import _Flowing
+from lane_pg.memory.cleanup import MemoryCleanup
+from lane_pg.memory.dedup import MemoryDedup
+from lane_pg.memory.flows import MemoryFlows
 from lane_pg.memory.follow import _Following
 from lane_pg.memory.leader import MemoryLeader
 from lane_pg.memory.logs import MemoryLogs
 from lane_pg.memory.maintain import _Maintaining
+from lane_pg.memory.maintenance import MemoryMaintenance
 from lane_pg.memory.manage import _Managing
 from lane_pg.memory.metrics import _Metrics
 from lane_pg.memory.queue import _QueueSettings
 from lane_pg.memory.read import _Reading
-from lane_pg.memory.repeat import _Repeating
+from lane_pg.memory.repeats import MemoryRepeats
 from lane_pg.memory.settle import _Settling
 
 __all__ = ["MemoryBackend", "MemoryLeader", "open_memory"]
@@ -37,14 +38,10 @@ __all__ = ["MemoryBackend", "MemoryLeader", "open_memory"]
 
 class MemoryBackend(
     _Adding,
-    _Deduplicating,
-    _Repeating,
-    _Flowing,
     _Settling,
     _Maintaining,
     _QueueSettings,
     _Managing,
-    _Cleaning,
     _Reading,
     _Metrics,
     _Following,
@@ -59,12 +56,18 @@ class MemoryBackend(
         self, clock: Callable[[], datetime] | None = None, rng: random.Random | None = None
     ) -> None:
         super().__init__(clock, rng)
-        self._serve(self, {"leader": self._leader_implementation(), "logs": MemoryLogs(self)})
-
-    def _leader_implementation(self) -> MemoryLeader:
-        """What the ``leader`` handle calls: the workers of this backend elect their
-        maintenance leader with it."""
-        return MemoryLeader(self)
+        self._serve(
+            self,
+            {
+                "leader": MemoryLeader(self),
+                "logs": MemoryLogs(self),
+                "cleanup": MemoryCleanup(self),
+                "dedup": MemoryDedup(self),
+                "repeats": MemoryRepeats(self),
+                "flows": MemoryFlows(self),
+                "maintenance": MemoryMaintenance(self),
+            },
+        )
 
     async def close(self) -> None:
         return None

@@ -50,6 +50,10 @@ class _OwnerRules:
 
         def _flow_release(self, parents: Iterable[_Record], now: datetime) -> None: ...
 
+        def _flow_materialise(
+            self, q: _Queue, dedup_id: str, owner: _Owner, now: datetime
+        ) -> None: ...
+
         def _insert(
             self,
             queue: str,
@@ -243,10 +247,6 @@ class _OwnerRules:
             self._flow_materialise(q, job.dedup_id, owner, now)  # DEDUP-18, -19
         elif owner.next_job is not None:
             self._insert(q.name, owner.next_job, now)
-
-    def _flow_materialise(self, q: _Queue, dedup_id: str, owner: _Owner, now: datetime) -> None:
-        """lane._flow_materialise (the flows mixin has it)."""
-        raise NotImplementedError
 
     def _dedup_release(
         self, q: _Queue, job: _Record, now: datetime, *, tell: bool = True

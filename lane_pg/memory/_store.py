@@ -23,6 +23,7 @@ from lane_pg.errors import (
     JobLocked,
     JobNotFound,
     LockMismatch,
+    ParentConflict,
     RepeatConflict,
 )
 from lane_pg.memory._owners import _OwnerRules
@@ -586,6 +587,119 @@ class _Store(_OwnerRules):
         if job.deps_pending is None:
             return False
         return job.deps_pending > 0 or job.deferred_failure is not None
+
+    def _flow_attach(
+        self, parent: _Record, children: list[_Node], path: tuple[int, ...], now: datetime
+    ) -> list[tuple[tuple[int, ...], _Record]]:
+        """lane._flow_attach: the children stored (one batch per queue, in order of first
+        appearance) and attached, then their own children."""
+        stored: list[tuple[tuple[int, ...], _Record]] = []
+        if not children:
+            return stored
+        queues = list(dict.fromkeys(child.queue for child in children))
+        pending = 0
+        failed: list[_Record] = []
+        nested: list[tuple[int, _Record, _Node]] = []
+        deps = self._deps.setdefault(parent.key, {})
+        for queue in queues:
+            group = [(ord_, c) for ord_, c in enumerate(children, 1) if c.queue == queue]
+            batch = _Batch()
+            records: list[tuple[_Record, bool]] = []
+            for _, child in group:
+                before = len(batch.jobs)
+                record = self._insert(
+                    queue,
+                    child.new,
+                    now,
+                    batch,
+                    parent=parent,
+                    hold=bool(child.children),
+                    children=child.children,
+                )
+                records.append((record, len(batch.jobs) > before))
+            if batch.jobs or batch.later:
+                self._emit_batch(self._queue(queue), batch, now)
+            for (ord_, child), (record, fresh) in zip(group, records, strict=True):
+                if not fresh and record.id != child.job_id:
+                    # DEDUP-17: the owner of its deduplication id, not attached (DEDUP-18:
+                    # kept as its next job, the parent holds a placeholder for it).
+                    continue
+                if (record.parent_queue, record.parent_id) != (parent.queue, parent.id):
+                    if record.parent_id is not None and self._parent_of(record) is not None:
+                        raise ParentConflict(
+                            f"job {record.id} of queue {record.queue} belongs to parent"
+                            f" {record.parent_id} of queue {record.parent_queue}: remove that"
+                            " dependency (remove_child_dependency) before attaching it"
+                            " elsewhere"
+                        )
+                    record.parent_queue, record.parent_id = parent.queue, parent.id
+                bucket = "processed" if record.state == "completed" else "unprocessed"
+                dep = deps.get((record.queue, record.id))
+                if dep is not None:
+                    dep.child_key = record.key
+                else:
+                    self._last_dep_seq += 1
+                    deps[(record.queue, record.id)] = _Dep(
+                        record.queue,
+                        record.id,
+                        record.key,
+                        bucket,
+                        child.new.options.parsed.parent_policy,
+                        self._last_dep_seq,
+                        copy.deepcopy(record.return_value) if bucket == "processed" else None,
+                    )
+                    if bucket == "unprocessed":
+                        pending += 1
+                        if record.state == "failed":
+                            failed.append(record)
+                stored.append(((*path, ord_), record))
+                if child.children:
+                    nested.append((ord_, record, child))
+        parent.deps_pending = (parent.deps_pending or 0) + pending
+        for ord_, record, child in nested:
+            stored += self._flow_attach(record, child.children, (*path, ord_), now)
+        if failed:
+            self._flow_resolve(failed, "failed", now)
+        if parent.state == "waiting-children" and parent.deps_pending <= 0:
+            self._flow_release([parent], now)
+        return stored
+
+    def _flow_materialise(self, q: _Queue, dedup_id: str, owner: _Owner, now: datetime) -> None:
+        """lane._flow_materialise: a kept flow node stored; under the parent that still
+        waits for it in its placeholder's place, else as a flow of its own (DEDUP-18,
+        -19)."""
+        assert owner.next_job is not None
+        node = _Node(q.name, owner.next_job, owner.next_children)
+        parent = self._waiting_parent(owner)
+        if parent is not None and self._take_placeholder(parent, q.name, dedup_id):
+            if self._would_conflict(node, (parent.queue, parent.id)):
+                # As lane._flow_materialise: a node whose custom id (or a custom id below
+                # it) is another parent's child is a duplicate of it (ADD-3), and the
+                # owner's outcome still stands. Checked first: the store is not restored
+                # under a completion that holds its records.
+                self._emit(q, "duplicated", node.job_id, {}, now)
+                if parent.state == "waiting-children" and (parent.deps_pending or 0) <= 0:
+                    self._flow_release([parent], now)
+            else:
+                self._flow_attach(parent, [node], (), now)
+            return
+        before = self._last_key
+        record = self._insert(q.name, node.new, now, hold=bool(node.children))
+        if node.children and record.key > before:
+            self._flow_attach(record, node.children, (), now)
+
+    def _would_conflict(self, node: _Node, parent: tuple[str, str | None]) -> bool:
+        """Whether attaching ``node`` under ``parent`` would meet a ParentConflict: a
+        custom id in its tree that is a retained parent's child elsewhere."""
+        if node.job_id is not None:
+            found = self._find(node.queue, node.job_id)
+            if found is not None:
+                record = found[1]
+                owner = (record.parent_queue, record.parent_id)
+                if record.parent_id is not None and owner != parent and self._parent_of(record):
+                    return True
+        below = (node.queue, node.job_id)  # a fresh node's children have a new parent
+        return any(self._would_conflict(child, below) for child in node.children)
 
     # ------------------------------------------------------ repeat series (16_repeat.sql)
 

@@ -8,7 +8,7 @@ from datetime import datetime
 
 from lane_pg.errors import JobStateConflict
 from lane_pg.memory._records import _MILLISECOND, _Queue, _Record
-from lane_pg.memory._store import _Store
+from lane_pg.memory._store import MemoryEntity
 from lane_pg.types import (
     Duration,
     JobRow,
@@ -41,7 +41,7 @@ _REMOVAL_ORDER: dict[JobState, Callable[[_Record], tuple[object, int]]] = {
 }
 
 
-class _Cleaning(_Store):
+class MemoryCleanup(MemoryEntity):
     """Removing many jobs at once (MGMT-17..22, REP-16)."""
 
     def _is_repeat_owner(self, q: _Queue, job: _Record) -> bool:
@@ -53,15 +53,15 @@ class _Cleaning(_Store):
         """lane._remove_in_chunks: 1,000 jobs per removal, so a flow parent released by
         one chunk writes its event before the next chunk's `removed` events, as in SQL."""
         for start in range(0, len(doomed), _CHUNK):
-            self._remove_jobs([(q, job) for job in doomed[start : start + _CHUNK]], now)
+            self._store._remove_jobs([(q, job) for job in doomed[start : start + _CHUNK]], now)
 
     async def drain_jobs(
         self, queue: str, *, delayed: bool = False, now: datetime | None = None
     ) -> int:
         validate_queue_name(queue)
         validate_flag(delayed, "delayed")
-        moment = self._now(now)
-        q = self._queues.get(queue)
+        moment = self._store._now(now)
+        q = self._store._queues.get(queue)
         if q is None:
             return 0
         doomed: list[_Record] = []
@@ -84,10 +84,10 @@ class _Cleaning(_Store):
     ) -> list[JobRow]:
         validate_queue_name(queue)
         state = validate_clean_state(state)
-        cut = self._now(now) - to_millis(grace, "grace") * _MILLISECOND
+        cut = self._store._now(now) - to_millis(grace, "grace") * _MILLISECOND
         validate_count(limit, "limit")
-        moment = self._now(now)
-        q = self._queue(queue)  # the `cleaned` event creates the queue, as in SQL
+        moment = self._store._now(now)
+        q = self._store._queue(queue)  # the `cleaned` event creates the queue, as in SQL
         time_of = _CLEAN_TIME[state]
 
         def cleanable(job: _Record) -> bool:
@@ -105,7 +105,7 @@ class _Cleaning(_Store):
             doomed = doomed[:limit]
         snapshots = [job.snapshot() for job in doomed]
         self._remove_in_chunks(q, doomed, moment)
-        self._emit(q, "cleaned", None, {"count": len(doomed)}, moment)
+        self._store._emit(q, "cleaned", None, {"count": len(doomed)}, moment)
         return snapshots
 
     async def obliterate_queue(
@@ -113,10 +113,10 @@ class _Cleaning(_Store):
     ) -> int:
         validate_queue_name(queue)
         validate_flag(force, "force")
-        moment = self._now(now)
-        q = self._queue(queue)
+        moment = self._store._now(now)
+        q = self._store._queue(queue)
         q.paused = True  # stays when refused below (MGMT-21)
-        self._emit(q, "paused", None, {}, moment)
+        self._store._emit(q, "paused", None, {}, moment)
         if q.by_state["active"] and not force:
             raise JobStateConflict(
                 f"queue {queue} has active jobs: it cannot be obliterated unless forced (pause"
@@ -127,8 +127,8 @@ class _Cleaning(_Store):
         # Rows left without a job: a parent elsewhere that waited for one's kept next job
         # is told (DEDUP-18; the queue's own parents are gone).
         for dedup_id, owner in sorted(q.owners.items()):
-            self._dedup_next_dropped(queue, dedup_id, owner, moment)
-        del self._queues[queue]  # events, owners, series, limits, settings, pause
+            self._store._dedup_next_dropped(queue, dedup_id, owner, moment)
+        del self._store._queues[queue]  # events, owners, series, limits, settings, pause
         return len(doomed)
 
     async def remove_orphaned(
@@ -136,7 +136,7 @@ class _Cleaning(_Store):
     ) -> int:
         validate_count(count, "count")
         left = validate_count(limit, "limit") or None
-        moment = self._now(now)
+        moment = self._store._now(now)
 
         def gone(q: _Queue, job_id: str | None, job_key: int | None) -> bool:
             job = None if job_id is None else q.jobs.get(job_id)
@@ -146,7 +146,7 @@ class _Cleaning(_Store):
         # (_Store._delete): only owner rows and series can outlive their job (a TTL owner
         # after retention, DEDUP-5). Owners of every queue first, then series, each by
         # (queue, key), as lane.remove_orphaned.
-        queues = [self._queues[name] for name in sorted(self._queues)]
+        queues = [self._store._queues[name] for name in sorted(self._store._queues)]
         stale_owners = [
             (q, dedup_id)
             for q in queues
@@ -161,7 +161,7 @@ class _Cleaning(_Store):
             if gone(q, row.job_id, row.job_key)
         ][: None if left is None else left - len(stale_owners)]
         for q, dedup_id in stale_owners:
-            self._dedup_next_dropped(q.name, dedup_id, q.owners.pop(dedup_id), moment)
+            self._store._dedup_next_dropped(q.name, dedup_id, q.owners.pop(dedup_id), moment)
         for q, key in stale_series:
             del q.series[key]
         return len(stale_owners) + len(stale_series)

@@ -15,37 +15,37 @@ from lane_pg.memory._records import (
     _parse_spec,
     check_series_left,
 )
-from lane_pg.memory._store import _Store
+from lane_pg.memory._store import MemoryEntity
 from lane_pg.options import MAX_DURATION_MS, MAX_JOB_ID_LENGTH
 from lane_pg.types import JSON, Duration, JobOptions, to_millis, validate_queue_name
 
 
-class _Deduplicating(_Store):
+class MemoryDedup(MemoryEntity):
     """Reading and releasing the owner of a deduplication id (DEDUP-14, -15)."""
 
     async def get_deduplication_job_id(
         self, queue: str, dedup_id: str, *, now: datetime | None = None
     ) -> str | None:
         validate_queue_name(queue)
-        q = self._queues.get(queue)
+        q = self._store._queues.get(queue)
         owner = None if q is None else q.owners.get(dedup_id)
-        if q is None or owner is None or owner.reserved_at(self._now(now)):
+        if q is None or owner is None or owner.reserved_at(self._store._now(now)):
             return None
-        moment = self._now(now)
-        holder = self._owner_job(q, owner, moment)
+        moment = self._store._now(now)
+        holder = self._store._owner_job(q, owner, moment)
         if holder is None:
             del q.owners[dedup_id]
-            self._dedup_next_dropped(queue, dedup_id, owner, moment)
+            self._store._dedup_next_dropped(queue, dedup_id, owner, moment)
             return None
         return holder.id
 
     async def remove_deduplication_key(self, queue: str, dedup_id: str) -> bool:
         validate_queue_name(queue)
-        q = self._queues.get(queue)
+        q = self._store._queues.get(queue)
         owner = None if q is None else q.owners.pop(dedup_id, None)
         if owner is None:
             return False
-        self._dedup_next_dropped(queue, dedup_id, owner, self._now(None))  # DEDUP-18
+        self._store._dedup_next_dropped(queue, dedup_id, owner, self._store._now(None))  # DEDUP-18
         return True
 
     async def reserve_deduplication_key(
@@ -68,15 +68,15 @@ class _Deduplicating(_Store):
                 "a reservation needs an id and a token of 1-255 characters and a ttl of"
                 f" 1..{MAX_DURATION_MS} ms, got {dedup_id!r}, {token!r}, {ttl_ms}"
             )
-        moment = self._now(now)
-        q = self._queue(queue)
-        found = self._owner_for(q, dedup_id, "unique")  # one lock in the connection (UNIQ-1)
+        moment = self._store._now(now)
+        q = self._store._queue(queue)
+        found = self._store._owner_for(q, dedup_id, "unique")  # one lock in the connection (UNIQ-1)
         if found is not None:
             home, owner = found
-            if owner.reserved_at(moment) or self._owner_job(home, owner, moment) is not None:
+            if owner.reserved_at(moment) or self._store._owner_job(home, owner, moment) is not None:
                 return owner.token == token
             del home.owners[dedup_id]  # stale: it goes, and the reservation is written
-            self._dedup_next_dropped(home.name, dedup_id, owner, moment)  # DEDUP-18
+            self._store._dedup_next_dropped(home.name, dedup_id, owner, moment)  # DEDUP-18
         q.owners[dedup_id] = _Owner(
             None, None, moment + timedelta(milliseconds=ttl_ms), False, token=token, kind="unique"
         )
@@ -86,14 +86,14 @@ class _Deduplicating(_Store):
         self, queue: str, dedup_id: str, token: str, *, reservation_only: bool = False
     ) -> bool:
         validate_queue_name(queue)
-        q = self._queues.get(queue)
+        q = self._store._queues.get(queue)
         owner = None if q is None else q.owners.get(dedup_id)
         if q is None or owner is None or owner.token is None or owner.token != token:
             return False
         if reservation_only and owner.job_key is not None:
             return False  # a job took it over: the write went through
         del q.owners[dedup_id]
-        self._dedup_next_dropped(queue, dedup_id, owner, self._now(None))  # DEDUP-18
+        self._store._dedup_next_dropped(queue, dedup_id, owner, self._store._now(None))  # DEDUP-18
         return True
 
     async def add_debounced_job(
@@ -124,11 +124,11 @@ class _Deduplicating(_Store):
                 f" keep-last) and a max wait of 1..{MAX_DURATION_MS} ms or none, got"
                 f" {new.options.parsed.document.get('deduplication')} and {max_wait_ms}"
             )
-        moment = self._now(now)
+        moment = self._store._now(now)
         check_series_left([new], moment)
-        q = self._queue(queue)
+        q = self._store._queue(queue)
         owner = q.owners.get(dedup.id)
-        holder = None if owner is None else self._owner_job(q, owner, moment)
+        holder = None if owner is None else self._store._owner_job(q, owner, moment)
         first, replaced = moment, None
         if owner is not None and holder is not None:
             first = owner.created_at or moment  # the burst goes on
@@ -136,36 +136,36 @@ class _Deduplicating(_Store):
             del q.owners[dedup.id]
         if holder is not None and _replaceable(holder):
             # Through the removal rules; the window row is gone already, so it stays free.
-            self._remove_jobs([(q, holder)], moment)
+            self._store._remove_jobs([(q, holder)], moment)
             replaced = holder.id
         if owner is not None:
-            self._dedup_next_dropped(queue, dedup.id, owner, moment)  # DEDUP-18
+            self._store._dedup_next_dropped(queue, dedup.id, owner, moment)  # DEDUP-18
         if max_wait_ms is not None and moment - first >= max_wait_ms * _MILLISECOND:
             document = {**new.options.parsed.document, "delay_ms": 0}
             del document["deduplication"]
             flushed = _NewJob(new.name, new.data, _parse_options(document))
-            return DebouncedAdd(self._insert(queue, flushed, moment).snapshot(), replaced)
-        job = self._insert(queue, new, moment)
+            return DebouncedAdd(self._store._insert(queue, flushed, moment).snapshot(), replaced)
+        job = self._store._insert(queue, new, moment)
         q.owners[dedup.id].created_at = first
         if replaced is not None:
-            self._dedup_events(q, job.id, dedup.id, replaced, moment)
+            self._store._dedup_events(q, job.id, dedup.id, replaced, moment)
         return DebouncedAdd(job.snapshot(), replaced)
 
     async def expire_dedup_owners(self, *, limit: int = 1000, now: datetime | None = None) -> int:
-        moment = self._now(now)
+        moment = self._store._now(now)
         expired = sorted(
             (owner.expires_at, q.name, dedup_id)
-            for q in self._queues.values()
+            for q in self._store._queues.values()
             for dedup_id, owner in q.owners.items()
             if owner.expires_at is not None
             and owner.expires_at <= moment
             and not (owner.keep_last and self._runs(q.name, owner.job_id, owner.job_key))
         )[: max(limit, 0)]
         for _, name, dedup_id in sorted(expired, key=lambda e: (e[1], e[2])):
-            owner = self._queues[name].owners.pop(dedup_id)
-            self._dedup_next_dropped(name, dedup_id, owner, moment)  # DEDUP-18
+            owner = self._store._queues[name].owners.pop(dedup_id)
+            self._store._dedup_next_dropped(name, dedup_id, owner, moment)  # DEDUP-18
         return len(expired)
 
     def _runs(self, queue: str, job_id: str | None, key: int | None) -> bool:
-        found = None if job_id is None else self._find(queue, job_id)
+        found = None if job_id is None else self._store._find(queue, job_id)
         return found is not None and found[1].key == key and found[1].state == "active"

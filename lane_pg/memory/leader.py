@@ -3,28 +3,22 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from lane_pg.errors import (
     InvalidOptions,
     ValidationError,
 )
 from lane_pg.memory._records import _MILLISECOND, _Leadership
+from lane_pg.memory._store import MemoryEntity
 from lane_pg.types import (
     Duration,
     to_millis,
 )
 
-if TYPE_CHECKING:
-    from lane_pg.memory import MemoryBackend
 
-
-class MemoryLeader:
+class MemoryLeader(MemoryEntity):
     """``Leader`` over a ``MemoryBackend``: the rules of ``lane.acquire_leadership`` and
     ``lane.resign_leadership``, on the backend's clock, for workers sharing the backend."""
-
-    def __init__(self, backend: MemoryBackend) -> None:
-        self._backend = backend
 
     async def acquire_leadership(
         self, role: str, holder: str, lease: Duration, *, now: datetime | None = None
@@ -36,23 +30,23 @@ class MemoryLeader:
         lease_ms = to_millis(lease, "lease")
         if lease_ms <= 0:
             raise InvalidOptions(f"lease must be positive, got {lease_ms} ms")
-        backend = self._backend
-        moment = backend._now(now)
+        store = self._store
+        moment = store._now(now)
         until = moment + lease_ms * _MILLISECOND
-        current = backend._leaders.get(role)
+        current = store._leaders.get(role)
         if current is None:
-            backend._leaders[role] = _Leadership(holder, 1, moment, until)
+            store._leaders[role] = _Leadership(holder, 1, moment, until)
             return True
         if current.holder == holder:
             current.expires_at = until
             return True
         if current.expires_at is None or current.expires_at < moment:
-            backend._leaders[role] = _Leadership(holder, current.term + 1, moment, until)
+            store._leaders[role] = _Leadership(holder, current.term + 1, moment, until)
             return True
         return False
 
     async def resign_leadership(self, role: str, holder: str) -> bool:
-        current = self._backend._leaders.get(role)
+        current = self._store._leaders.get(role)
         if current is None or current.holder != holder or current.expires_at is None:
             return False
         current.expires_at = None

@@ -27,17 +27,19 @@ from lane_pg.postgres.arguments import (
     server_errors,
     token_text,
 )
-from lane_pg.postgres.cleanup import CleanupCalls
+from lane_pg.postgres.cleanup import CleanupCalls, PostgresCleanup
 from lane_pg.postgres.database import Database
-from lane_pg.postgres.flows import FlowCalls
+from lane_pg.postgres.dedup import PostgresDedup
+from lane_pg.postgres.flows import PostgresFlows
 from lane_pg.postgres.follow import FollowCalls
 from lane_pg.postgres.handback import HandBackCalls
 from lane_pg.postgres.leader import PostgresLeader
 from lane_pg.postgres.limits import ClaimLimitCalls, rate_limit_arguments
 from lane_pg.postgres.logs import PostgresLogs
+from lane_pg.postgres.maintenance import PostgresIdempotency, PostgresMaintenance
 from lane_pg.postgres.metrics import MetricCalls
 from lane_pg.postgres.notifier import Notifier
-from lane_pg.postgres.owners import OwnerCalls
+from lane_pg.postgres.repeats import PostgresRepeats
 from lane_pg.postgres.rows import (
     EVENT_COLUMNS,
     JOB_COLUMNS,
@@ -46,10 +48,9 @@ from lane_pg.postgres.rows import (
     plain_job,
     with_extras,
 )
-from lane_pg.postgres.upkeep import SpaceUpkeep
+from lane_pg.postgres.space import PostgresSpace
 from lane_pg.types import (
     ALL_STATES,
-    DEFAULT_PRUNE_BATCH,
     JSON,
     ClaimedJob,
     Completion,
@@ -67,13 +68,11 @@ from lane_pg.types import (
     QueueDemand,
     QueueEvent,
     QueueRetention,
-    StalledOutcome,
     dumps_json,
     new_claimed_job,
     options_json,
     to_millis,
     validate_job_name,
-    validate_prune_batch,
     validate_queue_name,
     validate_record_events,
     validate_stacktrace,
@@ -96,11 +95,8 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
 
 class PostgresBackend(
     HandBackCalls,
-    SpaceUpkeep,
-    OwnerCalls,
     ClaimLimitCalls,
     CleanupCalls,
-    FlowCalls,
     MetricCalls,
     FollowCalls,
     JobQueueBackend,
@@ -118,11 +114,15 @@ class PostgresBackend(
         self._serve(
             self,
             {
-                # The maintenance leader's lease in lane.leaders, called on this pool.
-                "leader": PostgresLeader(pool, self.schema),
+                "leader": PostgresLeader(self._db),
                 "logs": PostgresLogs(self._db),
-                "space": self,
-                "idempotency": self,
+                "cleanup": PostgresCleanup(self._db),
+                "dedup": PostgresDedup(self._db),
+                "repeats": PostgresRepeats(self._db),
+                "flows": PostgresFlows(self._db),
+                "maintenance": PostgresMaintenance(self._db),
+                "space": PostgresSpace(self._db),
+                "idempotency": PostgresIdempotency(self._db),
                 "transactions": self,
                 "failed_records": self,
             },
@@ -459,46 +459,11 @@ class PostgresBackend(
         return [outcome(row) for row in rows]
 
     # ----------------------------------------------------------------- maintenance
-    async def recover_stalled(
-        self,
-        queues: Sequence[str] | None = None,
-        *,
-        max_stalled_count: int = 1,
-        now: datetime | None = None,
-    ) -> list[StalledOutcome]:
-        rows = await self._fetch(
-            "SELECT queue, id, state FROM lane.recover_stalled($1::text[], $2, $3)",
-            None if queues is None else list(queues),
-            max_stalled_count,
-            now,
-        )
-        return [StalledOutcome(row["queue"], row["id"], row["state"]) for row in rows]
-
-    async def promote_due_jobs(
-        self, queues: Sequence[str] | None = None, *, now: datetime | None = None
-    ) -> int:
-        return cast(
-            int,
-            await self._fetchval(
-                "SELECT lane.promote_due_jobs($1::text[], $2)",
-                None if queues is None else list(queues),
-                now,
-            ),
-        )
-
     async def next_due_in(self, queues: Sequence[str] | None = None) -> timedelta | None:
         millis = await self._fetchval(
             "SELECT lane.next_due_in_ms($1::text[])", None if queues is None else list(queues)
         )
         return None if millis is None else timedelta(milliseconds=millis)
-
-    async def trim_events(self, queues: Sequence[str] | None = None) -> int:
-        return cast(
-            int,
-            await self._fetchval(
-                "SELECT lane.trim_events($1::text[])", None if queues is None else list(queues)
-            ),
-        )
 
     async def list_queues(self) -> list[str]:
         return [row[0] for row in await self._fetch("SELECT lane.list_queues()")]
@@ -522,17 +487,6 @@ class PostgresBackend(
             "SELECT keep_completed, keep_failed FROM lane.get_queue_retention($1)", queue
         )
         return QueueRetention(rows[0]["keep_completed"], rows[0]["keep_failed"])
-
-    async def prune_finished(
-        self, queues: Sequence[str] | None = None, *, batch: int = DEFAULT_PRUNE_BATCH
-    ) -> int:
-        names = None if queues is None else [validate_queue_name(name) for name in queues]
-        return cast(
-            int,
-            await self._fetchval(
-                "SELECT lane.prune_finished($1::text[], $2)", names, validate_prune_batch(batch)
-            ),
-        )
 
     # ----------------------------------------------------------------- queue events
     async def set_queue_events(self, queue: str, *, record: bool) -> None:

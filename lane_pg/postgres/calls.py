@@ -69,6 +69,11 @@ def one_job(rows: Rows) -> JobRow:
     return job_from_row(rows[0])
 
 
+def job_list(rows: Rows) -> list[JobRow]:
+    """Every row as ``JobRow`` (``SELECT {JOB_COLUMNS} FROM lane.clean_jobs(...) AS j``)."""
+    return [job_from_row(row) for row in rows]
+
+
 def value(rows: Rows) -> Any:
     """The first column of the only row (``SELECT lane.remove_job(...)``)."""
     return rows[0][0]

@@ -1,5 +1,5 @@
-"""Removing many jobs (``Cleaner``, MGMT-17..22) and the count reads of MGMT-24..27 and
-STATE-4 for PostgresBackend: one call of a ``lane.*`` function of
+"""Removing many jobs (``PostgresCleanup``, MGMT-17..22) and the count reads of MGMT-24..27
+and STATE-4 for PostgresBackend: one call of a ``lane.*`` function of
 sql/functions/42_cleanup.sql or 65_reads.sql each (obliterate: two, see there)."""
 
 from __future__ import annotations
@@ -11,10 +11,11 @@ from typing import Any, cast
 
 import asyncpg
 
+from lane_pg.backend.cleanup import Cleanup
+from lane_pg.postgres.calls import Entity, job_list, statement, value
 from lane_pg.postgres.rows import JOB_COLUMNS, job_from_row
 from lane_pg.types import (
     Completed,
-    Duration,
     Failed,
     FinishedResult,
     JobPage,
@@ -42,72 +43,13 @@ _READINESS_PAGE_SQL = f"""
 
 
 class CleanupCalls:
-    """The ``Cleaner`` methods and the count reads over ``_fetch`` / ``_fetchval``, which
-    PostgresBackend defines."""
+    """The count reads over ``_fetch`` / ``_fetchval``, which PostgresBackend defines."""
 
     async def _fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:
         raise NotImplementedError
 
     async def _fetchval(self, sql: str, *args: Any) -> Any:
         raise NotImplementedError
-
-    # ----------------------------------------------------------------- removing
-    async def drain_jobs(
-        self, queue: str, *, delayed: bool = False, now: datetime | None = None
-    ) -> int:
-        validate_queue_name(queue)
-        return cast(
-            int,
-            await self._fetchval(
-                "SELECT lane.drain_jobs($1, $2, $3)", queue, validate_flag(delayed, "delayed"), now
-            ),
-        )
-
-    async def clean_jobs(
-        self,
-        queue: str,
-        state: JobState,
-        grace: Duration,
-        *,
-        limit: int = 0,
-        now: datetime | None = None,
-    ) -> list[JobRow]:
-        validate_queue_name(queue)
-        rows = await self._fetch(
-            f"SELECT {JOB_COLUMNS} FROM lane.clean_jobs($1, $2, $3, $4, $5) AS j",
-            queue,
-            validate_clean_state(state),
-            to_millis(grace, "grace"),
-            validate_count(limit, "limit"),
-            now,
-        )
-        return [job_from_row(row) for row in rows]
-
-    async def obliterate_queue(
-        self, queue: str, *, force: bool = False, now: datetime | None = None
-    ) -> int:
-        validate_queue_name(queue)
-        validate_flag(force, "force")
-        # The pause commits on its own, so a refusal (active jobs, no force) leaves the
-        # queue paused, as MGMT-21 asks; lane.obliterate_queue then deletes it, row too.
-        await self._fetch("SELECT lane.pause_queue($1, $2)", queue, now)
-        return cast(
-            int,
-            await self._fetchval("SELECT lane.obliterate_queue($1, $2, $3)", queue, force, now),
-        )
-
-    async def remove_orphaned(
-        self, count: int = 0, limit: int = 0, *, now: datetime | None = None
-    ) -> int:
-        return cast(
-            int,
-            await self._fetchval(
-                "SELECT lane.remove_orphaned($1, $2, $3)",
-                validate_count(count, "count"),
-                validate_count(limit, "limit"),
-                now,
-            ),
-        )
 
     # ----------------------------------------------------------------- counting
     async def get_job_count(self, queue: str, states: Sequence[JobState] | None = None) -> int:
@@ -182,3 +124,40 @@ class CleanupCalls:
         if row["state"] == "failed":
             return Failed(row["failed_reason"])
         return NotFinished(row["state"])
+
+
+class PostgresCleanup(Entity, serves=Cleanup):
+    drain_jobs = statement(
+        "SELECT lane.drain_jobs($1, $2, $3)",
+        result=value,
+        queue=validate_queue_name,
+        delayed=lambda delayed: validate_flag(delayed, "delayed"),
+    )
+    clean_jobs = statement(
+        f"SELECT {JOB_COLUMNS} FROM lane.clean_jobs($1, $2, $3, $4, $5) AS j",
+        result=job_list,
+        queue=validate_queue_name,
+        state=validate_clean_state,
+        grace=lambda grace: to_millis(grace, "grace"),
+        limit=lambda limit: validate_count(limit, "limit"),
+    )
+
+    async def obliterate_queue(
+        self, queue: str, *, force: bool = False, now: datetime | None = None
+    ) -> int:
+        validate_queue_name(queue)
+        validate_flag(force, "force")
+        # The pause commits on its own, so a refusal (active jobs, no force) leaves the
+        # queue paused, as MGMT-21 asks; lane.obliterate_queue then deletes it, row too.
+        await self._db.fetch("SELECT lane.pause_queue($1, $2)", queue, now)
+        return cast(
+            int,
+            await self._db.fetchval("SELECT lane.obliterate_queue($1, $2, $3)", queue, force, now),
+        )
+
+    remove_orphaned = statement(
+        "SELECT lane.remove_orphaned($1, $2, $3)",
+        result=value,
+        count=lambda count: validate_count(count, "count"),
+        limit=lambda limit: validate_count(limit, "limit"),
+    )

@@ -1,16 +1,14 @@
-"""PostgresBackend's flow calls (the ``Flows`` role): one stored function of
-sql/functions/17_flow.sql each; the derived reads are the ``Flows`` handle's own."""
+"""Flows on PostgreSQL: one stored function of sql/functions/17_flow.sql per operation
+(``get_flow_dependencies``: the parent, then its dependencies); the derived reads are the
+``Flows`` handle's own."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from datetime import datetime
 from typing import Any
 
-import asyncpg
-
-from lane_pg.backend.flows import check_page_request
+from lane_pg.backend.flows import Flows, check_page_request
 from lane_pg.flows import (
     ChildRef,
     DependencyKind,
@@ -21,8 +19,9 @@ from lane_pg.flows import (
     FlowDependencyPage,
     FlowJob,
 )
+from lane_pg.postgres.calls import Entity, Rows, job_list, statement
 from lane_pg.postgres.rows import JOB_COLUMNS, job_from_row
-from lane_pg.types import JobRow, dumps_json, validate_queue_name
+from lane_pg.types import dumps_json, validate_queue_name
 
 
 def flow_document(flow: FlowJob) -> str:
@@ -48,65 +47,46 @@ def flows_from_rows(rows: Sequence[Mapping[str, Any]], root: tuple[int, ...] = (
     return [nodes[path] for path in sorted(nodes) if len(path) == len(root) + 1]
 
 
-class FlowCalls:
-    """The calls, over the statement helpers PostgresBackend defines."""
+def flow_of_rows(rows: Rows) -> Flow:
+    """The tree ``lane.add_flow_nodes`` stored: the root's path is empty, its children are
+    the nodes one position deep."""
+    root = next(row for row in rows if not row["path"])
+    return Flow(job_from_row(root), flows_from_rows([r for r in rows if r["path"]]))
 
-    async def _fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:
-        raise NotImplementedError
 
-    async def _fetchval(self, sql: str, *args: Any) -> Any:
-        raise NotImplementedError
+def dependency_counts(rows: Rows) -> FlowDependencyCounts | None:
+    row = rows[0]
+    if row["processed"] is None:
+        return None
+    return FlowDependencyCounts(
+        processed=row["processed"],
+        unprocessed=row["unprocessed"],
+        failed=row["failed"],
+        ignored=row["ignored"],
+        missing=row["missing"],
+    )
 
-    async def add_flow(self, flow: FlowJob, *, now: datetime | None = None) -> Flow:
-        rows = await self._fetch(
-            f"SELECT n.path, {JOB_COLUMNS} FROM lane.add_flow_nodes($1::jsonb, $2) n,"
-            " LATERAL (SELECT (n.job).*) j",
-            flow_document(flow),
-            now,
-        )
-        # The root's path is empty: its children are the nodes one position deep.
-        root = next(row for row in rows if not row["path"])
-        return Flow(job_from_row(root), flows_from_rows([r for r in rows if r["path"]]))
 
-    async def add_flow_children(
-        self,
-        queue: str,
-        parent_id: str,
-        token: str,
-        children: Sequence[FlowJob],
-        *,
-        now: datetime | None = None,
-    ) -> list[Flow]:
-        validate_queue_name(queue)
-        rows = await self._fetch(
-            f"SELECT n.path, {JOB_COLUMNS}"
-            " FROM lane.add_flow_children($1, $2, $3::uuid, $4::jsonb, $5) n,"
-            " LATERAL (SELECT (n.job).*) j",
-            queue,
-            parent_id,
-            token,
-            children_document(children),
-            now,
-        )
-        return flows_from_rows(rows)
-
-    async def get_flow_dependency_counts(
-        self, queue: str, parent_id: str
-    ) -> FlowDependencyCounts | None:
-        validate_queue_name(queue)
-        rows = await self._fetch(
-            "SELECT * FROM lane.get_flow_dependency_counts($1, $2)", queue, parent_id
-        )
-        row = rows[0]
-        if row["processed"] is None:
-            return None
-        return FlowDependencyCounts(
-            processed=row["processed"],
-            unprocessed=row["unprocessed"],
-            failed=row["failed"],
-            ignored=row["ignored"],
-            missing=row["missing"],
-        )
+class PostgresFlows(Entity, serves=Flows):
+    add_flow = statement(
+        f"SELECT n.path, {JOB_COLUMNS} FROM lane.add_flow_nodes($1::jsonb, $2) n,"
+        " LATERAL (SELECT (n.job).*) j",
+        result=flow_of_rows,
+        flow=flow_document,
+    )
+    add_flow_children = statement(
+        f"SELECT n.path, {JOB_COLUMNS}"
+        " FROM lane.add_flow_children($1, $2, $3::uuid, $4::jsonb, $5) n,"
+        " LATERAL (SELECT (n.job).*) j",
+        result=flows_from_rows,
+        queue=validate_queue_name,
+        children=children_document,
+    )
+    get_flow_dependency_counts = statement(
+        "SELECT * FROM lane.get_flow_dependency_counts($1, $2)",
+        result=dependency_counts,
+        queue=validate_queue_name,
+    )
 
     async def get_flow_dependency_page(
         self,
@@ -119,7 +99,7 @@ class FlowCalls:
         validate_queue_name(queue)
         check_page_request(kind, cursor, count)
         # One row past the page tells whether another page follows.
-        rows = await self._fetch(
+        rows = await self._db.fetch(
             "SELECT seq, child_queue, child_id, value::text AS value, reason"
             " FROM lane.get_flow_dependency_page($1, $2, $3, $4, $5)",
             queue,
@@ -141,14 +121,14 @@ class FlowCalls:
 
     async def get_flow_dependencies(self, queue: str, parent_id: str) -> FlowDependencies | None:
         validate_queue_name(queue)
-        parents = await self._fetch(
+        parents = await self._db.fetch(
             f"SELECT {JOB_COLUMNS} FROM lane.get_job($1, $2) AS j WHERE j.key IS NOT NULL",
             queue,
             parent_id,
         )
         if not parents:
             return None
-        rows = await self._fetch(
+        rows = await self._db.fetch(
             f"SELECT d.bucket, d.child_queue, d.child_id, d.present, {JOB_COLUMNS}"
             " FROM lane.get_flow_dependencies($1, $2) d"
             " LEFT JOIN lane.jobs j ON j.key = d.child_key"
@@ -171,24 +151,13 @@ class FlowCalls:
             ],
         )
 
-    async def remove_unprocessed_children(
-        self, queue: str, parent_id: str, *, now: datetime | None = None
-    ) -> list[JobRow]:
-        validate_queue_name(queue)
-        rows = await self._fetch(
-            f"SELECT {JOB_COLUMNS} FROM lane.remove_unprocessed_children($1, $2, $3) AS j",
-            queue,
-            parent_id,
-            now,
-        )
-        return [job_from_row(row) for row in rows]
-
-    async def remove_child_dependency(
-        self, queue: str, child_id: str, *, now: datetime | None = None
-    ) -> bool:
-        validate_queue_name(queue)
-        return bool(
-            await self._fetchval(
-                "SELECT lane.remove_child_dependency($1, $2, $3)", queue, child_id, now
-            )
-        )
+    remove_unprocessed_children = statement(
+        f"SELECT {JOB_COLUMNS} FROM lane.remove_unprocessed_children($1, $2, $3) AS j",
+        result=job_list,
+        queue=validate_queue_name,
+    )
+    remove_child_dependency = statement(
+        "SELECT lane.remove_child_dependency($1, $2, $3)",
+        result=lambda rows: bool(rows[0][0]),
+        queue=validate_queue_name,
+    )

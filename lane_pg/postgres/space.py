@@ -1,28 +1,24 @@
-"""Space upkeep for PostgresBackend (the ``ReclaimsSpace`` capability): dead row versions,
-VACUUM, index sizes, bounded row counts and REINDEX CONCURRENTLY, each on a pooled
-connection outside any transaction."""
+"""Space upkeep on PostgreSQL (the ``space`` capability): dead row versions, VACUUM, index
+sizes, bounded row counts and REINDEX CONCURRENTLY, each on a pooled connection outside any
+transaction."""
 
 from __future__ import annotations
 
-import asyncpg
-
-from lane_pg.backend.capabilities import IndexSize
+from lane_pg.backend.capabilities import IndexSize, Space
 from lane_pg.errors import InvalidOptions
 from lane_pg.postgres.arguments import server_errors
+from lane_pg.postgres.calls import Entity
 
 
-class SpaceUpkeep:
-    """The upkeep operations over ``_pool`` and ``schema``, which PostgresBackend sets."""
-
-    _pool: asyncpg.Pool
-    schema: str
+class PostgresSpace(Entity, serves=Space):
+    """The upkeep operations on the pool of the backend's ``Database``, for its schema."""
 
     async def dead_tuples(self) -> dict[str, int]:
         """Dead row versions per table of this schema (``pg_stat_user_tables``)."""
         async with server_errors():
-            rows = await self._pool.fetch(
+            rows = await self._db.pool.fetch(
                 "SELECT relname, n_dead_tup FROM pg_stat_user_tables WHERE schemaname = $1",
-                self.schema,
+                self._db.schema,
             )
         return {row["relname"]: row["n_dead_tup"] for row in rows}
 
@@ -30,8 +26,8 @@ class SpaceUpkeep:
         """``table`` of this schema, quoted; InvalidOptions when the schema has no such
         table (names are checked against the catalog, never interpolated unchecked)."""
         if table not in await self.dead_tuples():
-            raise InvalidOptions(f"no table {table!r} in schema {self.schema!r}")
-        return '"{}"."{}"'.format(self.schema, table.replace('"', '""'))
+            raise InvalidOptions(f"no table {table!r} in schema {self._db.schema!r}")
+        return '"{}"."{}"'.format(self._db.schema, table.replace('"', '""'))
 
     async def vacuum(self, table: str) -> int:
         """``VACUUM (SKIP_LOCKED)`` one table of this schema (a vacuum already running on
@@ -39,21 +35,21 @@ class SpaceUpkeep:
         VACUUM cannot run in a transaction: it goes alone on a pooled connection."""
         name = await self._table_name(table)
         async with server_errors():
-            await self._pool.execute(f"VACUUM (SKIP_LOCKED) {name}")
+            await self._db.pool.execute(f"VACUUM (SKIP_LOCKED) {name}")
         return (await self.dead_tuples()).get(table, 0)
 
     async def index_sizes(self) -> list[IndexSize]:
         """Every valid index of this schema's tables, with its size and the table's live
         rows (``pg_stat_user_tables.n_live_tup``)."""
         async with server_errors():
-            rows = await self._pool.fetch(
+            rows = await self._db.pool.fetch(
                 "SELECT t.relname AS table_name, i.relname AS index_name,"
                 " pg_relation_size(i.oid) AS bytes, greatest(s.n_live_tup, 0) AS live"
                 " FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid"
                 " JOIN pg_class t ON t.oid = x.indrelid"
                 " JOIN pg_stat_user_tables s ON s.relid = t.oid"
                 " WHERE s.schemaname = $1 AND x.indisvalid ORDER BY 1, 2",
-                self.schema,
+                self._db.schema,
             )
         return [
             IndexSize(row["table_name"], row["index_name"], row["bytes"], row["live"])
@@ -64,7 +60,7 @@ class SpaceUpkeep:
         """``count(*)`` of one table of this schema, reading at most ``limit`` rows."""
         name = await self._table_name(table)
         async with server_errors():
-            count: int = await self._pool.fetchval(
+            count: int = await self._db.pool.fetchval(
                 f"SELECT count(*) FROM (SELECT 1 FROM {name} LIMIT $1) AS s", max(limit, 0)
             )
         return count
@@ -80,14 +76,14 @@ class SpaceUpkeep:
         Returns the index's size afterwards."""
         names = {size.index for size in await self.index_sizes()}
         if index not in names:
-            raise InvalidOptions(f"no index {index!r} in schema {self.schema!r}")
-        schema = '"{}"'.format(self.schema.replace('"', '""'))
-        async with server_errors(), self._pool.acquire() as conn:
+            raise InvalidOptions(f"no index {index!r} in schema {self._db.schema!r}")
+        schema = '"{}"'.format(self._db.schema.replace('"', '""'))
+        async with server_errors(), self._db.pool.acquire() as conn:
             leftovers = await conn.fetch(
                 "SELECT i.relname FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid"
                 " JOIN pg_namespace n ON n.oid = i.relnamespace"
                 " WHERE n.nspname = $1 AND NOT x.indisvalid AND i.relname LIKE $2",
-                self.schema,
+                self._db.schema,
                 index.replace("_", "\\_") + "\\_ccnew%",
             )
             for row in leftovers:
@@ -101,7 +97,7 @@ class SpaceUpkeep:
                 await conn.execute("RESET lock_timeout")
             size: int = await conn.fetchval(
                 "SELECT pg_relation_size(format('%I.%I', $1::text, $2::text)::regclass)",
-                self.schema,
+                self._db.schema,
                 index,
             )
         return size

@@ -6,18 +6,20 @@ from datetime import UTC, datetime, timedelta
 
 from lane_pg.errors import InvalidOptions, JobStateConflict
 from lane_pg.memory._records import _parse_spec, _Queue, _Series, check_series_left, series_key
-from lane_pg.memory._store import _Store
+from lane_pg.memory._store import MemoryEntity
 from lane_pg.types import JSON, JobOptions, JobRow, RepeatInfo, validate_queue_name
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-class _Repeating(_Store):
+class MemoryRepeats(MemoryEntity):
     """Managing repeat series (REP-8..12)."""
 
     def _live_series(self, q: _Queue) -> list[tuple[str, _Series]]:
         """The queue's series with a live owner; the others are deleted (REP-11)."""
-        for key in [key for key, row in q.series.items() if not self._series_owner(q, key, row)]:
+        for key in [
+            key for key, row in q.series.items() if not self._store._series_owner(q, key, row)
+        ]:
             del q.series[key]
         return list(q.series.items())
 
@@ -51,37 +53,37 @@ class _Repeating(_Store):
         new = _parse_spec(name, data, options)
         if new.options.parsed.repeat is None:
             raise InvalidOptions('upsert_repeat needs options with a "repeat" document')
-        moment = self._now(now)
-        q = self._queue(queue)
+        moment = self._store._now(now)
+        q = self._store._queue(queue)
         key = series_key(name, new.options.parsed.document["repeat"])
         row = q.series.get(key)
-        owner = None if row is None else self._series_owner(q, key, row)
+        owner = None if row is None else self._store._series_owner(q, key, row)
         if owner is not None and owner.state == "active":
             raise JobStateConflict(
                 f"job {owner.id} owns repeat series {key!r} and is active: it cannot be replaced"
             )
         check_series_left([new], moment)
         if owner is not None:
-            self._dedup_release(q, owner, moment)
-            self._delete(q, owner)
-            self._emit(q, "removed", owner.id, {"prev": owner.state}, moment)
-        return self._insert(queue, new, moment).snapshot()
+            self._store._dedup_release(q, owner, moment)
+            self._store._delete(q, owner)
+            self._store._emit(q, "removed", owner.id, {"prev": owner.state}, moment)
+        return self._store._insert(queue, new, moment).snapshot()
 
     async def remove_repeat(
         self, queue: str, key: str, *, now: datetime | None = None
     ) -> str | None:
-        q = self._queues.get(queue)
+        q = self._store._queues.get(queue)
         row = None if q is None else q.series.get(key)
         if q is None or row is None:
             return None
-        owner = self._series_owner(q, key, row)
+        owner = self._store._series_owner(q, key, row)
         if owner is not None:
-            self._remove(q, owner, self._now(now))  # JobLocked before any change
+            self._store._remove(q, owner, self._store._now(now))  # JobLocked before any change
         q.series.pop(key, None)
         return None if owner is None else owner.id
 
     async def get_repeat(self, queue: str, key: str) -> RepeatInfo | None:
-        q = self._queues.get(queue)
+        q = self._store._queues.get(queue)
         if q is None:
             return None
         found = dict(self._live_series(q)).get(key)
@@ -90,7 +92,7 @@ class _Repeating(_Store):
     async def list_repeats(
         self, queue: str, start: int = 0, end: int = -1, *, ascending: bool = False
     ) -> list[RepeatInfo]:
-        q = self._queues.get(queue)
+        q = self._store._queues.get(queue)
         if q is None:
             return []
         infos = sorted(
@@ -102,5 +104,5 @@ class _Repeating(_Store):
         return infos[first:] if end < 0 else infos[first : max(end + 1, first)]
 
     async def count_repeats(self, queue: str) -> int:
-        q = self._queues.get(queue)
+        q = self._store._queues.get(queue)
         return 0 if q is None else len(self._live_series(q))

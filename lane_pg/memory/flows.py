@@ -1,6 +1,7 @@
 """Flows (FLOW): ``lane.add_flow_nodes``, ``lane.add_flow_children`` and the dependency
 reads and cuts of sql/functions/17_flow.sql; the transitions they share with completion,
-failure and removal (``_flow_resolve``, ``_flow_release``, ``_flow_restore``) are in
+failure and removal (``_flow_resolve``, ``_flow_release``, ``_flow_restore``) and with a
+deduplication owner's kept next job (``_flow_attach``, ``_flow_materialise``) are in
 ``_store``."""
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from lane_pg.errors import (
     InvalidJobId,
     InvalidOptions,
     InvalidQueueName,
-    ParentConflict,
 )
 from lane_pg.flows import (
     ChildRef,
@@ -29,15 +29,12 @@ from lane_pg.flows import (
     FlowJob,
 )
 from lane_pg.memory._records import (
-    _Batch,
     _Dep,
     _Node,
-    _Owner,
     _parse_spec,
-    _Queue,
     _Record,
 )
-from lane_pg.memory._store import _Store
+from lane_pg.memory._store import MemoryEntity
 from lane_pg.options import FLOW_POLICY_FLAGS
 from lane_pg.types import JSON, JobRow, validate_queue_name
 
@@ -114,7 +111,7 @@ def _check_flow(document: JSON, parent_queue: str | None) -> _Node:
     return root
 
 
-class _Flowing(_Store):
+class MemoryFlows(MemoryEntity):
     """Flows (FLOW-1..29)."""
 
     @contextmanager
@@ -123,152 +120,39 @@ class _Flowing(_Store):
         every record back as it was."""
         saved = copy.deepcopy(
             (
-                self._queues,
-                self._deps,
-                self._last_key,
-                self._last_seq,
-                self._last_event_id,
-                self._last_dep_seq,
+                self._store._queues,
+                self._store._deps,
+                self._store._last_key,
+                self._store._last_seq,
+                self._store._last_event_id,
+                self._store._last_dep_seq,
             )
         )
         try:
             yield
         except BaseException:
             (
-                self._queues,
-                self._deps,
-                self._last_key,
-                self._last_seq,
-                self._last_event_id,
-                self._last_dep_seq,
+                self._store._queues,
+                self._store._deps,
+                self._store._last_key,
+                self._store._last_seq,
+                self._store._last_event_id,
+                self._store._last_dep_seq,
             ) = saved
             raise
 
-    def _flow_attach(
-        self, parent: _Record, children: list[_Node], path: tuple[int, ...], now: datetime
-    ) -> list[tuple[tuple[int, ...], _Record]]:
-        """lane._flow_attach: the children stored (one batch per queue, in order of first
-        appearance) and attached, then their own children."""
-        stored: list[tuple[tuple[int, ...], _Record]] = []
-        if not children:
-            return stored
-        queues = list(dict.fromkeys(child.queue for child in children))
-        pending = 0
-        failed: list[_Record] = []
-        nested: list[tuple[int, _Record, _Node]] = []
-        deps = self._deps.setdefault(parent.key, {})
-        for queue in queues:
-            group = [(ord_, c) for ord_, c in enumerate(children, 1) if c.queue == queue]
-            batch = _Batch()
-            records: list[tuple[_Record, bool]] = []
-            for _, child in group:
-                before = len(batch.jobs)
-                record = self._insert(
-                    queue,
-                    child.new,
-                    now,
-                    batch,
-                    parent=parent,
-                    hold=bool(child.children),
-                    children=child.children,
-                )
-                records.append((record, len(batch.jobs) > before))
-            if batch.jobs or batch.later:
-                self._emit_batch(self._queue(queue), batch, now)
-            for (ord_, child), (record, fresh) in zip(group, records, strict=True):
-                if not fresh and record.id != child.job_id:
-                    # DEDUP-17: the owner of its deduplication id, not attached (DEDUP-18:
-                    # kept as its next job, the parent holds a placeholder for it).
-                    continue
-                if (record.parent_queue, record.parent_id) != (parent.queue, parent.id):
-                    if record.parent_id is not None and self._parent_of(record) is not None:
-                        raise ParentConflict(
-                            f"job {record.id} of queue {record.queue} belongs to parent"
-                            f" {record.parent_id} of queue {record.parent_queue}: remove that"
-                            " dependency (remove_child_dependency) before attaching it"
-                            " elsewhere"
-                        )
-                    record.parent_queue, record.parent_id = parent.queue, parent.id
-                bucket = "processed" if record.state == "completed" else "unprocessed"
-                dep = deps.get((record.queue, record.id))
-                if dep is not None:
-                    dep.child_key = record.key
-                else:
-                    self._last_dep_seq += 1
-                    deps[(record.queue, record.id)] = _Dep(
-                        record.queue,
-                        record.id,
-                        record.key,
-                        bucket,
-                        child.new.options.parsed.parent_policy,
-                        self._last_dep_seq,
-                        copy.deepcopy(record.return_value) if bucket == "processed" else None,
-                    )
-                    if bucket == "unprocessed":
-                        pending += 1
-                        if record.state == "failed":
-                            failed.append(record)
-                stored.append(((*path, ord_), record))
-                if child.children:
-                    nested.append((ord_, record, child))
-        parent.deps_pending = (parent.deps_pending or 0) + pending
-        for ord_, record, child in nested:
-            stored += self._flow_attach(record, child.children, (*path, ord_), now)
-        if failed:
-            self._flow_resolve(failed, "failed", now)
-        if parent.state == "waiting-children" and parent.deps_pending <= 0:
-            self._flow_release([parent], now)
-        return stored
-
-    def _flow_materialise(self, q: _Queue, dedup_id: str, owner: _Owner, now: datetime) -> None:
-        """lane._flow_materialise: a kept flow node stored; under the parent that still
-        waits for it in its placeholder's place, else as a flow of its own (DEDUP-18,
-        -19)."""
-        assert owner.next_job is not None
-        node = _Node(q.name, owner.next_job, owner.next_children)
-        parent = self._waiting_parent(owner)
-        if parent is not None and self._take_placeholder(parent, q.name, dedup_id):
-            if self._would_conflict(node, (parent.queue, parent.id)):
-                # As lane._flow_materialise: a node whose custom id (or a custom id below
-                # it) is another parent's child is a duplicate of it (ADD-3), and the
-                # owner's outcome still stands. Checked first: the store is not restored
-                # under a completion that holds its records.
-                self._emit(q, "duplicated", node.job_id, {}, now)
-                if parent.state == "waiting-children" and (parent.deps_pending or 0) <= 0:
-                    self._flow_release([parent], now)
-            else:
-                self._flow_attach(parent, [node], (), now)
-            return
-        before = self._last_key
-        record = self._insert(q.name, node.new, now, hold=bool(node.children))
-        if node.children and record.key > before:
-            self._flow_attach(record, node.children, (), now)
-
-    def _would_conflict(self, node: _Node, parent: tuple[str, str | None]) -> bool:
-        """Whether attaching ``node`` under ``parent`` would meet a ParentConflict: a
-        custom id in its tree that is a retained parent's child elsewhere."""
-        if node.job_id is not None:
-            found = self._find(node.queue, node.job_id)
-            if found is not None:
-                record = found[1]
-                owner = (record.parent_queue, record.parent_id)
-                if record.parent_id is not None and owner != parent and self._parent_of(record):
-                    return True
-        below = (node.queue, node.job_id)  # a fresh node's children have a new parent
-        return any(self._would_conflict(child, below) for child in node.children)
-
     async def add_flow(self, flow: FlowJob, *, now: datetime | None = None) -> Flow:
         root = _check_flow(flow.to_json(), None)
-        moment = self._now(now)
+        moment = self._store._now(now)
         with self._all_or_nothing():
-            before = self._last_key
-            record = self._insert(
+            before = self._store._last_key
+            record = self._store._insert(
                 root.queue, root.new, moment, hold=bool(root.children), children=root.children
             )
             fresh = record.key > before
             stored: list[tuple[tuple[int, ...], _Record]] = []
             if fresh or record.id == root.job_id:  # else DEDUP-19: the owner's flow stands
-                stored = self._flow_attach(record, root.children, (), moment)
+                stored = self._store._flow_attach(record, root.children, (), moment)
         return Flow(record.snapshot(), _trees(stored, ()))
 
     async def add_flow_children(
@@ -281,43 +165,43 @@ class _Flowing(_Store):
         now: datetime | None = None,
     ) -> list[Flow]:
         validate_queue_name(queue)
-        moment = self._now(now)
-        q, parent = self._owned(queue, parent_id, token)
+        moment = self._store._now(now)
+        q, parent = self._store._owned(queue, parent_id, token)
         nodes = _check_flow(
             {"name": parent.name, "children": [child.to_json() for child in children]}, queue
         ).children
         if parent.deferred_failure is not None or any(
-            dep.bucket == "failed" for dep in self._deps.get(parent.key, {}).values()
+            dep.bucket == "failed" for dep in self._store._deps.get(parent.key, {}).values()
         ):
             raise FailedChildren(
                 f"job {parent_id} of queue {queue} has a failed child that fails it: it cannot"
                 " add children"
             )
         with self._all_or_nothing():
-            self._set_state(q, parent, "waiting-children")
-            self._end_lease(parent)
+            self._store._set_state(q, parent, "waiting-children")
+            self._store._end_lease(parent)
             parent.worker_id = None
             parent.enqueued_seq = None
             parent.attempts_started = max(parent.attempts_started - 1, 0)
             parent.deps_pending = parent.deps_pending or 0
-            self._emit(q, "waiting-children", parent.id, {"prev": "active"}, moment)
-            stored = self._flow_attach(parent, nodes, (), moment)
+            self._store._emit(q, "waiting-children", parent.id, {"prev": "active"}, moment)
+            stored = self._store._flow_attach(parent, nodes, (), moment)
             if parent.state == "waiting-children" and parent.deps_pending <= 0:
-                self._flow_release([parent], moment)
+                self._store._flow_release([parent], moment)
         return _trees(stored, ())
 
     def _present(self, dep: _Dep) -> _Record | None:
-        found = self._find(dep.child_queue, dep.child_id)
+        found = self._store._find(dep.child_queue, dep.child_id)
         return None if found is None or found[1].key != dep.child_key else found[1]
 
     async def get_flow_dependency_counts(
         self, queue: str, parent_id: str
     ) -> FlowDependencyCounts | None:
         validate_queue_name(queue)
-        found = self._find(queue, parent_id)
+        found = self._store._find(queue, parent_id)
         if found is None:
             return None
-        deps = list(self._deps.get(found[1].key, {}).values())
+        deps = list(self._store._deps.get(found[1].key, {}).values())
         return FlowDependencyCounts(
             processed=sum(dep.bucket == "processed" for dep in deps),
             unprocessed=sum(dep.bucket == "unprocessed" for dep in deps),
@@ -336,8 +220,8 @@ class _Flowing(_Store):
     ) -> FlowDependencyPage:
         validate_queue_name(queue)
         check_page_request(kind, cursor, count)
-        found = self._find(queue, parent_id)
-        deps = [] if found is None else list(self._deps.get(found[1].key, {}).values())
+        found = self._store._find(queue, parent_id)
+        deps = [] if found is None else list(self._store._deps.get(found[1].key, {}).values())
         rows = sorted((d for d in deps if d.bucket == kind and d.seq > cursor), key=lambda d: d.seq)
         page = rows[:count]
         items = [
@@ -350,10 +234,10 @@ class _Flowing(_Store):
 
     async def get_flow_dependencies(self, queue: str, parent_id: str) -> FlowDependencies | None:
         validate_queue_name(queue)
-        found = self._find(queue, parent_id)
+        found = self._store._find(queue, parent_id)
         if found is None:
             return None
-        deps = sorted(self._deps.get(found[1].key, {}).values(), key=lambda d: d.seq)
+        deps = sorted(self._store._deps.get(found[1].key, {}).values(), key=lambda d: d.seq)
         present = [(dep, self._present(dep)) for dep in deps]
         return FlowDependencies(
             parent=found[1].snapshot(),
@@ -374,9 +258,9 @@ class _Flowing(_Store):
         self, queue: str, parent_id: str, *, now: datetime | None = None
     ) -> list[JobRow]:
         validate_queue_name(queue)
-        moment = self._now(now)
-        _, parent = self._require(queue, parent_id)
-        deps = sorted(self._deps.get(parent.key, {}).values(), key=lambda d: d.seq)
+        moment = self._store._now(now)
+        _, parent = self._store._require(queue, parent_id)
+        deps = sorted(self._store._deps.get(parent.key, {}).values(), key=lambda d: d.seq)
         doomed = [
             child
             for dep in deps
@@ -385,15 +269,17 @@ class _Flowing(_Store):
             and child.state in ("waiting", "delayed", "waiting-children")
         ]
         snapshots = [child.snapshot() for child in doomed]
-        self._remove_jobs([(self._queue(child.queue), child) for child in doomed], moment)
+        self._store._remove_jobs(
+            [(self._store._queue(child.queue), child) for child in doomed], moment
+        )
         kept = [d for d in deps if d.bucket == "unprocessed" and d.child_key is None]
         for dep in kept:  # DEDUP-18: the kept next jobs it waits for are dropped too
-            q = self._queues.get(dep.child_queue)
+            q = self._store._queues.get(dep.child_queue)
             dedup_id = dep.child_id[2:]
             owner = None if q is None else q.owners.get(dedup_id)
             if owner is None or owner.next_parent is None or owner.next_parent[2] != parent.key:
                 continue
-            self._dedup_next_dropped(dep.child_queue, dedup_id, owner, moment)
+            self._store._dedup_next_dropped(dep.child_queue, dedup_id, owner, moment)
             owner.next_job, owner.next_parent, owner.next_children = None, None, []
         return snapshots
 
@@ -401,16 +287,16 @@ class _Flowing(_Store):
         self, queue: str, child_id: str, *, now: datetime | None = None
     ) -> bool:
         validate_queue_name(queue)
-        moment = self._now(now)
-        _, child = self._require(queue, child_id)
+        moment = self._store._now(now)
+        _, child = self._store._require(queue, child_id)
         if child.parent_id is None:
             return False
-        found = self._parent_of(child)
+        found = self._store._parent_of(child)
         child.parent_queue, child.parent_id = None, None
         if found is None:
             return True
         parent = found[1]
-        deps = self._deps.get(parent.key, {})
+        deps = self._store._deps.get(parent.key, {})
         dep = deps.pop((queue, child_id), None)
         if (
             dep is not None
@@ -422,7 +308,7 @@ class _Flowing(_Store):
             assert parent.deps_pending is not None
             parent.deps_pending -= 1
             if parent.state == "waiting-children" and parent.deps_pending <= 0:
-                self._flow_release([parent], moment)
+                self._store._flow_release([parent], moment)
         return True
 
 
