@@ -28,11 +28,12 @@ timeout and return a ``Reservation``; ``settle`` (and its spellings ``ack``, ``n
 ``release``) ends it and answers ``SETTLED``, or ``STALE`` when the reservation no longer
 holds the job (lease taken over, job gone): nothing was changed then.
 
-``clear`` follows A16: it removes every waiting, delayed and waiting-children job and every
-active job whose lease has expired, never a validly leased one (seed 003 drops every
-envelope; a running job's owner would otherwise settle a job that no longer exists), and
-returns how many went. Finished jobs are history, not queue contents, and stay. The
-current occurrence of a repeat series stays too (a drain never ends a series, REP-16).
+``clear`` follows A16, in one transaction (``cleanup.clear_queues``): it removes every
+waiting, delayed and waiting-children job and every active job whose lease has expired,
+never a validly leased one (seed 003 drops every envelope; a running job's owner would
+otherwise settle a job that no longer exists), and returns how many went. Finished jobs
+are history, not queue contents, and stay. The current occurrence of a repeat series stays
+too (a drain never ends a series, REP-16).
 
 An operation the backend does not serve raises ``NotImplementedError`` naming the
 connection and the operation (CONN-14): never an empty answer that is not true.
@@ -52,7 +53,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Final, Literal, TypeAlias, TypeVar, cast
 
 from lane_pg.backend import JobQueueBackend, Transactions, connect
-from lane_pg.errors import ConfigurationError, JobNotFound, JobStateConflict, LockMismatch
+from lane_pg.errors import ConfigurationError, JobNotFound, LockMismatch
 from lane_pg.facade.envelope import Envelope
 from lane_pg.facade.events import Events
 from lane_pg.facade.stores import StoreKey, local_store, postgres_store
@@ -393,32 +394,10 @@ class Connection:
 
     @offered
     async def clear(self, queue: str | None = None) -> int:
-        """Remove the queue's (every queue's) clearable jobs (A16); returns the count."""
+        """Remove the queue's (every queue's) clearable jobs (A16), in one transaction;
+        returns the count."""
         backend = await self.backend()
-        removed = 0
-        for name in await self._queues(backend, queue):
-            # Parents first: removing a child first could release its parent to waiting.
-            removed += await self._remove_waiting_children(backend, name)
-            removed += await backend.cleanup.drain_jobs(name, delayed=True)
-            # Active jobs whose lease has expired: their owner is gone (MGMT-19 guards the
-            # valid ones inside the backend, at the backend's own clock).
-            removed += len(await backend.cleanup.clean_jobs(name, "active", 0))
-        return removed
-
-    @staticmethod
-    async def _remove_waiting_children(backend: JobQueueBackend, queue: str) -> int:
-        removed = 0
-        while True:
-            page = await backend.reads.list_jobs(queue, ["waiting-children"], limit=500)
-            gone = 0
-            for job in page.items:
-                try:
-                    gone += await backend.jobs.remove_job(queue, job.id)
-                except (JobNotFound, JobStateConflict):
-                    continue  # settled or removed meanwhile: not ours to count
-            removed += gone
-            if not page.items or gone == 0:
-                return removed
+        return await backend.cleanup.clear_queues(None if queue is None else [queue])
 
     # -- reservations (DRV-5) --------------------------------------------------------------
 

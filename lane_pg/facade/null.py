@@ -78,8 +78,7 @@ _ANSWERS: dict[str, Callable[[dict[str, Any]], Awaitable[Any]]] = {
     "complete_job": _no_job,
     "fail_job": _no_job,
     "give_back_job": _no_job,
-    "drain_jobs": _constant(0),
-    "clean_jobs": _constant(list),
+    "clear_queues": _constant(0),
 }
 """What ``NullBackend`` answers, by operation, from the call's arguments by name: adds are
 discarded, reads find nothing, a settle finds no job. Nothing else is served."""
