@@ -79,6 +79,7 @@ _ANSWERS: dict[str, Callable[[dict[str, Any]], Awaitable[Any]]] = {
     "fail_job": _no_job,
     "give_back_job": _no_job,
     "clear_queues": _constant(0),
+    "same_database": _constant(False),
 }
 """What ``NullBackend`` answers, by operation, from the call's arguments by name: adds are
 discarded, reads find nothing, a settle finds no job. Nothing else is served."""

@@ -81,10 +81,6 @@ META_DEBOUNCE = "debounce"
 call, also ``token``, ``first_at_ms`` and ``flush``, which the worker still honours)."""
 AFTER_COMMIT_ENV = "LANE_PG_AFTER_COMMIT"
 DEFERRED_ID_PREFIX = "ac-"
-_IDENTITY_SQL = (
-    "SELECT current_database() || '/' || current_setting('port') || '/'"
-    " || pg_postmaster_start_time()::text"
-)
 
 
 def process_after_commit() -> bool:
@@ -559,29 +555,12 @@ class UniquePushes:
         known = tx.identities.get(id(driver))
         if known is not None:
             return known
-        pool = None
-        if isinstance(driver, BackendDriver):
-            backend = await driver.backend()
-            if backend.transactions is not None:
-                pool = getattr(backend, "pool", None)
         shared = False
-        if pool is not None:
-            shared = await pool.fetchval(_IDENTITY_SQL) == await _fetch_one(tx.conn, _IDENTITY_SQL)
+        if isinstance(driver, BackendDriver):
+            transactions = (await driver.backend()).transactions
+            shared = transactions is not None and await transactions.same_database(tx.conn)
         tx.identities[id(driver)] = shared
         return shared
-
-
-async def _fetch_one(conn: Any, sql: str) -> object:
-    """The first column of one row, on an asyncpg or a psycopg async connection (duck-typed:
-    the facade imports no driver)."""
-    fetchval = getattr(conn, "fetchval", None)
-    if callable(fetchval):
-        return await fetchval(sql)
-    cursor = await conn.execute(sql)
-    row = await cursor.fetchone()
-    if isinstance(row, dict):  # a dict_row factory
-        return next(iter(row.values()), None)
-    return None if row is None else row[0]
 
 
 class _Announce:
