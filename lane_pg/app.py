@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, overload
 
 from lane_pg.backend import JobQueueBackend, backend_kind, connect, resolve_url
+from lane_pg.backend.url import validate_schema
 from lane_pg.errors import ConfigurationError
 from lane_pg.facade import DEFAULT_REGISTRY, BackendDriver, JobRegistry, QueueFacade
 from lane_pg.facade.failed import bind_default_failed_store
@@ -42,14 +43,10 @@ class App:
         jobs: JobRegistry | None = DEFAULT_REGISTRY,
         connection: str | None = None,
     ) -> None:
-        # The schema rule is PostgreSQL's; imported here, not at module level, so that
-        # importing lane_pg loads no backend (tests/test_imports.py).
-        from lane_pg.postgres.schema import validate_schema_name
-
         if dsn:
             backend_kind(dsn)  # a URL no backend opens is refused now, not at first use
         self._dsn = dsn
-        self.schema = validate_schema_name(schema)
+        self.schema = validate_schema(schema)
         self.lanes = tuple(lanes)
         self.jobs = jobs
         """The job classes this app's workers run (None: processor functions only)."""

@@ -141,6 +141,14 @@ class Transactions(Handle, name="transactions"):
         self, conn: object, queue: str, specs: Sequence[JobSpec]
     ) -> list[JobRow]: ...
 
+    @operation
+    async def same_database(self, conn: object) -> bool:
+        """Whether ``conn`` (a caller's connection, as ``add_job_in`` takes it) is open on
+        the database this backend writes to: the same database of the same running server
+        (name, port and start time), so that a job added through it commits and rolls
+        back with the caller's transaction (A24). It reads server settings only, so
+        ``conn`` may be on any database, and its transaction stays usable."""
+
 
 class FailedRecords(Handle, name="failed_records"):
     """A backend that records terminal failures in its own failed-job table, in the

@@ -7,10 +7,11 @@ repeat series it owns released, its logs deleted (and, with flows, its parent up
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 
 from lane_pg.backend.operation import Handle, operation
-from lane_pg.types import Duration, JobRow, JobState
+from lane_pg.types import Duration, JobRow, JobState, validate_queue_name
 
 
 class Cleanup(Handle, name="cleanup"):
@@ -47,6 +48,20 @@ class Cleanup(Handle, name="cleanup"):
         states raise ``InvalidOptions``, as do a negative grace or limit."""
 
     @operation
+    async def clear_queues(
+        self, queues: Sequence[str] | None = None, *, now: datetime | None = None
+    ) -> int:
+        """Empty ``queues`` (None: every queue) in one transaction and return how many jobs
+        went (A16, the facade's ``clear``): every waiting, delayed and waiting-children job
+        and every active job whose lease has expired; never a validly leased job (MGMT-19),
+        a finished one, or the current occurrence of a repeat series (REP-16). Every name
+        is checked first (``clear_queue_names``): one bad name removes nothing. Per queue,
+        in name order: its waiting-children jobs (a parent before its children, which a
+        child's removal would release), then what ``drain_jobs(delayed=True)`` removes,
+        then what ``clean_jobs(state="active", grace=0)`` removes, with its ``cleaned``
+        event (which creates a named queue that does not exist, as a clean does)."""
+
+    @operation
     async def obliterate_queue(
         self, queue: str, *, force: bool = False, now: datetime | None = None
     ) -> int:
@@ -64,3 +79,13 @@ class Cleanup(Handle, name="cleanup"):
         gone; dedup owner rows without a running TTL; repeat series) and return how many
         went (MGMT-22). ``count`` rows are read per statement (0: 1,000), at most
         ``limit`` deleted (0: all)."""
+
+
+def clear_queue_names(queues: Sequence[str] | None) -> list[str] | None:
+    """``clear_queues``' argument as every backend reads it: the checked names (a lone
+    string is refused, not read as its letters), or None for every queue."""
+    if queues is None:
+        return None
+    if isinstance(queues, str):
+        raise TypeError(f"clear_queues takes a sequence of queue names, got {queues!r}")
+    return [validate_queue_name(queue) for queue in queues]

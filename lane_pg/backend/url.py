@@ -15,6 +15,11 @@ asks for one: this contract package imports no backend
 implementation (the import contracts of pyproject.toml), so importing ``lane_pg`` loads no
 database driver. A PostgreSQL URL's kind is ``postgres``, whichever of its two schemes it
 is written with: the one label a PostgreSQL connection carries (docs/decisions.md).
+
+The same table names what a kind brings that a caller above the contract (the facade, the
+app) needs before, or without, opening a backend: its failed-job store
+(``failed_store_of``); and ``validate_schema`` applies the rule of ``connect``'s
+``schema``, PostgreSQL's.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from lane_pg.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from lane_pg.backend import JobQueueBackend
+    from lane_pg.failed import FailedJobStore
 
 __all__ = [
     "ACCEPTED_SCHEMES",
@@ -36,8 +42,10 @@ __all__ = [
     "BackendKind",
     "backend_kind",
     "connect",
+    "failed_store_of",
     "redact_url",
     "resolve_url",
+    "validate_schema",
 ]
 
 BackendKind: TypeAlias = Literal["postgres", "memory"]
@@ -53,11 +61,15 @@ class BackendEntry:
 
     ``opener`` is ``"module:attribute[.attribute]"``: an async callable
     ``(url, *, schema, min_size, max_size, check_schema)`` returning the opened backend.
-    ``title`` and ``install`` word the error of a missing driver."""
+    ``title`` and ``install`` word the error of a missing driver. ``failed_store``, when
+    the kind keeps failed-job records of its own (FAIL-8), names the store's class: called
+    with an open backend of the kind, or with a source that opens one on first use (an
+    object with ``async backend()``, so binding it does no I/O)."""
 
     opener: str
     title: str
     install: str = ""
+    failed_store: str = ""
 
 
 BACKENDS: dict[str, BackendEntry] = {
@@ -65,6 +77,7 @@ BACKENDS: dict[str, BackendEntry] = {
         "lane_pg.postgres.backend:PostgresBackend.connect",
         "PostgreSQL",
         "(a dependency of lane_pg: reinstall lane_pg)",
+        failed_store="lane_pg.postgres.failed:DatabaseFailedJobStore",
     ),
     "memory": BackendEntry("lane_pg.memory:open_memory", "memory"),
 }
@@ -72,6 +85,10 @@ BACKENDS: dict[str, BackendEntry] = {
 
 DEFAULT_URL = "lane_pg.postgres.embedded:resolve_dsn"
 """The resolver of an absent URL: ``$LANE_PG_DSN``, else the embedded server's URL."""
+
+SCHEMA_RULE = "lane_pg.postgres.schema:validate_schema_name"
+"""The rule of ``connect``'s ``schema`` (a plain SQL identifier, SCH-3): PostgreSQL's, the
+one backend with schemas."""
 
 
 def _resolve(target: str) -> Any:
@@ -117,6 +134,22 @@ def backend_kind(url: str) -> BackendKind:
         f" {', '.join(ACCEPTED_SCHEMES[:-1])} or {ACCEPTED_SCHEMES[-1]}"
         " (e.g. postgresql://user:password@host:5432/dbname)"
     )
+
+
+def validate_schema(schema: str) -> str:
+    """``schema`` when ``connect`` accepts it (``SCHEMA_RULE``), else ``ConfigurationError``:
+    checked when a schema is configured, before anything opens."""
+    return cast(str, _resolve(SCHEMA_RULE)(schema))
+
+
+def failed_store_of(kind: str, source: object) -> FailedJobStore | None:
+    """The failed-job store a backend of ``kind`` keeps (``BackendEntry.failed_store``) over
+    ``source``, an open backend of that kind or a source that opens one on first use; None
+    for a kind that keeps none (memory)."""
+    entry = BACKENDS.get(kind)
+    if entry is None or not entry.failed_store:
+        return None
+    return cast("FailedJobStore", _resolve(entry.failed_store)(source))
 
 
 def resolve_url(url: str | None) -> str:

@@ -15,7 +15,7 @@ from lane_pg.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from lane_pg.backend import JobQueueBackend
-    from lane_pg.facade import QueueDriver, QueueFacade
+    from lane_pg.facade import Connection, QueueFacade
 
 DEFAULT_SCHEMA = "lane"
 
@@ -216,7 +216,7 @@ def resolve_connection(
     env: Mapping[str, str] | None = None,
     facade: QueueFacade | None = None,
     for_worker: bool = False,
-) -> tuple[QueueFacade, str, QueueDriver]:
+) -> tuple[QueueFacade, str, Connection]:
     """The connection ``--connection NAME`` names: ``(facade, resolved name, driver)``.
 
     Wires ``facade`` (``lane_pg.Q`` unless given) from ``env`` (``os.environ``) with

@@ -30,7 +30,13 @@ from lane_pg.cli.common import (
 )
 from lane_pg.cli.pause import open_backend
 from lane_pg.errors import ConfigurationError
-from lane_pg.facade import BackendDriver, JobRegistry, QueueFacade, bootstrap_from_env
+from lane_pg.facade import (
+    BackendDriver,
+    FailoverDriver,
+    JobRegistry,
+    QueueFacade,
+    bootstrap_from_env,
+)
 from lane_pg.facade.failed import default_failed_store
 from lane_pg.failed import FailedJobStore
 
@@ -89,8 +95,6 @@ async def open_failed_jobs(
 def _store_driver(facade: QueueFacade, connection: str | None) -> BackendDriver:
     """The driver whose store holds the records ``--connection`` names: a connection, or
     one connection of a failover list by its label (each keeps its own records)."""
-    from lane_pg.facade.drivers.failover import FailoverDriver
-
     name = connection or facade.connection_name()
     members = {
         label: inner

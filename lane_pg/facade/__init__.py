@@ -1,26 +1,26 @@
 """The Laravel-style facade (seed 003): typed job classes, ``Q``, connections and routes.
 
-It sits on the backend protocol and the worker and imports no database driver (the
-import contracts of pyproject.toml): a connection's driver wraps a backend someone else
-opened.
+It sits on the backend contract and the worker and imports no database driver and no
+backend implementation but memory (the import contracts of pyproject.toml): a connection
+(``lane_pg.facade.connection``) offers the Laravel-style operations over the handles of a
+backend opened through ``lane_pg.backend.connect``.
 """
 
 from __future__ import annotations
 
 from lane_pg.facade.bootstrap import bootstrap_default, bootstrap_from_env
-from lane_pg.facade.driver import (
+from lane_pg.facade.connection import (
     SETTLED,
     STALE,
     Ack,
     BackendDriver,
+    Connection,
     DriverBase,
     Nack,
     QueueDriver,
     Release,
     Reservation,
 )
-from lane_pg.facade.drivers import FailoverDriver, NullDriver, SyncDriver
-from lane_pg.facade.drivers.failover import ConnectionUnavailable
 from lane_pg.facade.envelope import DebounceOptions, Envelope, EnvelopeOverrides
 from lane_pg.facade.events import (
     Events,
@@ -41,12 +41,15 @@ from lane_pg.facade.events import (
     WorkerQueuePaused,
     WorkerQueueResumed,
 )
+from lane_pg.facade.failover import ConnectionUnavailable, FailoverDriver
 from lane_pg.facade.failover_worker import FailoverWorker
 from lane_pg.facade.job import DEFAULT_BACKOFF, Job, current_context
+from lane_pg.facade.null import NullBackend, NullDriver
 from lane_pg.facade.pausing import FacadeWorkerHooks, PausesQueues
 from lane_pg.facade.queue import Q, QueueFacade
 from lane_pg.facade.registry import DEFAULT_REGISTRY, JobRegistry, job, register_job
 from lane_pg.facade.runner import TypedJobProcessor, typed_processors
+from lane_pg.facade.sync import SyncDriver
 from lane_pg.facade.transaction import Transaction, current_transaction, transaction
 from lane_pg.facade.workers import run_worker, run_worker_on
 
@@ -57,6 +60,7 @@ __all__ = [
     "STALE",
     "Ack",
     "BackendDriver",
+    "Connection",
     "ConnectionUnavailable",
     "DebounceOptions",
     "DriverBase",
@@ -76,6 +80,7 @@ __all__ = [
     "JobQueueing",
     "JobRegistry",
     "Nack",
+    "NullBackend",
     "NullDriver",
     "PausesQueues",
     "Q",

@@ -51,11 +51,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lane_pg.backend import JobQueueBackend
+from lane_pg.backend.url import backend_kind, validate_schema
 from lane_pg.errors import ConfigurationError
-from lane_pg.facade.driver import BackendDriver, QueueDriver, visibility_timeout_of
+from lane_pg.facade.connection import BackendDriver, Connection, visibility_timeout_of
 from lane_pg.facade.failed import default_failed_store
+from lane_pg.facade.failover import FailoverDriver
+from lane_pg.facade.null import NullDriver
 from lane_pg.facade.queue import Q, QueueFacade
 from lane_pg.facade.stores import local_store, postgres_store, refuse_shared_stores
+from lane_pg.facade.sync import SyncDriver
+from lane_pg.memory import MemoryBackend
+from lane_pg.memory.local import LocalBackend
 
 log = logging.getLogger("lane_pg.facade")
 
@@ -85,9 +91,9 @@ class _Wiring:
 
     env: Mapping[str, str]
     visibility_secs: float
-    stores: dict[tuple[str, str, str], QueueDriver] = field(default_factory=dict)
+    stores: dict[tuple[str, str, str], Connection] = field(default_factory=dict)
 
-    def postgres(self, dsn: str | None, schema: str) -> QueueDriver:
+    def postgres(self, dsn: str | None, schema: str) -> Connection:
         """The postgres driver of (``dsn``, ``schema``): the one already built over that
         store if any (one binding per store), else a new lazy one."""
         key = postgres_store(dsn, schema)
@@ -100,7 +106,7 @@ class _Wiring:
         self.stores[key] = driver
         return driver
 
-    def local(self, path: Path) -> QueueDriver:
+    def local(self, path: Path) -> Connection:
         """The local driver of the snapshot at ``path`` (one per file, like ``postgres``)."""
         key = local_store(path)
         existing = self.stores.get(key)
@@ -108,8 +114,6 @@ class _Wiring:
             return existing
 
         async def open_snapshot() -> JobQueueBackend:
-            from lane_pg.facade.drivers.local import LocalBackend
-
             return await LocalBackend.open(path)
 
         driver = BackendDriver.opened_by(
@@ -139,7 +143,7 @@ def _kind(name: str) -> str:
     return DRIVER_ALIASES.get(name, name)
 
 
-def _build(kind: str, wiring: _Wiring, *, prefix: str = "") -> QueueDriver:
+def _build(kind: str, wiring: _Wiring, *, prefix: str = "") -> Connection:
     """The driver of a known kind (``_kind`` applied), configured from its variables:
     ``{prefix}DSN`` etc. when set (a failover entry's own), else ``LANE_PG_DSN`` etc."""
     env = wiring.env
@@ -150,27 +154,18 @@ def _build(kind: str, wiring: _Wiring, *, prefix: str = "") -> QueueDriver:
     if kind in _NOT_YET:
         raise ConfigurationError(f"queue driver {kind!r}: {_NOT_YET[kind]}")
     if kind == "postgres":
-        from lane_pg.backend.url import backend_kind
-        from lane_pg.postgres.schema import validate_schema_name  # the rule is PostgreSQL's
-
-        schema = validate_schema_name(setting("SCHEMA") or "lane")
+        schema = validate_schema(setting("SCHEMA") or "lane")
         dsn = setting("DSN")
         if dsn:
             backend_kind(dsn)  # a malformed or unsupported URL fails boot, not the first push
         return wiring.postgres(dsn, schema)
     if kind == "memory":
-        from lane_pg.memory import MemoryBackend
-
         return BackendDriver(MemoryBackend(), "memory", visibility_timeout=wiring.visibility_secs)
     if kind == "local":
         return wiring.local(Path(setting("LOCAL_PATH") or DEFAULT_LOCAL_PATH))
     if kind == "sync":
-        from lane_pg.facade.drivers.sync import SyncDriver
-
         return SyncDriver()
     if kind == "null":
-        from lane_pg.facade.drivers.null import NullDriver
-
         return NullDriver()
     if kind == "failover":
         return _failover(wiring)
@@ -190,9 +185,7 @@ def _entries(text: str, variable: str) -> list[str]:
     return entries
 
 
-def _failover(wiring: _Wiring) -> QueueDriver:
-    from lane_pg.facade.drivers.failover import FailoverDriver
-
+def _failover(wiring: _Wiring) -> Connection:
     variable = "LANE_PG_FAILOVER_CONNECTIONS"
     text = wiring.env.get(variable) or ""
     if not text.strip():
@@ -200,7 +193,7 @@ def _failover(wiring: _Wiring) -> QueueDriver:
             f"LANE_PG_DRIVER=failover needs {variable}, e.g. {variable}=postgres,memory or"
             " pg-a:postgres,pg-b:postgres with LANE_PG_FAILOVER_PG_A_DSN and _PG_B_DSN"
         )
-    built: list[tuple[str, QueueDriver]] = []
+    built: list[tuple[str, Connection]] = []
     suffixes: dict[str, str] = {}
     for entry in _entries(text, variable):
         label, _, driver_text = entry.partition(":")
@@ -231,7 +224,7 @@ def _failover(wiring: _Wiring) -> QueueDriver:
     return FailoverDriver(built, visibility_timeout=wiring.visibility_secs)
 
 
-def driver_from_env(kind: str, env: Mapping[str, str]) -> QueueDriver:
+def driver_from_env(kind: str, env: Mapping[str, str]) -> Connection:
     """The driver of kind ``kind``, configured from that driver's variables."""
     wiring = _Wiring(env, _visibility_secs(env))
     return _build(_kind(kind.strip().lower()), wiring)
@@ -267,7 +260,7 @@ def bootstrap_from_env(
         )
         kind = "memory"
     default = _build(kind, wiring)
-    registered: dict[str, QueueDriver] = {}
+    registered: dict[str, Connection] = {}
     extra = env.get("LANE_PG_CONNECTIONS") or ""
     if extra.strip():
         for entry in _entries(extra, "LANE_PG_CONNECTIONS"):

@@ -24,9 +24,11 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from lane_pg.backend import JobQueueBackend
+from lane_pg.backend.url import failed_store_of
 from lane_pg.errors import ConfigurationError, LaneError, ValidationError
-from lane_pg.facade.driver import BackendDriver
+from lane_pg.facade.connection import BackendDriver, Connection
 from lane_pg.facade.events import JobQueued
+from lane_pg.facade.failover import FailoverDriver
 from lane_pg.failed import (
     ANY_RECORD,
     FailedJobFilter,
@@ -40,7 +42,6 @@ from lane_pg.failed import (
 from lane_pg.types import JSON, validate_queue_name
 
 if TYPE_CHECKING:
-    from lane_pg.facade.driver import QueueDriver
     from lane_pg.facade.events import Events
 
 log = logging.getLogger("lane_pg.facade")
@@ -104,9 +105,9 @@ class FailedJobs:
 
     if TYPE_CHECKING:
 
-        def driver_for(self, connection: str) -> QueueDriver: ...
+        def driver_for(self, connection: str) -> Connection: ...
 
-        def connection(self, name: str) -> QueueDriver: ...
+        def connection(self, name: str) -> Connection: ...
 
         def connection_names(self) -> list[str]: ...
 
@@ -246,11 +247,9 @@ class FailedJobs:
             after = record_key(page[-1])
 
 
-def _labelled(name: str, driver: QueueDriver) -> list[tuple[str, BackendDriver]]:
+def _labelled(name: str, driver: Connection) -> list[tuple[str, BackendDriver]]:
     """``(label, driver)`` of the stores behind connection ``name``: itself, or each
     connection of a failover list under its own label."""
-    from lane_pg.facade.drivers.failover import FailoverDriver
-
     if isinstance(driver, FailoverDriver):
         return [
             (label, inner)
@@ -260,7 +259,7 @@ def _labelled(name: str, driver: QueueDriver) -> list[tuple[str, BackendDriver]]
     return [(name, driver)] if isinstance(driver, BackendDriver) else []
 
 
-def _backend_drivers(driver: QueueDriver) -> list[BackendDriver]:
+def _backend_drivers(driver: Connection) -> list[BackendDriver]:
     return [inner for _, inner in _labelled("", driver)]
 
 
@@ -287,23 +286,17 @@ async def _holder(record: FailedJobRecord, drivers: list[BackendDriver]) -> Back
     return found[0] if len(found) == 1 else None
 
 
-def default_failed_store(source: JobQueueBackend | QueueDriver) -> FailedJobStore | None:
+def default_failed_store(source: JobQueueBackend | Connection) -> FailedJobStore | None:
     """The failed-job store a connection binds by default (FAIL-8): the one rule that
     ``bootstrap_from_env``, ``App``, every worker (``failed_store_for``) and the CLI's
-    failed-job commands apply. PostgreSQL's database store, over a PostgreSQL backend or
-    over a postgres connection's driver (opened on the store's first use, so binding it at
-    boot does no I/O); None for the others (``Q.set_failed_store`` binds one)."""
+    failed-job commands apply. The store the backend's kind keeps (``failed_store_of``:
+    PostgreSQL's database store), over a backend that records failed jobs or over a
+    connection of that kind (opened on the store's first use, so binding it at boot does
+    no I/O); None for the others (``Q.set_failed_store`` binds one)."""
     if isinstance(source, BackendDriver):
-        if source.driver_name != "postgres":
-            return None
-    elif not isinstance(source, JobQueueBackend) or source.failed_records is None:
-        return None
-    # facade seam: removed when the facade moves onto the contract (issue 23 item 2)
-    from lane_pg.postgres.backend import PostgresBackend
-    from lane_pg.postgres.failed import DatabaseFailedJobStore
-
-    if isinstance(source, BackendDriver | PostgresBackend):
-        return DatabaseFailedJobStore(source)
+        return failed_store_of(source.driver_name, source)
+    if isinstance(source, JobQueueBackend) and source.failed_records is not None:
+        return failed_store_of(source.kind, source)
     return None
 
 
@@ -313,7 +306,7 @@ def failed_store_for(facade: FailedJobs, backend: JobQueueBackend) -> FailedJobS
     return facade.failed_store() or default_failed_store(backend)
 
 
-def bind_default_failed_store(facade: FailedJobs, source: JobQueueBackend | QueueDriver) -> None:
+def bind_default_failed_store(facade: FailedJobs, source: JobQueueBackend | Connection) -> None:
     """Bind ``source``'s default store (``default_failed_store``) to ``facade`` when it has
     none bound and ``source`` has one."""
     if facade.failed_store() is None:

@@ -42,9 +42,9 @@ from dataclasses import dataclass
 
 from lane_pg.backend import JobQueueBackend
 from lane_pg.errors import ConfigurationError
-from lane_pg.facade.driver import BackendDriver
-from lane_pg.facade.drivers.failover import FailoverDriver, is_unavailable
-from lane_pg.facade.drivers.null import NullDriver
+from lane_pg.facade.connection import BackendDriver
+from lane_pg.facade.failover import FailoverDriver, is_unavailable
+from lane_pg.facade.null import NullDriver
 from lane_pg.types import Lane
 from lane_pg.worker import Worker, WorkerConfig
 from lane_pg.worker.budget import ClaimBudget

@@ -8,14 +8,14 @@ A connection argument of None means the default connection; any other name must 
 configured connection (``Q.connection``), so a pause can never land on the wrong one.
 The pause itself is the connection's backend's (``lane.pause_queue``, ``lane.pause_all``:
 checked inside the claim); the facade adds the events of the calling process
-(``QueuePaused``, ``QueuesPaused``, ...: LIFE-4). A driver that cannot pause raises
-``NotImplementedError``.
+(``QueuePaused``, ``QueuesPaused``, ...: LIFE-4). A connection whose backend cannot pause
+raises ``NotImplementedError``, and no event is emitted.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
 
 from lane_pg.facade.events import (
     Events,
@@ -32,12 +32,15 @@ from lane_pg.types import JobRow, PauseStatus, validate_queue_name
 from lane_pg.worker.pausing import WorkerHooks
 
 if TYPE_CHECKING:
-    from lane_pg.facade.driver import QueueDriver
+    from lane_pg.facade.connection import Connection
+
+T = TypeVar("T")
 
 
 @runtime_checkable
 class PausesQueues(Protocol):
-    """A driver whose connection can be paused (``BackendDriver``)."""
+    """A connection that can be paused: every ``Connection`` over a backend that keeps
+    queues (``BackendDriver``), or a third-party driver that implements these."""
 
     async def pause_queue(self, queue: str) -> None: ...
 
@@ -57,59 +60,59 @@ class PausingMixin:
     events: Events
 
     # QueueFacade's own methods (it comes first in the MRO), declared for the type checker.
-    def driver(self) -> QueueDriver:
+    def driver(self) -> Connection:
         raise NotImplementedError
 
-    def connection(self, name: str) -> QueueDriver:
+    def connection(self, name: str) -> Connection:
         raise NotImplementedError
 
     def connection_name(self) -> str:
         raise NotImplementedError
 
-    def _pausable(self, connection: str | None) -> tuple[str, PausesQueues]:
-        """The connection's name and its driver, which must be able to pause."""
+    async def _on(self, connection: str | None, call: Callable[[Connection], Awaitable[T]]) -> T:
+        """``call`` on the connection (None: the default); ``NotImplementedError`` naming
+        it when its backend cannot pause (null, sync, failover, a driver without one)."""
         if connection is None:
             name, driver = self.connection_name(), self.driver()
         else:
             name, driver = connection, self.connection(connection)
-        if not isinstance(driver, PausesQueues):
+        try:
+            return await call(driver)
+        except NotImplementedError as exc:
             raise NotImplementedError(
-                f"the {getattr(driver, 'driver_name', type(driver).__name__)} connection"
-                f" {name!r} cannot pause queues"
-            )
-        return name, driver
+                f"the {driver.driver_name} connection {name!r} cannot pause queues"
+            ) from exc
+
+    def _name(self, connection: str | None) -> str:
+        return self.connection_name() if connection is None else connection
 
     async def pause(self, connection: str | None, queue: str) -> None:
         """Pause ``queue`` on ``connection`` (None: the default) and emit ``QueuePaused``
         (PAUSE-3); jobs already claimed finish, nothing more is claimed from it."""
         validate_queue_name(queue)
-        name, driver = self._pausable(connection)
-        await driver.pause_queue(queue)
-        await self.events.emit(QueuePaused(name, queue))
+        await self._on(connection, lambda driver: driver.pause_queue(queue))
+        await self.events.emit(QueuePaused(self._name(connection), queue))
 
     async def resume(self, connection: str | None, queue: str) -> None:
         validate_queue_name(queue)
-        name, driver = self._pausable(connection)
-        await driver.resume_queue(queue)
-        await self.events.emit(QueueResumed(name, queue))
+        await self._on(connection, lambda driver: driver.resume_queue(queue))
+        await self.events.emit(QueueResumed(self._name(connection), queue))
 
     async def pause_all(self, connection: str | None = None) -> None:
         """The connection-wide pause (PAUSE-4): every queue, now and created later."""
-        name, driver = self._pausable(connection)
-        await driver.pause_all()
-        await self.events.emit(QueuesPaused(name))
+        await self._on(connection, lambda driver: driver.pause_all())
+        await self.events.emit(QueuesPaused(self._name(connection)))
 
     async def resume_all(self, connection: str | None = None) -> None:
         """Lift ``pause_all``; queues paused one by one stay paused (PAUSE-4)."""
-        name, driver = self._pausable(connection)
-        await driver.resume_all()
-        await self.events.emit(QueuesResumed(name))
+        await self._on(connection, lambda driver: driver.resume_all())
+        await self.events.emit(QueuesResumed(self._name(connection)))
 
     async def is_paused(self, connection: str | None, queue: str) -> bool:
         """True when ``queue`` or the whole connection is paused (PAUSE-5)."""
         validate_queue_name(queue)
-        _, driver = self._pausable(connection)
-        return (await driver.pause_status([queue])).is_paused(queue)
+        status = await self._on(connection, lambda driver: driver.pause_status([queue]))
+        return status.is_paused(queue)
 
     async def paused_queues(self, connection: str | None, queues: Sequence[str]) -> list[str]:
         """The paused ones among ``queues``, in their order (PAUSE-5): all of them under
@@ -117,8 +120,7 @@ class PausingMixin:
         names = list(queues)
         for queue in names:
             validate_queue_name(queue)
-        _, driver = self._pausable(connection)
-        status = await driver.pause_status(names)
+        status = await self._on(connection, lambda driver: driver.pause_status(names))
         return [queue for queue in names if status.is_paused(queue)]
 
 

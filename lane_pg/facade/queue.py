@@ -23,7 +23,7 @@ from datetime import datetime
 from typing import Any
 
 from lane_pg.errors import ConfigurationError
-from lane_pg.facade.driver import QueueDriver, attach_events
+from lane_pg.facade.connection import Connection
 from lane_pg.facade.envelope import NO_OVERRIDES, Envelope, EnvelopeOverrides, build_envelope
 from lane_pg.facade.events import Events, JobQueued, JobQueueing
 from lane_pg.facade.failed import FailedJobs
@@ -44,24 +44,24 @@ class QueueFacade(FailedJobs, UniquePushes, ConnectionReads, PausingMixin):
         self.registry = registry
         self.events = Events()
         self.routing = Routing(self.same_connection)
-        self._default: QueueDriver | None = None
+        self._default: Connection | None = None
         self._default_name: str | None = None
-        self._connections: dict[str, QueueDriver] = {}
+        self._connections: dict[str, Connection] = {}
 
     # -- connections (CONN-4..7, CONN-15) --------------------------------------------------
 
-    def set_driver(self, driver: QueueDriver, *, name: str | None = None) -> None:
+    def set_driver(self, driver: Connection, *, name: str | None = None) -> None:
         """Make ``driver`` the default connection (named ``name``, else its driver's name)."""
-        if not isinstance(driver, QueueDriver):
-            raise TypeError(f"set_driver takes a QueueDriver, got {driver!r}")
+        if not isinstance(driver, Connection):
+            raise TypeError(f"set_driver takes a lane_pg.facade.Connection, got {driver!r}")
         label = name or self._default_name or driver.driver_name
         refuse_shared_stores([(label, driver), *self._connections.items()])  # CONN-11
-        attach_events(driver, self.events)
+        driver.attach_events(self.events)
         self._default = driver
         if name is not None:
             self._default_name = name
 
-    def driver(self) -> QueueDriver:
+    def driver(self) -> Connection:
         """The default connection's driver."""
         if self._default is None:
             raise ConfigurationError(
@@ -82,19 +82,21 @@ class QueueFacade(FailedJobs, UniquePushes, ConnectionReads, PausingMixin):
             raise ConfigurationError("a connection name cannot be empty")
         self._default_name = name
 
-    def register_connection(self, name: str, driver: QueueDriver) -> None:
+    def register_connection(self, name: str, driver: Connection) -> None:
         if not name:
             raise ConfigurationError("a connection name cannot be empty")
-        if not isinstance(driver, QueueDriver):
-            raise TypeError(f"register_connection takes a QueueDriver, got {driver!r}")
+        if not isinstance(driver, Connection):
+            raise TypeError(
+                f"register_connection takes a lane_pg.facade.Connection, got {driver!r}"
+            )
         others = [(known, bound) for known, bound in self._connections.items() if known != name]
         if self._default is not None:
             others.insert(0, (self.connection_name(), self._default))
         refuse_shared_stores([*others, (name, driver)])  # CONN-11: an alias is one driver
-        attach_events(driver, self.events)
+        driver.attach_events(self.events)
         self._connections[name] = driver
 
-    def connection(self, name: str) -> QueueDriver:
+    def connection(self, name: str) -> Connection:
         """The driver of connection ``name``; ``ConfigurationError`` for an unknown name."""
         found = self._connections.get(name)
         if found is not None:
@@ -116,13 +118,13 @@ class QueueFacade(FailedJobs, UniquePushes, ConnectionReads, PausingMixin):
         bound = self._bound(first)
         return bound is not None and bound is self._bound(second)
 
-    def _bound(self, name: str) -> QueueDriver | None:
+    def _bound(self, name: str) -> Connection | None:
         found = self._connections.get(name)
         if found is None and self._default is not None and name == self.connection_name():
             return self._default
         return found
 
-    def driver_for(self, connection: str) -> QueueDriver:
+    def driver_for(self, connection: str) -> Connection:
         """The driver a push labelled ``connection`` goes to (CONN-6, CONN-7)."""
         if not self._connections:
             return self.driver()

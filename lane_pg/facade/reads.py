@@ -5,14 +5,14 @@ list raises ``NotImplementedError`` (CONN-14)."""
 
 from __future__ import annotations
 
-from lane_pg.facade.driver import DEFAULT_LISTING_LIMIT, QueueDriver
+from lane_pg.facade.connection import DEFAULT_LISTING_LIMIT, Connection
 from lane_pg.types import JobRow
 
 
 class ConnectionReads:
     """Listings and ``clear`` on ``self.driver()`` (the default connection)."""
 
-    def driver(self) -> QueueDriver:
+    def driver(self) -> Connection:
         raise NotImplementedError
 
     async def pending_jobs(

@@ -59,16 +59,16 @@ from lane_pg.errors import (
     JobNotFound,
     JobStateConflict,
 )
-from lane_pg.facade.driver import BackendDriver
+from lane_pg.facade.connection import BackendDriver, Connection
 from lane_pg.facade.envelope import DebounceOptions, Envelope, EnvelopeOverrides
 from lane_pg.facade.events import JobDebounced, JobQueued, JobQueueing, UniqueJobSkipped
+from lane_pg.facade.failover import FailoverDriver
 from lane_pg.facade.job import Job, job_name_of
+from lane_pg.facade.null import NullDriver
 from lane_pg.facade.transaction import DISCARD_NOTHING, Deferred, Transaction, current_transaction
 from lane_pg.types import JSON, Duration, JobRow, to_millis
 
 if TYPE_CHECKING:
-    from lane_pg.facade.driver import QueueDriver
-    from lane_pg.facade.drivers.failover import FailoverDriver
     from lane_pg.facade.events import Events
 
 log = logging.getLogger("lane_pg.facade")
@@ -81,10 +81,6 @@ META_DEBOUNCE = "debounce"
 call, also ``token``, ``first_at_ms`` and ``flush``, which the worker still honours)."""
 AFTER_COMMIT_ENV = "LANE_PG_AFTER_COMMIT"
 DEFERRED_ID_PREFIX = "ac-"
-_IDENTITY_SQL = (
-    "SELECT current_database() || '/' || current_setting('port') || '/'"
-    " || pg_postmaster_start_time()::text"
-)
 
 
 def process_after_commit() -> bool:
@@ -139,23 +135,17 @@ def unique_token_of(row: JobRow) -> str | None:
     return None if lock is None else lock[1]
 
 
-def _runs_inline(driver: QueueDriver) -> bool:
+def _runs_inline(driver: Connection) -> bool:
     """The sync connection: it runs each push's handler inside the push."""
-    from lane_pg.facade.drivers.sync import SyncDriver  # it imports the runner, which imports us
-
-    return isinstance(driver, SyncDriver)
+    return driver.runs_inline
 
 
-def _discards(driver: QueueDriver) -> bool:
+def _discards(driver: Connection) -> bool:
     """The null connection (DRV-4): a push writes nothing and answers as if it had."""
-    from lane_pg.facade.drivers.null import NullDriver
-
-    return isinstance(driver, NullDriver) and not _runs_inline(driver)
+    return isinstance(driver, NullDriver) and not driver.runs_inline
 
 
-def _fails_over(driver: QueueDriver) -> TypeGuard[FailoverDriver]:
-    from lane_pg.facade.drivers.failover import FailoverDriver
-
+def _fails_over(driver: Connection) -> TypeGuard[FailoverDriver]:
     return isinstance(driver, FailoverDriver)
 
 
@@ -166,7 +156,7 @@ class UniquePushes:
     if TYPE_CHECKING:
         events: Events
 
-        def driver_for(self, connection: str) -> QueueDriver: ...
+        def driver_for(self, connection: str) -> Connection: ...
 
         def envelope(
             self,
@@ -293,9 +283,7 @@ class UniquePushes:
         announce = _Announce(self.events, envelope)
         return await self._unique_on(self.driver_for(envelope.connection), envelope, announce)
 
-    async def _unique_on(
-        self, driver: QueueDriver, envelope: Envelope, announce: _Announce
-    ) -> bool:
+    async def _unique_on(self, driver: Connection, envelope: Envelope, announce: _Announce) -> bool:
         """The unique push of ``envelope`` on ``driver``: inline under sync (UNIQ-8),
         discarded under null (True, as a plain push there answers an id), falling through a
         failover list with the lock taken on the store that accepts the job (FOV-1)."""
@@ -308,7 +296,7 @@ class UniquePushes:
             return True
         if _fails_over(driver):
 
-            async def attempt(inner: QueueDriver, pinned: Envelope) -> bool:
+            async def attempt(inner: Connection, pinned: Envelope) -> bool:
                 return await self._unique_on(inner, pinned, announce)
 
             return await driver.fall_through(envelope, attempt)
@@ -401,7 +389,7 @@ class UniquePushes:
         return run
 
     async def _push_unique_inline(
-        self, driver: QueueDriver, envelope: Envelope, key: str, announce: _Announce
+        self, driver: Connection, envelope: Envelope, key: str, announce: _Announce
     ) -> bool:
         """UNIQ-8: the sync connection stores nothing that could hold a lock; the handler
         runs inside this call, and the result is True."""
@@ -421,7 +409,7 @@ class UniquePushes:
 
     async def write_on(
         self,
-        driver: QueueDriver,
+        driver: Connection,
         envelope: Envelope,
         announce: _Announce | None = None,
         *,
@@ -456,7 +444,7 @@ class UniquePushes:
         return await self._debounce_on(self.driver_for(envelope.connection), envelope, announce)
 
     async def _debounce_on(
-        self, driver: QueueDriver, envelope: Envelope, announce: _Announce
+        self, driver: Connection, envelope: Envelope, announce: _Announce
     ) -> str:
         """The debounced push of ``envelope`` on ``driver``: a plain write under null (it
         discards) and sync (it runs, UNIQ-13); through a failover list, the window is kept
@@ -467,7 +455,7 @@ class UniquePushes:
             return await self.write_on(driver, envelope, announce)
         if _fails_over(driver):
 
-            async def attempt(inner: QueueDriver, pinned: Envelope) -> str:
+            async def attempt(inner: Connection, pinned: Envelope) -> str:
                 return await self._debounce_on(inner, pinned, announce)
 
             return await driver.fall_through(envelope, attempt)
@@ -548,7 +536,7 @@ class UniquePushes:
                 exc_info=True,
             )
 
-    async def _prepare_queue(self, tx: Transaction, driver: QueueDriver, queue: str) -> None:
+    async def _prepare_queue(self, tx: Transaction, driver: Connection, queue: str) -> None:
         """Create a missing queue outside the transaction before an in-transaction write:
         an add that creates it would hold its new ``lane.queues`` row until the commit, so
         every other push to that queue (this task's immediate ones included) would wait
@@ -561,35 +549,18 @@ class UniquePushes:
             await backend.queues.set_queue_events(queue, record=True)
         tx.prepared.add(key)
 
-    async def _shares_database(self, tx: Transaction, driver: QueueDriver) -> bool:
+    async def _shares_database(self, tx: Transaction, driver: Connection) -> bool:
         """A24: whether ``driver`` writes to the database ``tx`` is open on (same database,
         port and server start), asked once per transaction and driver."""
         known = tx.identities.get(id(driver))
         if known is not None:
             return known
-        pool = None
-        if isinstance(driver, BackendDriver):
-            backend = await driver.backend()
-            if backend.transactions is not None:
-                pool = getattr(backend, "pool", None)
         shared = False
-        if pool is not None:
-            shared = await pool.fetchval(_IDENTITY_SQL) == await _fetch_one(tx.conn, _IDENTITY_SQL)
+        if isinstance(driver, BackendDriver):
+            transactions = (await driver.backend()).transactions
+            shared = transactions is not None and await transactions.same_database(tx.conn)
         tx.identities[id(driver)] = shared
         return shared
-
-
-async def _fetch_one(conn: Any, sql: str) -> object:
-    """The first column of one row, on an asyncpg or a psycopg async connection (duck-typed:
-    the facade imports no driver)."""
-    fetchval = getattr(conn, "fetchval", None)
-    if callable(fetchval):
-        return await fetchval(sql)
-    cursor = await conn.execute(sql)
-    row = await cursor.fetchone()
-    if isinstance(row, dict):  # a dict_row factory
-        return next(iter(row.values()), None)
-    return None if row is None else row[0]
 
 
 class _Announce:
@@ -608,7 +579,7 @@ class _Announce:
             )
 
 
-def _backend(driver: QueueDriver, what: str) -> BackendDriver:
+def _backend(driver: Connection, what: str) -> BackendDriver:
     if not isinstance(driver, BackendDriver):
         raise ConfigurationError(
             f"{what} needs a connection over a backend (PostgreSQL, memory, local), or the"

@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 
 from lane_pg.backend import JobQueueBackend
 from lane_pg.errors import ConfigurationError
-from lane_pg.facade.driver import BackendDriver, QueueDriver
-from lane_pg.facade.drivers.failover import FailoverDriver
+from lane_pg.facade.connection import BackendDriver, Connection
 from lane_pg.facade.failed import failed_store_for
+from lane_pg.facade.failover import FailoverDriver
 from lane_pg.facade.failover_worker import FailoverWorker
 from lane_pg.facade.pausing import FacadeWorkerHooks
 from lane_pg.facade.queue import Q, QueueFacade
@@ -124,7 +124,7 @@ def start_failover_worker(
 
 async def start_worker(
     spec: WorkerSpec,
-    source: JobQueueBackend | QueueDriver,
+    source: JobQueueBackend | Connection,
     config: WorkerConfig | None,
     label: str,
     hooks: HooksFor | None = None,
@@ -136,7 +136,7 @@ async def start_worker(
     if isinstance(source, BackendDriver):
         backend = await source.backend()
         return await open_worker(spec, backend, spec.configured(config, label), label, hooks)
-    if isinstance(source, QueueDriver):
+    if isinstance(source, Connection):
         raise ConfigurationError(
             f"{source!r} has no backend to claim from: workers run on postgres, memory,"
             " local or failover connections"
@@ -158,7 +158,7 @@ async def run_started(
 
 
 async def run_worker(
-    driver: QueueDriver | None = None,
+    driver: Connection | None = None,
     config: WorkerConfig | None = None,
     shutdown: asyncio.Event | None = None,
     *,

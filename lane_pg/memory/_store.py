@@ -16,6 +16,7 @@ import random
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
+from typing import ClassVar
 
 from lane_pg.errors import (
     InvalidOptions,
@@ -62,6 +63,22 @@ from lane_pg.types import (
 
 class _Store(_OwnerRules):
     """The records and shared transitions of a ``MemoryBackend``."""
+
+    STATE: ClassVar[tuple[str, ...]] = (
+        "_queues",
+        "_last_key",
+        "_last_seq",
+        "_last_event_id",
+        "_leaders",
+        "_deps",
+        "_last_dep_seq",
+        "_all_paused",
+        "_restart_at_ms",
+    )
+    """The attributes that are the store (its records, indexes and sequences), as a local
+    snapshot saves them (``lane_pg.memory.local``); the others (clock, random source,
+    event waiters, handles and hooks) are this process's. A new attribute of state is
+    named here, or no snapshot keeps it (``tests/facade/test_local_driver.py`` checks)."""
 
     def __init__(
         self,

@@ -3,9 +3,10 @@ sql/functions/42_cleanup.sql). Every job goes through ``_Store._remove_jobs``.""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
+from lane_pg.backend.cleanup import clear_queue_names
 from lane_pg.errors import JobStateConflict
 from lane_pg.memory._records import _MILLISECOND, _Queue, _Record
 from lane_pg.memory._store import MemoryEntity
@@ -107,6 +108,22 @@ class MemoryCleanup(MemoryEntity):
         self._remove_in_chunks(q, doomed, moment)
         self._store._emit(q, "cleaned", None, {"count": len(doomed)}, moment)
         return snapshots
+
+    async def clear_queues(
+        self, queues: Sequence[str] | None = None, *, now: datetime | None = None
+    ) -> int:
+        names = clear_queue_names(queues)
+        moment = self._store._now(now)
+        removed = 0
+        for name in sorted(set(self._store._queues if names is None else names)):
+            q = self._store._queues.get(name)
+            if q is not None:
+                parents = sorted(q.by_state["waiting-children"].values(), key=lambda j: j.key)
+                self._remove_in_chunks(q, parents, moment)
+                removed += len(parents)
+            removed += await self.drain_jobs(name, delayed=True, now=moment)
+            removed += len(await self.clean_jobs(name, "active", 0, now=moment))
+        return removed
 
     async def obliterate_queue(
         self, queue: str, *, force: bool = False, now: datetime | None = None

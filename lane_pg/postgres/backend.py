@@ -160,6 +160,10 @@ class PostgresBackend(
     async def add_jobs_in(self, conn: object, queue: str, specs: Sequence[JobSpec]) -> list[JobRow]:
         return await enqueue.add_jobs(conn, queue, specs, schema=self.schema)
 
+    async def same_database(self, conn: object) -> bool:
+        mine = await self._db.fetchval(enqueue.DATABASE_IDENTITY)
+        return bool(mine == await enqueue.database_identity(conn))
+
     @property
     def pool(self) -> asyncpg.Pool:
         return self._pool

@@ -10,7 +10,7 @@ from typing import Any, cast
 
 import asyncpg
 
-from lane_pg.backend.cleanup import Cleanup
+from lane_pg.backend.cleanup import Cleanup, clear_queue_names
 from lane_pg.postgres.calls import Entity, job_list, statement, value
 from lane_pg.postgres.rows import JOB_COLUMNS
 from lane_pg.types import (
@@ -67,6 +67,10 @@ class PostgresCleanup(Entity, serves=Cleanup):
         state=validate_clean_state,
         grace=lambda grace: to_millis(grace, "grace"),
         limit=lambda limit: validate_count(limit, "limit"),
+    )
+
+    clear_queues = statement(
+        "SELECT lane.clear_queues($1, $2)", result=value, queues=clear_queue_names
     )
 
     async def obliterate_queue(

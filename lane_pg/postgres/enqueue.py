@@ -56,12 +56,14 @@ if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
 __all__ = [
+    "DATABASE_IDENTITY",
     "AsyncConnectionLike",
     "SyncConnectionLike",
     "add_job",
     "add_job_sync",
     "add_jobs",
     "add_jobs_sync",
+    "database_identity",
     "fetch_rows",
     "fetch_rows_sync",
     "is_row_of_nulls",
@@ -95,6 +97,14 @@ _ADD_JOBS = (
     "CAST($1 AS text), CAST($2 AS text[]), CAST($3 AS text[])::jsonb[],"
     " CAST($4 AS text[])::jsonb[], CAST($5 AS timestamptz)) WITH ORDINALITY AS j"
     " ORDER BY j.ordinality"
+)
+
+# The database a connection is open on: two connections share the value exactly when they
+# reach one database of one running server (a restart changes it). Plain SQL, not a lane
+# function: the caller's connection may be on a database without the schema (A24).
+DATABASE_IDENTITY = (
+    "SELECT current_database() || '/' || current_setting('port') || '/'"
+    " || pg_postmaster_start_time()::text AS identity"
 )
 
 _PLACEHOLDER = re.compile(r"\$(\d+)")
@@ -355,6 +365,12 @@ def add_jobs_sync(
     if not specs:
         return []
     return _jobs(fetch_rows_sync(conn, _ADD_JOBS, params, schema=schema), len(specs))
+
+
+async def database_identity(conn: AsyncConnectionLike) -> str:
+    """``DATABASE_IDENTITY`` of the caller's async connection."""
+    rows = await fetch_rows(conn, DATABASE_IDENTITY, [])
+    return str(rows[0]["identity"])
 
 
 def is_row_of_nulls(row: Mapping[str, Any] | None) -> bool:

@@ -179,6 +179,42 @@ BEGIN
     PERFORM lane._emit(p_queue, 'cleaned', NULL, jsonb_build_object('count', v_total), v_now);
 END $$;
 
+-- A16 (the facade's Q.clear): empties the queues (NULL: every queue) in one transaction and
+-- returns how many jobs went: every waiting, delayed and waiting-children job and every
+-- active job whose lease has expired; never a validly leased one (MGMT-19), a finished
+-- one, or the current occurrence of a repeat series (REP-16). Every name is checked before
+-- anything goes. Per queue, in name order: its waiting-children parents (removing a child
+-- first could release its parent to waiting), then lane.drain_jobs with the delayed ones,
+-- then lane.clean_jobs of the expired active ones, which writes `cleaned {count}` (and
+-- creates a named queue that does not exist, as a clean does).
+CREATE OR REPLACE FUNCTION lane.clear_queues(p_queues text[] DEFAULT NULL,
+                                             p_now timestamptz DEFAULT NULL)
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    v_now timestamptz := coalesce(p_now, clock_timestamp());
+    v_queues text[] := coalesce(p_queues, ARRAY(SELECT name FROM lane.queues));
+    v_queue text;
+    v_parents bigint[];
+    v_total bigint := 0;
+BEGIN
+    FOREACH v_queue IN ARRAY v_queues LOOP
+        PERFORM lane._check_queue(v_queue);
+    END LOOP;
+    FOR v_queue IN SELECT DISTINCT q FROM unnest(v_queues) AS q ORDER BY q LOOP
+        -- A parent another transaction holds is settling or being removed: left to it,
+        -- as a drain leaves a job a claimer holds.
+        v_parents := ARRAY(
+            SELECT j.key FROM lane.jobs j
+             WHERE j.queue = v_queue AND j.state = 'waiting-children'
+             ORDER BY j.key
+               FOR UPDATE SKIP LOCKED);
+        v_total := v_total + lane._remove_in_chunks(v_parents, v_now)
+                           + lane.drain_jobs(v_queue, true, v_now)
+                           + (SELECT count(*) FROM lane.clean_jobs(v_queue, 'active', 0, 0, v_now));
+    END LOOP;
+    RETURN v_total;
+END $$;
+
 -- MGMT-21: deletes everything of the queue: its jobs (through lane._remove_jobs), their
 -- logs and flow dependencies (as a parent; see below for children), its events, dedup owners, repeat
 -- series, claim log, metrics, and its row (pause flag, limits, retention, settings).

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from lane_pg.backend import JobQueueBackend
-from lane_pg.errors import InvalidOptions, InvalidPriority, JobStateConflict
+from lane_pg.errors import InvalidOptions, InvalidPriority, InvalidQueueName, JobStateConflict
 from lane_pg.flows import FlowJob
 from lane_pg.types import (
     ALL_STATES,
@@ -253,6 +253,63 @@ async def test_clean_refuses_bad_input_and_changes_nothing_MGMT_18(
     with pytest.raises(InvalidOptions):
         await backend.clean_jobs(queue_name, state, grace, limit=limit, now=clock.at(9))
     assert await queue_snapshot(backend, queue_name) == before
+
+
+# ----------------------------------------------------------------------------- clear
+
+
+async def test_clear_queues_empties_them_in_one_call_A16(
+    backend: JobQueueBackend, queue_name: str, queue_b: str, clock: Clock
+) -> None:
+    jobs = await mixed_queue(backend, queue_name, clock)  # its active lease lasts to 31
+    flow = await backend.add_flow(
+        FlowJob("parent", None, queue=queue_b, children=[FlowJob("child", None)]),
+        now=clock.at(5),
+    )
+    await backend.add_job(queue_b, "x", None, now=clock.at(5))
+    expired = await claim(backend, queue_b, clock, 6)  # the child first: lease until 36
+    assert expired.id == flow.children[0].job.id
+    await backend.add_job(queue_b, "late", None, now=clock.at(7))
+
+    removed = await backend.clear_queues([queue_b, queue_name], now=clock.at(40))
+
+    # queue_name: its two waiting jobs and its delayed one; the series owners (REP-16),
+    # the finished jobs and the active one (expired at 31: cleaned) go or stay as A16 says
+    assert await states(backend, queue_name) == {
+        jobs["completed"].id: "completed",
+        jobs["failed"].id: "failed",
+        jobs["delayed_owner"].id: "delayed",
+        jobs["waiting_owner"].id: "waiting",
+    }
+    assert await states(backend, queue_b) == {}  # the parent, the expired child, two waiting
+    assert removed == 4 + 4
+    for queue, count in ((queue_name, 1), (queue_b, 1)):
+        [cleaned] = [e for e in await events(backend, queue) if e.event == "cleaned"]
+        assert cleaned.data == {"count": count}
+    assert (await job_event_list(backend, queue_b, flow.job.id))[-1] == (
+        "removed",
+        {"prev": "waiting-children"},
+    )
+
+
+async def test_clear_queues_keeps_live_leases_and_checks_every_name_first_A16(
+    backend: JobQueueBackend, queue_name: str, queue_b: str, clock: Clock
+) -> None:
+    await backend.add_job(queue_name, "a", None, now=clock.at(0))
+    live = await claim(backend, queue_name, clock, 1)  # lease until 31
+    await backend.add_job(queue_b, "w", None, now=clock.at(2))
+    before = (await states(backend, queue_name), await states(backend, queue_b))
+
+    with pytest.raises(InvalidQueueName):
+        await backend.clear_queues([queue_b, "no spaces"], now=clock.at(3))
+    with pytest.raises(TypeError):
+        await backend.clear_queues(queue_b, now=clock.at(3))  # a name, not a list of them
+    assert (await states(backend, queue_name), await states(backend, queue_b)) == before
+
+    assert await backend.clear_queues([queue_name, queue_name], now=clock.at(3)) == 0
+    assert await backend.get_job(queue_name, live.id) == live  # validly leased: kept
+    assert await backend.clear_queues([], now=clock.at(3)) == 0
+    assert await states(backend, queue_b) == before[1]
 
 
 # ----------------------------------------------------------------------------- obliterate

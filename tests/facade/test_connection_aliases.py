@@ -26,8 +26,8 @@ from lane_pg.facade import (
     bootstrap_from_env,
 )
 from lane_pg.facade.bootstrap import driver_from_env
-from lane_pg.facade.drivers.failover import FailoverDriver
 from lane_pg.facade.events import WorkerQueuePaused
+from lane_pg.facade.failover import FailoverDriver
 from lane_pg.facade.pausing import FacadeWorkerHooks
 from lane_pg.facade.runner import typed_processors
 from lane_pg.memory import MemoryBackend

@@ -33,10 +33,10 @@ from lane_pg.facade import (
     SyncDriver,
     current_context,
 )
-from lane_pg.facade.drivers.local import LocalBackend
 from lane_pg.facade.envelope import Envelope
 from lane_pg.flows import FlowJob
 from lane_pg.memory import MemoryBackend
+from lane_pg.memory.local import LocalBackend
 from lane_pg.types import JSON
 
 RUNS: list[int] = []

@@ -30,9 +30,9 @@ from lane_pg.facade import (
     Reservation,
     SyncDriver,
 )
-from lane_pg.facade.driver import Settlement, SettleResult
-from lane_pg.facade.drivers.failover import is_unavailable
+from lane_pg.facade.connection import Settlement, SettleResult
 from lane_pg.facade.envelope import Envelope
+from lane_pg.facade.failover import is_unavailable
 from lane_pg.memory import MemoryBackend
 from lane_pg.types import JobRow
 

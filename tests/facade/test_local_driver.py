@@ -11,10 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from lane_pg.backend import CAPABILITIES, HANDLES
 from lane_pg.errors import ConfigurationError
 from lane_pg.facade import BackendDriver, Job, JobRegistry, QueueFacade, bootstrap_from_env
-from lane_pg.facade.drivers.local import LocalBackend, snapshot_of
 from lane_pg.flows import ChildRef, FlowJob
+from lane_pg.memory import MemoryBackend
+from lane_pg.memory._store import _Store
+from lane_pg.memory.local import LocalBackend, snapshot_of
 from lane_pg.schedule import RepeatOptions
 from lane_pg.types import DeduplicationOptions, JobOptions, QueueDemand
 
@@ -214,10 +217,18 @@ async def test_the_local_driver_from_the_environment_CONN_1_CONN_2(tmp_path: Pat
 
 
 def test_the_snapshot_refuses_what_it_cannot_hold_DRV_2() -> None:
-    from lane_pg.facade.drivers.local import encode
+    from lane_pg.memory.local import encode
 
     with pytest.raises(TypeError, match="cannot snapshot"):
         encode(object())
     with pytest.raises(TypeError, match="cannot snapshot"):
         encode(float("nan"))
     assert encode(datetime(2026, 1, 1, tzinfo=UTC)) == {"$dt": "2026-01-01T00:00:00+00:00"}
+
+
+def test_the_snapshot_format_is_the_declared_state_of_the_store_DRV_2() -> None:
+    """The snapshot saves ``_Store.STATE``, not whatever the object holds: every attribute
+    of a store is its declared state or this process's, so no new state misses the file."""
+    process = {"_clock", "_rng", "_event_waiters", "hooks"}
+    process |= {handle.name for handle in (*HANDLES, *CAPABILITIES)}
+    assert set(vars(MemoryBackend())) - process == set(_Store.STATE)

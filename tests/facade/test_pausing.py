@@ -17,7 +17,7 @@ import pytest_asyncio
 from lane_pg.backend import JobQueueBackend, OperationCall
 from lane_pg.errors import ConfigurationError, InvalidQueueName
 from lane_pg.facade import BackendDriver, Job, QueueFacade
-from lane_pg.facade.driver import DriverBase
+from lane_pg.facade.connection import DriverBase
 from lane_pg.facade.events import (
     QueuePaused,
     QueueResumed,

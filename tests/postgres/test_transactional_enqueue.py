@@ -29,6 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, c
 from sqlalchemy.orm import Session
 
 from lane_pg.errors import InvalidJobId, InvalidPayload, InvalidPriority, LaneError
+from lane_pg.postgres.backend import PostgresBackend
 from lane_pg.postgres.enqueue import (
     add_job,
     add_job_sync,
@@ -39,6 +40,7 @@ from lane_pg.postgres.enqueue import (
 )
 from lane_pg.postgres.rows import job_from_row
 from lane_pg.types import JobOptions, JobRow, JobSpec
+from tests.conftest import NewDatabase
 
 CHANNEL = "lane.jobs"
 WAIT = 5.0  # deadline for anything that must happen
@@ -523,6 +525,28 @@ async def test_wrong_connection_kind_is_refused(pg_dsn: str, queue_name: str) ->
     with pytest.raises(TypeError):
         await add_job(cast(Any, object()), queue_name, "send")
     assert not await asyncio.to_thread(_jobs_exist, pg_dsn, queue_name)
+
+
+async def test_same_database_tells_the_callers_database_A24(
+    pg_backend: PostgresBackend, pg_dsn: str, new_db: NewDatabase
+) -> None:
+    """``transactions.same_database``: True for a connection to the backend's database
+    (asyncpg or psycopg), False for one to another database, which has no lane schema;
+    either way the caller's transaction stays usable."""
+    transactions = pg_backend.transactions
+    assert transactions is not None
+    other = await asyncpg.connect(await new_db())
+    same = await asyncpg.connect(pg_dsn)
+    try:
+        for conn, expected in ((same, True), (other, False)):
+            async with conn.transaction():
+                assert await transactions.same_database(conn) is expected
+                assert await conn.fetchval("SELECT 1") == 1
+        async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as async_conn:
+            assert await transactions.same_database(async_conn) is True
+    finally:
+        await other.close()
+        await same.close()
 
 
 def _jobs_exist(dsn: str, queue: str) -> bool:

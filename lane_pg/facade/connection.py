@@ -1,11 +1,21 @@
-"""The facade's driver protocol (DRV-5) and the driver over any ``JobQueueBackend``.
+"""A connection of the facade: the Laravel-style operations, written once over the contract.
 
-A connection of the facade is a ``QueueDriver``. The durable drivers (PostgreSQL, memory,
-and Redis when it lands) are ``BackendDriver``: a thin adapter whose writes are the
-backend's ``add_job`` / ``add_jobs`` and whose reads are its counts and pages, so every
-rule (options, dedup owners, pause) stays in the backend. The worker runs on the backend
-itself; drivers that have no backend (sync, null) and the failover wrapper implement the
-protocol their own way.
+``Q.driver()`` and ``Q.connection(name)`` are ``Connection`` objects. Every operation below
+(push, counts, listings, ``clear``, reservations, pauses) is written here once, over the
+handles of the connection's backend (``lane_pg.backend``): every rule (options, dedup
+owners, pause) stays in the backend, and a connection offers what its backend serves. The
+kinds of connection differ in their backend, not in these operations:
+
+=================== ========================================================================
+``BackendDriver``   a store that keeps jobs: postgres, memory, local (``lane_pg.memory.local``)
+                    or a third-party backend; given open, or opened on first use, so
+                    configuring connections does no I/O
+``NullDriver``      ``NullBackend``, which keeps nothing (DRV-4, ``lane_pg.facade.null``)
+``SyncDriver``      a null connection whose push runs the job inline (DRV-3)
+``FailoverDriver``  a wrapper of connections, tried in order (FOV, ``lane_pg.facade.failover``)
+``DriverBase``      a third-party connection without a backend, which overrides the operations
+                    it offers (the protocol before the contract had handles)
+=================== ========================================================================
 
 Counts follow A16: ``size`` = waiting + delayed + active + waiting-children,
 ``pending_size`` = waiting + due delayed, ``delayed_size`` = delayed, ``reserved_size`` =
@@ -13,37 +23,39 @@ active. A read with ``queue=None`` covers every queue of the connection. Listing
 ``JobRow`` snapshots, at most ``limit`` of them, in the backend's page order; they never
 change a job (INSP-4).
 
-Reservations (DRV-5): ``pop``/``pop_from`` lease one job for the driver's visibility
+Reservations (DRV-5): ``pop``/``pop_from`` lease one job for the connection's visibility
 timeout and return a ``Reservation``; ``settle`` (and its spellings ``ack``, ``nack``,
 ``release``) ends it and answers ``SETTLED``, or ``STALE`` when the reservation no longer
 holds the job (lease taken over, job gone): nothing was changed then.
 
-``clear`` follows A16: it removes every waiting, delayed and waiting-children job and every
-active job whose lease has expired, never a validly leased one (seed 003 drops every
-envelope; a running job's owner would otherwise settle a job that no longer exists), and
-returns how many went. Finished jobs are history, not queue contents, and stay. The
-current occurrence of a repeat series stays too (a drain never ends a series, REP-16).
+``clear`` follows A16, in one transaction (``cleanup.clear_queues``): it removes every
+waiting, delayed and waiting-children job and every active job whose lease has expired,
+never a validly leased one (seed 003 drops every envelope; a running job's owner would
+otherwise settle a job that no longer exists), and returns how many went. Finished jobs
+are history, not queue contents, and stay. The current occurrence of a repeat series stays
+too (a drain never ends a series, REP-16).
 
-A third-party driver subclasses ``DriverBase`` and implements what it can; everything else
-raises ``NotImplementedError`` naming the driver and the method (CONN-14): never an empty
-answer that is not true.
+An operation the backend does not serve raises ``NotImplementedError`` naming the
+connection and the operation (CONN-14): never an empty answer that is not true.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Final, Literal, Protocol, TypeAlias, runtime_checkable
+from typing import Any, ClassVar, Final, Literal, TypeAlias, TypeVar, cast
 
 from lane_pg.backend import JobQueueBackend, Transactions, connect
-from lane_pg.errors import ConfigurationError, JobNotFound, JobStateConflict, LockMismatch
+from lane_pg.errors import ConfigurationError, JobNotFound, LockMismatch
 from lane_pg.facade.envelope import Envelope
+from lane_pg.facade.events import Events
 from lane_pg.facade.stores import StoreKey, local_store, postgres_store
 from lane_pg.types import JSON, Duration, JobRow, JobState, PauseStatus, QueueDemand, to_millis
 
@@ -56,14 +68,16 @@ SettleResult: TypeAlias = Literal["settled", "stale"]
 SETTLED: Final[SettleResult] = "settled"
 STALE: Final[SettleResult] = "stale"
 
+F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
+
 
 @dataclass(frozen=True, slots=True)
 class Reservation:
-    """One leased job as a driver's caller holds it.
+    """One leased job as a connection's caller holds it.
 
-    ``token`` is what the issuing driver needs back to settle it (a backend's lock token;
-    the failover driver's own token), ``connection`` the label of the connection the job
-    came from, ``expires_at`` the end of the lease (visibility timeout)."""
+    ``token`` is what the issuing connection needs back to settle it (a backend's lock
+    token; the failover connection's own token), ``connection`` the label of the connection
+    the job came from, ``expires_at`` the end of the lease (visibility timeout)."""
 
     token: str
     job: JobRow
@@ -97,159 +111,6 @@ class Release:
 Settlement: TypeAlias = Ack | Nack | Release
 
 
-@runtime_checkable
-class QueueDriver(Protocol):
-    """What the facade needs of one connection."""
-
-    @property
-    def driver_name(self) -> str:
-        """The driver's kind: ``postgres``, ``memory``, ``sync``, ``null``, ..."""
-        ...
-
-    async def push(self, envelope: Envelope, *, conn: object | None = None) -> str:
-        """Store one job and return its id; with ``conn``, inside the caller's transaction
-        (``ConfigurationError`` when the driver cannot)."""
-        ...
-
-    async def bulk_push(
-        self, envelopes: Sequence[Envelope], *, conn: object | None = None
-    ) -> list[str]:
-        """Store jobs of one queue in one call, all or none; ids in input order."""
-        ...
-
-    async def size(self, queue: str | None = None) -> int: ...
-
-    async def pending_size(self, queue: str | None = None) -> int: ...
-
-    async def delayed_size(self, queue: str | None = None) -> int: ...
-
-    async def reserved_size(self, queue: str | None = None) -> int: ...
-
-    async def pending_jobs(
-        self, queue: str | None = None, *, limit: int = DEFAULT_LISTING_LIMIT
-    ) -> list[JobRow]: ...
-
-    async def delayed_jobs(
-        self, queue: str | None = None, *, limit: int = DEFAULT_LISTING_LIMIT
-    ) -> list[JobRow]: ...
-
-    async def reserved_jobs(
-        self, queue: str | None = None, *, limit: int = DEFAULT_LISTING_LIMIT
-    ) -> list[JobRow]: ...
-
-    async def clear(self, queue: str | None = None) -> int:
-        """Remove the queue's (every queue's) clearable jobs (A16); returns the count."""
-        ...
-
-    @property
-    def filters_queues(self) -> bool:
-        """Whether ``pop_from`` can claim from the named queues only (FOV-8)."""
-        ...
-
-    async def pop(self) -> Reservation | None:
-        """Lease the next job of any queue, or None when nothing is ready."""
-        ...
-
-    async def pop_from(self, queues: Sequence[str]) -> Reservation | None:
-        """Lease the next job of ``queues`` (earlier queues first), or None."""
-        ...
-
-    async def settle(self, reservation: Reservation, outcome: Settlement) -> SettleResult: ...
-
-    async def ack(self, reservation: Reservation, result: JSON = None) -> SettleResult: ...
-
-    async def nack(
-        self, reservation: Reservation, reason: str, *, retry: bool = True
-    ) -> SettleResult: ...
-
-    async def release(self, reservation: Reservation, delay: Duration = 0) -> SettleResult: ...
-
-    async def close(self) -> None: ...
-
-
-class SettleSpellings:
-    """``ack``/``nack``/``release`` as ``settle`` (one routing point for every outcome)."""
-
-    async def settle(self, reservation: Reservation, outcome: Settlement) -> SettleResult:
-        raise NotImplementedError
-
-    async def ack(self, reservation: Reservation, result: JSON = None) -> SettleResult:
-        return await self.settle(reservation, Ack(result))
-
-    async def nack(
-        self, reservation: Reservation, reason: str, *, retry: bool = True
-    ) -> SettleResult:
-        return await self.settle(reservation, Nack(reason, retry))
-
-    async def release(self, reservation: Reservation, delay: Duration = 0) -> SettleResult:
-        return await self.settle(reservation, Release(delay))
-
-
-class DriverBase(SettleSpellings):
-    """The base of a third-party driver: every method not overridden raises
-    ``NotImplementedError`` naming the driver and the method (CONN-14), so an inspection
-    the driver cannot answer is an honest error, never an empty list."""
-
-    filters_queues = False
-
-    @property
-    def driver_name(self) -> str:
-        return type(self).__name__
-
-    def _missing(self, method: str) -> NotImplementedError:
-        return NotImplementedError(f"the {self.driver_name} driver does not implement {method}")
-
-    async def push(self, envelope: Envelope, *, conn: object | None = None) -> str:
-        raise self._missing("push")
-
-    async def bulk_push(
-        self, envelopes: Sequence[Envelope], *, conn: object | None = None
-    ) -> list[str]:
-        raise self._missing("bulk_push")
-
-    async def size(self, queue: str | None = None) -> int:
-        raise self._missing("size")
-
-    async def pending_size(self, queue: str | None = None) -> int:
-        raise self._missing("pending_size")
-
-    async def delayed_size(self, queue: str | None = None) -> int:
-        raise self._missing("delayed_size")
-
-    async def reserved_size(self, queue: str | None = None) -> int:
-        raise self._missing("reserved_size")
-
-    async def pending_jobs(
-        self, queue: str | None = None, *, limit: int = DEFAULT_LISTING_LIMIT
-    ) -> list[JobRow]:
-        raise self._missing("pending_jobs")
-
-    async def delayed_jobs(
-        self, queue: str | None = None, *, limit: int = DEFAULT_LISTING_LIMIT
-    ) -> list[JobRow]:
-        raise self._missing("delayed_jobs")
-
-    async def reserved_jobs(
-        self, queue: str | None = None, *, limit: int = DEFAULT_LISTING_LIMIT
-    ) -> list[JobRow]:
-        raise self._missing("reserved_jobs")
-
-    async def clear(self, queue: str | None = None) -> int:
-        raise self._missing("clear")
-
-    async def pop(self) -> Reservation | None:
-        raise self._missing("pop")
-
-    async def pop_from(self, queues: Sequence[str]) -> Reservation | None:
-        raise self._missing("pop_from")
-
-    async def settle(self, reservation: Reservation, outcome: Settlement) -> SettleResult:
-        raise self._missing("settle")
-
-    async def close(self) -> None:
-        return None
-
-
 def visibility_timeout_of(value: Duration | None) -> timedelta:
     """A visibility timeout as a positive ``timedelta`` (``DEFAULT_VISIBILITY_TIMEOUT`` for
     None); ``ConfigurationError`` otherwise."""
@@ -265,8 +126,8 @@ _HANDLER_ERROR = "_lane_pg_raised_by_handler"
 
 
 def mark_handler_error(exc: BaseException) -> None:
-    """Mark ``exc`` as raised by a job's own handler (a driver that runs jobs at push), so
-    no failover takes it for an unreachable store and runs the job again."""
+    """Mark ``exc`` as raised by a job's own handler (a connection that runs jobs at push),
+    so no failover takes it for an unreachable store and runs the job again."""
     with contextlib.suppress(AttributeError):  # a class with __slots__: nothing to mark
         setattr(exc, _HANDLER_ERROR, True)
 
@@ -275,19 +136,31 @@ def is_handler_error(exc: BaseException) -> bool:
     return getattr(exc, _HANDLER_ERROR, False) is True
 
 
-def attach_events(driver: object, events: object) -> None:
-    """Give ``driver`` the facade's event emitter if it emits events of its own (failover's
-    ``QueueFailedOver``, the sync driver's processing events) and has none yet."""
-    attach = getattr(driver, "attach_events", None)
-    if callable(attach):
-        attach(events)
+def offered(method: F) -> F:
+    """An operation of the connection: a backend that does not serve what it needs makes
+    it raise ``NotImplementedError`` naming the connection and the operation (CONN-14)."""
+    name = method.__name__
+
+    @functools.wraps(method)
+    async def call(self: Connection, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await method(self, *args, **kwargs)
+        except NotImplementedError as exc:
+            raise NotImplementedError(
+                f"the {self.driver_name} driver does not implement {name}"
+            ) from exc
+
+    return cast(F, call)
 
 
-class BackendDriver(SettleSpellings):
-    """A ``QueueDriver`` over a backend (PostgreSQL, memory): given open, or opened from
-    ``url`` on first use (``BackendDriver.lazy``), so configuring connections does no I/O."""
+class Connection:
+    """One connection of the facade over a backend (see the module docstring)."""
 
-    filters_queues = True
+    runs_inline: ClassVar[bool] = False
+    """Whether a push runs the job's handler before it returns (sync, DRV-3)."""
+    visibility_timeout: timedelta = DEFAULT_VISIBILITY_TIMEOUT
+    worker_id: str = "lane_pg-connection"
+    """The ``worker_id`` this connection's reservations are claimed under."""
 
     def __init__(
         self,
@@ -306,7 +179,6 @@ class BackendDriver(SettleSpellings):
         self._opening = asyncio.Lock()
         self.visibility_timeout = visibility_timeout_of(visibility_timeout)
         self.worker_id = f"{driver_name}-driver-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        """The ``worker_id`` this driver's reservations are claimed under."""
 
     @classmethod
     def lazy(
@@ -317,9 +189,9 @@ class BackendDriver(SettleSpellings):
         schema: str = "lane",
         visibility_timeout: Duration | None = None,
     ) -> BackendDriver:
-        """A driver whose backend ``lane_pg.backend.connect(url)`` opens on first use
+        """A connection whose backend ``lane_pg.backend.connect(url)`` opens on first use
         (``url`` None: ``$LANE_PG_DSN``, else the embedded server, resolved then)."""
-        driver = cls(None, driver_name, visibility_timeout=visibility_timeout)
+        driver = BackendDriver(None, driver_name, visibility_timeout=visibility_timeout)
         driver._url, driver._schema, driver._lazy = url, schema, True
         driver._store = postgres_store(url, schema)
         return driver
@@ -333,19 +205,26 @@ class BackendDriver(SettleSpellings):
         visibility_timeout: Duration | None = None,
         store: StoreKey | None = None,
     ) -> BackendDriver:
-        """A driver whose backend ``opener()`` opens on first use (again after ``close``);
-        ``store`` names what it opens (CONN-11)."""
-        driver = cls(None, driver_name, visibility_timeout=visibility_timeout)
+        """A connection whose backend ``opener()`` opens on first use (again after
+        ``close``); ``store`` names what it opens (CONN-11)."""
+        driver = BackendDriver(None, driver_name, visibility_timeout=visibility_timeout)
         driver._opener, driver._lazy, driver._store = opener, True, store
         return driver
 
     @property
     def driver_name(self) -> str:
+        """The connection's kind: ``postgres``, ``memory``, ``sync``, ``null``, ..."""
         return self._driver_name
 
     @property
+    def filters_queues(self) -> bool:
+        """Whether ``pop_from`` claims from the named queues only (FOV-8): every backend's
+        claim does."""
+        return True
+
+    @property
     def url(self) -> str | None:
-        """The URL a lazy driver opens (None for a driver given its backend)."""
+        """The URL a lazy connection opens (None for one given its backend)."""
         return self._url
 
     @property
@@ -354,9 +233,9 @@ class BackendDriver(SettleSpellings):
 
     @property
     def store_key(self) -> StoreKey | None:
-        """The store this driver binds (``lane_pg.facade.stores``): named when configured,
-        else read off an open backend (a PostgreSQL DSN and schema, a snapshot's path);
-        None for one that no other connection can reach (memory)."""
+        """The store this connection binds (``lane_pg.facade.stores``): named when
+        configured, else read off an open backend (a PostgreSQL DSN and schema, a
+        snapshot's path); None for one that no other connection can reach (memory)."""
         if self._store is not None:
             return self._store
         backend = self._backend
@@ -367,10 +246,15 @@ class BackendDriver(SettleSpellings):
         return local_store(path) if isinstance(path, Path) else None
 
     def __repr__(self) -> str:
-        return f"BackendDriver({self._driver_name})"
+        return f"{type(self).__name__}({self.driver_name})"
+
+    def attach_events(self, events: Events) -> None:
+        """Take the facade's event emitter, for a connection that emits events of its own
+        (failover's ``QueueFailedOver``, sync's processing events); others ignore it."""
+        return None
 
     async def backend(self) -> JobQueueBackend:
-        """The backend, opened now if this driver is lazy and not yet open."""
+        """The backend, opened now if this connection is lazy and not yet open."""
         if self._backend is None:
             async with self._opening:
                 if self._backend is None:
@@ -382,9 +266,18 @@ class BackendDriver(SettleSpellings):
                         self._backend = await connect(self._url, schema=self._schema)
         return self._backend
 
+    async def _queues(self, backend: JobQueueBackend, queue: str | None) -> list[str]:
+        return [queue] if queue is not None else await backend.queues.list_queues()
+
+    # -- pushes ----------------------------------------------------------------------------
+
+    @offered
     async def push(self, envelope: Envelope, *, conn: object | None = None) -> str:
+        """Store one job and return its id; with ``conn``, inside the caller's transaction
+        (``ConfigurationError`` when the backend cannot)."""
         return (await self.push_row(envelope, conn=conn)).id
 
+    @offered
     async def push_row(self, envelope: Envelope, *, conn: object | None = None) -> JobRow:
         """``push``, returning the stored (or, deduplicated, the owner's) snapshot."""
         backend = await self.backend()
@@ -397,9 +290,11 @@ class BackendDriver(SettleSpellings):
             conn, envelope.queue, envelope.job_name, envelope.data, options
         )
 
+    @offered
     async def bulk_push(
         self, envelopes: Sequence[Envelope], *, conn: object | None = None
     ) -> list[str]:
+        """Store jobs of one queue in one call, all or none; ids in input order."""
         if not envelopes:
             return []
         queues = {envelope.queue for envelope in envelopes}
@@ -418,34 +313,39 @@ class BackendDriver(SettleSpellings):
     def _transactional(self, backend: JobQueueBackend) -> Transactions:
         if backend.transactions is None:
             raise ConfigurationError(
-                f"the {self._driver_name} connection cannot enqueue inside a caller's"
+                f"the {self.driver_name} connection cannot enqueue inside a caller's"
                 " transaction (conn=): only PostgreSQL can"
             )
         return backend.transactions
 
+    # -- counts and listings (A16, INSP-5) -------------------------------------------------
+
     async def _count(self, queue: str | None, states: Sequence[JobState]) -> int:
         backend = await self.backend()
-        queues = [queue] if queue is not None else await backend.queues.list_queues()
         total = 0
-        for name in queues:
+        for name in await self._queues(backend, queue):
             total += await backend.reads.get_job_count(name, list(states))
         return total
 
+    @offered
     async def size(self, queue: str | None = None) -> int:
         return await self._count(queue, SIZE_STATES)
 
+    @offered
     async def pending_size(self, queue: str | None = None) -> int:
         """Waiting plus due delayed jobs (A16)."""
         backend = await self.backend()
-        queues = [queue] if queue is not None else await backend.queues.list_queues()
+        queues = await self._queues(backend, queue)
         return sum([await backend.reads.count_ready_jobs(name) for name in queues])
 
+    @offered
     async def delayed_size(self, queue: str | None = None) -> int:
         """Delayed jobs not due yet: a due one is pending (A16, INSP-5), counted once."""
         backend = await self.backend()
-        queues = [queue] if queue is not None else await backend.queues.list_queues()
+        queues = await self._queues(backend, queue)
         return sum([await backend.reads.count_scheduled_jobs(name) for name in queues])
 
+    @offered
     async def reserved_size(self, queue: str | None = None) -> int:
         return await self._count(queue, ("active",))
 
@@ -457,9 +357,8 @@ class BackendDriver(SettleSpellings):
         if limit < 0:
             raise ConfigurationError(f"a listing limit cannot be negative, got {limit}")
         backend = await self.backend()
-        queues = [queue] if queue is not None else await backend.queues.list_queues()
         found: list[JobRow] = []
-        for name in queues:
+        for name in await self._queues(backend, queue):
             offset = 0
             while len(found) < limit:
                 size = min(limit - len(found), 500)
@@ -475,54 +374,42 @@ class BackendDriver(SettleSpellings):
                     break
         return found[:limit]
 
+    @offered
     async def pending_jobs(
         self, queue: str | None = None, *, limit: int = DEFAULT_LISTING_LIMIT
     ) -> list[JobRow]:
         return await self._listing(queue, "ready", limit)
 
+    @offered
     async def delayed_jobs(
         self, queue: str | None = None, *, limit: int = DEFAULT_LISTING_LIMIT
     ) -> list[JobRow]:
         return await self._listing(queue, "scheduled", limit)
 
+    @offered
     async def reserved_jobs(
         self, queue: str | None = None, *, limit: int = DEFAULT_LISTING_LIMIT
     ) -> list[JobRow]:
         return await self._listing(queue, "active", limit)
 
+    @offered
     async def clear(self, queue: str | None = None) -> int:
+        """Remove the queue's (every queue's) clearable jobs (A16), in one transaction;
+        returns the count."""
         backend = await self.backend()
-        queues = [queue] if queue is not None else await backend.queues.list_queues()
-        removed = 0
-        for name in queues:
-            # Parents first: removing a child first could release its parent to waiting.
-            removed += await self._remove_waiting_children(backend, name)
-            removed += await backend.cleanup.drain_jobs(name, delayed=True)
-            # Active jobs whose lease has expired: their owner is gone (MGMT-19 guards the
-            # valid ones inside the backend, at the backend's own clock).
-            removed += len(await backend.cleanup.clean_jobs(name, "active", 0))
-        return removed
+        return await backend.cleanup.clear_queues(None if queue is None else [queue])
 
-    @staticmethod
-    async def _remove_waiting_children(backend: JobQueueBackend, queue: str) -> int:
-        removed = 0
-        while True:
-            page = await backend.reads.list_jobs(queue, ["waiting-children"], limit=500)
-            gone = 0
-            for job in page.items:
-                try:
-                    gone += await backend.jobs.remove_job(queue, job.id)
-                except (JobNotFound, JobStateConflict):
-                    continue  # settled or removed meanwhile: not ours to count
-            removed += gone
-            if not page.items or gone == 0:
-                return removed
+    # -- reservations (DRV-5) --------------------------------------------------------------
 
+    @offered
     async def pop(self) -> Reservation | None:
+        """Lease the next job of any queue, or None when nothing is ready."""
         backend = await self.backend()
         return await self._claim(backend, await backend.queues.list_queues())
 
+    @offered
     async def pop_from(self, queues: Sequence[str]) -> Reservation | None:
+        """Lease the next job of ``queues`` (earlier queues first), or None."""
         if not queues:
             raise ConfigurationError("pop_from takes at least one queue")
         return await self._claim(await self.backend(), queues)
@@ -538,8 +425,9 @@ class BackendDriver(SettleSpellings):
             return None
         job = claimed[0]
         expires_at = job.lease_expires_at or datetime.now(UTC) + self.visibility_timeout
-        return Reservation(job.lock_token, job, self._driver_name, expires_at)
+        return Reservation(job.lock_token, job, self.driver_name, expires_at)
 
+    @offered
     async def settle(self, reservation: Reservation, outcome: Settlement) -> SettleResult:
         backend = await self.backend()
         job, token = reservation.job, reservation.token
@@ -556,20 +444,36 @@ class BackendDriver(SettleSpellings):
             return STALE  # the lease is no longer ours: the backend changed nothing
         return SETTLED
 
+    async def ack(self, reservation: Reservation, result: JSON = None) -> SettleResult:
+        return await self.settle(reservation, Ack(result))
+
+    async def nack(
+        self, reservation: Reservation, reason: str, *, retry: bool = True
+    ) -> SettleResult:
+        return await self.settle(reservation, Nack(reason, retry))
+
+    async def release(self, reservation: Reservation, delay: Duration = 0) -> SettleResult:
+        return await self.settle(reservation, Release(delay))
+
     # -- pausing (PAUSE-3..5; lane_pg.facade.pausing) ------------------------------------
 
+    @offered
     async def pause_queue(self, queue: str) -> None:
         await (await self.backend()).queues.pause_queue(queue)
 
+    @offered
     async def resume_queue(self, queue: str) -> None:
         await (await self.backend()).queues.resume_queue(queue)
 
+    @offered
     async def pause_all(self) -> None:
         await (await self.backend()).queues.pause_all()
 
+    @offered
     async def resume_all(self) -> None:
         await (await self.backend()).queues.resume_all()
 
+    @offered
     async def pause_status(self, queues: Sequence[str]) -> PauseStatus:
         return await (await self.backend()).queues.get_pause_status(queues)
 
@@ -577,4 +481,65 @@ class BackendDriver(SettleSpellings):
         if self._backend is not None:
             await self._backend.close()
             if self._lazy:
-                self._backend = None  # a lazy driver may open again
+                self._backend = None  # a lazy connection may open again
+
+
+QueueDriver = Connection
+
+
+class _Unserved:
+    """The implementation behind a backend that serves nothing: every operation raises."""
+
+    def __getattr__(self, name: str) -> Callable[..., Awaitable[Any]]:
+        async def unserved(*args: Any, **kwargs: Any) -> Any:
+            raise NotImplementedError(f"no backend serves {name}")
+
+        return unserved
+
+
+class Unserved(JobQueueBackend):
+    """The backend of a connection that has none (``DriverBase``, ``FailoverDriver``): its
+    operations raise ``NotImplementedError``, which the connection words (CONN-14)."""
+
+    kind = "unserved"
+
+    def __init__(self) -> None:
+        self._serve(_Unserved())
+
+
+UNSERVED: Final = Unserved()
+"""The name of a connection before the facade moved onto the contract (DRV-5)."""
+
+
+class BackendDriver(Connection):
+    """A connection whose backend keeps the jobs pushed to it: postgres, memory, local, or a
+    third-party backend. Workers claim from it and failed jobs are retried into it."""
+
+
+class DriverBase(Connection):
+    """A third-party connection without a backend: it overrides the operations it offers;
+    every other one raises ``NotImplementedError`` naming the driver and the operation
+    (CONN-14), so an inspection it cannot answer is an honest error, never an empty list.
+    A store of jobs is better written as a backend (``lane_pg.backend``) under a
+    ``BackendDriver``: it then offers every operation, and workers run on it."""
+
+    def __init__(self) -> None:
+        """Nothing to set up: a subclass need not call it."""
+
+    @property
+    def filters_queues(self) -> bool:
+        return False
+
+    @property
+    def driver_name(self) -> str:
+        return type(self).__name__
+
+    @property
+    def store_key(self) -> StoreKey | None:
+        return None
+
+    async def backend(self) -> JobQueueBackend:
+        return UNSERVED
+
+    async def close(self) -> None:
+        return None

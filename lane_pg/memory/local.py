@@ -1,4 +1,4 @@
-"""The ``local`` driver (DRV-2): a memory store persisted as one JSON snapshot file.
+"""The ``local`` store (DRV-2): a memory store persisted as one JSON snapshot file.
 
 ``LocalBackend.open(path)`` is a ``MemoryBackend`` (the same rules, the same reference
 model) whose whole state is written to ``path`` after every call that may change it, and
@@ -11,13 +11,14 @@ a snapshot file at a time (an exclusive lock on ``path + ".lock"``; a second ``o
 raises ``ConfigurationError``), and each write replaces the file atomically (write,
 fsync, rename), so a crash leaves the last complete snapshot.
 
-The snapshot encodes the store generically, field by field of its records, with tagged
-JSON for what JSON has no type for (``{"$d": [[key, value], ...]}`` for a dict, ``$t``
-tuple, ``$s`` set, ``$dt`` datetime, ``$td`` timedelta, ``$c`` a record class and its
-fields). A value of any other type raises ``TypeError`` instead of being dropped, so a new
-kind of state cannot silently miss the file. Records are rebuilt without running their
-constructors (the values were valid when stored); only classes of lane_pg's record
-modules are ever instantiated from a file.
+The snapshot holds the store's declared state (``_Store.STATE``: its records, indexes and
+sequences, never this process's clock, hooks or waiters) and encodes it field by field of
+its records, with tagged JSON for what JSON has no type for (``{"$d": [[key, value],
+...]}`` for a dict, ``$t`` tuple, ``$s`` set, ``$dt`` datetime, ``$td`` timedelta, ``$c``
+a record class and its fields). A value of any other type raises ``TypeError`` instead of
+being dropped, so a new kind of state cannot silently miss the file. Records are rebuilt
+without running their constructors (the values were valid when stored); only classes of
+lane_pg's record modules are ever instantiated from a file.
 """
 
 from __future__ import annotations
@@ -33,17 +34,14 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from lane_pg.backend import HANDLES, OperationCall, Reads
+from lane_pg.backend import OperationCall, Reads
 from lane_pg.errors import ConfigurationError
 from lane_pg.memory import MemoryBackend
 from lane_pg.memory._records import _Queue
+from lane_pg.memory._store import _Store
 
 FORMAT = "lane_pg.local"
 VERSION = 1
-RUNTIME_ATTRIBUTES = frozenset(
-    {"_clock", "_rng", "_event_waiters", "hooks", *(handle.name for handle in HANDLES)}
-)
-"""Store attributes that are this process's, not the store's: never written."""
 RECORD_MODULES = frozenset(
     {
         "lane_pg.memory._records",
@@ -169,12 +167,8 @@ def _record(name: str, fields: dict[str, Any]) -> Any:
 
 
 def snapshot_of(backend: MemoryBackend) -> dict[str, Any]:
-    """The whole store of ``backend`` as one JSON document."""
-    state = {
-        name: encode(value)
-        for name, value in vars(backend).items()
-        if name not in RUNTIME_ATTRIBUTES and not name.startswith("_local_")
-    }
+    """The whole store of ``backend`` (its declared ``STATE``) as one JSON document."""
+    state = {name: encode(getattr(backend, name)) for name in _Store.STATE}
     return {"format": FORMAT, "version": VERSION, "store": state}
 
 
@@ -190,8 +184,12 @@ def restore(backend: MemoryBackend, document: Any, source: str) -> None:
             f"{source} is a version {document.get('version')!r} snapshot; this lane_pg"
             f" reads version {VERSION}"
         )
-    for name, value in document["store"].items():
-        setattr(backend, name, decode(value))
+    stored = document["store"]
+    missing = [name for name in _Store.STATE if name not in stored]
+    if missing:
+        raise ConfigurationError(f"{source} is a snapshot without {', '.join(missing)}")
+    for name in _Store.STATE:
+        setattr(backend, name, decode(stored[name]))
 
 
 # -- the backend ---------------------------------------------------------------------------

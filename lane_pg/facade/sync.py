@@ -1,5 +1,6 @@
-"""The ``sync`` driver (DRV-3): a push runs the job's ``handle()`` inline, before the push
-returns, with no worker.
+"""The ``sync`` connection (DRV-3): a push runs the job's ``handle()`` inline, before the
+push returns, with no worker. Its backend is the null connection's (``NullBackend``): it
+keeps nothing, so every read answers as for ``null``.
 
 Each push is written to a private, throw-away memory store and claimed from it, so the
 handler runs through the same ``TypedJobProcessor`` as on a worker: ``current_context()``
@@ -24,12 +25,18 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from lane_pg.errors import ConfigurationError
-from lane_pg.facade.driver import DEFAULT_VISIBILITY_TIMEOUT, mark_handler_error
-from lane_pg.facade.drivers.null import NullDriver
+from lane_pg.facade.connection import (
+    DEFAULT_VISIBILITY_TIMEOUT,
+    Connection,
+    mark_handler_error,
+)
 from lane_pg.facade.envelope import Envelope
 from lane_pg.facade.events import Events
+from lane_pg.facade.null import NullBackend, NullDriver
 from lane_pg.facade.runner import TypedJobProcessor
+from lane_pg.memory import MemoryBackend
 from lane_pg.types import QueueDemand
+from lane_pg.worker.context import JobContext
 
 SYNC_WORKER_ID = "sync"
 
@@ -37,15 +44,11 @@ SYNC_WORKER_ID = "sync"
 class SyncDriver(NullDriver):
     """Runs every push inline; reads answer as for ``null`` (nothing is ever stored)."""
 
+    runs_inline = True
+
     def __init__(self, events: Events | None = None) -> None:
+        Connection.__init__(self, NullBackend(), "sync")
         self._events = events
-
-    @property
-    def driver_name(self) -> str:
-        return "sync"
-
-    def __repr__(self) -> str:
-        return "SyncDriver()"
 
     def attach_events(self, events: Events) -> None:
         """The facade's emitter (``set_driver`` / ``register_connection`` call this)."""
@@ -58,9 +61,6 @@ class SyncDriver(NullDriver):
                 "the sync connection cannot enqueue inside a caller's transaction (conn=):"
                 " the job runs at push time"
             )
-        from lane_pg.memory import MemoryBackend
-        from lane_pg.worker.context import JobContext
-
         job_id = envelope.job_id or f"sync-{uuid.uuid4()}"
         inline = dataclasses.replace(
             envelope, job_id=job_id, delay=0, available_at=None, deduplication=None
@@ -68,8 +68,8 @@ class SyncDriver(NullDriver):
         store = MemoryBackend()
         try:
             options = inline.options_document(datetime.now(UTC))
-            await store.add_job(inline.queue, inline.job_name, inline.data, options)
-            claimed = await store.claim_jobs(
+            await store.jobs.add_job(inline.queue, inline.job_name, inline.data, options)
+            claimed = await store.runs.claim_jobs(
                 SYNC_WORKER_ID, [QueueDemand(inline.queue, 1)], DEFAULT_VISIBILITY_TIMEOUT
             )
             job = claimed[0]

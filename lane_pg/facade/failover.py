@@ -1,4 +1,8 @@
-"""``FailoverDriver([(label, driver), ...])``: several connections tried in order (FOV).
+"""``FailoverDriver([(label, connection), ...])``: several connections tried in order (FOV).
+
+A wrapper of connections, not a store: it has no backend of its own (pausing it raises
+``NotImplementedError``; pause its connections by their own names). Each operation below
+is one of its connections' (``lane_pg.facade.connection``), chosen or combined as follows.
 
 Pushes (FOV-1, FOV-4, FOV-9, FOV-10, A17):
 
@@ -48,17 +52,15 @@ from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
 from lane_pg.errors import ConfigurationError, is_server_unreachable
-from lane_pg.facade.driver import (
+from lane_pg.facade.connection import (
     DEFAULT_LISTING_LIMIT,
     STALE,
-    QueueDriver,
+    UNSERVED,
+    Connection,
     Reservation,
     Settlement,
     SettleResult,
-    SettleSpellings,
-    attach_events,
     is_handler_error,
-    visibility_timeout_of,
 )
 from lane_pg.facade.envelope import Envelope
 from lane_pg.facade.events import Events, QueueFailedOver
@@ -91,12 +93,12 @@ class _Held:
     deadline: datetime
 
 
-class FailoverDriver(SettleSpellings):
+class FailoverDriver(Connection):
     """A connection made of several, tried in the given order (see the module docstring)."""
 
     def __init__(
         self,
-        connections: Sequence[tuple[str, QueueDriver]],
+        connections: Sequence[tuple[str, Connection]],
         *,
         visibility_timeout: Duration | None = None,
         events: Events | None = None,
@@ -114,12 +116,12 @@ class FailoverDriver(SettleSpellings):
                 raise ConfigurationError(f"a failover label is a non-empty string: {label!r}")
             if label in labels:
                 raise ConfigurationError(f"failover label {label!r} is given twice")
-            if not isinstance(driver, QueueDriver):
-                raise TypeError(f"failover entry {label!r}: not a QueueDriver: {driver!r}")
+            if not isinstance(driver, Connection):
+                raise TypeError(f"failover entry {label!r}: not a connection: {driver!r}")
             labels.add(label)
         refuse_shared_stores(entries, aliases=False)  # CONN-11: falling over to itself is none
-        self._entries: list[tuple[str, QueueDriver]] = entries
-        self.visibility_timeout: timedelta = visibility_timeout_of(visibility_timeout)
+        super().__init__(UNSERVED, "failover", visibility_timeout=visibility_timeout)
+        self._entries: list[tuple[str, Connection]] = entries
         self._events = events
         self._clock = clock or (lambda: datetime.now(UTC))
         self._failing: set[str] = set()
@@ -127,16 +129,12 @@ class FailoverDriver(SettleSpellings):
         self._held: dict[str, _Held] = {}
 
     @property
-    def driver_name(self) -> str:
-        return "failover"
-
-    @property
     def labels(self) -> list[str]:
         """The connections' labels, in failover order (FOV-3)."""
         return [label for label, _ in self._entries]
 
     @property
-    def connections(self) -> list[tuple[str, QueueDriver]]:
+    def connections(self) -> list[tuple[str, Connection]]:
         return list(self._entries)
 
     @property
@@ -148,6 +146,10 @@ class FailoverDriver(SettleSpellings):
     def filters_queues(self) -> bool:
         return all(driver.filters_queues for _, driver in self._entries)
 
+    @property
+    def store_key(self) -> None:
+        return None  # its connections' stores (``stores_of``)
+
     def __repr__(self) -> str:
         return f"FailoverDriver({', '.join(self.labels)})"
 
@@ -155,7 +157,7 @@ class FailoverDriver(SettleSpellings):
         if self._events is None:
             self._events = events
         for _, driver in self._entries:
-            attach_events(driver, events)
+            driver.attach_events(events)
 
     # -- pushes ----------------------------------------------------------------------------
 
@@ -197,7 +199,7 @@ class FailoverDriver(SettleSpellings):
         return await self._first_accepting(envelope, lambda driver, pinned: driver.push(pinned))
 
     async def fall_through(
-        self, envelope: Envelope, attempt: Callable[[QueueDriver, Envelope], Awaitable[T]]
+        self, envelope: Envelope, attempt: Callable[[Connection, Envelope], Awaitable[T]]
     ) -> T:
         """``attempt(driver, envelope)`` on each connection in order, as a push falls
         through: the envelope pinned once, only an availability error moves on, and
@@ -206,7 +208,7 @@ class FailoverDriver(SettleSpellings):
         return await self._first_accepting(self._pinned(envelope, self._clock()), attempt)
 
     async def _first_accepting(
-        self, envelope: Envelope, attempt: Callable[[QueueDriver, Envelope], Awaitable[T]]
+        self, envelope: Envelope, attempt: Callable[[Connection, Envelope], Awaitable[T]]
     ) -> T:
         refusal: BaseException | None = None
         for label, driver in self._entries:
@@ -252,7 +254,7 @@ class FailoverDriver(SettleSpellings):
         return await self._rotate(lambda driver: driver.pop_from(queues))
 
     async def _rotate(
-        self, take: Callable[[QueueDriver], Awaitable[Reservation | None]]
+        self, take: Callable[[Connection], Awaitable[Reservation | None]]
     ) -> Reservation | None:
         count = len(self._entries)
         start = self._next_pop
@@ -301,12 +303,12 @@ class FailoverDriver(SettleSpellings):
             self._held[reservation.token] = held  # left for a retry or lease expiry
             raise
 
-    def _driver(self, label: str) -> QueueDriver:
+    def _driver(self, label: str) -> Connection:
         return next(driver for name, driver in self._entries if name == label)
 
     # -- reads (FOV-7) ---------------------------------------------------------------------
 
-    async def _sum(self, read: Callable[[QueueDriver], Awaitable[int]]) -> int:
+    async def _sum(self, read: Callable[[Connection], Awaitable[int]]) -> int:
         total = 0
         for _, driver in self._entries:
             total += await read(driver)
@@ -328,7 +330,7 @@ class FailoverDriver(SettleSpellings):
         return await self._sum(lambda driver: driver.clear(queue))
 
     async def _concat(
-        self, limit: int, read: Callable[[QueueDriver, int], Awaitable[list[JobRow]]]
+        self, limit: int, read: Callable[[Connection, int], Awaitable[list[JobRow]]]
     ) -> list[JobRow]:
         found: list[JobRow] = []
         for _, driver in self._entries:
