@@ -17,18 +17,16 @@ from collections.abc import Callable
 from datetime import datetime
 
 from lane_pg.backend import JobQueueBackend
-from lane_pg.memory.add import _Adding
 from lane_pg.memory.cleanup import _Cleaning
 from lane_pg.memory.dedup import _Deduplicating
 from lane_pg.memory.events import MemoryEvents
 from lane_pg.memory.flow import _Flowing
+from lane_pg.memory.jobs import MemoryJobs
 from lane_pg.memory.leader import MemoryLeader
 from lane_pg.memory.logs import MemoryLogs
 from lane_pg.memory.maintain import _Maintaining
-from lane_pg.memory.manage import _Managing
 from lane_pg.memory.metrics import MemoryMetrics
 from lane_pg.memory.queues import MemoryQueues
-from lane_pg.memory.read import _Reading
 from lane_pg.memory.reads import MemoryReads
 from lane_pg.memory.repeat import _Repeating
 from lane_pg.memory.settle import _Settling
@@ -37,15 +35,12 @@ __all__ = ["MemoryBackend", "MemoryLeader", "open_memory"]
 
 
 class MemoryBackend(
-    _Adding,
     _Deduplicating,
     _Repeating,
     _Flowing,
     _Settling,
     _Maintaining,
-    _Managing,
     _Cleaning,
-    _Reading,
     JobQueueBackend,
 ):
     """Reference implementation of ``JobQueueBackend`` kept entirely in memory: the shared
@@ -60,6 +55,7 @@ class MemoryBackend(
         self._serve(
             self,
             {
+                "jobs": MemoryJobs(self),
                 "leader": self._leader_implementation(),
                 "logs": MemoryLogs(self),
                 "queues": MemoryQueues(self),

@@ -1,10 +1,8 @@
-"""Removing many jobs (``Cleaner``, MGMT-17..22) and the finished-result read of STATE-4
-for PostgresBackend: one call of a ``lane.*`` function of sql/functions/42_cleanup.sql or
-65_reads.sql each (obliterate: two, see there)."""
+"""Removing many jobs (``Cleaner``, MGMT-17..22) for PostgresBackend: one call of a
+``lane.*`` function of sql/functions/42_cleanup.sql each (obliterate: two, see there)."""
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from typing import Any, cast
 
@@ -12,13 +10,9 @@ import asyncpg
 
 from lane_pg.postgres.rows import JOB_COLUMNS, job_from_row
 from lane_pg.types import (
-    Completed,
     Duration,
-    Failed,
-    FinishedResult,
     JobRow,
     JobState,
-    NotFinished,
     to_millis,
     validate_clean_state,
     validate_count,
@@ -94,19 +88,3 @@ class CleanupCalls:
                 now,
             ),
         )
-
-    async def get_job_finished_result(self, queue: str, job_id: str) -> FinishedResult | None:
-        rows = await self._fetch(
-            "SELECT state, return_value::text AS return_value, failed_reason"
-            " FROM lane.get_job_finished_result($1, $2)",
-            queue,
-            job_id,
-        )
-        if not rows:
-            return None
-        row = rows[0]
-        if row["state"] == "completed":
-            return Completed(json.loads(row["return_value"]))
-        if row["state"] == "failed":
-            return Failed(row["failed_reason"])
-        return NotFinished(row["state"])

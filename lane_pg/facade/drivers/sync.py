@@ -68,7 +68,7 @@ class SyncDriver(NullDriver):
         store = MemoryBackend()
         try:
             options = inline.options_document(datetime.now(UTC))
-            await store.add_job(inline.queue, inline.job_name, inline.data, options)
+            await store.jobs.add_job(inline.queue, inline.job_name, inline.data, options)
             claimed = await store.claim_jobs(
                 SYNC_WORKER_ID, [QueueDemand(inline.queue, 1)], DEFAULT_VISIBILITY_TIMEOUT
             )
