@@ -17,18 +17,16 @@ from collections.abc import Callable
 from datetime import datetime
 
 from lane_pg.backend import JobQueueBackend
-from lane_pg.memory.add import _Adding
 from lane_pg.memory.cleanup import MemoryCleanup
 from lane_pg.memory.dedup import MemoryDedup
 from lane_pg.memory.events import MemoryEvents
 from lane_pg.memory.flows import MemoryFlows
+from lane_pg.memory.jobs import MemoryJobs
 from lane_pg.memory.leader import MemoryLeader
 from lane_pg.memory.logs import MemoryLogs
 from lane_pg.memory.maintenance import MemoryMaintenance
-from lane_pg.memory.manage import _Managing
 from lane_pg.memory.metrics import MemoryMetrics
 from lane_pg.memory.queues import MemoryQueues
-from lane_pg.memory.read import _Reading
 from lane_pg.memory.reads import MemoryReads
 from lane_pg.memory.repeats import MemoryRepeats
 from lane_pg.memory.settle import _Settling
@@ -37,10 +35,7 @@ __all__ = ["MemoryBackend", "MemoryLeader", "open_memory"]
 
 
 class MemoryBackend(
-    _Adding,
     _Settling,
-    _Managing,
-    _Reading,
     JobQueueBackend,
 ):
     """Reference implementation of ``JobQueueBackend`` kept entirely in memory: the shared
@@ -55,6 +50,7 @@ class MemoryBackend(
         self._serve(
             self,
             {
+                "jobs": MemoryJobs(self),
                 "leader": MemoryLeader(self),
                 "logs": MemoryLogs(self),
                 "cleanup": MemoryCleanup(self),

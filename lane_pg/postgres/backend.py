@@ -8,29 +8,26 @@ and SQLSTATE class ``LN`` errors to the ``lane_pg.errors`` classes.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
 import asyncpg
 
 from lane_pg.backend import JobQueueBackend
 from lane_pg.errors import ConfigurationError
-from lane_pg.postgres import enqueue
 from lane_pg.postgres import schema as schema_mod
 from lane_pg.postgres.arguments import (
-    SPLIT_DATAS,
-    optional_token_text,
     outcome,
     token_text,
 )
-from lane_pg.postgres.cleanup import CleanupCalls, PostgresCleanup
+from lane_pg.postgres.cleanup import PostgresCleanup
 from lane_pg.postgres.database import Database
 from lane_pg.postgres.dedup import PostgresDedup
 from lane_pg.postgres.events import PostgresEvents
 from lane_pg.postgres.flows import PostgresFlows
 from lane_pg.postgres.handback import HandBackCalls
+from lane_pg.postgres.jobs import PostgresJobs, PostgresTransactions
 from lane_pg.postgres.leader import PostgresLeader
 from lane_pg.postgres.limits import ClaimLimitCalls, rate_limit_arguments
 from lane_pg.postgres.logs import PostgresLogs
@@ -43,8 +40,6 @@ from lane_pg.postgres.repeats import PostgresRepeats
 from lane_pg.postgres.rows import (
     JOB_COLUMNS,
     job_from_row,
-    plain_job,
-    with_extras,
 )
 from lane_pg.postgres.space import PostgresSpace
 from lane_pg.types import (
@@ -54,24 +49,14 @@ from lane_pg.types import (
     Duration,
     Failure,
     FinalizeOutcome,
-    JobOptions,
     JobRateLimit,
     JobRow,
-    JobSpec,
-    JobState,
     LeaseRef,
     QueueDemand,
     dumps_json,
     new_claimed_job,
-    options_json,
     to_millis,
-    validate_job_name,
-    validate_queue_name,
-    validate_stacktrace,
 )
-
-# One module-level reference: json.loads looked up per call costs an attribute read.
-_loads = json.loads
 
 
 async def _keep_session(conn: asyncpg.Connection) -> None:
@@ -88,7 +73,6 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
 class PostgresBackend(
     HandBackCalls,
     ClaimLimitCalls,
-    CleanupCalls,
     JobQueueBackend,
 ):
     """Job queue backend over PostgreSQL (schema ``lane`` unless configured)."""
@@ -105,6 +89,7 @@ class PostgresBackend(
             self,
             {
                 "leader": PostgresLeader(self._db),
+                "jobs": PostgresJobs(self._db),
                 "logs": PostgresLogs(self._db),
                 "queues": PostgresQueues(self._db),
                 "reads": PostgresReads(self._db),
@@ -117,7 +102,7 @@ class PostgresBackend(
                 "maintenance": PostgresMaintenance(self._db),
                 "space": PostgresSpace(self._db),
                 "idempotency": PostgresIdempotency(self._db),
-                "transactions": self,
+                "transactions": PostgresTransactions(self._db),
                 "failed_records": self,
             },
         )
@@ -145,24 +130,6 @@ class PostgresBackend(
             await pool.close()
             raise
         return cls(pool, schema, dsn)
-
-    async def add_job_in(
-        self,
-        conn: object,
-        queue: str,
-        name: str,
-        data: JSON = None,
-        options: JobOptions | dict[str, JSON] | None = None,
-    ) -> JobRow:
-        """``add_job`` inside the caller's transaction (``lane_pg.postgres.enqueue``)."""
-        return await enqueue.add_job(conn, queue, name, data, options, schema=self.schema)
-
-    async def add_jobs_in(self, conn: object, queue: str, specs: Sequence[JobSpec]) -> list[JobRow]:
-        return await enqueue.add_jobs(conn, queue, specs, schema=self.schema)
-
-    async def same_database(self, conn: object) -> bool:
-        mine = await self._db.fetchval(enqueue.DATABASE_IDENTITY)
-        return bool(mine == await enqueue.database_identity(conn))
 
     @property
     def pool(self) -> asyncpg.Pool:
@@ -213,100 +180,6 @@ class PostgresBackend(
 
     async def _job(self, function_call: str, *args: Any) -> JobRow:
         return await self._db.job(function_call, *args)
-
-    # ----------------------------------------------------------------- adding
-    async def add_job(
-        self,
-        queue: str,
-        name: str,
-        data: JSON = None,
-        options: JobOptions | dict[str, JSON] | None = None,
-        *,
-        now: datetime | None = None,
-    ) -> JobRow:
-        validate_queue_name(queue)
-        validate_job_name(name)
-        # W1 (benchmarks/README.md), medians of 300 on this VM: 569 us per autocommit call
-        # through asyncpg's pool against 398 us for a plain `SELECT lane.add_job(...)` on a
-        # connection; on the held connection (_call) the gap is ~100 us (row decoding,
-        # snapshot, checks and JSON), and the raw baseline's INSERT takes ~60 % of the SQL.
-        data_text = dumps_json(data, "job data")
-        options_text = options_json(options)
-        if options_text == "{}":
-            # Default options: only what the database chose comes back (see rows.plain_job).
-            rows = await self._fetch(
-                "SELECT j.id, j.enqueued_seq, j.order_key, j.created_at"
-                " FROM lane.add_job($1, $2, $3::jsonb, '{}'::jsonb, $4) AS j",
-                queue,
-                name,
-                data_text,
-                now,
-            )
-            row = rows[0]
-            return plain_job(
-                queue, row["id"], name, _loads(data_text), row["enqueued_seq"],
-                row["order_key"], row["created_at"],
-            )  # fmt: skip
-        return await self._job(
-            "lane.add_job($1, $2, $3::jsonb, $4::jsonb, $5)",
-            queue,
-            name,
-            data_text,
-            options_text,
-            now,
-        )
-
-    async def add_jobs(
-        self, queue: str, specs: Sequence[JobSpec], *, now: datetime | None = None
-    ) -> list[JobRow]:
-        validate_queue_name(queue)
-        names = [validate_job_name(spec.name) for spec in specs]
-        # One JSON array for every spec's data, split by the database: 1,000 payloads cost
-        # 0.77 ms encoded, sent and split against 1.82 ms as 1,000 texts cast to jsonb[],
-        # and the snapshots decode them with one json.loads (0.18 against 1.06 ms).
-        datas = dumps_json([spec.data for spec in specs], "job data")
-        options = [options_json(spec.options) for spec in specs]
-        if specs and all(text == "{}" for text in options):
-            return await self._add_plain_jobs(queue, names, datas, now)
-        rows = await self._fetch(
-            f"SELECT {JOB_COLUMNS} FROM lane.add_jobs($1, $2::text[], {SPLIT_DATAS},"
-            " $4::text[]::jsonb[], $5) AS j",
-            queue,
-            names,
-            datas,
-            options,
-            now,
-        )
-        return [job_from_row(row) for row in rows]
-
-    async def _add_plain_jobs(
-        self, queue: str, names: list[str], datas: str, now: datetime | None
-    ) -> list[JobRow]:
-        """``add_jobs`` of specs without options (the common bulk add), through
-        ``lane.add_jobs_brief``: only the ids, sequences and order keys come back, and the
-        snapshots are built here (``rows.plain_job``). NULL options mean every spec's are
-        the defaults (no array of ``{}`` to send and cast)."""
-        rows = await self._fetch(
-            "SELECT created_at, ids, enqueued_seqs, order_keys FROM lane.add_jobs_brief($1,"
-            f" $2::text[], {SPLIT_DATAS}, NULL, $4)",
-            queue,
-            names,
-            datas,
-            now,
-        )
-        row = rows[0]
-        created_at = row["created_at"]
-        return [
-            plain_job(queue, job_id, name, data, seq, order_key, created_at)
-            for job_id, name, data, seq, order_key in zip(
-                row["ids"],
-                names,
-                _loads(datas),
-                row["enqueued_seqs"],
-                row["order_keys"],
-                strict=True,
-            )
-        ]
 
     # ----------------------------------------------------------------- claiming
     async def claim_jobs(
@@ -455,90 +328,3 @@ class PostgresBackend(
             *(() if connection is None else (connection,)),
         )
         return [outcome(row) for row in rows]
-
-    # ----------------------------------------------------------------- maintenance
-
-    # ----------------------------------------------------------------- management
-    async def promote_job(self, queue: str, job_id: str, *, now: datetime | None = None) -> JobRow:
-        return await self._job("lane.promote_job($1, $2, $3)", queue, job_id, now)
-
-    async def reschedule_job(
-        self, queue: str, job_id: str, delay: Duration, *, now: datetime | None = None
-    ) -> JobRow:
-        return await self._job(
-            "lane.reschedule_job($1, $2, $3, $4)", queue, job_id, to_millis(delay, "delay"), now
-        )
-
-    async def retry_job(self, queue: str, job_id: str, *, now: datetime | None = None) -> JobRow:
-        return await self._job("lane.retry_job($1, $2, $3)", queue, job_id, now)
-
-    async def remove_job(self, queue: str, job_id: str, *, now: datetime | None = None) -> bool:
-        return cast(
-            bool, await self._fetchval("SELECT lane.remove_job($1, $2, $3)", queue, job_id, now)
-        )
-
-    async def update_job_data(
-        self, queue: str, job_id: str, data: JSON, *, token: str | None = None
-    ) -> JobRow:
-        return await self._job(
-            "lane.update_job_data($1, $2, $3::jsonb, $4::uuid)",
-            queue,
-            job_id,
-            dumps_json(data, "job data"),
-            optional_token_text(token),
-        )
-
-    async def update_job_progress(
-        self,
-        queue: str,
-        job_id: str,
-        progress: JSON,
-        *,
-        now: datetime | None = None,
-        token: str | None = None,
-    ) -> JobRow:
-        return await self._job(
-            "lane.update_job_progress($1, $2, $3::jsonb, $4, $5::uuid)",
-            queue,
-            job_id,
-            dumps_json(progress, "progress"),
-            now,
-            optional_token_text(token),
-        )
-
-    async def save_job_stacktrace(
-        self, queue: str, job_id: str, stacktrace: Sequence[str], failed_reason: str | None
-    ) -> JobRow:
-        entries, reason = validate_stacktrace(stacktrace, failed_reason)
-        return await self._job(
-            "lane.save_job_stacktrace($1, $2, $3::text[], $4)", queue, job_id, entries, reason
-        )
-
-    async def update_job_priority(
-        self,
-        queue: str,
-        job_id: str,
-        priority: int,
-        *,
-        lifo: bool | None = None,
-        now: datetime | None = None,
-    ) -> JobRow:
-        return await self._job(
-            "lane.update_job_priority($1, $2, $3, $4, $5)", queue, job_id, priority, lifo, now
-        )
-
-    # ----------------------------------------------------------------- reading
-    async def get_job(self, queue: str, job_id: str) -> JobRow | None:
-        rows = await self._fetch(
-            f"SELECT {JOB_COLUMNS}, x.logs_count, x.dedup_expires_at, x.child_queues,"
-            " x.child_ids FROM lane.get_job($1, $2) AS j, lane.get_job_extras($1, $2) AS x",
-            queue,
-            job_id,
-        )
-        return with_extras(job_from_row(rows[0]), rows[0]) if rows else None
-
-    async def get_job_state(self, queue: str, job_id: str) -> JobState | None:
-        return cast(
-            JobState | None,
-            await self._fetchval("SELECT lane.get_job_state($1, $2)", queue, job_id),
-        )

@@ -1,56 +1,21 @@
-"""Removing many jobs (``PostgresCleanup``, MGMT-17..22) and the finished-result read of
-STATE-4 for PostgresBackend: one call of a ``lane.*`` function of sql/functions/42_cleanup.sql
-or 65_reads.sql each (obliterate: two, see there)."""
+"""Removing many jobs (``PostgresCleanup``, MGMT-17..22): one call of a ``lane.*`` function
+of sql/functions/42_cleanup.sql each (obliterate: two, see there)."""
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
-from typing import Any, cast
-
-import asyncpg
+from typing import cast
 
 from lane_pg.backend.cleanup import Cleanup, clear_queue_names
 from lane_pg.postgres.calls import Entity, job_list, statement, value
 from lane_pg.postgres.rows import JOB_COLUMNS
 from lane_pg.types import (
-    Completed,
-    Failed,
-    FinishedResult,
-    NotFinished,
     to_millis,
     validate_clean_state,
     validate_count,
     validate_flag,
     validate_queue_name,
 )
-
-
-class CleanupCalls:
-    """The finished-result read over ``_fetch`` / ``_fetchval``, which PostgresBackend
-    defines."""
-
-    async def _fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:
-        raise NotImplementedError
-
-    async def _fetchval(self, sql: str, *args: Any) -> Any:
-        raise NotImplementedError
-
-    async def get_job_finished_result(self, queue: str, job_id: str) -> FinishedResult | None:
-        rows = await self._fetch(
-            "SELECT state, return_value::text AS return_value, failed_reason"
-            " FROM lane.get_job_finished_result($1, $2)",
-            queue,
-            job_id,
-        )
-        if not rows:
-            return None
-        row = rows[0]
-        if row["state"] == "completed":
-            return Completed(json.loads(row["return_value"]))
-        if row["state"] == "failed":
-            return Failed(row["failed_reason"])
-        return NotFinished(row["state"])
 
 
 class PostgresCleanup(Entity, serves=Cleanup):

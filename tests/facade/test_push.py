@@ -3,6 +3,7 @@ variants, envelope overrides, bulk, and the run of a pushed job (PUSH-1..8)."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, ClassVar
@@ -10,7 +11,7 @@ from typing import Any, ClassVar
 import pytest
 from pydantic import BaseModel
 
-from lane_pg.backend import JobQueueBackend
+from lane_pg.backend import JobQueueBackend, OperationCall
 from lane_pg.errors import ConfigurationError, InvalidOptions
 from lane_pg.facade import (
     EnvelopeOverrides,
@@ -236,25 +237,23 @@ async def test_bulk_pushes_one_type_in_one_call_PUSH_6(
     backend: JobQueueBackend,
     queue_name: str,
     drain: Drain,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     _register(facade, queue_name, Plain, Delayed)
     calls: list[tuple[str, int]] = []  # (backend method, jobs it was given)
-    add_job, add_jobs = backend.add_job, backend.add_jobs
 
-    async def one(queue: str, name: str, *args: Any, **kwargs: Any) -> JobRow:
-        calls.append(("add_job", 1))
-        return await add_job(queue, name, *args, **kwargs)
+    async def count(call: OperationCall, proceed: Callable[[], Awaitable[Any]]) -> Any:
+        if call.operation.name == "add_job":
+            calls.append(("add_job", 1))
+        elif call.operation.name == "add_jobs":
+            calls.append(("add_jobs", len(call.arguments["specs"])))
+        return await proceed()
 
-    async def many(queue: str, specs: Any, *args: Any, **kwargs: Any) -> list[JobRow]:
-        calls.append(("add_jobs", len(specs)))
-        return await add_jobs(queue, specs, *args, **kwargs)
-
-    monkeypatch.setattr(backend, "add_job", one)
-    monkeypatch.setattr(backend, "add_jobs", many)
-    ids = await facade.bulk([Plain(n=1), Plain(n=2), Plain(n=3)])
+    backend.hooks.add(count)
+    try:
+        ids = await facade.bulk([Plain(n=1), Plain(n=2), Plain(n=3)])
+    finally:
+        backend.hooks.remove(count)
     assert calls == [("add_jobs", 3)]  # one backend call for the three, never one per job
-    monkeypatch.undo()
     rows = [await _row(backend, queue_name, job_id) for job_id in ids]
     assert [row.data for row in rows] == [{"n": 1}, {"n": 2}, {"n": 3}]
     with pytest.raises(ConfigurationError, match="one type"):
