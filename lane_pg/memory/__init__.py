@@ -23,6 +23,7 @@ from lane_pg.memory.dedup import _Deduplicating
 from lane_pg.memory.flow import _Flowing
 from lane_pg.memory.follow import _Following
 from lane_pg.memory.leader import MemoryLeader
+from lane_pg.memory.limits import MemoryLimits
 from lane_pg.memory.logs import MemoryLogs
 from lane_pg.memory.maintain import _Maintaining
 from lane_pg.memory.manage import _Managing
@@ -30,7 +31,7 @@ from lane_pg.memory.metrics import _Metrics
 from lane_pg.memory.queue import _QueueSettings
 from lane_pg.memory.read import _Reading
 from lane_pg.memory.repeat import _Repeating
-from lane_pg.memory.settle import _Settling
+from lane_pg.memory.runs import MemoryRuns
 
 __all__ = ["MemoryBackend", "MemoryLeader", "open_memory"]
 
@@ -40,7 +41,6 @@ class MemoryBackend(
     _Deduplicating,
     _Repeating,
     _Flowing,
-    _Settling,
     _Maintaining,
     _QueueSettings,
     _Managing,
@@ -59,7 +59,15 @@ class MemoryBackend(
         self, clock: Callable[[], datetime] | None = None, rng: random.Random | None = None
     ) -> None:
         super().__init__(clock, rng)
-        self._serve(self, {"leader": self._leader_implementation(), "logs": MemoryLogs(self)})
+        self._serve(
+            self,
+            {
+                "leader": self._leader_implementation(),
+                "logs": MemoryLogs(self),
+                "runs": MemoryRuns(self),
+                "limits": MemoryLimits(self),
+            },
+        )
 
     def _leader_implementation(self) -> MemoryLeader:
         """What the ``leader`` handle calls: the workers of this backend elect their

@@ -69,7 +69,7 @@ class SyncDriver(NullDriver):
         try:
             options = inline.options_document(datetime.now(UTC))
             await store.add_job(inline.queue, inline.job_name, inline.data, options)
-            claimed = await store.claim_jobs(
+            claimed = await store.runs.claim_jobs(
                 SYNC_WORKER_ID, [QueueDemand(inline.queue, 1)], DEFAULT_VISIBILITY_TIMEOUT
             )
             job = claimed[0]
