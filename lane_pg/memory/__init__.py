@@ -17,29 +17,29 @@ from collections.abc import Callable
 from datetime import datetime
 
 from lane_pg.backend import JobQueueBackend
+from lane_pg.memory._store import _Store
 from lane_pg.memory.cleanup import MemoryCleanup
 from lane_pg.memory.dedup import MemoryDedup
 from lane_pg.memory.events import MemoryEvents
 from lane_pg.memory.flows import MemoryFlows
 from lane_pg.memory.jobs import MemoryJobs
 from lane_pg.memory.leader import MemoryLeader
+from lane_pg.memory.limits import MemoryLimits
 from lane_pg.memory.logs import MemoryLogs
 from lane_pg.memory.maintenance import MemoryMaintenance
 from lane_pg.memory.metrics import MemoryMetrics
 from lane_pg.memory.queues import MemoryQueues
 from lane_pg.memory.reads import MemoryReads
 from lane_pg.memory.repeats import MemoryRepeats
-from lane_pg.memory.settle import _Settling
+from lane_pg.memory.runs import MemoryRuns
 
 __all__ = ["MemoryBackend", "MemoryLeader", "open_memory"]
 
 
-class MemoryBackend(
-    _Settling,
-    JobQueueBackend,
-):
-    """Reference implementation of ``JobQueueBackend`` kept entirely in memory: the shared
-    store (``_store``) plus one mixin per entity, as sql/functions/ has one file each."""
+class MemoryBackend(_Store, JobQueueBackend):
+    """Reference implementation of ``JobQueueBackend`` kept entirely in memory: the store
+    (its records and shared transitions, ``_Store``) and one entity object per handle over
+    it, as sql/functions/ has one file per entity."""
 
     kind = "memory"
 
@@ -51,6 +51,8 @@ class MemoryBackend(
             self,
             {
                 "jobs": MemoryJobs(self),
+                "runs": MemoryRuns(self),
+                "limits": MemoryLimits(self),
                 "leader": MemoryLeader(self),
                 "logs": MemoryLogs(self),
                 "cleanup": MemoryCleanup(self),

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 
 from lane_pg.errors import InvalidOptions
 from lane_pg.memory._records import _MILLISECOND, _LoggedClaim, _Queue
-from lane_pg.memory._store import _Store
+from lane_pg.memory._store import MemoryEntity
 from lane_pg.types import Duration, JobRateLimit, to_millis, validate_queue_name
 
 _MAX_INT4 = 2**31 - 1
@@ -57,53 +57,54 @@ def _rate_wait_ms(q: _Queue, max_jobs: int, window_ms: int | None, now: datetime
     return 0
 
 
-class _Limits(_Store):
-    """Claim limits (RATE): the twin of sql/functions/52_limits.sql."""
+def _limited_claim(
+    q: _Queue, want: int, local: JobRateLimit | None, now: datetime
+) -> tuple[int, int | None]:
+    """``lane._limited_claim``: how many of ``want`` jobs may be claimed now and the
+    rate window they are logged under (None: no rate limit applies)."""
+    allowed = want
+    if q.max_active is not None:
+        allowed = min(allowed, q.max_active - len(q.by_state["active"]))
+    rate_max, rate_ms = q.rate_max, q.rate_duration_ms
+    if local is not None:
+        rate_max, rate_ms = local.max, local.duration_ms
+    if allowed <= 0 or rate_max is None or rate_ms is None:
+        return allowed, None  # RATE-9: a maxed claim reads no rate capacity
+    q.claim_log = [
+        entry
+        for entry in q.claim_log
+        if entry.claimed_at > now - rate_ms * _MILLISECOND
+        or entry.claimed_at > now - entry.window_ms * _MILLISECOND
+    ]
+    window_start = now - rate_ms * _MILLISECOND
+    used = sum(entry.jobs for entry in q.claim_log if entry.claimed_at > window_start)
+    return min(allowed, rate_max - used), rate_ms
 
-    def _limited_claim(
-        self, q: _Queue, want: int, local: JobRateLimit | None, now: datetime
-    ) -> tuple[int, int | None]:
-        """``lane._limited_claim``: how many of ``want`` jobs may be claimed now and the
-        rate window they are logged under (None: no rate limit applies)."""
-        allowed = want
-        if q.max_active is not None:
-            allowed = min(allowed, q.max_active - len(q.by_state["active"]))
-        rate_max, rate_ms = q.rate_max, q.rate_duration_ms
-        if local is not None:
-            rate_max, rate_ms = local.max, local.duration_ms
-        if allowed <= 0 or rate_max is None or rate_ms is None:
-            return allowed, None  # RATE-9: a maxed claim reads no rate capacity
-        q.claim_log = [
-            entry
-            for entry in q.claim_log
-            if entry.claimed_at > now - rate_ms * _MILLISECOND
-            or entry.claimed_at > now - entry.window_ms * _MILLISECOND
-        ]
-        window_start = now - rate_ms * _MILLISECOND
-        used = sum(entry.jobs for entry in q.claim_log if entry.claimed_at > window_start)
-        return min(allowed, rate_max - used), rate_ms
 
-    @staticmethod
-    def _log_claim(q: _Queue, now: datetime, jobs: int, window_ms: int) -> None:
-        q.claim_log.append(_LoggedClaim(now, jobs, window_ms))
+def _log_claim(q: _Queue, now: datetime, jobs: int, window_ms: int) -> None:
+    q.claim_log.append(_LoggedClaim(now, jobs, window_ms))
+
+
+class MemoryLimits(MemoryEntity):
+    """The ``limits`` handle (RATE): the twin of sql/functions/52_limits.sql."""
 
     async def set_claim_rate_limit(self, queue: str, limit: JobRateLimit) -> None:
         validate_queue_name(queue)
         if _checked_limit(limit, "limit") is None:
             raise InvalidOptions("limit must be a JobRateLimit, got None")
-        q = self._queue(queue)
+        q = self._store._queue(queue)
         q.rate_max, q.rate_duration_ms = limit.max, limit.duration_ms
 
     async def get_claim_rate_limit(self, queue: str) -> JobRateLimit | None:
         validate_queue_name(queue)
-        q = self._queues.get(queue)
+        q = self._store._queues.get(queue)
         if q is None or q.rate_max is None or q.rate_duration_ms is None:
             return None
         return JobRateLimit(q.rate_max, timedelta(milliseconds=q.rate_duration_ms))
 
     async def clear_claim_rate_limit(self, queue: str) -> None:
         validate_queue_name(queue)
-        q = self._queues.get(queue)
+        q = self._store._queues.get(queue)
         if q is not None:
             q.rate_max = q.rate_duration_ms = None
 
@@ -113,8 +114,8 @@ class _Limits(_Store):
         validate_queue_name(queue)
         if max is not None:
             _positive_count(max, "max")
-        moment = self._now(now)
-        q = self._queues.get(queue)
+        moment = self._store._now(now)
+        q = self._store._queues.get(queue)
         if q is None:
             return 0 if max is not None else -2
         block_ms = (
@@ -139,33 +140,33 @@ class _Limits(_Store):
             raise InvalidOptions(
                 f"the duration must be 1 to {_MAX_DURATION_MS} ms, got {millis} ms"
             )
-        self._queue(queue).rate_blocked_until = self._now(now) + millis * _MILLISECOND
+        self._store._queue(queue).rate_blocked_until = self._store._now(now) + millis * _MILLISECOND
 
     async def clear_claim_rate_limit_key(self, queue: str) -> None:
         validate_queue_name(queue)
-        q = self._queues.get(queue)
+        q = self._store._queues.get(queue)
         if q is not None:
             q.claim_log = []
             q.rate_blocked_until = None
 
     async def set_max_active_jobs(self, queue: str, max_active: int) -> None:
         validate_queue_name(queue)
-        self._queue(queue).max_active = _positive_count(max_active, "max_active")
+        self._store._queue(queue).max_active = _positive_count(max_active, "max_active")
 
     async def get_max_active_jobs(self, queue: str) -> int | None:
         validate_queue_name(queue)
-        q = self._queues.get(queue)
+        q = self._store._queues.get(queue)
         return None if q is None else q.max_active
 
     async def clear_max_active_jobs(self, queue: str) -> None:
         validate_queue_name(queue)
-        q = self._queues.get(queue)
+        q = self._store._queues.get(queue)
         if q is not None:
             q.max_active = None
 
     async def is_maxed(self, queue: str) -> bool:
         validate_queue_name(queue)
-        q = self._queues.get(queue)
+        q = self._store._queues.get(queue)
         return (
             q is not None and q.max_active is not None and len(q.by_state["active"]) >= q.max_active
         )
@@ -178,13 +179,13 @@ class _Limits(_Store):
         delayed: bool = True,
     ) -> timedelta | None:
         local = _checked_limit(rate_limit, "rate_limit")
-        moment = self._now(None)
+        moment = self._store._now(None)
         waits: list[int] = []
-        for q in self._selected(queues):
+        for q in self._store._selected(queues):
             due = [job.available_at for job in q.by_state["delayed"].values()] if delayed else []
             if due:
                 waits.append(max(0, _ceil_ms(min(due) - moment)))
-            if q.paused or self._all_paused or not q.by_state["waiting"]:
+            if q.paused or self._store._all_paused or not q.by_state["waiting"]:
                 continue
             wait = (
                 _ceil_ms(q.rate_blocked_until - moment)

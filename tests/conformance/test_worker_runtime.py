@@ -9,10 +9,11 @@ same test runs against the memory and the PostgreSQL backend. The real-process b
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from lane_pg.backend import Hooks, JobQueueBackend, Runs
+from lane_pg.backend import Hooks, JobQueueBackend, OperationCall, Runs
 from lane_pg.errors import LeaseLost, UnrecoverableJobError
 from lane_pg.types import JSON, JobOptions, JobRow, JobSpec, Lane, LeaseRef, QueueDemand
 from lane_pg.worker import JobContext, Processor, Worker, WorkerConfig
@@ -221,13 +222,13 @@ async def test_stop_lets_the_running_job_finish_and_claims_nothing_more_WORK_15(
 
 async def test_renewals_are_batched_WORK_6(backend: JobQueueBackend, queue_name: str) -> None:
     calls: list[int] = []
-    original = backend.renew_leases
 
-    async def counting(leases: Sequence[LeaseRef], lease: object, **kw: object) -> object:
-        calls.append(len(leases))
-        return await original(leases, lease, **kw)  # type: ignore[arg-type]
+    async def counting(call: OperationCall, proceed: Callable[[], Awaitable[Any]]) -> Any:
+        if call.operation.name == "renew_leases":
+            leases: Sequence[LeaseRef] = call.arguments["leases"]
+            calls.append(len(leases))
+        return await proceed()
 
-    backend.renew_leases = counting  # type: ignore[method-assign]
     gate = asyncio.Event()
 
     async def hold(job: JobRow, ctx: JobContext) -> JSON:
@@ -239,11 +240,15 @@ async def test_renewals_are_batched_WORK_6(backend: JobQueueBackend, queue_name:
     worker = _worker(
         backend, {"hold": hold}, [Lane(queue_name)], concurrency=4, lease=0.4, renew_fraction=0.25
     )
-    run = asyncio.create_task(worker.run())
-    await eventually(lambda: len(calls) >= 3 and calls[-1] == 4, timeout=10)
-    gate.set()
-    worker.stop()
-    await asyncio.wait_for(run, 30)
+    backend.hooks.add(counting)
+    try:
+        run = asyncio.create_task(worker.run())
+        await eventually(lambda: len(calls) >= 3 and calls[-1] == 4, timeout=10)
+        gate.set()
+        worker.stop()
+        await asyncio.wait_for(run, 30)
+    finally:
+        backend.hooks.remove(counting)  # the PostgreSQL backend is the session's
     assert max(calls) == 4  # one call renews every running job
     assert (await backend.get_job_counts(queue_name, ["completed"]))["completed"] == 4
 

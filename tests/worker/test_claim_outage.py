@@ -3,19 +3,20 @@
 outage and one line when claims work again, and then claims as before.
 
 The store is a memory backend whose ``claim_jobs`` raises what a dropped connection raises
-while ``down`` (a real method that raises, as ``UnreadableSignals`` in test_pausing)."""
+while ``down`` (an operation hook that raises instead of proceeding to the call)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 
+from lane_pg.backend import OperationCall
 from lane_pg.memory import MemoryBackend
-from lane_pg.types import JSON, ClaimedJob, JobRow, Lane, QueueDemand
+from lane_pg.types import JSON, JobRow, Lane
 from lane_pg.worker import JobContext, Worker, WorkerConfig
 from tests.helpers import eventually
 
@@ -25,14 +26,13 @@ class Unreachable(MemoryBackend):
         super().__init__()
         self.down = False
         self.refused = 0
+        self.hooks.add(self._outage)
 
-    async def claim_jobs(
-        self, worker_id: str, demands: Sequence[QueueDemand], lease: Any, **kwargs: Any
-    ) -> list[ClaimedJob]:
-        if self.down:
+    async def _outage(self, call: OperationCall, proceed: Callable[[], Awaitable[Any]]) -> Any:
+        if call.operation.name == "claim_jobs" and self.down:
             self.refused += 1
             raise ConnectionResetError(104, "connection reset (outage)")
-        return await super().claim_jobs(worker_id, demands, lease, **kwargs)
+        return await proceed()
 
 
 async def test_claims_back_off_and_log_once_per_outage_WORK_16(

@@ -6,9 +6,11 @@ An order of calls, not a timing."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import lane_pg
+from lane_pg.backend import OperationCall
 from lane_pg.memory import MemoryBackend
 
 
@@ -25,19 +27,16 @@ async def test_handlers_start_before_the_next_backend_call_W4(queue_name: str) -
     try:
         backend = await app.backend()
         assert isinstance(backend, MemoryBackend)
-        claim, next_claim = backend.claim_jobs, backend.next_claim_in
 
-        async def claim_jobs(*args: Any, **kwargs: Any) -> Any:
-            jobs = await claim(*args, **kwargs)
-            calls.append(f"claim {[job.id for job in jobs]}")
-            return jobs
+        async def record(call: OperationCall, proceed: Callable[[], Awaitable[Any]]) -> Any:
+            if call.operation.name == "next_claim_in":
+                calls.append("next_claim_in")
+            result = await proceed()
+            if call.operation.name == "claim_jobs":
+                calls.append(f"claim {[job.id for job in result]}")
+            return result
 
-        async def next_claim_in(*args: Any, **kwargs: Any) -> Any:
-            calls.append("next_claim_in")
-            return await next_claim(*args, **kwargs)
-
-        backend.claim_jobs = claim_jobs  # type: ignore[method-assign]
-        backend.next_claim_in = next_claim_in  # type: ignore[method-assign]
+        backend.hooks.add(record)
         job = await app.add_job(queue_name, "send")
         worker = await app.create_worker(lanes=(lane_pg.Lane(queue_name),), poll_interval=0.05)
         task = asyncio.create_task(worker.run())

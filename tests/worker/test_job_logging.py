@@ -237,16 +237,23 @@ async def test_a_terminal_failure_is_an_error_with_its_traceback(
 async def test_a_failure_whose_write_raises_is_logged_as_an_error(
     queue_name: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from collections.abc import Sequence
+    from collections.abc import Awaitable, Callable
+    from typing import Any
 
+    from lane_pg.backend import OperationCall
     from lane_pg.memory import MemoryBackend
-    from lane_pg.types import Failure, FinalizeOutcome
 
     class LosesFailures(MemoryBackend):
-        async def fail_jobs(
-            self, items: Sequence[Failure], **kwargs: object
-        ) -> list[FinalizeOutcome]:
-            raise ConnectionError("server closed the connection")
+        def __init__(self) -> None:
+            super().__init__()
+            self.hooks.add(self._lose_failures)
+
+        async def _lose_failures(
+            self, call: OperationCall, proceed: Callable[[], Awaitable[Any]]
+        ) -> Any:
+            if call.operation.name == "fail_jobs":
+                raise ConnectionError("server closed the connection")
+            return await proceed()
 
     async def broken(job: JobRow, ctx: JobContext) -> None:
         raise ValueError("broken handler")

@@ -17,6 +17,7 @@ import pytest
 
 import lane_pg
 from lane_pg import JobRateLimit, JobSpec
+from lane_pg.backend import OperationCall
 from lane_pg.memory import MemoryBackend
 from lane_pg.postgres.backend import PostgresBackend
 from tests.helpers import eventually
@@ -121,14 +122,14 @@ async def test_a_worker_local_limit_claims_without_spinning_RATE_1(queue_name: s
     try:
         backend = await app.backend()
         assert isinstance(backend, MemoryBackend)
-        real_claim: Callable[..., Awaitable[Any]] = backend.claim_jobs
 
-        async def counted(*args: Any, **kwargs: Any) -> Any:
+        async def counted(call: OperationCall, proceed: Callable[[], Awaitable[Any]]) -> Any:
             nonlocal claims
-            claims += 1
-            return await real_claim(*args, **kwargs)
+            if call.operation.name == "claim_jobs":
+                claims += 1
+            return await proceed()
 
-        backend.claim_jobs = counted  # type: ignore[method-assign]
+        backend.hooks.add(counted)
         for _ in range(4):
             await app.add_job(queue_name, "n")
         running = await _run(app, queue_name, claim_rate_limit=JobRateLimit(2, 0.3))
