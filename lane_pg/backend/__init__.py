@@ -177,14 +177,18 @@ class JobQueueBackend:
     transactions: Transactions | None = None
     failed_records: FailedRecords | None = None
 
-    def _serve(self, default: object, implementations: Mapping[str, object] = {}) -> None:
-        """Build every handle over ``implementations[handle name]``, else ``default``; a
+    def _serve(
+        self, implementations: Mapping[str, object], *, default: object | None = None
+    ) -> None:
+        """Build every handle over ``implementations[handle name]``, else ``default`` (a
+        backend that answers every operation alike, such as the facade's null store); a
         capability is served only when ``implementations`` names it."""
         self.hooks = Hooks(self.kind)
         for handle in HANDLES:
-            setattr(
-                self, handle.name, handle(implementations.get(handle.name, default), self.hooks)
-            )
+            implementation = implementations.get(handle.name, default)
+            if implementation is None:
+                raise TypeError(f"{type(self).__name__} serves no {handle.name} handle")
+            setattr(self, handle.name, handle(implementation, self.hooks))
         for capability in CAPABILITIES:
             implementation = implementations.get(capability.name)
             if implementation is not None:

@@ -504,7 +504,7 @@ class Unserved(JobQueueBackend):
     kind = "unserved"
 
     def __init__(self) -> None:
-        self._serve(_Unserved())
+        self._serve({}, default=_Unserved())
 
 
 UNSERVED: Final = Unserved()

@@ -110,7 +110,7 @@ class NullBackend(JobQueueBackend):
 
     def __init__(self) -> None:
         nothing = _Nothing()
-        self._serve(nothing, {"transactions": nothing})
+        self._serve({"transactions": nothing}, default=nothing)
 
 
 class NullDriver(Connection):

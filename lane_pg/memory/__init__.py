@@ -48,7 +48,6 @@ class MemoryBackend(_Store, JobQueueBackend):
     ) -> None:
         super().__init__(clock, rng)
         self._serve(
-            self,
             {
                 "jobs": MemoryJobs(self),
                 "runs": MemoryRuns(self),

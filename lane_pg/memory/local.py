@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import inspect
 import json
 import os
 import random
@@ -290,26 +289,3 @@ class _SaveAfterChanges:
         finally:
             if call.operation.name not in READ_METHODS and self._backend._local_lock is not None:
                 self._backend.save()
-
-
-def _saving(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-    async def call(self: LocalBackend, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return await method(self, *args, **kwargs)
-        finally:
-            # Also after a refusal: a call that raises has changed nothing, and saving
-            # then costs a write, never a lost change.
-            if self._local_lock is not None:
-                self.save()
-
-    call.__name__ = method.__name__
-    call.__qualname__ = f"LocalBackend.{method.__name__}"
-    call.__doc__ = method.__doc__
-    return call
-
-
-# Until every entity is served by its own memory implementation (issue 23), a call made
-# on the backend's own methods bypasses the handles and their hook: these save it too.
-for _name, _method in inspect.getmembers(MemoryBackend, inspect.iscoroutinefunction):
-    if not _name.startswith("_") and _name not in READ_METHODS and _name != "close":
-        setattr(LocalBackend, _name, _saving(_method))

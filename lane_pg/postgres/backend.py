@@ -9,7 +9,6 @@ and SQLSTATE class ``LN`` errors to the ``lane_pg.errors`` classes.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import asyncpg
 
@@ -33,9 +32,6 @@ from lane_pg.postgres.reads import PostgresReads
 from lane_pg.postgres.repeats import PostgresRepeats
 from lane_pg.postgres.runs import PostgresRuns
 from lane_pg.postgres.space import PostgresSpace
-from lane_pg.types import (
-    JobRow,
-)
 
 
 async def _keep_session(conn: asyncpg.Connection) -> None:
@@ -64,7 +60,6 @@ class PostgresBackend(
         """The DSN the pool was opened with: the worker's LISTEN connection uses it."""
         runs = PostgresRuns(self._db)
         self._serve(
-            self,
             {
                 "leader": PostgresLeader(self._db),
                 "jobs": PostgresJobs(self._db),
@@ -112,6 +107,11 @@ class PostgresBackend(
         return cls(pool, schema, dsn)
 
     @property
+    def database(self) -> Database:
+        """The connections every entity of this backend sends its statements on."""
+        return self._db
+
+    @property
     def pool(self) -> asyncpg.Pool:
         return self._pool
 
@@ -149,16 +149,3 @@ class PostgresBackend(
         await self._db.close()
 
     # ----------------------------------------------------------------- plumbing
-    def _sql(self, text: str) -> str:
-        return self._db.sql(text)
-
-    async def _fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:
-        return await self._db.fetch(sql, *args)
-
-    async def _fetchval(self, sql: str, *args: Any) -> Any:
-        return await self._db.fetchval(sql, *args)
-
-    async def _job(self, function_call: str, *args: Any) -> JobRow:
-        return await self._db.job(function_call, *args)
-
-    # ----------------------------------------------------------------- claiming

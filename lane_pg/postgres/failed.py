@@ -102,7 +102,7 @@ class DatabaseFailedJobStore(PagedStore):
     async def log(self, record: FailedJobRecord) -> None:
         if not isinstance(record, FailedJobRecord):
             raise TypeError(f"log takes a FailedJobRecord, got {record!r}")
-        await (await self._pg())._fetchval(
+        await (await self._pg()).database.fetchval(
             "SELECT lane.log_failed_job($1::uuid, $2, $3, $4, $5::jsonb, $6, $7)",
             check_record_id(record.id),
             record.connection,
@@ -114,7 +114,7 @@ class DatabaseFailedJobStore(PagedStore):
         )
 
     async def find(self, record_id: str) -> FailedJobRecord | None:
-        rows = await (await self._pg())._fetch(
+        rows = await (await self._pg()).database.fetch(
             f"SELECT {_COLUMNS} FROM lane.find_failed_job($1::uuid) AS f",
             check_record_id(record_id),
         )
@@ -123,20 +123,21 @@ class DatabaseFailedJobStore(PagedStore):
     async def forget(self, record_id: str) -> bool:
         return cast(
             bool,
-            await (await self._pg())._fetchval(
+            await (await self._pg()).database.fetchval(
                 "SELECT lane.forget_failed_job($1::uuid)", check_record_id(record_id)
             ),
         )
 
     async def flush(self, before: datetime | None = None) -> int:
         return cast(
-            int, await (await self._pg())._fetchval("SELECT lane.flush_failed_jobs($1)", before)
+            int,
+            await (await self._pg()).database.fetchval("SELECT lane.flush_failed_jobs($1)", before),
         )
 
     async def count(self, where: FailedJobFilter = ANY_RECORD) -> int:
         return cast(
             int,
-            await (await self._pg())._fetchval(
+            await (await self._pg()).database.fetchval(
                 "SELECT lane.count_failed_jobs($1, $2, $3)",
                 where.queue,
                 where.job_name,
@@ -152,7 +153,7 @@ class DatabaseFailedJobStore(PagedStore):
         limit: int = DEFAULT_PAGE,
     ) -> list[FailedJobRecord]:
         _check_limit(limit)
-        rows = await (await self._pg())._fetch(
+        rows = await (await self._pg()).database.fetch(
             f"SELECT {_COLUMNS} FROM lane.failed_jobs_page($1, $2::uuid, $3, $4, $5, $6) AS f",
             None if after is None else after[0],
             None if after is None else check_record_id(after[1]),

@@ -19,11 +19,11 @@ async def test_sequential_calls_reuse_one_connection(pg_dsn: str, queue_name: st
     backend = await PostgresBackend.connect(pg_dsn, max_size=4)
     try:
         await backend.add_job(queue_name, "warm")
-        pids = {await backend._fetchval(PID) for _ in range(5)}
+        pids = {await backend.database.fetchval(PID) for _ in range(5)}
         assert len(pids) == 1
         job = await backend.add_job(queue_name, "send", {"n": 1})
         assert (await backend.get_job(queue_name, job.id)).data == {"n": 1}
-        assert await backend._fetchval(PID) in pids
+        assert await backend.database.fetchval(PID) in pids
     finally:
         await backend.close()
 
@@ -32,16 +32,16 @@ async def test_concurrent_calls_do_not_wait_for_each_other(pg_dsn: str) -> None:
     backend = await PostgresBackend.connect(pg_dsn, max_size=4)
     blocker = await asyncpg.connect(pg_dsn)
     try:
-        await backend._fetchval(PID)  # a connection is now held
+        await backend.database.fetchval(PID)  # a connection is now held
         await blocker.execute("SELECT pg_advisory_lock(424242)")
         waiting = asyncio.create_task(
-            backend._fetchval("SELECT pg_backend_pid() FROM pg_advisory_lock(424242)")
+            backend.database.fetchval("SELECT pg_backend_pid() FROM pg_advisory_lock(424242)")
         )
         await eventually(lambda: _waiting_on_lock(blocker))
         # The held connection is busy inside `waiting`: this call gets another one and
         # answers while the first is still blocked.
         async with asyncio.timeout(10):
-            other = await backend._fetchval(PID)
+            other = await backend.database.fetchval(PID)
         assert not waiting.done()
         await blocker.execute("SELECT pg_advisory_unlock(424242)")
         async with asyncio.timeout(10):
@@ -56,8 +56,8 @@ async def test_a_cancelled_call_gives_its_connection_back(pg_dsn: str) -> None:
     backend = await PostgresBackend.connect(pg_dsn, max_size=2)
     watcher = await asyncpg.connect(pg_dsn)
     try:
-        pid = await backend._fetchval(PID)
-        sleeping = asyncio.create_task(backend._fetchval("SELECT pg_sleep(30)"))
+        pid = await backend.database.fetchval(PID)
+        sleeping = asyncio.create_task(backend.database.fetchval("SELECT pg_sleep(30)"))
         await eventually(lambda: _sleeping(watcher, pid))
         sleeping.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -67,8 +67,8 @@ async def test_a_cancelled_call_gives_its_connection_back(pg_dsn: str) -> None:
         await eventually(lambda: _not_sleeping(watcher, pid))
         async with asyncio.timeout(10):
             pids = await asyncio.gather(
-                backend._fetchval("SELECT pg_backend_pid() FROM pg_sleep(0.2)"),
-                backend._fetchval("SELECT pg_backend_pid() FROM pg_sleep(0.2)"),
+                backend.database.fetchval("SELECT pg_backend_pid() FROM pg_sleep(0.2)"),
+                backend.database.fetchval("SELECT pg_backend_pid() FROM pg_sleep(0.2)"),
             )
         assert len(set(pids)) == 2
     finally:
@@ -78,7 +78,7 @@ async def test_a_cancelled_call_gives_its_connection_back(pg_dsn: str) -> None:
 
 async def test_close_returns_the_held_connection(pg_dsn: str) -> None:
     backend = await PostgresBackend.connect(pg_dsn, max_size=3)
-    await backend._fetchval(PID)
+    await backend.database.fetchval(PID)
     async with asyncio.timeout(10):
         await backend.close()
 
@@ -86,7 +86,7 @@ async def test_close_returns_the_held_connection(pg_dsn: str) -> None:
 async def test_a_pool_of_one_never_holds_its_connection(pg_dsn: str) -> None:
     backend = await PostgresBackend.connect(pg_dsn, min_size=1, max_size=1)
     try:
-        await backend._fetchval(PID)
+        await backend.database.fetchval(PID)
         async with asyncio.timeout(10), backend.pool.acquire() as conn:
             assert await conn.fetchval("SELECT 1") == 1
     finally:
