@@ -24,8 +24,8 @@ from benchmarks.common import (
 )
 from benchmarks.processing import lane_prefill
 from lane_pg import JobSpec
-from lane_pg.flows import FlowJob
 from lane_pg.postgres.backend import PostgresBackend
+from lane_pg.types.flows import FlowJob
 
 PARENT_QUEUE = "bench-parent"
 """F2's parent lives here, outside the workers' queue: after the drain it must still be

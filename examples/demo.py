@@ -39,11 +39,11 @@ from lane_pg import (
     RepeatOptions,
     register_job,
 )
-from lane_pg.flows import FlowJob
 from lane_pg.postgres.backend import PostgresBackend
 from lane_pg.postgres.embedded import resolve_dsn
 from lane_pg.postgres.schema import migrate
 from lane_pg.types import QueueDemand
+from lane_pg.types.flows import FlowJob
 from lane_pg.worker import SyncJobContext
 
 QUEUE = "demo"

@@ -23,6 +23,7 @@ import importlib
 import warnings
 from typing import TYPE_CHECKING, Any
 
+from lane_pg import _moved  # noqa: F401 - old import paths keep working (lane_pg._moved)
 from lane_pg.backend import JobQueueBackend, connect
 from lane_pg.errors import (
     ConfigurationError,
@@ -47,8 +48,6 @@ from lane_pg.errors import (
     UnrecoverableJobError,
     ValidationError,
 )
-from lane_pg.metrics import DEFAULT_JOB_METRICS_RETENTION, JobMetrics
-from lane_pg.schedule import RepeatOptions
 from lane_pg.types import (
     ALL_STATES,
     DEFAULT_LANES,
@@ -69,9 +68,10 @@ from lane_pg.types import (
     RepeatInfo,
     RetryPolicy,
 )
+from lane_pg.types.metrics import DEFAULT_JOB_METRICS_RETENTION, JobMetrics
+from lane_pg.types.schedule import RepeatOptions
 
 if TYPE_CHECKING:
-    from lane_pg.app import App
     from lane_pg.facade import (
         EnvelopeOverrides,
         Job,
@@ -84,13 +84,14 @@ if TYPE_CHECKING:
         register_job,
         transaction,
     )
+    from lane_pg.facade.app import App
     from lane_pg.memory import MemoryBackend
     from lane_pg.postgres.enqueue import add_job, add_job_sync, add_jobs, add_jobs_sync
     from lane_pg.postgres.schema import migrate
     from lane_pg.worker import JobContext, Worker, WorkerConfig, claim_next_blocking
 
 _LAZY = {
-    "App": "lane_pg.app",
+    "App": "lane_pg.facade.app",
     "EnvelopeOverrides": "lane_pg.facade",
     "Job": "lane_pg.facade",
     "Q": "lane_pg.facade",

@@ -13,7 +13,7 @@ JSON integers (``5.0``, ``true`` and ``"5"`` are not), within the range the stor
 the later arithmetic can hold; the first key found wrong in jsonb's key order (shorter keys
 first, then bytewise) is the one reported, as ``lane._check_options`` walks ``jsonb_each``.
 
-This module imports nothing but ``lane_pg.errors`` and ``lane_pg.schedule`` (the repeat
+This module imports nothing but ``lane_pg.errors`` and ``lane_pg.types.schedule`` (the repeat
 document's rules): ``lane_pg.types`` builds on it.
 """
 
@@ -25,7 +25,7 @@ from datetime import timedelta
 from typing import Any, Literal, TypeAlias
 
 from lane_pg.errors import InvalidJobId, InvalidOptions, InvalidPriority
-from lane_pg.schedule import RepeatSpec, check_repeat
+from lane_pg.types.schedule import RepeatSpec, check_repeat
 
 __all__ = [
     "DEDUPLICATION_KEYS",

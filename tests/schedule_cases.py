@@ -1,4 +1,4 @@
-"""Schedule cases worked out by hand, shared by tests/test_schedule.py (lane_pg.schedule)
+"""Schedule cases worked out by hand, shared by tests/test_schedule.py (lane_pg.types.schedule)
 and tests/postgres/test_schedule_sql.py (the stored functions): both must give these.
 
 Zone transitions used (tz database 2025b, the same on both sides here):

@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from lane_pg.failed import FailedJobFilter, FailedJobRecord
+from lane_pg.backend.failed import FailedJobFilter, FailedJobRecord
 from lane_pg.postgres.backend import PostgresBackend
 from lane_pg.postgres.failed import DatabaseFailedJobStore
 from lane_pg.postgres.schema import migrate

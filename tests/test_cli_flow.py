@@ -8,9 +8,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from lane_pg.flows import FlowJob
 from lane_pg.postgres.backend import PostgresBackend
 from lane_pg.types import QueueDemand
+from lane_pg.types.flows import FlowJob
 from tests.test_cli_queue_commands import cli, unique_queue
 
 

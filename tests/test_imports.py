@@ -31,7 +31,7 @@ WORKER = "lane_pg.worker"
 # Module -> packages it must not load besides the drivers and lane_pg.postgres.
 IMPORT_CHECKS: dict[str, tuple[str, ...]] = {
     "lane_pg": (),
-    "lane_pg.app": (),
+    "lane_pg.facade.app": (),
     "lane_pg.backend": (),
     "lane_pg.memory": (),
     "lane_pg.facade": (),
@@ -266,3 +266,24 @@ def test_a_facade_import_of_postgres_inside_a_function_breaks_the_contracts(
     broken = subprocess.run(lint, cwd=tmp_path, env=env, capture_output=True, text=True)
     assert broken.returncode == 1, broken.stdout + broken.stderr
     assert "lane_pg.facade.routing -> lane_pg.postgres.enqueue" in broken.stdout
+
+
+@pytest.mark.parametrize("old", sorted(__import__("lane_pg._moved").__dict__["_moved"].MOVED))
+def test_a_moved_module_still_imports_from_its_old_path_with_a_warning(old: str) -> None:
+    """Code written against an earlier layout keeps working: the old path is the module at
+    its new home, and the warning names that home."""
+    from lane_pg._moved import MOVED
+
+    code = (
+        "import importlib, warnings\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        f"    old = importlib.import_module({old!r})\n"
+        f"new = importlib.import_module({MOVED[old]!r})\n"
+        "assert old is new, (old, new)\n"
+        "print([str(w.message) for w in caught if w.category is DeprecationWarning])\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert f"{old} moved to {MOVED[old]}" in out

@@ -1,4 +1,4 @@
-"""lane_pg.schedule on its own (REP-1, REP-4, REP-5, A11): the repeat document, cron
+"""lane_pg.types.schedule on its own (REP-1, REP-4, REP-5, A11): the repeat document, cron
 patterns, daylight saving time and the next occurrence. tests/postgres/test_schedule_sql.py
 runs the same cases (tests/schedule_cases.py) against the stored functions, and
 tests/postgres/test_schedule_agree.py compares the two on random input."""
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from lane_pg.errors import InvalidOptions
-from lane_pg.schedule import (
+from lane_pg.types.schedule import (
     RepeatOptions,
     RepeatSpec,
     check_repeat,

@@ -34,7 +34,7 @@ Common rules
   ``resumed {}``,
   ``duplicated {}`` (an add whose custom id exists), ``debounced`` / ``deduplicated``
   ``{deduplicationId, deduplicatedJobId}`` (``lane_pg.backend.dedup``),
-  ``waiting-children {prev?}`` (a flow parent waiting, ``lane_pg.flows``).
+  ``waiting-children {prev?}`` (a flow parent waiting, ``lane_pg.types.flows``).
 * Completions and terminal failures also count into per-minute terminal metrics
   (``lane_pg.backend.metrics``, OBS-6); ``subscribe_events`` follows the event stream live
   (``lane_pg.backend.events``, EVS-7).

@@ -52,7 +52,7 @@ class Space(Handle, name="space"):
 
 
 class Idempotency(Handle, name="idempotency"):
-    """A backend with the idempotency key table of ``lane_pg.idempotency`` (PostgreSQL)."""
+    """A backend with the idempotency key table of ``lane_pg.postgres.idempotency`` (PostgreSQL)."""
 
     __slots__ = ()
 

@@ -1,6 +1,6 @@
 """Flows (FLOW): adding parent/child trees and reading their dependencies.
 
-The rules every backend follows are in ``lane_pg.flows`` (the module docstring). Each
+The rules every backend follows are in ``lane_pg.types.flows`` (the module docstring). Each
 backend implements the primitives of ``Flows`` (its operations); the handle derives the other
 reads from them once, for every backend.
 """
@@ -12,7 +12,8 @@ from datetime import datetime
 
 from lane_pg.backend.operation import Handle, operation
 from lane_pg.errors import InvalidOptions
-from lane_pg.flows import (
+from lane_pg.types import JSON, JobRow
+from lane_pg.types.flows import (
     DEPENDENCY_KINDS,
     ChildRef,
     DependencyKind,
@@ -25,7 +26,6 @@ from lane_pg.flows import (
     FlowDependencyValues,
     FlowJob,
 )
-from lane_pg.types import JSON, JobRow
 
 _PAGE = 1000
 """Rows per page when a derived read walks a whole bucket."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from lane_pg.backend.operation import Handle, operation
-from lane_pg.metrics import DEFAULT_JOB_METRICS_RETENTION, JobMetrics, MetricsState
+from lane_pg.types.metrics import DEFAULT_JOB_METRICS_RETENTION, JobMetrics, MetricsState
 
 
 class Metrics(Handle, name="metrics"):

@@ -15,7 +15,7 @@ series' owner when it has one. The rules every backend follows:
 * A terminal failure or a removal of the owner ends the series; ``retry_job`` of an
   occurrence starts it again, or raises ``RepeatConflict`` while another occurrence owns
   it (REP-7, -15). An add whose series has no occurrence left is refused (ADD-13).
-* Cron patterns and time zones: ``lane_pg.schedule`` (the rules of
+* Cron patterns and time zones: ``lane_pg.types.schedule`` (the rules of
   sql/functions/08_schedule.sql).
 """
 

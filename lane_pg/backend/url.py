@@ -33,7 +33,7 @@ from lane_pg.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from lane_pg.backend import JobQueueBackend
-    from lane_pg.failed import FailedJobStore
+    from lane_pg.backend.failed import FailedJobStore
 
 __all__ = [
     "ACCEPTED_SCHEMES",

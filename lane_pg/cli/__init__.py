@@ -20,7 +20,7 @@ from types import ModuleType
 
 from lane_pg.cli.common import CommandError, describe_error, keyword_dsn_to_url
 from lane_pg.errors import ConfigurationError
-from lane_pg.logs import LOG_FORMATS, configure_cli_logging
+from lane_pg.worker.logs import LOG_FORMATS, configure_cli_logging
 
 __all__ = ["COMMANDS", "CommandError", "build_parser", "console_main", "main"]
 
@@ -147,7 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if not args.logging_after_import:
         # The worker configures it itself, once its --app module is imported (an app's
-        # own logging configuration wins: lane_pg.logs.configure_cli_logging).
+        # own logging configuration wins: lane_pg.worker.logs.configure_cli_logging).
         configure_cli_logging(args.verbose, args.log_format)
     _announce_embedded(args.command)
     try:

@@ -15,9 +15,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 
+from lane_pg.backend.failed import MAX_PAGE, FailedJobFilter, check_record_id, record_key
 from lane_pg.cli.common import DURATION_EXAMPLES, CommandError, parse_count
 from lane_pg.cli.failed_jobs import add_store_arguments, cutoff, open_failed_jobs
-from lane_pg.failed import MAX_PAGE, FailedJobFilter, check_record_id, record_key
 from lane_pg.types import validate_queue_name
 
 HELP = "list failed-job records (id, job id, connection, queue, job name, failed at, exception)"

@@ -22,6 +22,7 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 
 from lane_pg.backend import backend_kind, resolve_url
+from lane_pg.backend.failed import FailedJobStore
 from lane_pg.cli.common import (
     CommandError,
     add_connection_arguments,
@@ -38,7 +39,6 @@ from lane_pg.facade import (
     bootstrap_from_env,
 )
 from lane_pg.facade.failed import default_failed_store
-from lane_pg.failed import FailedJobStore
 
 APP_NAME = "postgresql"
 """The connection name earlier versions of ``lane_pg.App`` wrote on failed-job records

@@ -8,9 +8,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 
+from lane_pg.backend.failed import LIST_HINT, AmbiguousFailedJob, FailedJobNotFound, find_failed
 from lane_pg.cli.common import CommandError
 from lane_pg.cli.failed_jobs import add_store_arguments, open_failed_jobs
-from lane_pg.failed import LIST_HINT, AmbiguousFailedJob, FailedJobNotFound, find_failed
 from lane_pg.types import validate_queue_name
 
 HELP = "delete one failed-job record (by record id or job id)"

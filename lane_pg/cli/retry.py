@@ -19,10 +19,7 @@ import argparse
 import asyncio
 import sys
 
-from lane_pg.cli.common import CommandError
-from lane_pg.cli.failed_jobs import add_store_arguments, cutoff, open_failed_jobs
-from lane_pg.errors import ConfigurationError
-from lane_pg.failed import (
+from lane_pg.backend.failed import (
     LIST_HINT,
     AmbiguousFailedJob,
     FailedJobFilter,
@@ -30,6 +27,9 @@ from lane_pg.failed import (
     UndecodableFailedJob,
     find_failed,
 )
+from lane_pg.cli.common import CommandError
+from lane_pg.cli.failed_jobs import add_store_arguments, cutoff, open_failed_jobs
+from lane_pg.errors import ConfigurationError
 from lane_pg.types import validate_queue_name
 
 HELP = "push failed jobs again (by record id or job id, or all) and delete their records"

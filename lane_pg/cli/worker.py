@@ -50,7 +50,6 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import TypeVar
 
-from lane_pg.app import App
 from lane_pg.backend.url import redact_url
 from lane_pg.cli.common import (
     DEFAULT_SCHEMA,
@@ -73,12 +72,13 @@ from lane_pg.facade import (
     FailoverWorker,
     Q,
 )
+from lane_pg.facade.app import App
 from lane_pg.facade.serving import NO_QUEUES, with_forwards
 from lane_pg.facade.workers import start_failover_worker
-from lane_pg.logs import configure_cli_logging
 from lane_pg.types import Lane
 from lane_pg.worker import Worker, WorkerConfig, joblog
 from lane_pg.worker.config import UNKNOWN_JOB_CHOICES
+from lane_pg.worker.logs import configure_cli_logging
 from lane_pg.worker.start import DatabaseUnreachable, close_worker, open_when_reachable
 
 T = TypeVar("T")

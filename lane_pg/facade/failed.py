@@ -24,12 +24,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from lane_pg.backend import JobQueueBackend
-from lane_pg.backend.url import failed_store_of
-from lane_pg.errors import ConfigurationError, LaneError, ValidationError
-from lane_pg.facade.connection import BackendDriver, Connection
-from lane_pg.facade.events import JobQueued
-from lane_pg.facade.failover import FailoverDriver
-from lane_pg.failed import (
+from lane_pg.backend.failed import (
     ANY_RECORD,
     FailedJobFilter,
     FailedJobRecord,
@@ -39,6 +34,11 @@ from lane_pg.failed import (
     check_record_id,
     record_key,
 )
+from lane_pg.backend.url import failed_store_of
+from lane_pg.errors import ConfigurationError, LaneError, ValidationError
+from lane_pg.facade.connection import BackendDriver, Connection
+from lane_pg.facade.events import JobQueued
+from lane_pg.facade.failover import FailoverDriver
 from lane_pg.types import JSON, validate_queue_name
 
 if TYPE_CHECKING:

@@ -17,7 +17,6 @@ from lane_pg.errors import (
     InvalidOptions,
 )
 from lane_pg.options import ParsedOptions, RetentionRule
-from lane_pg.schedule import RepeatSpec, repeat_next
 from lane_pg.types import (
     ALL_STATES,
     DEFAULT_KEEP_COMPLETED,
@@ -33,6 +32,7 @@ from lane_pg.types import (
     parse_job_options,
     validate_job_name,
 )
+from lane_pg.types.schedule import RepeatSpec, repeat_next
 
 PRIORITY_BUCKET = 2**41
 """Width of one priority's range of order keys (ORD-2)."""

@@ -49,8 +49,6 @@ from lane_pg.memory._records import (
     first_occurrence,
     series_key,
 )
-from lane_pg.metrics import MINUTE_MS
-from lane_pg.schedule import check_repeat, repeat_next
 from lane_pg.types import (
     JSON,
     FinalizeOutcome,
@@ -59,6 +57,8 @@ from lane_pg.types import (
     QueueDemand,
     QueueEvent,
 )
+from lane_pg.types.metrics import MINUTE_MS
+from lane_pg.types.schedule import check_repeat, repeat_next
 
 
 class _Store(_OwnerRules):

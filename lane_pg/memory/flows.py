@@ -18,16 +18,6 @@ from lane_pg.errors import (
     InvalidOptions,
     InvalidQueueName,
 )
-from lane_pg.flows import (
-    ChildRef,
-    DependencyKind,
-    Flow,
-    FlowDependencies,
-    FlowDependency,
-    FlowDependencyCounts,
-    FlowDependencyPage,
-    FlowJob,
-)
 from lane_pg.memory._records import (
     _Dep,
     _Node,
@@ -37,6 +27,16 @@ from lane_pg.memory._records import (
 from lane_pg.memory._store import MemoryEntity
 from lane_pg.options import FLOW_POLICY_FLAGS
 from lane_pg.types import JSON, JobRow, validate_queue_name
+from lane_pg.types.flows import (
+    ChildRef,
+    DependencyKind,
+    Flow,
+    FlowDependencies,
+    FlowDependency,
+    FlowDependencyCounts,
+    FlowDependencyPage,
+    FlowJob,
+)
 
 _NODE_KEYS = ("queue", "name", "data", "options", "children")
 

@@ -33,6 +33,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from lane_pg._moved import new_home
 from lane_pg.backend import OperationCall, Reads
 from lane_pg.errors import ConfigurationError
 from lane_pg.memory import MemoryBackend
@@ -45,7 +46,7 @@ RECORD_MODULES = frozenset(
     {
         "lane_pg.memory._records",
         "lane_pg.options",
-        "lane_pg.schedule",
+        "lane_pg.types.schedule",
         # A snapshot written before lane_pg.types became a package names its classes
         # "lane_pg.types:<class>": the package re-exports every one of them.
         "lane_pg.types",
@@ -55,6 +56,9 @@ RECORD_MODULES = frozenset(
         "lane_pg.types.settle",
         "lane_pg.types.pages",
         "lane_pg.types.lanes",
+        "lane_pg.types.flows",
+        # Modules that moved (lane_pg._moved): a snapshot may name their old place.
+        "lane_pg.schedule",
         "lane_pg.flows",
     }
 )
@@ -141,6 +145,7 @@ def decode(data: Any) -> Any:
 
 def _record(name: str, fields: dict[str, Any]) -> Any:
     module_name, _, qualname = name.partition(":")
+    module_name = new_home(module_name) if module_name in RECORD_MODULES else module_name
     if module_name not in RECORD_MODULES:
         raise ValueError(f"the snapshot names a class outside lane_pg's records: {name}")
     cls = getattr(importlib.import_module(module_name), qualname, None)

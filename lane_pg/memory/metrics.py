@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from lane_pg.memory._store import MemoryEntity
-from lane_pg.metrics import (
+from lane_pg.types.metrics import (
     DEFAULT_JOB_METRICS_RETENTION,
     MINUTE_MS,
     JobMetrics,

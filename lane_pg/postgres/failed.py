@@ -18,8 +18,7 @@ from datetime import datetime
 from typing import Any, Protocol, cast
 
 from lane_pg.backend import JobQueueBackend
-from lane_pg.errors import ConfigurationError
-from lane_pg.failed import (
+from lane_pg.backend.failed import (
     ANY_RECORD,
     DEFAULT_PAGE,
     FailedJobFilter,
@@ -29,6 +28,7 @@ from lane_pg.failed import (
     _check_limit,
     check_record_id,
 )
+from lane_pg.errors import ConfigurationError
 from lane_pg.postgres.backend import PostgresBackend
 from lane_pg.types import dumps_json
 

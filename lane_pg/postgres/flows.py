@@ -9,7 +9,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lane_pg.backend.flows import Flows, check_page_request
-from lane_pg.flows import (
+from lane_pg.postgres.calls import Entity, Rows, job_list, statement
+from lane_pg.postgres.rows import JOB_COLUMNS, job_from_row
+from lane_pg.types import dumps_json, validate_queue_name
+from lane_pg.types.flows import (
     ChildRef,
     DependencyKind,
     Flow,
@@ -19,9 +22,6 @@ from lane_pg.flows import (
     FlowDependencyPage,
     FlowJob,
 )
-from lane_pg.postgres.calls import Entity, Rows, job_list, statement
-from lane_pg.postgres.rows import JOB_COLUMNS, job_from_row
-from lane_pg.types import dumps_json, validate_queue_name
 
 
 def flow_document(flow: FlowJob) -> str:

@@ -42,6 +42,6 @@ class PostgresMaintenance(Entity, serves=Maintenance):
 
 
 class PostgresIdempotency(Entity, serves=Idempotency):
-    """The expiry of ``lane_pg.idempotency``'s keys (WORK-18)."""
+    """The expiry of ``lane_pg.postgres.idempotency``'s keys (WORK-18)."""
 
     prune_idempotency_keys = statement("SELECT lane.prune_idempotency_keys($1, $2)", result=value)

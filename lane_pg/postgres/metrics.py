@@ -4,13 +4,13 @@ sql/functions/75_metrics.sql each."""
 from __future__ import annotations
 
 from lane_pg.backend.metrics import Metrics
-from lane_pg.metrics import (
+from lane_pg.postgres.calls import Entity, Rows, statement, value
+from lane_pg.types.metrics import (
     JobMetrics,
     validate_data_points,
     validate_index,
     validate_metrics_state,
 )
-from lane_pg.postgres.calls import Entity, Rows, statement, value
 
 
 def job_metrics(rows: Rows) -> JobMetrics:

@@ -19,7 +19,6 @@ from lane_pg.options import JobRetention as JobRetention
 from lane_pg.options import to_millis as to_millis
 from lane_pg.options import validate_custom_job_id as validate_custom_job_id
 from lane_pg.options import validate_priority as validate_priority
-from lane_pg.schedule import RepeatOptions as RepeatOptions
 from lane_pg.types.base import (
     ALL_STATES as ALL_STATES,
 )
@@ -137,6 +136,7 @@ from lane_pg.types.pages import (
 from lane_pg.types.pages import (
     QueueStats as QueueStats,
 )
+from lane_pg.types.schedule import RepeatOptions as RepeatOptions
 from lane_pg.types.settle import (
     Completion as Completion,
 )

@@ -12,7 +12,6 @@ from lane_pg.errors import (
     InvalidOptions,
 )
 from lane_pg.options import MAX_DURATION_MS, JobRetention, ParsedOptions, parse_options, to_millis
-from lane_pg.schedule import RepeatOptions
 from lane_pg.types.base import (
     _MAX_INT4,
     DEFAULT_KEEP_COMPLETED,
@@ -21,6 +20,7 @@ from lane_pg.types.base import (
     Duration,
     dumps_json,
 )
+from lane_pg.types.schedule import RepeatOptions
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,8 +10,8 @@ from typing import Any, Protocol, TypeAlias, TypeVar, runtime_checkable
 
 from lane_pg.backend import JobQueueBackend
 from lane_pg.errors import ConfigurationError, JobNotFound, LeaseLost, LockMismatch
-from lane_pg.flows import ChildRef, FlowJob
 from lane_pg.types import JSON, ClaimedJob, JobRow
+from lane_pg.types.flows import ChildRef, FlowJob
 from lane_pg.worker.threads import SyncThreads
 
 T = TypeVar("T")

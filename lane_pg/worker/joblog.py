@@ -1,4 +1,4 @@
-"""The worker's per-job log lines, on the ``lane_pg.jobs`` logger (``lane_pg.logs``).
+"""The worker's per-job log lines, on the ``lane_pg.jobs`` logger (``lane_pg.worker.logs``).
 
 - a failed attempt that will be retried: WARNING, with the attempt, the exception and when
   the job runs next;

@@ -15,8 +15,8 @@ from lane_pg.backend import (
     Leader,
     WakeupSource,
 )
+from lane_pg.backend.failed import FailedJobStore
 from lane_pg.errors import ConfigurationError, InvalidOptions
-from lane_pg.failed import FailedJobStore
 from lane_pg.types import ClaimedJob, Lane, QueueDemand
 from lane_pg.worker import joblog
 from lane_pg.worker.budget import ClaimBudget
@@ -60,7 +60,7 @@ class Worker:
     backend's own (its ``leader`` handle), and a backend without one makes this worker its only
     leader. ``pause_state`` is for drivers whose queue pauses live outside the claim
     (``lane_pg.worker.pausing``); PostgreSQL and memory need none. ``failed_store`` keeps
-    a record of every job that fails for good (FAIL-2, ``lane_pg.failed``), named
+    a record of every job that fails for good (FAIL-2, ``lane_pg.backend.failed``), named
     ``connection`` unless its push stored a connection label. ``hooks`` hear of pause
     transitions of the queues the worker was started with and of a restart signal
     (``WorkerHooks``; ``run()`` only, read by a ``SignalWatch`` at most once a second).

@@ -25,8 +25,13 @@ from collections.abc import Awaitable, Sequence
 from typing import TypeAlias
 
 from lane_pg.backend import FailedRecords, JobQueueBackend
+from lane_pg.backend.failed import (
+    FailedJobRecord,
+    FailedJobStore,
+    RecordsInSettlement,
+    fails_for_good,
+)
 from lane_pg.errors import PendingDependencies
-from lane_pg.failed import FailedJobRecord, FailedJobStore, RecordsInSettlement, fails_for_good
 from lane_pg.types import JSON, Completion, Failure, FinalizeOutcome, JobRow
 from lane_pg.worker import joblog
 from lane_pg.worker.causes import failure_cause

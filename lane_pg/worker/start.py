@@ -20,8 +20,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol, TypeVar
 
 from lane_pg.backend import HasWakeups, JobQueueBackend
+from lane_pg.backend.failed import FailedJobStore
 from lane_pg.errors import SchemaVersionMismatch, describe_exception, is_server_unreachable
-from lane_pg.failed import FailedJobStore
 from lane_pg.worker.budget import ClaimBudget
 from lane_pg.worker.config import WorkerConfig
 from lane_pg.worker.context import ProcessorLike

@@ -1,4 +1,4 @@
-"""idempotency keys: the table of lane_pg.idempotency
+"""idempotency keys: the table of lane_pg.postgres.idempotency
 (sql/migrations/0013_idempotency_keys.sql).
 
 Revision ID: 0013

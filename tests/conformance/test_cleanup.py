@@ -12,7 +12,6 @@ import pytest
 
 from lane_pg.backend import JobQueueBackend
 from lane_pg.errors import InvalidOptions, InvalidPriority, InvalidQueueName, JobStateConflict
-from lane_pg.flows import FlowJob
 from lane_pg.types import (
     ALL_STATES,
     Completed,
@@ -26,6 +25,7 @@ from lane_pg.types import (
     QueueDemand,
     QueueStats,
 )
+from lane_pg.types.flows import FlowJob
 from tests.helpers import Clock, events, job_event_list, queue_level_events, queue_snapshot
 
 CRON_AT_3 = {"repeat": {"pattern": "0 0 3 * * *", "key": "nightly"}}

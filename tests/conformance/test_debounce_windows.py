@@ -9,8 +9,8 @@ import pytest
 
 from lane_pg.backend import Dedup, JobQueueBackend
 from lane_pg.errors import InvalidOptions
-from lane_pg.flows import FlowJob
 from lane_pg.types import ALL_STATES, JobRow, QueueDemand
+from lane_pg.types.flows import FlowJob
 from tests.helpers import Clock, events
 
 KEY = "debounce:search:7"

@@ -10,8 +10,8 @@ import pytest
 
 from lane_pg.backend import JobQueueBackend
 from lane_pg.errors import DeduplicationConflict, InvalidOptions
-from lane_pg.flows import FlowJob
 from lane_pg.types import ALL_STATES, DeduplicationOptions, JobOptions, JobRow, JobSpec, QueueDemand
+from lane_pg.types.flows import FlowJob
 from tests.helpers import Clock, epoch_ms, events, job_event_list
 
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from lane_pg.backend import JobQueueBackend
-from lane_pg.flows import ChildRef, FlowJob
 from lane_pg.types import ALL_STATES, JobRow, QueueDemand
+from lane_pg.types.flows import ChildRef, FlowJob
 from tests.helpers import Clock
 
 KEEP = {"deduplication": {"id": "report", "keep_last_if_active": True}}

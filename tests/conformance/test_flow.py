@@ -14,7 +14,6 @@ from lane_pg.errors import (
     ParentConflict,
     PendingDependencies,
 )
-from lane_pg.flows import ChildRef, Flow, FlowJob
 from lane_pg.types import (
     Completion,
     DeduplicationOptions,
@@ -22,6 +21,7 @@ from lane_pg.types import (
     JobRow,
     QueueDemand,
 )
+from lane_pg.types.flows import ChildRef, Flow, FlowJob
 from tests.helpers import Clock, epoch_ms, job_event_list
 
 

@@ -9,8 +9,8 @@ import pytest
 
 from lane_pg.backend import JobQueueBackend
 from lane_pg.errors import InvalidOptions
-from lane_pg.metrics import DEFAULT_JOB_METRICS_RETENTION, JobMetrics
 from lane_pg.types import Completion, JobRow, JobSpec, QueueDemand
+from lane_pg.types.metrics import DEFAULT_JOB_METRICS_RETENTION, JobMetrics
 from tests.helpers import Clock, epoch_ms
 
 

@@ -12,8 +12,8 @@ from lane_pg.backend import JobQueueBackend
 from lane_pg.errors import InvalidOptions, JobLocked, JobStateConflict, RepeatConflict
 from lane_pg.memory import MemoryBackend
 from lane_pg.postgres.backend import PostgresBackend
-from lane_pg.schedule import RepeatOptions
 from lane_pg.types import ALL_STATES, JobOptions, JobRow, JobSpec, QueueDemand
+from lane_pg.types.schedule import RepeatOptions
 from tests.helpers import Clock, events, job_event_list
 
 

@@ -10,9 +10,9 @@ import asyncio
 import pytest
 
 from lane_pg.backend import JobQueueBackend
+from lane_pg.backend.failed import FailedJobFilter, MemoryFailedJobStore
 from lane_pg.errors import InvalidOptions
 from lane_pg.facade.failed import default_failed_store
-from lane_pg.failed import FailedJobFilter, MemoryFailedJobStore
 from lane_pg.types import JSON, JobOptions, JobRow, Lane
 from lane_pg.worker import JobContext, Worker, WorkerConfig
 from tests.helpers import eventually

@@ -34,10 +34,10 @@ from lane_pg.facade import (
     current_context,
 )
 from lane_pg.facade.envelope import Envelope
-from lane_pg.flows import FlowJob
 from lane_pg.memory import MemoryBackend
 from lane_pg.memory.local import LocalBackend
 from lane_pg.types import JSON
+from lane_pg.types.flows import FlowJob
 
 RUNS: list[int] = []
 

@@ -16,8 +16,15 @@ from typing import Any, ClassVar
 
 import pytest
 
-from lane_pg.app import App
 from lane_pg.backend import JobQueueBackend
+from lane_pg.backend.failed import (
+    FailedJobFilter,
+    FailedJobRecord,
+    FailedJobStore,
+    MemoryFailedJobStore,
+    NullFailedJobStore,
+    UndecodableFailedJob,
+)
 from lane_pg.errors import ConfigurationError, InvalidOptions, UnknownJobName
 from lane_pg.facade import (
     EnvelopeOverrides,
@@ -28,14 +35,7 @@ from lane_pg.facade import (
     typed_processors,
 )
 from lane_pg.facade import failed as facade_failed
-from lane_pg.failed import (
-    FailedJobFilter,
-    FailedJobRecord,
-    FailedJobStore,
-    MemoryFailedJobStore,
-    NullFailedJobStore,
-    UndecodableFailedJob,
-)
+from lane_pg.facade.app import App
 from lane_pg.types import JSON, Lane
 from lane_pg.worker import Worker, WorkerConfig
 

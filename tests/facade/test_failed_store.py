@@ -13,8 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from lane_pg.errors import InvalidOptions
-from lane_pg.failed import (
+from lane_pg.backend.failed import (
     FailedJobFilter,
     FailedJobRecord,
     FailedJobStore,
@@ -22,6 +21,7 @@ from lane_pg.failed import (
     NullFailedJobStore,
     walk,
 )
+from lane_pg.errors import InvalidOptions
 from lane_pg.postgres.backend import PostgresBackend
 
 KEEPING = ["memory", "database"]

@@ -9,12 +9,12 @@ from __future__ import annotations
 import pytest
 
 from lane_pg import App, connect
+from lane_pg.backend.failed import FailedJobStore, MemoryFailedJobStore
 from lane_pg.cli.common import CommandError
 from lane_pg.cli.failed_jobs import open_failed_jobs
 from lane_pg.facade import JobRegistry, QueueFacade, bootstrap_from_env
 from lane_pg.facade.failed import default_failed_store, failed_store_for
 from lane_pg.facade.workers import WorkerSpec, open_worker
-from lane_pg.failed import FailedJobStore, MemoryFailedJobStore
 from lane_pg.memory import MemoryBackend
 from lane_pg.postgres.failed import DatabaseFailedJobStore
 from lane_pg.types import Lane

@@ -14,12 +14,12 @@ import pytest
 from lane_pg.backend import CAPABILITIES, HANDLES
 from lane_pg.errors import ConfigurationError
 from lane_pg.facade import BackendDriver, Job, JobRegistry, QueueFacade, bootstrap_from_env
-from lane_pg.flows import ChildRef, FlowJob
 from lane_pg.memory import MemoryBackend
 from lane_pg.memory._store import _Store
 from lane_pg.memory.local import LocalBackend, snapshot_of
-from lane_pg.schedule import RepeatOptions
 from lane_pg.types import DeduplicationOptions, JobOptions, QueueDemand
+from lane_pg.types.flows import ChildRef, FlowJob
+from lane_pg.types.schedule import RepeatOptions
 
 Q = "local"
 

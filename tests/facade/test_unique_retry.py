@@ -14,8 +14,13 @@ from typing import Any, ClassVar
 import pytest
 
 from lane_pg.backend import JobQueueBackend
+from lane_pg.backend.failed import (
+    FailedJobFilter,
+    FailedJobRecord,
+    FailedJobStore,
+    MemoryFailedJobStore,
+)
 from lane_pg.facade import Job, QueueFacade, UniqueJobSkipped, typed_processors
-from lane_pg.failed import FailedJobFilter, FailedJobRecord, FailedJobStore, MemoryFailedJobStore
 from lane_pg.types import JobRow, Lane
 from lane_pg.worker import Worker, WorkerConfig
 from tests.helpers import eventually

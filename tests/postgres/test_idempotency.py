@@ -1,4 +1,4 @@
-"""WORK-18: idempotency helpers (lane_pg.idempotency) against the real PostgreSQL.
+"""WORK-18: idempotency helpers (lane_pg.postgres.idempotency) against the real PostgreSQL.
 
 Every test uses a namespace of its own (the queue name fixture), so concurrent runs on one
 database never share a key. Waiting is by deadline only: the concurrency tests wait until
@@ -23,9 +23,9 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from lane_pg.errors import InvalidOptions, InvalidPayload, ValidationError, translate_error
-from lane_pg.idempotency import commit_on_success, once, read_key, remember
 from lane_pg.memory import MemoryBackend
 from lane_pg.postgres.backend import PostgresBackend
+from lane_pg.postgres.idempotency import commit_on_success, once, read_key, remember
 from lane_pg.types import JSON, JobRow, Lane
 from lane_pg.worker import JobContext, Worker, WorkerConfig
 from lane_pg.worker.maintenance import maintenance_tasks
@@ -371,7 +371,7 @@ async def test_an_expired_key_is_taken_again_and_pruned_WORK_18(
 async def test_the_maintenance_leader_deletes_expired_keys_WORK_18(
     backend: PostgresBackend, queue_name: str
 ) -> None:
-    """The worker's periodic task (not lane_pg.idempotency, which the worker never
+    """The worker's periodic task (not lane_pg.postgres.idempotency, which the worker never
     imports) deletes a key whose TTL ran out and keeps a live one."""
     await once("old", Calls(), backend=backend, namespace=queue_name, ttl=1, now=T0)
     await once("live", Calls(), backend=backend, namespace=queue_name, ttl=timedelta(days=1))
@@ -443,7 +443,7 @@ async def test_recording_a_result_without_taking_the_key_is_refused_WORK_18(
 
 
 def test_importing_the_helpers_loads_no_driver_WORK_18() -> None:
-    """lane_pg.idempotency is PostgreSQL-only, yet importing it loads no driver (the
+    """lane_pg.postgres.idempotency is PostgreSQL-only, yet importing it loads no driver (the
     driver comes with the connection the caller passes)."""
-    loaded = _loaded_after_import("lane_pg.idempotency")
+    loaded = _loaded_after_import("lane_pg.postgres.idempotency")
     assert [name for name in loaded if name.split(".")[0] in DRIVERS] == []

@@ -1,4 +1,4 @@
-"""lane_pg.schedule against the stored functions of sql/functions/08_schedule.sql (REP-1,
+"""lane_pg.types.schedule against the stored functions of sql/functions/08_schedule.sql (REP-1,
 REP-5, A11), on random input from Hypothesis.
 
 * ``check_repeat`` and ``lane._check_repeat`` accept exactly the same documents: patterns
@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from lane_pg.errors import InvalidOptions
-from lane_pg.schedule import (
+from lane_pg.types.schedule import (
     MAX_END_AT_MS,
     MAX_EVERY_MS,
     MAX_LIMIT,

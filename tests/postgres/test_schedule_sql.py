@@ -1,6 +1,6 @@
 """The schedule's stored functions called as plain SQL (REP-1, REP-4, REP-5, A11):
 ``lane._check_repeat``, ``lane._cron_next`` and ``lane._repeat_next`` on the cases of
-tests/schedule_cases.py, which tests/test_schedule.py runs against lane_pg.schedule."""
+tests/schedule_cases.py, which tests/test_schedule.py runs against lane_pg.types.schedule."""
 
 from __future__ import annotations
 

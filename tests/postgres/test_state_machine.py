@@ -32,10 +32,8 @@ from hypothesis.stateful import (
 )
 
 from lane_pg.errors import LaneError
-from lane_pg.flows import ChildRef, Flow, FlowJob
 from lane_pg.memory import MemoryBackend
 from lane_pg.postgres.backend import PostgresBackend
-from lane_pg.schedule import RepeatOptions
 from lane_pg.types import (
     ALL_STATES,
     Backoff,
@@ -50,6 +48,8 @@ from lane_pg.types import (
     LeaseRef,
     QueueDemand,
 )
+from lane_pg.types.flows import ChildRef, Flow, FlowJob
+from lane_pg.types.schedule import RepeatOptions
 
 T = TypeVar("T")
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncpg
 
-from lane_pg.failed import FailedJobFilter
+from lane_pg.backend.failed import FailedJobFilter
 from lane_pg.postgres.backend import PostgresBackend
 from lane_pg.postgres.failed import DatabaseFailedJobStore
 from lane_pg.types import Backoff, JobOptions

@@ -10,9 +10,9 @@ from collections.abc import Awaitable, Callable
 import asyncpg
 import pytest
 
+from lane_pg.backend.failed import FailedJobFilter
 from lane_pg.cli import CommandError, build_parser
 from lane_pg.cli.worker import worker_config
-from lane_pg.failed import FailedJobFilter
 from lane_pg.postgres.backend import PostgresBackend
 from lane_pg.postgres.failed import DatabaseFailedJobStore
 from lane_pg.types import JobOptions, JobSpec

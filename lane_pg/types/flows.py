@@ -38,7 +38,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple, TypeAlias
 
-from lane_pg.types import JSON, JobOptions, JobRow, check_json, options_document
+from lane_pg.types.base import JSON, check_json
+from lane_pg.types.options import JobOptions, options_document
+from lane_pg.types.snapshots import JobRow
 
 __all__ = [
     "DEPENDENCY_KINDS",
