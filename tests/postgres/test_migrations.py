@@ -18,7 +18,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -38,6 +37,7 @@ from lane_pg.postgres.schema import (
     repeatable_sql,
     validate_schema_name,
 )
+from tests.cli_runner import run_lane_pg
 from tests.conftest import NewDatabase, create_database, drop_databases
 
 ADMIN_DSN = os.environ.get("LANE_PG_TEST_DSN", "postgresql://postgres@127.0.0.1:5432/test")
@@ -387,14 +387,9 @@ async def test_alembic_path_and_migrate_give_the_same_catalog(new_db: NewDatabas
 async def test_printed_sql_through_psql_gives_the_same_catalog(new_db: NewDatabase) -> None:
     by_psql, reference = await new_db(), await new_db()
     printed = await asyncio.to_thread(
-        subprocess.run,
-        [sys.executable, "-m", "lane_pg", "migrate", "--sql"],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=REPO,
-        timeout=60,
+        run_lane_pg, "migrate", "--sql", env=dict(os.environ), cwd=REPO
     )
+    assert printed.returncode == 0, printed.stderr
     await _run_in_thread(_psql, by_psql, printed.stdout)
     await migrate(reference)
     assert await _snapshot(by_psql) == await _snapshot(reference)
