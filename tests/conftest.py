@@ -34,12 +34,15 @@ DEFAULT_TEST_REDIS = "redis://127.0.0.1:6379/0"
 _WORKER_DATABASE = "lane_pg_worker_database"  # config attribute: (server DSN, database)
 
 
-def _database_of(dsn: str) -> str:
+def database_of(dsn: str) -> str:
+    """The database a DSN names."""
     head = dsn.partition("?")[0]
     return head.rsplit("/", 1)[1] if head.count("/") > 2 else "postgres"
 
 
-def _recreate(server_dsn: str, name: str, *, create: bool) -> None:
+def recreate(server_dsn: str, name: str, *, create: bool) -> None:
+    """Drop database ``name`` on the server of ``server_dsn`` (connections to it ended), and
+    create it empty again when ``create``."""
     import psycopg
 
     with psycopg.connect(server_dsn, autocommit=True) as conn:
@@ -55,8 +58,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if not worker:
         return
     server = os.environ.get("LANE_PG_TEST_DSN", DEFAULT_TEST_DSN)
-    name = f"{_database_of(server)}_{worker}"
-    _recreate(server, name, create=True)  # a crashed run's leftover goes first
+    name = f"{database_of(server)}_{worker}"
+    recreate(server, name, create=True)  # a crashed run's leftover goes first
     setattr(config, _WORKER_DATABASE, (server, name))
     os.environ["LANE_PG_TEST_DSN"] = with_database(server, name)
 
@@ -66,13 +69,20 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if made is not None:
         server, name = made
         os.environ["LANE_PG_TEST_DSN"] = server
-        _recreate(server, name, create=False)
+        recreate(server, name, create=False)
 
 
 def _migrate(dsn: str) -> int:
     from lane_pg.postgres.schema import migrate
 
     return asyncio.run(migrate(dsn, schema="lane"))
+
+
+def migrate_lane(dsn: str) -> int:
+    """Migrate the ``lane`` schema of ``dsn`` from any thread or fixture (in a thread of its
+    own with its own event loop)."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(_migrate, dsn).result()
 
 
 @pytest.fixture(scope="session")
@@ -83,8 +93,7 @@ def pg_dsn() -> str:
     requested from sync and async fixtures alike.
     """
     dsn = os.environ.get("LANE_PG_TEST_DSN", DEFAULT_TEST_DSN)
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        pool.submit(_migrate, dsn).result()
+    migrate_lane(dsn)
     return dsn
 
 

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 import pytest
 
 from lane_pg.backend import JobQueueBackend
+from lane_pg.backend.capabilities import RecordsFailedJobs
 from lane_pg.facade import Job, QueueFacade, UniqueJobSkipped, typed_processors
 from lane_pg.failed import FailedJobFilter, FailedJobRecord, FailedJobStore, MemoryFailedJobStore
 from lane_pg.types import JobRow, Lane
@@ -188,11 +189,11 @@ async def test_after_expiry_the_retried_job_leaves_the_next_owner_alone_A9(
 
 
 async def test_cli_retry_of_a_unique_job_leaves_its_lock_alone_A9_CLI_9(
-    pg_dsn: str, backend: JobQueueBackend, backend_kind: str, facade: QueueFacade, queue_name: str
+    pg_dsn: str, backend: JobQueueBackend, facade: QueueFacade, queue_name: str
 ) -> None:
     """``python -m lane_pg retry`` against the database: the same rule, in SQL."""
-    if backend_kind != "postgres":
-        pytest.skip("the command retries records of a PostgreSQL database")
+    if not isinstance(backend, RecordsFailedJobs):
+        pytest.skip("the command retries records of a RecordsFailedJobs backend's table")
     from lane_pg.postgres.backend import PostgresBackend
     from lane_pg.postgres.failed import DatabaseFailedJobStore
 
