@@ -6,6 +6,9 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export LANE_PG_TEST_DSN ?= postgresql://postgres@127.0.0.1:5432/test
 export LANE_PG_TEST_REDIS ?= redis://127.0.0.1:6379/0
+# pytest-xdist workers (each on a database of its own: tests/conftest.py); `make test
+# PYTEST_WORKERS=0` runs the suite in this one process.
+PYTEST_WORKERS ?= 3
 
 .PHONY: venv test lint typecheck imports pytest demo bench contracts clean
 
@@ -29,13 +32,13 @@ imports: venv
 	$(BIN)/lint-imports --no-cache
 
 pytest: venv
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS)
 
 test: venv
 	$(BIN)/ruff check .
 	$(BIN)/mypy lane_pg
 	$(MAKE) --no-print-directory imports
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS)
 
 demo: venv
 	$(BIN)/python examples/demo.py

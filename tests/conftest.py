@@ -2,9 +2,17 @@
 per-test queue names.
 
 Tests isolate by queue name, so one migrated schema on the test database serves every
-test and every concurrent run (``migrate`` is idempotent and serialised by an advisory
-lock), and one ``PostgresBackend`` (one pool) serves every test that does not need a
-connection of its own.
+test of a run (``migrate`` is idempotent and serialised by an advisory lock), and one
+``PostgresBackend`` (one pool) serves every test that does not need a connection of its
+own.
+
+Under pytest-xdist each worker process (``gw0``, ``gw1``, ...) gets a database of its own
+on the server of ``LANE_PG_TEST_DSN``, named ``<database>_<worker>``: queue names keep tests
+apart, but global maintenance (pruning, stalled recovery, leadership, vacuum, repeat
+ticks) and server-wide views do not look at queue names. ``pytest_configure`` points
+``LANE_PG_TEST_DSN`` at it before any test module is imported, so every fixture, module
+constant and spawned process (which inherit the environment or are handed ``pg_dsn``)
+uses the worker's database; ``pytest_unconfigure`` drops it.
 """
 
 from __future__ import annotations
@@ -23,12 +31,58 @@ from lane_pg.postgres.backend import PostgresBackend
 
 DEFAULT_TEST_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 DEFAULT_TEST_REDIS = "redis://127.0.0.1:6379/0"
+_WORKER_DATABASE = "lane_pg_worker_database"  # config attribute: (server DSN, database)
+
+
+def database_of(dsn: str) -> str:
+    """The database a DSN names."""
+    head = dsn.partition("?")[0]
+    return head.rsplit("/", 1)[1] if head.count("/") > 2 else "postgres"
+
+
+def recreate(server_dsn: str, name: str, *, create: bool) -> None:
+    """Drop database ``name`` on the server of ``server_dsn`` (connections to it ended), and
+    create it empty again when ``create``."""
+    import psycopg
+
+    with psycopg.connect(server_dsn, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        if create:
+            conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """An xdist worker runs on a database of its own (see the module docstring); a run
+    without xdist (or with ``-n 0``) uses ``LANE_PG_TEST_DSN`` itself."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker:
+        return
+    server = os.environ.get("LANE_PG_TEST_DSN", DEFAULT_TEST_DSN)
+    name = f"{database_of(server)}_{worker}"
+    recreate(server, name, create=True)  # a crashed run's leftover goes first
+    setattr(config, _WORKER_DATABASE, (server, name))
+    os.environ["LANE_PG_TEST_DSN"] = with_database(server, name)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    made: tuple[str, str] | None = getattr(config, _WORKER_DATABASE, None)
+    if made is not None:
+        server, name = made
+        os.environ["LANE_PG_TEST_DSN"] = server
+        recreate(server, name, create=False)
 
 
 def _migrate(dsn: str) -> int:
     from lane_pg.postgres.schema import migrate
 
     return asyncio.run(migrate(dsn, schema="lane"))
+
+
+def migrate_lane(dsn: str) -> int:
+    """Migrate the ``lane`` schema of ``dsn`` from any thread or fixture (in a thread of its
+    own with its own event loop)."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(_migrate, dsn).result()
 
 
 @pytest.fixture(scope="session")
@@ -39,8 +93,7 @@ def pg_dsn() -> str:
     requested from sync and async fixtures alike.
     """
     dsn = os.environ.get("LANE_PG_TEST_DSN", DEFAULT_TEST_DSN)
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        pool.submit(_migrate, dsn).result()
+    migrate_lane(dsn)
     return dsn
 
 

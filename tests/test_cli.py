@@ -1,4 +1,6 @@
-"""``python -m lane_pg``: run as a user runs it, in a subprocess."""
+"""``python -m lane_pg``: run as a user runs it. The commands run in this process through
+the CLI's entry function (tests/cli_runner.py); the entry point itself, the embedded server
+and the worker run as real processes."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import pytest
 
 from lane_pg.postgres.schema import SCHEMA_VERSION, check_version
 from lane_pg.postgres.schema.files import migration_files
+from tests.cli_runner import run_lane_pg
 from tests.conftest import NewDatabase
 
 ADMIN_DSN = os.environ.get("LANE_PG_TEST_DSN", "postgresql://postgres@127.0.0.1:5432/test")
@@ -21,17 +24,23 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def lane_pg(*args: str, cwd: Path = REPO, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return python("-m", "lane_pg", *args, cwd=cwd, timeout=timeout)
+    """``python -m lane_pg ARGS`` with no LANE_PG_* variable set, in this process."""
+    return run_lane_pg(*args, env=_environment(None), cwd=cwd, timeout=timeout)
+
+
+def _environment(dsn: str | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LANE_PG_")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    if dsn is not None:
+        env["LANE_PG_DSN"] = dsn
+    return env
 
 
 def python(
     *args: str, cwd: Path = REPO, timeout: float = 60, dsn: str | None = None
 ) -> subprocess.CompletedProcess[str]:
     """Run the interpreter with no LANE_PG_* variable set except ``LANE_PG_DSN=dsn``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LANE_PG_")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    if dsn is not None:
-        env["LANE_PG_DSN"] = dsn
+    env = _environment(dsn)
     return subprocess.run(
         [sys.executable, *args],
         capture_output=True,
@@ -113,10 +122,11 @@ def test_sql_prints_the_install_script_without_a_database() -> None:
 
 
 def test_no_command_prints_usage() -> None:
-    done = lane_pg()
+    """The entry point as a real process (``python -m lane_pg``): its exit codes."""
+    done = python("-m", "lane_pg")
     assert done.returncode == 2
     assert "usage:" in done.stderr
-    helped = lane_pg("migrate", "--help")
+    helped = python("-m", "lane_pg", "migrate", "--help")
     assert helped.returncode == 0
     assert "--dsn" in helped.stdout
 
@@ -124,7 +134,8 @@ def test_no_command_prints_usage() -> None:
 @pytest.mark.skipif(importlib.util.find_spec("pgserver") is None, reason="pgserver missing")
 async def test_without_dsn_uses_the_embedded_server(tmp_path: Path) -> None:
     """A12: no --dsn and no LANE_PG_DSN: an embedded PostgreSQL in ./.lane_pg is used."""
-    done = await asyncio.to_thread(lane_pg, "migrate", cwd=tmp_path, timeout=110)
+    # Real processes: the embedded server lives with the processes that use it.
+    done = await asyncio.to_thread(python, "-m", "lane_pg", "migrate", cwd=tmp_path, timeout=110)
     assert done.returncode == 0, done.stderr
     assert f"version {SCHEMA_VERSION}" in done.stdout
     assert (tmp_path / ".lane_pg" / "PG_VERSION").is_file()
@@ -147,7 +158,9 @@ async def test_without_dsn_uses_the_embedded_server(tmp_path: Path) -> None:
         finally:
             await conn.close()
         # A second process joins the running server instead of starting another one.
-        again = await asyncio.to_thread(lane_pg, "migrate", cwd=tmp_path, timeout=110)
+        again = await asyncio.to_thread(
+            python, "-m", "lane_pg", "migrate", cwd=tmp_path, timeout=110
+        )
         assert again.returncode == 0, again.stderr
         assert "already at version" in again.stdout
         assert "embedded PostgreSQL" in again.stderr.splitlines()[0]

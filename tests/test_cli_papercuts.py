@@ -14,7 +14,14 @@ import pytest
 
 from lane_pg.cli import COMMANDS, build_parser, main
 from lane_pg.postgres.backend import PostgresBackend
-from tests.test_cli_queue_commands import REPO, cli, cli_environment, is_paused, unique_queue
+from tests.test_cli_queue_commands import (
+    REPO,
+    cli,
+    cli_environment,
+    is_paused,
+    run_cli,
+    unique_queue,
+)
 
 NEW_QUEUE = "has no jobs and no workers yet"
 
@@ -53,16 +60,9 @@ def test_every_option_that_takes_a_time_states_its_unit_and_default() -> None:
 
 def test_every_help_prints_its_usage_line_once() -> None:
     for name in ("flow", "repeats"):
-        shown = subprocess.run(
-            [sys.executable, "-m", "lane_pg", name, "--help"],
-            capture_output=True,
-            text=True,
-            cwd=REPO,
-            env=cli_environment(None),
-            check=True,
-            timeout=60,
-        ).stdout
-        usage = shown.split("\n\n", 1)[0]
+        done = run_cli(name, "--help")
+        assert done.returncode == 0, done.stderr
+        usage = done.stdout.split("\n\n", 1)[0]
         assert usage.count("remove") == 1, usage
 
 

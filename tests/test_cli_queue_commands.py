@@ -1,4 +1,6 @@
-"""``python -m lane_pg stats | pause | resume`` in a subprocess, as a user runs them."""
+"""``python -m lane_pg stats | pause | resume`` as a user runs them, through the CLI's entry
+function in this process (tests/cli_runner.py); ``run_cli`` and ``cli`` serve the other
+command tests too."""
 
 from __future__ import annotations
 
@@ -6,7 +8,6 @@ import asyncio
 import json
 import os
 import subprocess
-import sys
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -17,6 +18,7 @@ import pytest
 from lane_pg import JobOptions
 from lane_pg.postgres.backend import PostgresBackend
 from lane_pg.types import QueueDemand
+from tests.cli_runner import run_lane_pg
 
 REPO = Path(__file__).resolve().parents[1]
 HEADINGS = [
@@ -45,19 +47,10 @@ def run_cli(
     *args: str, dsn: str | None = None, extra_env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     """``python -m lane_pg ARGS`` with no LANE_PG_* variable but ``LANE_PG_DSN=dsn`` and
-    ``extra_env``."""
+    ``extra_env`` (in this process: tests/cli_runner.py)."""
     env = cli_environment(dsn)
     env.update(extra_env or {})
-    return subprocess.run(
-        [sys.executable, "-m", "lane_pg", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        timeout=60,
-        check=False,
-    )
+    return run_lane_pg(*args, env=env, cwd=REPO)
 
 
 async def cli(

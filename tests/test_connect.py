@@ -15,6 +15,7 @@ from lane_pg.backend import backend_kind, connect, resolve_url
 from lane_pg.errors import ConfigurationError, SchemaVersionMismatch
 from lane_pg.memory import MemoryBackend
 from lane_pg.postgres.backend import PostgresBackend
+from tests.cli_runner import run_lane_pg
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -190,19 +191,9 @@ def test_a_driver_is_imported_when_its_backend_is_opened(pg_dsn: str) -> None:
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "lane_pg", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env={
-            **{k: v for k, v in os.environ.items() if not k.startswith("LANE_PG_")},
-            "PYTHONPATH": str(REPO),
-        },
-        stdin=subprocess.DEVNULL,
-        timeout=60,
-        check=False,
-    )
+    """``python -m lane_pg ARGS`` with no LANE_PG_* variable (tests/cli_runner.py)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LANE_PG_")}
+    return run_lane_pg(*args, env={**env, "PYTHONPATH": str(REPO)}, cwd=REPO)
 
 
 def test_the_cli_opens_backends_through_connect() -> None:

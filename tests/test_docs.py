@@ -25,6 +25,7 @@ import pytest
 
 from lane_pg.postgres.schema import migrate
 from tests import cli_doc
+from tests.cli_runner import run_lane_pg
 from tests.conftest import NewDatabase
 from tests.docs_blocks import EXEMPTION, REPO, Block, blocks, python_blocks, user_pages
 
@@ -73,7 +74,8 @@ async def _session(page: Path, dsn: str, workdir: Path) -> subprocess.CompletedP
 
 
 async def _cli(dsn: str, workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return await asyncio.to_thread(_run, [sys.executable, "-m", "lane_pg", *args], dsn, workdir)
+    """A command as the reader runs it; the worker in a real process (tests/cli_runner.py)."""
+    return await asyncio.to_thread(run_lane_pg, *args, env=_env(dsn, workdir), cwd=workdir)
 
 
 async def _fetch(dsn: str, sql: str, *args: object) -> list[asyncpg.Record]:

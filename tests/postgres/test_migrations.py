@@ -12,13 +12,13 @@ tested in tests/postgres/test_sql_versions.py.
 from __future__ import annotations
 
 import asyncio
+import copy
 import hashlib
 import logging
 import os
 import re
 import shutil
 import subprocess
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,7 @@ from lane_pg.postgres.schema import (
     repeatable_sql,
     validate_schema_name,
 )
+from tests.cli_runner import run_lane_pg
 from tests.conftest import NewDatabase, create_database, drop_databases
 
 ADMIN_DSN = os.environ.get("LANE_PG_TEST_DSN", "postgresql://postgres@127.0.0.1:5432/test")
@@ -142,6 +143,31 @@ async def _version_rows(dsn: str, schema: str = "lane") -> list[tuple[Any, ...]]
         return [tuple(r) for r in rows]
     finally:
         await conn.close()
+
+
+_reference: tuple[Snapshot, list[tuple[Any, ...]]] | None = None
+
+
+async def _reference_install() -> tuple[Snapshot, list[tuple[Any, ...]]]:
+    """The catalog and version rows ``migrate`` gives an empty database, for the tests that
+    compare another path's result with it: installed once per test process on a database of
+    its own (each of those tests installed a reference database of its own before); a deep
+    copy each time, so a test may change what it gets."""
+    global _reference
+    if _reference is None:
+        created: list[str] = []
+        try:
+            dsn = await create_database(created)
+            await migrate(dsn)
+            _reference = (await _snapshot(dsn), await _version_rows(dsn))
+        finally:
+            await drop_databases(created)
+    return copy.deepcopy(_reference)
+
+
+async def reference_snapshot() -> Snapshot:
+    """``_snapshot`` of a database that ``migrate`` installed (``_reference_install``)."""
+    return (await _reference_install())[0]
 
 
 async def _schemas(dsn: str) -> set[str]:
@@ -329,11 +355,9 @@ async def test_concurrent_migrations_serialise(new_db: NewDatabase) -> None:
 
 async def test_custom_schema_name(new_db: NewDatabase) -> None:
     dsn = await new_db()
-    reference = await new_db()
     assert await migrate(dsn, "lane_custom") == SCHEMA_VERSION
-    await migrate(reference)
     assert await _schemas(dsn) == {"lane_custom"}
-    assert await _snapshot(dsn, "lane_custom") == await _snapshot(reference)
+    assert await _snapshot(dsn, "lane_custom") == await reference_snapshot()
     conn = await asyncpg.connect(dsn)
     try:
         assert await check_version(conn, "lane_custom") == SCHEMA_VERSION
@@ -385,32 +409,24 @@ async def test_alembic_path_and_migrate_give_the_same_catalog(new_db: NewDatabas
 
 
 async def test_printed_sql_through_psql_gives_the_same_catalog(new_db: NewDatabase) -> None:
-    by_psql, reference = await new_db(), await new_db()
+    by_psql = await new_db()
     printed = await asyncio.to_thread(
-        subprocess.run,
-        [sys.executable, "-m", "lane_pg", "migrate", "--sql"],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=REPO,
-        timeout=60,
+        run_lane_pg, "migrate", "--sql", env=dict(os.environ), cwd=REPO
     )
+    assert printed.returncode == 0, printed.stderr
     await _run_in_thread(_psql, by_psql, printed.stdout)
-    await migrate(reference)
-    assert await _snapshot(by_psql) == await _snapshot(reference)
-    assert [r[:3] for r in await _version_rows(by_psql)] == [
-        r[:3] for r in await _version_rows(reference)
-    ]
+    reference, reference_rows = await _reference_install()
+    assert await _snapshot(by_psql) == reference
+    assert [r[:3] for r in await _version_rows(by_psql)] == [r[:3] for r in reference_rows]
     assert await migrate(by_psql) == SCHEMA_VERSION  # and it is upgradable afterwards
 
 
 async def test_alembic_offline_sql_installs_the_schema(new_db: NewDatabase) -> None:
-    dsn, reference = await new_db(), await new_db()
+    dsn = await new_db()
     script = await _run_in_thread(_alembic, dsn, "lane", "upgrade", "head", True)
     assert "CREATE TABLE lane.jobs" in script
     await _run_in_thread(_psql, dsn, script)
-    await migrate(reference)
-    assert await _snapshot(dsn) == await _snapshot(reference)
+    assert await _snapshot(dsn) == await reference_snapshot()
     # Alembic then knows the database is at head.
     assert await _run_in_thread(_alembic_upgrade, dsn) == (SCHEMA_VERSION, SCHEMA_VERSION)
 
@@ -464,7 +480,7 @@ async def _downgrade_restores(
     1..``version`` applied in order, no function whose source matches ``dropped`` (a column
     the downgrade removed), ``check`` passes on the result; upgrading again gives
     migrate()'s catalog."""
-    dsn, older, reference = await new_db(), await new_db(), await new_db()
+    dsn, older = await new_db(), await new_db()
     await _run_in_thread(_alembic_upgrade, dsn)
     await _run_in_thread(_alembic, dsn, "lane", "downgrade", f"{version:04d}")
     conn = await asyncpg.connect(older)
@@ -491,8 +507,7 @@ async def _downgrade_restores(
     finally:
         await conn.close()
     await _run_in_thread(_alembic_upgrade, dsn)
-    await migrate(reference)
-    again, fresh = await _snapshot(dsn), await _snapshot(reference)
+    again, fresh = await _snapshot(dsn), await reference_snapshot()
     # Re-added columns get new attribute numbers (dropped ones keep theirs): compare the
     # columns in order, without the numbers.
     for snap in (again, fresh):
@@ -770,8 +785,7 @@ async def test_migrate_equals_the_migration_files_applied_in_order(new_db: NewDa
     as plain SQL in its own transaction, then the repeatable files, give the same catalog
     (migrate() adds only the version rows and installed_sql's rows). This replaces the
     hand-kept sql/schema.sql, which restated the migrations' result (docs/decisions.md)."""
-    by_migrate, from_files = await new_db(), await new_db()
-    await migrate(by_migrate)
+    from_files = await new_db()
     conn = await asyncpg.connect(from_files)
     try:
         for migration in migration_files():
@@ -779,4 +793,4 @@ async def test_migrate_equals_the_migration_files_applied_in_order(new_db: NewDa
         await conn.execute(repeatable_sql("lane"))
     finally:
         await conn.close()
-    assert await _snapshot(from_files) == await _snapshot(by_migrate)
+    assert await _snapshot(from_files) == await reference_snapshot()  # migrate()'s

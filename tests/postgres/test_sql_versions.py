@@ -50,6 +50,7 @@ from tests.postgres.test_migrations import (
     _snapshot,
     _version_rows,
     jobs_run_with_events,
+    reference_snapshot,
 )
 
 HAND_CHANGE = """
@@ -409,9 +410,8 @@ def _by_printed_sql(dsn: str) -> None:
 async def test_migrate_drops_functions_and_views_the_files_do_not_define(
     new_db: NewDatabase, path: Callable[[str], None]
 ) -> None:
-    dsn, reference = await new_db(), await new_db()
+    dsn = await new_db()
     await migrate(dsn)
-    await migrate(reference)
     conn = await _connect(dsn)
     try:
         await conn.execute(ORPHANS)
@@ -428,7 +428,7 @@ async def test_migrate_drops_functions_and_views_the_files_do_not_define(
         assert await check_version(conn, "lane") == SCHEMA_VERSION
     finally:
         await conn.close()
-    assert await _snapshot(dsn) == await _snapshot(reference)
+    assert await _snapshot(dsn) == await reference_snapshot()
 
 
 @pytest.mark.parametrize(
@@ -481,9 +481,8 @@ async def test_migrate_never_drops_what_other_objects_depend_on(
 async def test_orphans_are_found_when_migrate_runs_inside_a_savepoint(new_db: NewDatabase) -> None:
     """Objects written in a subtransaction carry its xid: the orphan test compares each
     row's xmin with its own value before, never with the transaction's id."""
-    dsn, reference = await new_db(), await new_db()
+    dsn = await new_db()
     await migrate(dsn)
-    await migrate(reference)
     conn = await _connect(dsn)
     try:
         await conn.execute(ORPHANS)
@@ -493,7 +492,7 @@ async def test_orphans_are_found_when_migrate_runs_inside_a_savepoint(new_db: Ne
         assert await check_version(conn, "lane") == SCHEMA_VERSION
     finally:
         await conn.close()
-    assert await _snapshot(dsn) == await _snapshot(reference)
+    assert await _snapshot(dsn) == await reference_snapshot()
 
 
 async def test_functions_of_an_extension_in_the_schema_are_left_alone(
@@ -632,10 +631,8 @@ async def test_downgrade_re_creates_the_functions_of_the_release_upgraded_from(
     finally:
         await conn.close()
     # And up again: this release's functions, as on a fresh install.
-    reference = await new_db()
-    await migrate(reference)
     await _run_in_thread(_alembic_upgrade, dsn)
-    assert _without_attnums(await _snapshot(dsn)) == _without_attnums(await _snapshot(reference))
+    assert _without_attnums(await _snapshot(dsn)) == _without_attnums(await reference_snapshot())
 
 
 async def test_offline_downgrade_script_does_what_the_online_downgrade_does(

@@ -3,8 +3,16 @@
 ``workers`` spawns ``python -m lane_pg worker ...`` as separate OS processes (``LANE_PG_DSN``
 set to the test database, the repository root on ``PYTHONPATH``), with stdout and stderr
 captured to files, waits for the startup line with a deadline, and kills whatever is still
-running at teardown. Every worker is started with explicit ``--queue`` options (or an app
+running at teardown. The processes are forked by a fork server that imported the library
+once (tests/worker/forkserver.py; ``LANE_PG_TEST_FORKSERVER=0`` starts each with a fresh
+interpreter instead). Every worker is started with explicit ``--queue`` options (or an app
 whose lanes are per-test names), so it can never claim another test's jobs.
+
+They run on a database of their own (``pg_dsn`` is overridden here, so ``fresh_schema``
+and every fixture below follow): each worker process leads the global maintenance, whose
+passes and log lines span every queue of the database, so other tests' leftovers (jobs a
+CLI or conformance test left active, recovered and logged as stalled by whichever worker
+leads next) must not be in it.
 
 ``public.worker_effects`` is created once per database: the test app's processors insert
 one row per run there. Each test's queues (every queue whose name starts with the test's
@@ -29,7 +37,9 @@ import pytest
 import pytest_asyncio
 
 from lane_pg.postgres.backend import PostgresBackend
+from tests.conftest import database_of, migrate_lane, recreate, with_database
 from tests.helpers import eventually
+from tests.worker.forkserver import ForkedProcess, ForkServer
 
 T = TypeVar("T")
 
@@ -60,7 +70,7 @@ class WorkerProcess:
 
     worker_id: str
     argv: list[str]
-    proc: subprocess.Popen[bytes]
+    proc: subprocess.Popen[bytes] | ForkedProcess
     stdout_path: Path
     stderr_path: Path
 
@@ -145,6 +155,7 @@ class Workers:
     dsn: str
     directory: Path
     lane_prefix: str
+    forks: ForkServer | None = None
     spawned: list[WorkerProcess] = field(default_factory=list)
 
     def _env(self, unbuffered: bool, extra: dict[str, str] | None) -> dict[str, str]:
@@ -182,15 +193,20 @@ class Workers:
         n = len(self.spawned)
         out = self.directory / f"worker{n}-{wid}.out"
         err = self.directory / f"worker{n}-{wid}.err"
-        with out.open("wb") as stdout, err.open("wb") as stderr:
-            proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=stdout,
-                stderr=stderr,
-                cwd=self.directory,
-                env=self._env(unbuffered, env),
-            )
+        proc: subprocess.Popen[bytes] | ForkedProcess
+        if self.forks is not None and unbuffered:  # the fork server's output is unbuffered
+            environment = self._env(unbuffered, env)
+            proc = self.forks.spawn(argv[3:], environment, self.directory, out, err)
+        else:
+            with out.open("wb") as stdout, err.open("wb") as stderr:
+                proc = subprocess.Popen(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=stdout,
+                    stderr=stderr,
+                    cwd=self.directory,
+                    env=self._env(unbuffered, env),
+                )
         worker = WorkerProcess(wid, argv, proc, out, err)
         self.spawned.append(worker)
         return worker
@@ -251,6 +267,22 @@ def queue_args(*queues: str) -> list[str]:
 
 
 @pytest.fixture(scope="session")
+def pg_dsn(pg_dsn: str) -> Iterator[str]:
+    """The worker tests' own migrated database beside the test database (see the module
+    docstring), dropped at the end: ``<database>_w`` under xdist, whose worker databases
+    are already the run's own, else ``<database>_w<pid>``."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    name = f"{database_of(pg_dsn)}_w{'' if worker else os.getpid()}"
+    recreate(pg_dsn, name, create=True)
+    dsn = with_database(pg_dsn, name)
+    try:
+        migrate_lane(dsn)
+        yield dsn
+    finally:
+        recreate(pg_dsn, name, create=False)
+
+
+@pytest.fixture(scope="session")
 def effects_dsn(pg_dsn: str) -> str:
     """The test DSN, with ``public.worker_effects`` created (once, under a lock)."""
     with psycopg.connect(pg_dsn, autocommit=True) as conn, conn.transaction():
@@ -304,12 +336,31 @@ async def backend(effects_dsn: str, db: asyncpg.Connection) -> AsyncIterator[Pos
         await pg.close()
 
 
+@pytest.fixture(scope="session")
+def fork_server() -> Iterator[ForkServer | None]:
+    """The session's fork server (None with ``LANE_PG_TEST_FORKSERVER=0``)."""
+    if os.environ.get("LANE_PG_TEST_FORKSERVER", "1") == "0":
+        yield None
+        return
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), *filter(None, [env.get("PYTHONPATH")])])
+    server = ForkServer(env)
+    try:
+        yield server
+    finally:
+        server.close()
+
+
 @pytest.fixture
 def workers(
-    effects_dsn: str, db: asyncpg.Connection, queue_name: str, tmp_path: Path
+    effects_dsn: str,
+    db: asyncpg.Connection,
+    queue_name: str,
+    tmp_path: Path,
+    fork_server: ForkServer | None,
 ) -> Iterator[Workers]:
     """Worker-process spawner; torn down (leftovers killed) before the queues are deleted."""
-    spawner = Workers(effects_dsn, tmp_path, lane_prefix=f"{queue_name}.")
+    spawner = Workers(effects_dsn, tmp_path, lane_prefix=f"{queue_name}.", forks=fork_server)
     try:
         yield spawner
     finally:

@@ -9,6 +9,7 @@ import asyncio
 import json
 import logging
 import signal
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -16,6 +17,7 @@ from lane_pg.backend import JobQueueBackend
 from lane_pg.postgres.backend import PostgresBackend
 from lane_pg.types import Backoff, JobOptions, JobRow, Lane
 from lane_pg.worker import JobContext, Worker, WorkerConfig
+from tests.conftest import FreshSchema
 from tests.worker.conftest import Workers, queue_args, until
 
 APP = "tests.worker.logging_app:app"
@@ -163,9 +165,25 @@ async def test_a_bad_sync_threads_value_is_one_line(workers: Workers, queue_name
 # ------------------------------------------------------------------ in process, with caplog
 
 
+@pytest.fixture
+async def own_schema(pg_dsn: str, fresh_schema: FreshSchema) -> AsyncIterator[PostgresBackend]:
+    """A backend on a schema of its own. The in-process worker leads maintenance, which
+    recovers every expired lease of its schema and logs each on ``lane_pg.jobs``: on the
+    shared schema, jobs other tests left active showed among this test's records."""
+    backend = await PostgresBackend.connect(
+        pg_dsn, schema=await fresh_schema(), min_size=1, max_size=4
+    )
+    try:
+        yield backend
+    finally:
+        await backend.close()
+
+
 async def test_records_carry_the_job_fields_for_an_app_that_runs_its_own_worker(
-    backend: PostgresBackend, queue_name: str, caplog: pytest.LogCaptureFixture
+    own_schema: PostgresBackend, queue_name: str, caplog: pytest.LogCaptureFixture
 ) -> None:
+    backend = own_schema
+
     async def bad_address(job: JobRow, ctx: JobContext) -> None:
         raise ValueError("bad address")
 
@@ -207,8 +225,10 @@ async def test_records_carry_the_job_fields_for_an_app_that_runs_its_own_worker(
 
 
 async def test_a_terminal_failure_is_an_error_with_its_traceback(
-    backend: PostgresBackend, queue_name: str, caplog: pytest.LogCaptureFixture
+    own_schema: PostgresBackend, queue_name: str, caplog: pytest.LogCaptureFixture
 ) -> None:
+    backend = own_schema
+
     async def hopeless(job: JobRow, ctx: JobContext) -> None:
         raise KeyError("missing")
 

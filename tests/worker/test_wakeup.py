@@ -144,6 +144,7 @@ async def test_lost_notification_is_covered_by_the_poll_interval_CLAIM_12(
         # so the unpause below can only be found by the poll.
         last: datetime | None = await db.fetchval(
             "SELECT max(state_change) FROM pg_stat_activity WHERE state = 'idle'"
+            " AND datname = current_database()"  # not the sessions of other test processes
             " AND backend_start > $1 AND application_name <> $2 AND pid <> pg_backend_pid()",
             spawned_at,
             f"lane_pg listener {worker.worker_id}",
