@@ -1,4 +1,5 @@
-"""Lists written in more than one place, checked equal: error codes, job states, option keys.
+"""Lists written in more than one place, checked equal: error codes, job states, option keys,
+the named limits.
 
 Each list has one authority (the SQL for codes raised, states and option keys) and copies
 that must not drift: ``lane_pg.errors``, ``lane_pg.types``, ``lane_pg.options``, the memory
@@ -17,10 +18,17 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from lane_pg import errors
+from lane_pg import errors, schedule
 from lane_pg.errors import SQLSTATE_ERRORS, LaneError
 from lane_pg.memory import MemoryBackend
-from lane_pg.options import MAX_PRIORITY, OPTION_KEYS, RETENTION_KEYS, parse_options
+from lane_pg.options import (
+    MAX_COUNT,
+    MAX_DURATION_MS,
+    MAX_PRIORITY,
+    OPTION_KEYS,
+    RETENTION_KEYS,
+    parse_options,
+)
 from lane_pg.types import ALL_STATES, JobState
 
 REPO = Path(__file__).resolve().parent.parent
@@ -107,9 +115,10 @@ def _documented_states() -> list[str]:
 
 
 async def test_job_states_agree_everywhere(pg_dsn: str) -> None:
-    """The CHECK constraint on lane.jobs.state, ``lane._check_states`` and
-    ``lane._state_rank`` (list order), ``ALL_STATES`` and ``JobState``, the memory
-    backend's counts and docs/python.md's States line name the same states in the same order."""
+    """The CHECK constraint on lane.jobs.state, ``lane._job_states()`` (the functions' one
+    list, which ``lane._check_states`` and ``lane._state_rank`` use), ``ALL_STATES`` and
+    ``JobState``, the memory backend's counts and docs/python.md's States line name the
+    same states in the same order."""
     conn = await asyncpg.connect(pg_dsn)
     try:
         definition = await conn.fetchval(
@@ -117,6 +126,7 @@ async def test_job_states_agree_everywhere(pg_dsn: str) -> None:
             " WHERE c.conrelid = 'lane.jobs'::regclass AND c.contype = 'c'"
             " AND pg_get_constraintdef(c.oid) LIKE '%(state %'"
         )
+        in_functions = await conn.fetchval("SELECT lane._job_states()")
         ranks = await conn.fetch(
             "SELECT s, lane._state_rank(s) AS rank FROM unnest($1::text[]) s", [*ALL_STATES, "x"]
         )
@@ -128,6 +138,7 @@ async def test_job_states_agree_everywhere(pg_dsn: str) -> None:
         await conn.close()
     in_sql = re.findall(r"'([^']+)'::text", definition)
     assert tuple(in_sql) == ALL_STATES
+    assert tuple(in_functions) == ALL_STATES
     assert typing.get_args(JobState) == ALL_STATES
     assert {row["s"]: row["rank"] for row in ranks} == {
         **{state: rank for rank, state in enumerate(ALL_STATES, start=1)},
@@ -139,17 +150,50 @@ async def test_job_states_agree_everywhere(pg_dsn: str) -> None:
     assert tuple(_documented_states()) == ALL_STATES
 
 
+# ------------------------------------------------------------------ named limits
+
+_LIMITS_SQL = (
+    "SELECT lane._max_duration_ms() AS duration_ms, lane._max_priority() AS priority,"
+    " lane._max_int() AS int, lane._max_bigint() AS bigint"
+)
+
+
+async def test_python_limits_equal_the_sql_constants(pg_dsn: str) -> None:
+    """The Python bounds that must agree with the stored functions' equal their constants
+    (00_helpers.sql): what Python accepts, SQL stores."""
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        limits = await conn.fetchrow(_LIMITS_SQL)
+    finally:
+        await conn.close()
+    assert limits is not None
+    assert limits["duration_ms"] == MAX_DURATION_MS
+    assert limits["priority"] == MAX_PRIORITY
+    assert MAX_COUNT == limits["int"] == schedule.MAX_LIMIT == 2**31 - 1
+    assert limits["bigint"] == 2**63 - 1
+
+
+def test_each_limit_is_written_once_in_the_functions() -> None:
+    """The digits of each limit appear in the repeatable SQL only in its constant function;
+    everything else calls it (the review counted 28, 7 and 13 copies)."""
+    repeatable = [*(REPO / "sql" / "functions").glob("*.sql"), REPO / "sql" / "views.sql"]
+    text = "\n".join(path.read_text() for path in repeatable)
+    for digits in ("9223372036854", "2097152", "2147483647", "9223372036854775807"):
+        assert len(re.findall(rf"\b{digits}\b", text)) == 1, digits
+
+
 # ------------------------------------------------------------------ option keys
 
 
 async def test_option_keys_agree_with_check_options(pg_dsn: str) -> None:
-    """The keys ``lane._check_options`` has a branch for, the keys its error message
-    lists, and ``OPTION_KEYS`` (the Python parser's) are one set; so are the retention
-    keys; the priority bound is the lane.jobs CHECK constraint's."""
+    """The keys ``lane._check_option`` (``lane._check_options``' dispatch) has a branch
+    for, the keys its error message lists, and ``OPTION_KEYS`` (the Python parser's) are
+    one set; so are the retention keys; the priority bound is the lane.jobs CHECK
+    constraint's."""
     conn = await asyncpg.connect(pg_dsn)
     try:
         source = await conn.fetchval(
-            "SELECT prosrc FROM pg_proc WHERE proname = '_check_options'"
+            "SELECT prosrc FROM pg_proc WHERE proname = '_check_option'"
             " AND pronamespace = 'lane'::regnamespace"
         )
         with pytest.raises(asyncpg.PostgresError) as unknown:
@@ -164,8 +208,9 @@ async def test_option_keys_agree_with_check_options(pg_dsn: str) -> None:
         )
     finally:
         await conn.close()
-    # The arms of `CASE v_key` (8 spaces in): `WHEN 'delay_ms', 'timeout_ms' THEN`.
-    arms = re.findall(r"^ {8}WHEN ('[a-z_]+'(?:, '[a-z_]+')*) THEN$", source, re.MULTILINE)
+    # The arms of its CASE, each calling its rule's checker:
+    # `WHEN p_key = 'attempts' THEN` or `WHEN p_key IN ('delay_ms', 'timeout_ms')`.
+    arms = re.findall(r"WHEN p_key (?:= '[a-z_]+'|IN \([^)]*\))", source)
     in_branches = {key for arm in arms for key in re.findall(r"'([a-z_]+)'", arm)}
     listed = re.search(r"known options are ([a-z_, ]+)", unknown.value.args[0])
     assert listed is not None, unknown.value

@@ -9,13 +9,55 @@
 -- at parity with prepared SQL, while LANGUAGE sql data-modifying functions get generic
 -- plans that scan the whole table.
 --
--- Shared helpers: errors, order keys, queue rows, events, wake-ups, token checks, option checks.
+-- Shared helpers: errors, named limits and states, order keys, queue rows, events, wake-ups,
+-- token checks (an options document's are in 09_options.sql).
 
 CREATE OR REPLACE FUNCTION lane._fail(p_code text, p_message text)
 RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
     RAISE EXCEPTION USING ERRCODE = p_code, MESSAGE = p_message;
 END $$;
+
+-- Named limits, each written once. LANGUAGE sql IMMUTABLE, so the planner inlines the call
+-- and folds it into a constant: a plpgsql statement using one caches a plan holding the
+-- number, and pays nothing per call (EXPLAIN VERBOSE shows the literal). lane_pg.options
+-- has the Python copies (tests/test_catalogues.py checks they are equal).
+
+-- The longest duration in milliseconds (delays, timeouts, backoff delays, TTLs, retention
+-- age, intervals): `n * interval '1 millisecond'` must fit an interval (int64 microseconds).
+CREATE OR REPLACE FUNCTION lane._max_duration_ms()
+RETURNS bigint LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT 9223372036854::bigint
+$$;
+
+-- The highest job priority (2^21); 0 is the highest precedence, this the lowest. Migration
+-- 0001's CHECK on lane.jobs.priority repeats it (tests/test_catalogues.py compares them).
+CREATE OR REPLACE FUNCTION lane._max_priority()
+RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT 2097152
+$$;
+
+-- The largest `integer` (2^31 - 1): the bound of every count and value stored in an integer
+-- column (attempts, retention count and limit, a series' limit, a rate limit's window), and
+-- "no bound" where an integer count is optional.
+CREATE OR REPLACE FUNCTION lane._max_int()
+RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT 2147483647
+$$;
+
+-- The largest `bigint` (2^63 - 1): "no bound" for an optional bigint id range or count.
+CREATE OR REPLACE FUNCTION lane._max_bigint()
+RETURNS bigint LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT 9223372036854775807::bigint
+$$;
+
+-- The job states, in their documented order (lane._state_rank's): the one list in the
+-- functions. Migration 0001's CHECK on lane.jobs.state repeats it (a table is never
+-- re-created; tests/test_catalogues.py compares them with lane_pg.types.ALL_STATES).
+CREATE OR REPLACE FUNCTION lane._job_states()
+RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT ARRAY['waiting', 'delayed', 'active', 'waiting-children', 'completed', 'failed']
+$$;
 
 -- ORD-1..3: priority buckets of 2^41; LIFO below the middle (newest first), FIFO above
 -- (oldest first). 2^40 sequence values per half outlast any realistic queue.
@@ -209,15 +251,16 @@ CREATE OR REPLACE FUNCTION lane._check_states(p_states text[])
 RETURNS void LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
     v_bad text;
+    v_states text[] := lane._job_states();
 BEGIN
     SELECT s INTO v_bad FROM unnest(p_states) s
-    WHERE s IS NULL OR s NOT IN ('waiting', 'delayed', 'active', 'waiting-children',
-                                 'completed', 'failed')
+    WHERE s IS NULL OR s <> ALL (v_states)
     LIMIT 1;
     IF FOUND THEN
         PERFORM lane._fail('LN003', format(
-            'invalid job state %L: use waiting, delayed, active, waiting-children, '
-            'completed or failed', v_bad));
+            'invalid job state %L: use %s or %s', v_bad,
+            array_to_string(v_states[:cardinality(v_states) - 1], ', '),
+            v_states[cardinality(v_states)]));
     END IF;
 END $$;
 
@@ -249,7 +292,7 @@ BEGIN
     -- Bounded like every stored duration (lane_pg.options.MAX_DURATION_MS): an uncapped
     -- exponential overflowed the due time from about the 44th failure of a 1 s base, and
     -- the failure could then not be written at all.
-    RETURN least(trunc(v_raw), 9223372036854)::bigint;
+    RETURN least(trunc(v_raw), lane._max_duration_ms())::bigint;
 END $$;
 
 -- True for a JSON integer literal (digits only: not 5.0, -1, "5" or true) in 0..p_max; false
@@ -262,199 +305,6 @@ RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
                 ELSE false END
 $$;
 
--- Checks an options document before any write (ADD-8). lane_pg/options.py applies the same
--- rules in Python (tests/conformance/test_options_agree.py feeds both random documents);
--- change the two together. Keys are walked in jsonb order and the first bad one is
--- reported. Bounds: durations (delay_ms, timeout_ms, backoff delays, retention age_ms) at
--- most 9223372036854 ms, so `n * interval '1 millisecond'` fits; counts (attempts,
--- retention count and limit) at most 2147483647. A value beyond them used to be accepted
--- here and then broke the job's retry or completion ("interval out of range", "out of
--- range for type bigint"); a backoff object missing its delays was accepted as well (its
--- NULL checks were not false) and retried at once.
-CREATE OR REPLACE FUNCTION lane._check_options(p_options jsonb)
-RETURNS void LANGUAGE plpgsql STABLE AS $$  -- STABLE: lane._check_repeat reads the zone list
-DECLARE
-    v_key text;
-    v_id text;
-    v_value jsonb;
-BEGIN
-    IF jsonb_typeof(p_options) <> 'object' THEN
-        PERFORM lane._fail('LN003', format('options must be a JSON object, got %s', p_options));
-    END IF;
-    FOR v_key, v_value IN SELECT key, value FROM jsonb_each(p_options) LOOP
-        -- A JSON null means "not given", as for an absent key.
-        CONTINUE WHEN jsonb_typeof(v_value) = 'null';
-        CASE v_key
-        WHEN 'job_id' THEN
-            IF jsonb_typeof(v_value) <> 'string' THEN
-                PERFORM lane._fail('LN001', format('job_id must be a string, got %s', v_value));
-            END IF;
-            v_id := v_value #>> '{}';
-            IF v_id = '' OR length(v_id) > 255 THEN
-                PERFORM lane._fail('LN001', format('invalid job id %L: use 1-255 characters', v_id));
-            END IF;
-            IF v_id = '0' OR v_id LIKE '0:%' OR v_id ~ '^[0-9]+$' THEN
-                PERFORM lane._fail('LN001', format(
-                    'invalid job id %L: custom ids may not be 0, start with ''0:'' or be a '
-                    'pure integer (those are reserved for generated ids)', v_id));
-            END IF;
-        WHEN 'priority' THEN
-            IF NOT lane._is_json_count(v_value, 2097152) THEN
-                PERFORM lane._fail('LN002', format(
-                    'priority must be an integer between 0 and 2097152, got %s', v_value));
-            END IF;
-        WHEN 'lifo' THEN
-            IF jsonb_typeof(v_value) <> 'boolean' THEN
-                PERFORM lane._fail('LN003', format('lifo must be true or false, got %s', v_value));
-            END IF;
-        WHEN 'delay_ms', 'timeout_ms' THEN
-            IF NOT lane._is_json_count(v_value, 9223372036854) THEN
-                PERFORM lane._fail('LN003', format(
-                    '%s must be a non-negative integer number of milliseconds (at most '
-                    '9223372036854), got %s', v_key, v_value));
-            END IF;
-        WHEN 'attempts' THEN
-            IF NOT lane._is_json_count(v_value, 2147483647) OR v_value = '0'::jsonb THEN
-                PERFORM lane._fail('LN003', format(
-                    'attempts must be an integer >= 1 (at most 2147483647), got %s', v_value));
-            END IF;
-        WHEN 'backoff' THEN
-            IF NOT (CASE WHEN jsonb_typeof(v_value) <> 'object' THEN false
-                   ELSE CASE v_value ->> 'type'
-                   WHEN 'fixed' THEN lane._is_json_count(v_value -> 'delay_ms', 9223372036854)
-                   WHEN 'exponential' THEN
-                        lane._is_json_count(v_value -> 'base_ms', 9223372036854)
-                        AND (coalesce(jsonb_typeof(v_value -> 'cap_ms'), 'null') = 'null'
-                             OR lane._is_json_count(v_value -> 'cap_ms', 9223372036854))
-                        AND CASE WHEN NOT v_value ? 'jitter' THEN true
-                                 WHEN jsonb_typeof(v_value -> 'jitter') <> 'number' THEN false
-                                 ELSE (v_value ->> 'jitter')::numeric BETWEEN 0 AND 1 END
-                   WHEN 'sequence' THEN
-                        CASE WHEN jsonb_typeof(v_value -> 'delays_ms') IS DISTINCT FROM 'array'
-                             THEN false
-                             ELSE jsonb_array_length(v_value -> 'delays_ms') > 0
-                                  AND NOT EXISTS (
-                                      SELECT 1 FROM jsonb_array_elements(v_value -> 'delays_ms') d
-                                       WHERE NOT lane._is_json_count(d, 9223372036854)) END
-                   ELSE false END END)
-            THEN
-                PERFORM lane._fail('LN003', format(
-                    'invalid backoff %s: use {"type": "fixed", "delay_ms": n}, '
-                    '{"type": "exponential", "base_ms": n, "cap_ms": n, "jitter": 0..1} or '
-                    '{"type": "sequence", "delays_ms": [n, ...]} with n in 0..9223372036854',
-                    v_value));
-            END IF;
-        WHEN 'remove_on_complete', 'remove_on_fail' THEN
-            IF NOT (CASE jsonb_typeof(v_value)
-                   WHEN 'boolean' THEN true
-                   WHEN 'number' THEN lane._is_json_count(v_value, 2147483647)
-                   WHEN 'object' THEN NOT EXISTS (
-                        SELECT 1 FROM jsonb_each(v_value) r
-                         WHERE NOT CASE WHEN jsonb_typeof(r.value) = 'null'
-                                             AND r.key IN ('age_ms', 'count', 'limit') THEN true
-                                        WHEN r.key = 'age_ms'
-                                        THEN lane._is_json_count(r.value, 9223372036854)
-                                        WHEN r.key IN ('count', 'limit')
-                                        THEN lane._is_json_count(r.value, 2147483647)
-                                        ELSE false END)
-                   ELSE false END)
-            THEN
-                PERFORM lane._fail('LN003', format(
-                    '%s must be true, false, a count (0..2147483647), or '
-                    '{"age_ms", "count", "limit"}, got %s', v_key, v_value));
-            END IF;
-        WHEN 'deduplication' THEN
-            -- DEDUP-1..9: lane._dedup_take reads it. kind 'unique' (UNIQ-1, UNIQ-15,
-            -- migration 0018): one lock per id in the connection, with a TTL, never
-            -- replacing or keeping a duplicate (those act on a queue's own owner).
-            IF NOT (CASE WHEN jsonb_typeof(v_value) <> 'object' THEN false
-                   ELSE NOT EXISTS (SELECT 1 FROM jsonb_object_keys(v_value) k
-                                     WHERE k NOT IN ('id', 'ttl_ms', 'extend_ttl',
-                                                     'replace_delayed', 'keep_last_if_active',
-                                                     'token', 'kind'))
-                        AND jsonb_typeof(v_value -> 'id') IS NOT DISTINCT FROM 'string'
-                        AND length(v_value ->> 'id') BETWEEN 1 AND 255
-                        AND (coalesce(jsonb_typeof(v_value -> 'token'), 'null') = 'null'
-                             OR jsonb_typeof(v_value -> 'token') = 'string'
-                                AND length(v_value ->> 'token') BETWEEN 1 AND 255)
-                        AND (coalesce(jsonb_typeof(v_value -> 'ttl_ms'), 'null') = 'null'
-                             OR lane._is_json_count(v_value -> 'ttl_ms', 9223372036854)
-                                AND v_value -> 'ttl_ms' <> '0'::jsonb)
-                        AND NOT EXISTS (
-                            SELECT 1 FROM unnest(ARRAY['extend_ttl', 'replace_delayed',
-                                                       'keep_last_if_active']) f
-                             WHERE coalesce(jsonb_typeof(v_value -> f), 'null')
-                                   NOT IN ('null', 'boolean'))
-                        AND NOT (v_value -> 'extend_ttl' IS NOT DISTINCT FROM 'true'::jsonb
-                                 AND coalesce(jsonb_typeof(v_value -> 'ttl_ms'), 'null') = 'null')
-                        AND coalesce(v_value -> 'kind', 'null'::jsonb)
-                            IN ('null'::jsonb, '"dedup"'::jsonb, '"unique"'::jsonb)
-                        AND NOT (v_value -> 'kind' IS NOT DISTINCT FROM '"unique"'::jsonb
-                                 AND (coalesce(jsonb_typeof(v_value -> 'ttl_ms'), 'null') = 'null'
-                                      OR v_value -> 'replace_delayed'
-                                         IS NOT DISTINCT FROM 'true'::jsonb
-                                      OR v_value -> 'keep_last_if_active'
-                                         IS NOT DISTINCT FROM 'true'::jsonb))
-                   END)
-            THEN
-                PERFORM lane._fail('LN003', format(
-                    'invalid deduplication %s: use {"id": "1-255 characters", '
-                    '"ttl_ms": 1..9223372036854, "extend_ttl": bool, "replace_delayed": bool, '
-                    '"keep_last_if_active": bool, "token": "1-255 characters", '
-                    '"kind": "dedup" | "unique"}; extend_ttl needs ttl_ms; kind "unique" '
-                    'needs ttl_ms and takes neither replace_delayed nor keep_last_if_active',
-                    v_value));
-            END IF;
-        WHEN 'repeat' THEN
-            PERFORM lane._check_repeat(v_value);  -- REP-1, REP-5 (08_schedule.sql)
-        WHEN 'fail_parent_on_failure', 'ignore_dependency_on_failure', 'remove_dependency_on_failure', 'continue_parent_on_failure' THEN
-            -- FLOW-5..9: what a flow child's terminal failure does to its parent.
-            IF jsonb_typeof(v_value) <> 'boolean' THEN
-                PERFORM lane._fail('LN003', format('%s must be true or false, got %s',
-                                                   v_key, v_value));
-            END IF;
-        WHEN 'fail_on_timeout' THEN
-            -- RETRY-4 per job: the worker makes this job's timeout terminal.
-            IF jsonb_typeof(v_value) <> 'boolean' THEN
-                PERFORM lane._fail('LN003', format('fail_on_timeout must be true or false, got %s',
-                                                   v_value));
-            END IF;
-        WHEN 'meta' THEN
-            -- What a client stores beside the job and reads back, never interpreted here
-            -- (the facade's envelope: connection label, unique and debounce tokens, context).
-            IF jsonb_typeof(v_value) <> 'object' THEN
-                PERFORM lane._fail('LN003', format('meta must be a JSON object, got %s', v_value));
-            END IF;
-        ELSE
-            PERFORM lane._fail('LN003', format(
-                'unknown option %L: known options are attempts, backoff, '
-                'continue_parent_on_failure, deduplication, delay_ms, '
-                'fail_on_timeout, fail_parent_on_failure, ignore_dependency_on_failure, '
-                'job_id, lifo, meta, priority, remove_dependency_on_failure, '
-                'remove_on_complete, remove_on_fail, repeat, timeout_ms', v_key));
-        END CASE;
-    END LOOP;
-    IF (SELECT count(*) FROM unnest(ARRAY['fail_parent_on_failure',
-                                          'ignore_dependency_on_failure',
-                                          'remove_dependency_on_failure',
-                                          'continue_parent_on_failure']) f
-         WHERE p_options -> f = 'true'::jsonb) > 1 THEN
-        PERFORM lane._fail('LN003',
-            'a flow child takes at most one of fail_parent_on_failure, '
-            'ignore_dependency_on_failure, remove_dependency_on_failure and '
-            'continue_parent_on_failure');
-    END IF;
-    -- A series schedules its occurrences and names each (lane._repeat_take): no delay and
-    -- no custom id of the caller's.
-    IF jsonb_typeof(p_options -> 'repeat') = 'object'
-       AND (coalesce(jsonb_typeof(p_options -> 'job_id'), 'null') <> 'null'
-            OR coalesce(p_options -> 'delay_ms', '0'::jsonb) NOT IN ('0'::jsonb, 'null'::jsonb)) THEN
-        PERFORM lane._fail('LN003',
-            'repeat does not take job_id or delay_ms: every occurrence gets its own id, due '
-            'when its schedule says');
-    END IF;
-END $$;
-
 CREATE OR REPLACE FUNCTION lane._check_name(p_name text)
 RETURNS void LANGUAGE plpgsql IMMUTABLE AS $$
 BEGIN
@@ -465,6 +315,5 @@ END $$;
 
 CREATE OR REPLACE FUNCTION lane._state_rank(p_state text)
 RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT array_position(ARRAY['waiting', 'delayed', 'active', 'waiting-children',
-                                'completed', 'failed'], p_state)
+    SELECT array_position(lane._job_states(), p_state)
 $$;

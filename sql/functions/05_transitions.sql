@@ -1,5 +1,6 @@
 -- lane_pg stored functions: State transitions shared by several operations: to waiting, promotion, retention, drained, terminal failure.
--- Applied in file-name order after the migrations, on every migrate (lane_pg/postgres/schema.py).
+-- Applied in file-name order after the migrations, on every migrate
+-- (lane_pg/postgres/schema/install.py).
 
 -- Moves the given jobs (already locked by the caller) into waiting in array order, each
 -- with a fresh enqueue sequence (ORD-2), writing `waiting {prev}` when p_prev is given

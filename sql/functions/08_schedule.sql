@@ -4,13 +4,13 @@
 -- and instants); change the two together.
 --
 -- The repeat document (a job's options under "repeat"; a JSON null means "not given"):
---   {"every_ms": 1..9223372036854} or {"pattern": "<cron>"} (exactly one), and optionally
---   "tz": a tz database zone name as pg_timezone_names spells it, without its posix/ copies,
---   posixrules and localtime (pattern only: an interval is time-zone free, so tz with
---   every_ms is refused), "limit": 1..2147483647 total executions including the first
---   (counted by the caller), "end_at": epoch milliseconds 0..253402300799999 like the other
---   *_ms options (no occurrence after it; refusing an end_at already past at add needs the
---   add's clock and is the caller's), "key": the series key, 1-255 characters.
+--   {"every_ms": 1..lane._max_duration_ms()} or {"pattern": "<cron>"} (exactly one), and
+--   optionally "tz": a tz database zone name as pg_timezone_names spells it, without its
+--   posix/ copies, posixrules and localtime (pattern only: an interval is time-zone free, so
+--   tz with every_ms is refused), "limit": 1..lane._max_int() total executions including the
+--   first (counted by the caller), "end_at": epoch milliseconds 0..253402300799999 like the
+--   other *_ms options (no occurrence after it; refusing an end_at already past at add needs
+--   the add's clock and is the caller's), "key": the series key, 1-255 characters.
 --
 -- Cron patterns: 5 fields `min hour dom mon dow` (second 0), 6 fields `sec min hour dom mon
 -- dow`, or the seed's 7 fields `sec min hour dom mon dow year` whose year must be `*`.
@@ -449,10 +449,10 @@ BEGIN
             'expression)');
     END IF;
     IF v_every IS NOT NULL THEN
-        IF NOT lane._is_json_count(v_every, 9223372036854) OR v_every = '0'::jsonb THEN
+        IF NOT lane._is_json_count(v_every, lane._max_duration_ms()) OR v_every = '0'::jsonb THEN
             PERFORM lane._fail('LN003', format(
                 'every_ms must be an integer number of milliseconds between 1 and '
-                '9223372036854, got %s', v_every));
+                '%s, got %s', lane._max_duration_ms(), v_every));
         END IF;
         IF v_tz IS NOT NULL THEN
             PERFORM lane._fail('LN003',
@@ -473,10 +473,10 @@ BEGIN
         END IF;
     END IF;
     IF v_limit IS NOT NULL
-       AND (NOT lane._is_json_count(v_limit, 2147483647) OR v_limit = '0'::jsonb) THEN
+       AND (NOT lane._is_json_count(v_limit, lane._max_int()) OR v_limit = '0'::jsonb) THEN
         PERFORM lane._fail('LN003', format(
-            'limit must be an integer between 1 and 2147483647 (total runs, the first '
-            'included), got %s', v_limit));
+            'limit must be an integer between 1 and %s (total runs, the first '
+            'included), got %s', lane._max_int(), v_limit));
     END IF;
     IF v_end IS NOT NULL AND NOT lane._is_json_count(v_end, 253402300799999) THEN
         PERFORM lane._fail('LN003', format(

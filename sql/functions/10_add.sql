@@ -1,5 +1,6 @@
 -- lane_pg stored functions: Adding jobs (ADD).
--- Applied in file-name order after the migrations, on every migrate (lane_pg/postgres/schema.py).
+-- Applied in file-name order after the migrations, on every migrate
+-- (lane_pg/postgres/schema/install.py).
 
 -- Stores jobs (already validated) in input order and gives, for each spec in input order
 -- (ADD-1..11), its job's key, id, enqueue sequence and order key: a custom id that exists,

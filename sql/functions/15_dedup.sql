@@ -1,5 +1,6 @@
 -- lane_pg stored functions: Deduplication owners (DEDUP).
--- Applied in file-name order after the migrations, on every migrate (lane_pg/postgres/schema.py).
+-- Applied in file-name order after the migrations, on every migrate
+-- (lane_pg/postgres/schema/install.py).
 --
 -- One lane.dedup_owners row per (queue, dedup id) names the job that owns the id. Its
 -- primary key is the only thing that makes ownership unique: an add writes its owner row
@@ -471,10 +472,11 @@ BEGIN
     PERFORM lane._check_queue(p_queue);
     IF p_dedup_id IS NULL OR length(p_dedup_id) NOT BETWEEN 1 AND 255
        OR p_token IS NULL OR length(p_token) NOT BETWEEN 1 AND 255
-       OR p_ttl_ms IS NULL OR p_ttl_ms NOT BETWEEN 1 AND 9223372036854 THEN
+       OR p_ttl_ms IS NULL OR p_ttl_ms NOT BETWEEN 1 AND lane._max_duration_ms() THEN
         PERFORM lane._fail('LN003', format(
             'a reservation needs an id and a token of 1-255 characters and a ttl of '
-            '1..9223372036854 ms, got %L, %L, %s', p_dedup_id, p_token, p_ttl_ms));
+            '1..%s ms, got %L, %L, %s', lane._max_duration_ms(), p_dedup_id, p_token,
+            p_ttl_ms));
     END IF;
     v_expires := v_now + p_ttl_ms * interval '1 millisecond';
     -- Created as every queue is: under pause_all a new queue starts paused (PAUSE-4).
@@ -566,10 +568,11 @@ BEGIN
     PERFORM lane._check_options(p_options);
     IF v_token IS NULL OR v_dedup ->> 'kind' = 'unique'
        OR v_dedup -> 'keep_last_if_active' IS NOT DISTINCT FROM 'true'::jsonb
-       OR p_max_wait_ms IS NOT NULL AND p_max_wait_ms NOT BETWEEN 1 AND 9223372036854 THEN
+       OR p_max_wait_ms IS NOT NULL
+          AND p_max_wait_ms NOT BETWEEN 1 AND lane._max_duration_ms() THEN
         PERFORM lane._fail('LN003', format(
             'a debounced add needs deduplication {"id", "token"} (not unique, not keep-last) '
-            'and a max wait of 1..9223372036854 ms or none, got %s and %s',
+            'and a max wait of 1..%s ms or none, got %s and %s', lane._max_duration_ms(),
             coalesce(v_dedup::text, 'none'), coalesce(p_max_wait_ms::text, 'none')));
     END IF;
     LOOP  -- the window, locked; a first dispatch writes an empty row to lock

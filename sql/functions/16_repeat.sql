@@ -1,5 +1,6 @@
 -- lane_pg stored functions: Repeatable jobs (REP).
--- Applied in file-name order after the migrations, on every migrate (lane_pg/postgres/schema.py).
+-- Applied in file-name order after the migrations, on every migrate
+-- (lane_pg/postgres/schema/install.py).
 --
 -- A series is one lane.repeat_schedulers row per (queue, key) naming its owner: the one
 -- unfinished occurrence (jobs_repeat_owner_idx makes a second one uncommittable, migration
@@ -133,7 +134,7 @@ BEGIN
          ORDER BY s.queue, s.key
            FOR UPDATE OF s
     LOOP
-        IF v_row.count >= coalesce(v_row.limit_count, 2147483647)
+        IF v_row.count >= coalesce(v_row.limit_count, lane._max_int())
            OR lane._repeat_next(v_row.template -> 'options' -> 'repeat', v_row.next_at, p_now)
               IS NULL THEN
             DELETE FROM lane.repeat_schedulers WHERE queue = v_row.queue AND key = v_row.key;

@@ -1,5 +1,6 @@
 -- lane_pg stored functions: Flows: parents, children and their dependencies (FLOW).
--- Applied in file-name order after the migrations, on every migrate (lane_pg/postgres/schema.py).
+-- Applied in file-name order after the migrations, on every migrate
+-- (lane_pg/postgres/schema/install.py).
 --
 -- A parent waits in `waiting-children` while jobs.deps_pending (its children still
 -- unprocessed, migration 0012) is above 0. Each child has one lane.flow_deps row under

@@ -1,7 +1,8 @@
 -- lane_pg stored functions: a stuck flow, inspected and unstuck by an administrator: the
 -- dependency reads (FLOW-16..23, paged) and the cuts (FLOW-24, FLOW-25); the transitions
 -- are in 17_flow.sql.
--- Applied in file-name order after the migrations, on every migrate (lane_pg/postgres/schema.py).
+-- Applied in file-name order after the migrations, on every migrate
+-- (lane_pg/postgres/schema/install.py).
 
 -- FLOW-24: removes the parent's pending children that nobody holds and that are not
 -- running (waiting, delayed or waiting-children), each with its `removed` event; their

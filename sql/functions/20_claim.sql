@@ -1,5 +1,6 @@
 -- lane_pg stored functions: Claiming and lease renewal (CLAIM).
--- Applied in file-name order after the migrations, on every migrate (lane_pg/postgres/schema.py).
+-- Applied in file-name order after the migrations, on every migrate
+-- (lane_pg/postgres/schema/install.py).
 
 -- Claims across queues in the given (priority) order, up to p_limits[i] from queue i and
 -- p_total overall (CLAIM-1, CLAIM-2, CLAIM-15). Each queue first gets its due delayed jobs
@@ -28,7 +29,7 @@ CREATE OR REPLACE FUNCTION lane.claim_jobs(p_worker_id text, p_queues text[], p_
 RETURNS SETOF lane.jobs LANGUAGE plpgsql AS $$
 DECLARE
     v_now timestamptz := coalesce(p_now, clock_timestamp());
-    v_left integer := coalesce(p_total, 2147483647);
+    v_left integer := coalesce(p_total, lane._max_int());
     v_queue text;
     v_limit integer;
     v_paused boolean;

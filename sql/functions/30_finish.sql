@@ -1,5 +1,6 @@
 -- lane_pg stored functions: Finishing: completion, failure and retry, release, delay (FIN, RETRY).
--- Applied in file-name order after the migrations, on every migrate (lane_pg/postgres/schema.py).
+-- Applied in file-name order after the migrations, on every migrate
+-- (lane_pg/postgres/schema/install.py).
 
 -- FIN-1/2 for a batch: the main speed lever (one statement completes the whole batch).
 -- Returns the input position and row, as of completion (before retention may delete

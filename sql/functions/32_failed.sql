@@ -1,5 +1,6 @@
 -- lane_pg stored functions: The failed-job store (FAIL-1, FAIL-2, FAIL-6, A4): records of terminal failures in lane.failed_jobs.
--- Applied in file-name order after the migrations, on every migrate (lane_pg/postgres/schema.py).
+-- Applied in file-name order after the migrations, on every migrate
+-- (lane_pg/postgres/schema/install.py).
 --
 -- A record is written in the transaction of the terminal transition (lane._fail_terminal,
 -- 05_transitions.sql) when its caller asks: lane.fail_jobs with p_failed_store_connection

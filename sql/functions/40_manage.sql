@@ -1,5 +1,6 @@
 -- lane_pg stored functions: Management of single jobs (MGMT).
--- Applied in file-name order after the migrations, on every migrate (lane_pg/postgres/schema.py).
+-- Applied in file-name order after the migrations, on every migrate
+-- (lane_pg/postgres/schema/install.py).
 
 -- MGMT-3
 CREATE OR REPLACE FUNCTION lane.promote_job(p_queue text, p_id text, p_now timestamptz DEFAULT NULL)
@@ -287,9 +288,10 @@ DECLARE
     v_key bigint;
     v_job lane.jobs;
 BEGIN
-    IF p_priority IS NULL OR p_priority NOT BETWEEN 0 AND 2097152 THEN
+    IF p_priority IS NULL OR p_priority NOT BETWEEN 0 AND lane._max_priority() THEN
         PERFORM lane._fail('LN002', format(
-            'priority must be an integer between 0 and 2097152, got %s', p_priority));
+            'priority must be an integer between 0 and %s, got %s', lane._max_priority(),
+            p_priority));
     END IF;
     v_key := lane._job_key(p_queue, p_id);
     UPDATE lane.jobs

@@ -1,5 +1,6 @@
 -- lane_pg stored functions: Removing many jobs: a drain, a clean, a whole queue, orphans (MGMT-17..22).
--- Applied in file-name order after the migrations, on every migrate (lane_pg/postgres/schema.py).
+-- Applied in file-name order after the migrations, on every migrate
+-- (lane_pg/postgres/schema/install.py).
 --
 -- Every removal of a job goes through lane._remove_jobs (40_manage.sql, next to
 -- remove_job), so what a removal must also do (events, owners, logs; the flow parent's
@@ -161,9 +162,10 @@ BEGIN
             'removed with remove_job, or its flow; use completed, failed, active, waiting '
             'or delayed');
     END IF;
-    IF p_grace_ms IS NULL OR p_grace_ms NOT BETWEEN 0 AND 9223372036854 THEN
+    IF p_grace_ms IS NULL OR p_grace_ms NOT BETWEEN 0 AND lane._max_duration_ms() THEN
         PERFORM lane._fail('LN003', format(
-            'grace must be 0 to 9223372036854 ms, got %s', coalesce(p_grace_ms::text, 'NULL')));
+            'grace must be 0 to %s ms, got %s', lane._max_duration_ms(),
+            coalesce(p_grace_ms::text, 'NULL')));
     END IF;
     IF p_limit IS NULL OR p_limit < 0 THEN
         PERFORM lane._fail('LN003', format(
@@ -299,7 +301,7 @@ BEGIN
             'and %s', coalesce(p_count::text, 'NULL'), coalesce(p_limit::text, 'NULL')));
     END IF;
     v_batch := CASE WHEN p_count = 0 THEN 1000 ELSE p_count END;
-    v_left := CASE WHEN p_limit = 0 THEN 9223372036854775807 ELSE p_limit END;
+    v_left := CASE WHEN p_limit = 0 THEN lane._max_bigint() ELSE p_limit END;
     -- Log lines, by job key: one batch of distinct keys a statement.
     LOOP
         EXIT WHEN v_left = 0;

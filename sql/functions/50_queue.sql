@@ -1,5 +1,6 @@
 -- lane_pg stored functions: Queue-level settings: pause, listing, retention bounds, event recording.
--- Applied in file-name order after the migrations, on every migrate (lane_pg/postgres/schema.py).
+-- Applied in file-name order after the migrations, on every migrate
+-- (lane_pg/postgres/schema/install.py).
 
 -- PAUSE-1: adds and promotion go on while paused; only claims stop.
 CREATE OR REPLACE FUNCTION lane.pause_queue(p_queue text, p_now timestamptz DEFAULT NULL)

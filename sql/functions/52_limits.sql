@@ -1,5 +1,6 @@
 -- lane_pg stored functions: Claim limits: rate limits and max active jobs (RATE, CLAIM-3/9/11).
--- Applied in file-name order after the migrations, on every migrate (lane_pg/postgres/schema.py).
+-- Applied in file-name order after the migrations, on every migrate
+-- (lane_pg/postgres/schema/install.py).
 --
 -- The rate limit is a sliding log (migration 0009, lane.claim_log): a claim under N per D
 -- admits k jobs only while the log's jobs of the last D plus k stay within N, so no window
@@ -15,9 +16,9 @@ BEGIN
         PERFORM lane._fail('LN003', format(
             'a rate limit needs a max of at least 1 job, got %s', coalesce(p_max::text, 'NULL')));
     END IF;
-    IF p_duration_ms IS NULL OR p_duration_ms < 1 OR p_duration_ms > 2147483647 THEN
+    IF p_duration_ms IS NULL OR p_duration_ms < 1 OR p_duration_ms > lane._max_int() THEN
         PERFORM lane._fail('LN003', format(
-            'a rate limit needs a duration of 1 to 2147483647 ms, got %s ms',
+            'a rate limit needs a duration of 1 to %s ms, got %s ms', lane._max_int(),
             coalesce(p_duration_ms::text, 'NULL')));
     END IF;
 END $$;
@@ -189,9 +190,9 @@ CREATE OR REPLACE FUNCTION lane.rate_limit_claims_for(p_queue text, p_duration_m
 RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM lane._check_queue(p_queue);
-    IF p_duration_ms IS NULL OR p_duration_ms < 1 OR p_duration_ms > 9223372036854 THEN
+    IF p_duration_ms IS NULL OR p_duration_ms < 1 OR p_duration_ms > lane._max_duration_ms() THEN
         PERFORM lane._fail('LN003', format(
-            'the duration must be 1 to 9223372036854 ms, got %s ms',
+            'the duration must be 1 to %s ms, got %s ms', lane._max_duration_ms(),
             coalesce(p_duration_ms::text, 'NULL')));
     END IF;
     PERFORM lane._ensure_queue(p_queue);

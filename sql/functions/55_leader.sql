@@ -1,5 +1,6 @@
 -- lane_pg stored functions: Leadership of the workers' maintenance (a lease in lane.leaders).
--- Applied in file-name order after the migrations, on every migrate (lane_pg/postgres/schema.py).
+-- Applied in file-name order after the migrations, on every migrate
+-- (lane_pg/postgres/schema/install.py).
 --
 -- One row per role: its holder and a lease on the database clock. The live leader renews
 -- it several times per lease; any other worker takes it over once it lapsed, so a leader

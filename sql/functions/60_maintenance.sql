@@ -1,5 +1,6 @@
 -- lane_pg stored functions: Maintenance run by the workers' leader: stalled recovery, promotion, pruning (STALL, RET).
--- Applied in file-name order after the migrations, on every migrate (lane_pg/postgres/schema.py).
+-- Applied in file-name order after the migrations, on every migrate
+-- (lane_pg/postgres/schema/install.py).
 
 -- STALL-1..3, STALL-5, STALL-6: one pass over expired leases. The lease column is authoritative,
 -- so no candidate set and no pass that rewrites every active row.
@@ -32,7 +33,7 @@ BEGIN
                      WHERE r.queue = v_job.queue AND r.key = v_job.repeat_key
                        AND r.job_key = v_job.key)) THEN
             -- FAIL-2: a typed job (its push stored options.meta.connection) is recorded in
-            -- lane.failed_jobs: no worker is left whose failed store could (decisions.md).
+            -- lane.failed_jobs: no worker is left whose failed store could (docs/decisions.md).
             PERFORM lane._fail_terminal(v_job.key, 'job stalled more than allowable limit', v_now,
                                         lane._failed_job_connection(v_job, NULL));
             state := 'failed';

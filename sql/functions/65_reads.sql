@@ -1,5 +1,6 @@
 -- lane_pg stored functions: Reads: jobs, states, counts, pages (MGMT).
--- Applied in file-name order after the migrations, on every migrate (lane_pg/postgres/schema.py).
+-- Applied in file-name order after the migrations, on every migrate
+-- (lane_pg/postgres/schema/install.py).
 
 CREATE OR REPLACE FUNCTION lane.get_job(p_queue text, p_id text)
 RETURNS SETOF lane.jobs LANGUAGE sql STABLE AS $$
@@ -57,8 +58,7 @@ CREATE OR REPLACE FUNCTION lane.get_job_counts(p_queue text, p_states text[] DEF
 RETURNS TABLE (state text, count bigint) LANGUAGE plpgsql STABLE AS $$
 DECLARE
     v_states text[] := CASE WHEN coalesce(cardinality(p_states), 0) = 0
-                            THEN ARRAY['waiting', 'delayed', 'active', 'waiting-children',
-                                       'completed', 'failed']
+                            THEN lane._job_states()
                             ELSE p_states END;
 BEGIN
     PERFORM lane._check_states(v_states);
@@ -112,8 +112,7 @@ CREATE OR REPLACE FUNCTION lane.count_jobs(p_queue text, p_states text[])
 RETURNS bigint LANGUAGE plpgsql STABLE AS $$
 DECLARE
     v_states text[] := CASE WHEN coalesce(cardinality(p_states), 0) = 0
-                            THEN ARRAY['waiting', 'delayed', 'active', 'waiting-children',
-                                       'completed', 'failed']
+                            THEN lane._job_states()
                             ELSE p_states END;
 BEGIN
     PERFORM lane._check_states(v_states);
@@ -182,17 +181,18 @@ END $$;
 -- MGMT-26, ORD-5: waiting jobs per requested priority, each a range count of
 -- jobs_waiting_idx over the priority's bucket of order keys (lane._order_key: priority *
 -- 2^41 up to the next priority's start, a job released to the front included); a repeated
--- priority counts once, in first-seen order. LN002 for a priority outside 0..2097152.
+-- priority counts once, in first-seen order. LN002 for a priority outside
+-- 0..lane._max_priority().
 CREATE OR REPLACE FUNCTION lane.get_counts_per_priority(p_queue text, p_priorities integer[])
 RETURNS TABLE (priority integer, count bigint) LANGUAGE plpgsql STABLE AS $$
 DECLARE
     v_bad integer;
 BEGIN
     SELECT p INTO v_bad FROM unnest(p_priorities) p
-     WHERE p IS NULL OR p NOT BETWEEN 0 AND 2097152 LIMIT 1;
+     WHERE p IS NULL OR p NOT BETWEEN 0 AND lane._max_priority() LIMIT 1;
     IF FOUND THEN
         PERFORM lane._fail('LN002', format(
-            'priority must be an integer between 0 and 2097152, got %s',
+            'priority must be an integer between 0 and %s, got %s', lane._max_priority(),
             coalesce(v_bad::text, 'NULL')));
     END IF;
     RETURN QUERY

@@ -1,5 +1,6 @@
 -- lane_pg stored functions: The retained event stream: reads and trimming (EVS).
--- Applied in file-name order after the migrations, on every migrate (lane_pg/postgres/schema.py).
+-- Applied in file-name order after the migrations, on every migrate
+-- (lane_pg/postgres/schema/install.py).
 
 -- Every event, one row each (SQLR-1: report with plain SQL). A batch row of lane.events
 -- (job_ids set, migration 0007) gives one event per job id, with the ids row_id ..
@@ -21,8 +22,8 @@ RETURNS SETOF lane.events LANGUAGE sql STABLE AS $$
       FROM lane.event_log l
      WHERE l.queue = p_queue
        AND l.row_id >= coalesce(p_start, 0) - 1023
-       AND l.row_id <= coalesce(p_end, 9223372036854775807)
-       AND l.id >= coalesce(p_start, 0) AND l.id <= coalesce(p_end, 9223372036854775807)
+       AND l.row_id <= coalesce(p_end, lane._max_bigint())
+       AND l.id >= coalesce(p_start, 0) AND l.id <= coalesce(p_end, lane._max_bigint())
      ORDER BY l.row_id, l.id
      LIMIT greatest(p_limit, 0)
 $$;

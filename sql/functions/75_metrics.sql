@@ -1,5 +1,6 @@
 -- lane_pg stored functions: Terminal metrics: per-minute completed/failed counts (OBS-6, MGMT-28).
--- Applied in file-name order after the migrations, on every migrate (lane_pg/postgres/schema.py).
+-- Applied in file-name order after the migrations, on every migrate
+-- (lane_pg/postgres/schema/install.py).
 --
 -- lane.metrics (migration 0001) holds, per queue and state, rows whose counts add up to
 -- the minute they fall in. A finishing transaction adds to a row of its own connection:

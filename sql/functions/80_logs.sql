@@ -1,5 +1,6 @@
 -- lane_pg stored functions: Job logs (MGMT-13..15).
--- Applied in file-name order after the migrations, on every migrate (lane_pg/postgres/schema.py).
+-- Applied in file-name order after the migrations, on every migrate
+-- (lane_pg/postgres/schema/install.py).
 
 -- MGMT-13: returns the number of entries kept. Logs write no event (EVS-5). With p_token
 -- (a run's log line) the job must be active under exactly that token, else LN005 and no

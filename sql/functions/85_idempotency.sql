@@ -1,5 +1,6 @@
 -- lane_pg stored functions: Idempotency keys (WORK-18), for handlers under at-least-once delivery.
--- Applied in file-name order after the migrations, on every migrate (lane_pg/postgres/schema.py).
+-- Applied in file-name order after the migrations, on every migrate
+-- (lane_pg/postgres/schema/install.py).
 --
 -- A key is one lane.idempotency_keys row per (namespace, key), written in the caller's
 -- transaction: taken with the handler's own writes, it commits or rolls back with them
@@ -24,10 +25,10 @@ BEGIN
         PERFORM lane._fail('LN003', format(
             'invalid idempotency key %L: use 1-255 characters', p_key));
     END IF;
-    IF p_ttl_ms IS NOT NULL AND p_ttl_ms NOT BETWEEN 1 AND 9223372036854 THEN
+    IF p_ttl_ms IS NOT NULL AND p_ttl_ms NOT BETWEEN 1 AND lane._max_duration_ms() THEN
         PERFORM lane._fail('LN003', format(
-            'idempotency ttl_ms must be between 1 and 9223372036854 (or NULL: no expiry), got %s',
-            p_ttl_ms));
+            'idempotency ttl_ms must be between 1 and %s (or NULL: no expiry), got %s',
+            lane._max_duration_ms(), p_ttl_ms));
     END IF;
 END $$;
 

@@ -258,7 +258,7 @@ async def delete_behind_the_backends_back(
         backend._delete(q, job)
     else:
         assert isinstance(backend, PostgresBackend)
-        await backend._fetch("DELETE FROM lane.jobs WHERE queue = $1 AND id = $2", queue, job_id)
+        await backend.database.fetch("DELETE FROM lane.jobs WHERE queue = $1 AND id = $2", queue, job_id)
     assert await backend.get_job(queue, job_id) is None
 
 
@@ -268,7 +268,7 @@ async def stored_series(backend: JobQueueBackend, queue: str) -> list[str]:
         q = backend._queues.get(queue)
         return sorted(() if q is None else q.series)
     assert isinstance(backend, PostgresBackend)
-    rows = await backend._fetch(
+    rows = await backend.database.fetch(
         "SELECT key FROM lane.repeat_schedulers WHERE queue = $1 ORDER BY key", queue
     )
     return [row["key"] for row in rows]
