@@ -1,5 +1,5 @@
 -- The schedule of repeatable jobs (REP-1, REP-5, A11): the repeat options document, cron
--- patterns, and the next occurrence of a series. lane_pg/schedule.py applies the same rules
+-- patterns, and the next occurrence of a series. lane_pg/types/schedule.py applies the same rules
 -- in Python (tests/postgres/test_schedule_agree.py feeds both random documents, patterns
 -- and instants); change the two together.
 --

@@ -9,7 +9,7 @@
 -- (lane_pg/postgres/failed.py) reads and writes only through the functions below, so a
 -- psql user gets the same rules.
 
--- The job record a failed_jobs row keeps; lane_pg.failed.job_document builds the same
+-- The job record a failed_jobs row keeps; lane_pg.backend.failed.job_document builds the same
 -- object from a JobRow (the memory store's records), key for key.
 CREATE OR REPLACE FUNCTION lane._failed_job_document(p_job lane.jobs)
 RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$

@@ -73,7 +73,7 @@ END $$;
 -- writers were read (its rows are visible to any later statement, or rolled back) or
 -- is among them; once none of them is left, every event up to last_id + 1023 (the
 -- sub-events of a batch row) is final. Nothing on the write paths pays for this: a
--- subscriber polls (lane_pg/postgres/follow.py); docs/decisions.md has the numbers.
+-- subscriber polls (lane_pg/postgres/events.py); docs/decisions.md has the numbers.
 -- A long transaction that wrote events holds the subscribers back until it ends.
 CREATE OR REPLACE FUNCTION lane.event_horizon(OUT last_id bigint, OUT writers text[])
 LANGUAGE plpgsql VOLATILE AS $$

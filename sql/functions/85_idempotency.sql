@@ -4,7 +4,7 @@
 --
 -- A key is one lane.idempotency_keys row per (namespace, key), written in the caller's
 -- transaction: taken with the handler's own writes, it commits or rolls back with them
--- (lane_pg.idempotency is the Python side: once, commit_on_success, remember). Whoever
+-- (lane_pg.postgres.idempotency is the Python side: once, commit_on_success, remember). Whoever
 -- commits the row first has run the block; everybody else sees it taken. Nothing here
 -- touches the jobs: a key is independent of any job id, so the same key guards a side
 -- effect across retries, re-adds and queues. A row whose expires_at has passed counts as

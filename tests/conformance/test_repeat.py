@@ -258,7 +258,9 @@ async def delete_behind_the_backends_back(
         backend._delete(q, job)
     else:
         assert isinstance(backend, PostgresBackend)
-        await backend.database.fetch("DELETE FROM lane.jobs WHERE queue = $1 AND id = $2", queue, job_id)
+        await backend.database.fetch(
+            "DELETE FROM lane.jobs WHERE queue = $1 AND id = $2", queue, job_id
+        )
     assert await backend.get_job(queue, job_id) is None
 
 
