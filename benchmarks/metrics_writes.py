@@ -44,8 +44,8 @@ _COUNTERS = {
 
 
 def _complete_source() -> str:
-    """lane._complete and lane.complete_jobs of sql/functions/30_finish.sql."""
-    text = (ROOT / "sql/functions/30_finish.sql").read_text()
+    """lane._complete and lane.complete_jobs of sql/functions/30_runs_finish.sql."""
+    text = (ROOT / "sql/functions/30_runs_finish.sql").read_text()
     start = text.index("CREATE OR REPLACE FUNCTION lane._complete(")
     end = text.index("CREATE OR REPLACE FUNCTION lane.complete_job(")
     return text[start:end]

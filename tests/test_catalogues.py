@@ -18,7 +18,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from lane_pg import errors, schedule
+from lane_pg import errors
 from lane_pg.errors import SQLSTATE_ERRORS, LaneError
 from lane_pg.memory import MemoryBackend
 from lane_pg.options import (
@@ -29,7 +29,7 @@ from lane_pg.options import (
     RETENTION_KEYS,
     parse_options,
 )
-from lane_pg.types import ALL_STATES, JobState
+from lane_pg.types import ALL_STATES, JobState, schedule
 
 REPO = Path(__file__).resolve().parent.parent
 SQL_FILES = sorted(

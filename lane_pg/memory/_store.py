@@ -1,6 +1,6 @@
 """The memory backend's store: the transitions every operation shares (the Python twin of
 sql/functions/00_helpers.sql, 05_transitions.sql, and of the owner rules of 15_dedup.sql
-and 16_repeat.sql), over the records of ``_records``.
+and 16_repeats.sql), over the records of ``_records``.
 
 ``MemoryBackend`` (lane_pg/memory/__init__.py) is this store plus one mixin per entity,
 split like sql/functions/. Every public method runs without awaiting anything, so on one
@@ -496,7 +496,7 @@ class _Store(_OwnerRules):
         for event, job_id, data in batch.later:
             self._emit(q, event, job_id, data, now)
 
-    # ------------------------------------------------------------ flows (17_flow.sql)
+    # ------------------------------------------------------------ flows (17_flows.sql)
 
     def _parent_of(self, job: _Record) -> tuple[_Queue, _Record] | None:
         if job.parent_queue is None or job.parent_id is None:
@@ -700,7 +700,7 @@ class _Store(_OwnerRules):
         below = (node.queue, node.job_id)  # a fresh node's children have a new parent
         return any(self._would_conflict(child, below) for child in node.children)
 
-    # ------------------------------------------------------ repeat series (16_repeat.sql)
+    # ------------------------------------------------------ repeat series (16_repeats.sql)
 
     def _series_owner(self, q: _Queue, key: str, row: _Series) -> _Record | None:
         """lane._repeat_owner: the row's owner while it is one (exists, unfinished)."""

@@ -1,5 +1,5 @@
 """Flows (FLOW): ``lane.add_flow_nodes``, ``lane.add_flow_children`` and the dependency
-reads and cuts of sql/functions/17_flow.sql; the transitions they share with completion,
+reads and cuts of sql/functions/17_flows.sql; the transitions they share with completion,
 failure and removal (``_flow_resolve``, ``_flow_release``, ``_flow_restore``) and with a
 deduplication owner's kept next job (``_flow_attach``, ``_flow_materialise``) are in
 ``_store``."""

@@ -1,4 +1,4 @@
-"""Flows on PostgreSQL: one stored function of sql/functions/17_flow.sql per operation
+"""Flows on PostgreSQL: one stored function of sql/functions/17_flows.sql per operation
 (``get_flow_dependencies``: the parent, then its dependencies); the derived reads are the
 ``Flows`` handle's own."""
 

@@ -1,5 +1,5 @@
 """Adding, reading and changing single jobs on PostgreSQL: ``lane.add_job``, ``add_jobs``,
-``get_job``, ``promote_job``, ... (sql/functions/10_add.sql, 40_manage.sql, 65_reads.sql),
+``get_job``, ``promote_job``, ... (sql/functions/10_jobs_add.sql, 40_jobs_manage.sql, 65_reads.sql),
 and adding them in the caller's transaction (``lane_pg.postgres.enqueue``)."""
 
 from __future__ import annotations

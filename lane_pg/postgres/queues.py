@@ -1,5 +1,5 @@
 """A queue's settings on PostgreSQL: pause, retention, events and the queues that exist
-(``lane.pause_queue`` ... ``lane.list_queues``, sql/functions/50_queue.sql)."""
+(``lane.pause_queue`` ... ``lane.list_queues``, sql/functions/50_queues.sql)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Repeat series on PostgreSQL: one stored function of sql/functions/16_repeat.sql per
+"""Repeat series on PostgreSQL: one stored function of sql/functions/16_repeats.sql per
 operation."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Claims, leases and outcomes on PostgreSQL (CLAIM, FIN, RETRY): the worker's hot path.
 
 ``lane.claim_jobs``, ``renew_leases``, ``complete_job(s)`` and ``fail_job(s)`` of
-sql/functions/30_finish.sql, and the calls that hand a claimed job back unfinished
+sql/functions/30_runs_finish.sql, and the calls that hand a claimed job back unfinished
 (``release_job``, ``delay_job``, ``give_back_job``; MGMT-6, MGMT-7, A2, A14), one statement
 each. The ``failed_records`` capability is ``fail_jobs`` with its last parameter.
 """

@@ -87,7 +87,7 @@ $$;
 -- or this push's own reservation, is deleted and the insert tried again: a row is never
 -- updated into a unique one, which a concurrent unique insert could collide with.
 --
--- A flow node (17_flow.sql) also gives its parent (p_parent_queue, p_parent_id) and, in
+-- A flow node (17_flows.sql) also gives its parent (p_parent_queue, p_parent_id) and, in
 -- p_children, its own children. Kept as the next job, it keeps both (DEDUP-18, -19): the
 -- next record carries them, and a child's parent counts a placeholder dependency for it
 -- (lane._flow_hold) until the record is stored as a job or dropped.

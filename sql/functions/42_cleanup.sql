@@ -2,7 +2,7 @@
 -- Applied in file-name order after the migrations, on every migrate
 -- (lane_pg/postgres/schema/install.py).
 --
--- Every removal of a job goes through lane._remove_jobs (40_manage.sql, next to
+-- Every removal of a job goes through lane._remove_jobs (40_jobs_manage.sql, next to
 -- remove_job), so what a removal must also do (events, owners, logs; the flow parent's
 -- update) is written once. A drain or a clean locks its candidates in one read of their
 -- state's partial index, FOR UPDATE SKIP LOCKED (a row that a claimer or a settlement

@@ -13,7 +13,7 @@
 -- arrays), where a plain unnest INSERT of the same rows takes 5.8 ms; a generated id is its
 -- key's text (migration 0008), so those specs take no unique (queue, id) entry.
 --
--- A flow (17_flow.sql) also gives the children's parent (p_parent_queue, p_parent_id) and,
+-- A flow (17_flows.sql) also gives the children's parent (p_parent_queue, p_parent_id) and,
 -- in p_holds, which specs have children of their own: those go in waiting-children, with
 -- `added` + `waiting-children`, and no enqueue sequence until released. fresh[i] says
 -- whether spec i's job is the one this call inserted. p_nodes, the specs' flow nodes, is

@@ -1,6 +1,6 @@
 -- lane_pg stored functions: a stuck flow, inspected and unstuck by an administrator: the
 -- dependency reads (FLOW-16..23, paged) and the cuts (FLOW-24, FLOW-25); the transitions
--- are in 17_flow.sql.
+-- are in 17_flows.sql.
 -- Applied in file-name order after the migrations, on every migrate
 -- (lane_pg/postgres/schema/install.py).
 
