@@ -60,7 +60,7 @@ async def w1(rep: Reporter, runs: int, n: int) -> None:
 
     async def via_backend() -> None:
         for i in range(n):
-            await backend.add_job(QUEUE, "noop", _payload(i))
+            await backend.jobs.add_job(QUEUE, "noop", _payload(i))
 
     async def via_sql() -> None:
         for p in payloads:
@@ -148,13 +148,13 @@ async def d1(rep: Reporter, runs: int, n: int) -> None:
 
     async def via_backend() -> None:
         for i in range(n):
-            await backend.add_job(
+            await backend.jobs.add_job(
                 QUEUE, "noop", _payload(i), {"deduplication": {"id": f"acct:{i}"}}
             )
 
     async def via_backend_plain() -> None:
         for i in range(n):
-            await backend.add_job(QUEUE, "noop", _payload(i))
+            await backend.jobs.add_job(QUEUE, "noop", _payload(i))
 
     async def via_raw() -> None:
         for p in payloads:
@@ -206,7 +206,7 @@ async def w2(rep: Reporter, runs: int, n: int, chunk: int) -> None:
 
     async def via_lane() -> None:
         for start in range(0, n, chunk):
-            await backend.add_jobs(QUEUE, specs[start : start + chunk])
+            await backend.jobs.add_jobs(QUEUE, specs[start : start + chunk])
 
     async def via_raw() -> None:
         for start in range(0, n, chunk):

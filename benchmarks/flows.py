@@ -290,8 +290,8 @@ async def _f2_adds(
             datas,
             ["{}"] * children,
         ),
-        "backend_flow": lambda: backend.add_flow(flow),
-        "backend_plain": lambda: backend.add_jobs(QUEUE, specs),
+        "backend_flow": lambda: backend.flows.add_flow(flow),
+        "backend_plain": lambda: backend.jobs.add_jobs(QUEUE, specs),
     }
     ms: dict[str, float] = {}
     for key, call in calls.items():

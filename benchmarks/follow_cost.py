@@ -43,7 +43,7 @@ async def main() -> None:
     arrived = asyncio.Event()
 
     async def follow() -> None:
-        async for event in backend.subscribe_events(QUEUE):
+        async for event in backend.events.subscribe_events(QUEUE):
             if event.event == "completed" and event.job_id is not None:
                 seen[event.job_id] = time.perf_counter()
                 arrived.set()
@@ -68,10 +68,10 @@ async def main() -> None:
         await asyncio.sleep(0.5)
         latencies = []
         for _ in range(100):
-            job = await backend.add_job(QUEUE, "l")
-            [claimed] = await backend.claim_jobs("b", [QueueDemand(QUEUE, 1)], 60)
+            job = await backend.jobs.add_job(QUEUE, "l")
+            [claimed] = await backend.runs.claim_jobs("b", [QueueDemand(QUEUE, 1)], 60)
             assert claimed.lock_token is not None
-            await backend.complete_job(QUEUE, job.id, claimed.lock_token)
+            await backend.runs.complete_job(QUEUE, job.id, claimed.lock_token)
             committed = time.perf_counter()
             while job.id not in seen:
                 arrived.clear()

@@ -287,7 +287,7 @@ async def _lane_latency(conn: asyncpg.Connection, n: int, concurrency: int) -> l
         await asyncio.sleep(1.0)  # let the worker finish its first claim and go idle
 
         async def add(i: int) -> None:
-            await backend.add_job(QUEUE, "noop", {"n": i})
+            await backend.jobs.add_job(QUEUE, "noop", {"n": i})
 
         await _paced(n, 0.010, add)
         await _wait_for(conn, "SELECT count(*) FROM lane.jobs WHERE state = 'completed'", n)
