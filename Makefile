@@ -9,6 +9,11 @@ export LANE_PG_TEST_REDIS ?= redis://127.0.0.1:6379/0
 # pytest-xdist workers (each on a database of its own: tests/conftest.py); `make test
 # PYTEST_WORKERS=0` runs the suite in this one process.
 PYTEST_WORKERS ?= 3
+# Bytecode caches on even where the shell turns them off: without them every test process
+# (three xdist workers, the fork server, each example and CLI subprocess) compiled every
+# module again, and pytest rewrote the asserts of every test module (~6 s of CPU per
+# worker). __pycache__ is ignored by git; `make clean` removes it.
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: venv test lint typecheck imports pytest demo bench contracts clean
 
