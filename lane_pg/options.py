@@ -1,7 +1,7 @@
 """The one parser of job options documents (ADD-8): ``lane._check_options`` in Python.
 
 A job's options travel as one JSON object whose keys a psql user writes by hand
-(``OPTION_KEYS``). The stored function ``lane._check_options`` (sql/functions/00_helpers.sql)
+(``OPTION_KEYS``). The stored function ``lane._check_options`` (sql/functions/09_options.sql)
 is the authority on what it accepts; ``parse_options`` applies the same rules, with the same
 error classes, in the same order, so every backend that is not PostgreSQL (the memory
 backend, the Redis backend to come) and every Python-side pre-check refuses exactly what
