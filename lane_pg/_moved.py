@@ -33,10 +33,13 @@ MOVED: dict[str, str] = {
 }
 """Old module path -> where it lives now."""
 
+_LONGEST_FIRST = sorted(MOVED.items(), key=lambda item: -len(item[0]))
+"""A moved package's submodule that moved on its own matches before the package."""
+
 
 def new_home(name: str) -> str:
     """Where module ``name`` lives now (itself when it did not move)."""
-    for old, new in sorted(MOVED.items(), key=lambda item: -len(item[0])):  # longest first
+    for old, new in _LONGEST_FIRST:
         if name == old or name.startswith(old + "."):
             return new + name[len(old) :]
     return name
