@@ -66,12 +66,14 @@ from lane_pg.backend.logs import Logs
 from lane_pg.backend.maintenance import Maintenance
 from lane_pg.backend.metrics import Metrics
 from lane_pg.backend.operation import (
+    Arguments,
     Handle,
     Hooks,
     Operation,
     OperationCall,
     OperationHook,
     operation,
+    stream_operation,
 )
 from lane_pg.backend.queues import Queues
 from lane_pg.backend.reads import Reads
@@ -82,6 +84,7 @@ from lane_pg.backend.url import backend_kind, connect, resolve_url
 __all__ = [
     "CAPABILITIES",
     "HANDLES",
+    "Arguments",
     "Cleanup",
     "DebouncedAdd",
     "Dedup",
@@ -115,6 +118,7 @@ __all__ = [
     "connect",
     "operation",
     "resolve_url",
+    "stream_operation",
 ]
 
 HANDLES: tuple[type[Handle], ...] = (

@@ -7,60 +7,22 @@ the memory backend (and a Redis backend) stays free of methods that mean nothing
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from lane_pg.backend.operation import Handle, operation
+from lane_pg.backend.operation import Arguments, Handle, operation
+from lane_pg.types import (
+    JSON,
+    Failure,
+    FinalizeOutcome,
+    JobOptions,
+    JobRow,
+    JobSpec,
+)
 
 if TYPE_CHECKING:
     from lane_pg.backend import JobQueueBackend
-    from lane_pg.types import (
-        JSON,
-        Failure,
-        FinalizeOutcome,
-        JobOptions,
-        JobRow,
-        JobSpec,
-    )
-
-
-class Space(Handle, name="space"):
-    """A backend whose tables the leader vacuums (PostgreSQL; the memory backend has none)."""
-
-    __slots__ = ()
-
-    @operation
-    async def dead_tuples(self) -> dict[str, int]:
-        """Dead row versions per table of the backend's schema."""
-
-    @operation
-    async def vacuum(self, table: str) -> int:
-        """VACUUM one table without waiting for its lock; the dead row versions left."""
-
-    @operation
-    async def index_sizes(self) -> list[IndexSize]:
-        """Every valid index of the backend's tables with its size and its table's live rows."""
-
-    @operation
-    async def count_rows(self, table: str, limit: int) -> int:
-        """The rows of one table of the backend's schema, counted up to ``limit``."""
-
-    @operation
-    async def reindex(self, index: str) -> int:
-        """Rebuild one index without blocking writers; its size in bytes afterwards."""
-
-
-class Idempotency(Handle, name="idempotency"):
-    """A backend with the idempotency key table of ``lane_pg.postgres.idempotency`` (PostgreSQL)."""
-
-    __slots__ = ()
-
-    @operation
-    async def prune_idempotency_keys(
-        self, *, limit: int = 1000, now: datetime | None = None
-    ) -> int:
-        """Delete at most ``limit`` expired idempotency keys; how many went (WORK-18)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +35,67 @@ class IndexSize:
     live_rows: int
     """The table's live rows as the statistics estimate them (``n_live_tup``): they can be
     off several times over right after a wave of jobs (W6 read 33,636 for 10,000)."""
+
+
+@dataclass(slots=True)
+class DeadTuples(Arguments[dict[str, int]]):
+    """Dead row versions per table of the backend's schema."""
+
+
+@dataclass(slots=True)
+class Vacuum(Arguments[int]):
+    """VACUUM one table without waiting for its lock; the dead row versions left."""
+
+    table: str
+
+
+@dataclass(slots=True)
+class IndexSizes(Arguments[list[IndexSize]]):
+    """Every valid index of the backend's tables with its size and its table's live rows."""
+
+
+@dataclass(slots=True)
+class CountRows(Arguments[int]):
+    """The rows of one table of the backend's schema, counted up to ``limit``."""
+
+    table: str
+    limit: int
+
+
+@dataclass(slots=True)
+class Reindex(Arguments[int]):
+    """Rebuild one index without blocking writers; its size in bytes afterwards."""
+
+    index: str
+
+
+class Space(Handle, name="space"):
+    """A backend whose tables the leader vacuums (PostgreSQL; the memory backend has none)."""
+
+    __slots__ = ()
+
+    dead_tuples = operation(DeadTuples)
+    vacuum = operation(Vacuum)
+    index_sizes = operation(IndexSizes)
+    count_rows = operation(CountRows)
+    reindex = operation(Reindex)
+
+
+@dataclass(slots=True)
+class PruneIdempotencyKeys(Arguments[int]):
+    """Delete at most ``limit`` expired idempotency keys; how many went (WORK-18)."""
+
+    _: KW_ONLY
+    limit: int = 1000
+    now: datetime | None = None
+
+
+class Idempotency(Handle, name="idempotency"):
+    """A backend with the idempotency key table of ``lane_pg.postgres.idempotency`` (PostgreSQL)."""
+
+    __slots__ = ()
+
+    prune_idempotency_keys = operation(PruneIdempotencyKeys)
 
 
 @runtime_checkable
@@ -118,36 +141,58 @@ class HasWakeups(Protocol):
         ...
 
 
+@dataclass(slots=True)
+class AddJobIn(Arguments[JobRow]):
+    """``add_job`` through ``conn``: written, and visible to others, only when the
+    caller commits; a rollback leaves nothing."""
+
+    conn: object
+    queue: str
+    name: str
+    data: JSON = None
+    options: JobOptions | dict[str, JSON] | None = None
+
+
+@dataclass(slots=True)
+class AddJobsIn(Arguments[list[JobRow]]):
+    """``add_jobs`` through ``conn``, inside the caller's transaction as ``add_job_in``."""
+
+    conn: object
+    queue: str
+    specs: Sequence[JobSpec]
+
+
+@dataclass(slots=True)
+class SameDatabase(Arguments[bool]):
+    """Whether ``conn`` (a caller's connection, as ``add_job_in`` takes it) is open on
+    the database this backend writes to: the same database of the same running server
+    (name, port and start time), so that a job added through it commits and rolls
+    back with the caller's transaction (A24). It reads server settings only, so
+    ``conn`` may be on any database, and its transaction stays usable."""
+
+    conn: object
+
+
 class Transactions(Handle, name="transactions"):
     """A backend that can add jobs through a caller's own connection, inside the caller's
     transaction (TX-1): PostgreSQL, for asyncpg, psycopg and SQLAlchemy connections."""
 
     __slots__ = ()
 
-    @operation
-    async def add_job_in(
-        self,
-        conn: object,
-        queue: str,
-        name: str,
-        data: JSON = None,
-        options: JobOptions | dict[str, JSON] | None = None,
-    ) -> JobRow:
-        """``add_job`` through ``conn``: written, and visible to others, only when the
-        caller commits; a rollback leaves nothing."""
+    add_job_in = operation(AddJobIn)
+    add_jobs_in = operation(AddJobsIn)
+    same_database = operation(SameDatabase)
 
-    @operation
-    async def add_jobs_in(
-        self, conn: object, queue: str, specs: Sequence[JobSpec]
-    ) -> list[JobRow]: ...
 
-    @operation
-    async def same_database(self, conn: object) -> bool:
-        """Whether ``conn`` (a caller's connection, as ``add_job_in`` takes it) is open on
-        the database this backend writes to: the same database of the same running server
-        (name, port and start time), so that a job added through it commits and rolls
-        back with the caller's transaction (A24). It reads server settings only, so
-        ``conn`` may be on any database, and its transaction stays usable."""
+@dataclass(slots=True)
+class FailJobsRecording(Arguments[list[FinalizeOutcome]]):
+    """``fail_jobs``; each item that fails for good is also recorded, under its stored
+    connection label, else ``connection``."""
+
+    items: Sequence[Failure]
+    connection: str
+    _: KW_ONLY
+    now: datetime | None = None
 
 
 class FailedRecords(Handle, name="failed_records"):
@@ -156,9 +201,4 @@ class FailedRecords(Handle, name="failed_records"):
 
     __slots__ = ()
 
-    @operation
-    async def fail_jobs_recording(
-        self, items: Sequence[Failure], connection: str, *, now: datetime | None = None
-    ) -> list[FinalizeOutcome]:
-        """``fail_jobs``; each item that fails for good is also recorded, under its stored
-        connection label, else ``connection``."""
+    fail_jobs_recording = operation(FailJobsRecording)

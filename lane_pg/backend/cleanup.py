@@ -8,10 +8,87 @@ repeat series it owns released, its logs deleted (and, with flows, its parent up
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import KW_ONLY, dataclass
 from datetime import datetime
 
-from lane_pg.backend.operation import Handle, operation
+from lane_pg.backend.operation import Arguments, Handle, operation
 from lane_pg.types import Duration, JobRow, JobState, validate_queue_name
+
+
+@dataclass(slots=True)
+class DrainJobs(Arguments[int]):
+    """Remove the queue's waiting jobs, and with ``delayed`` its delayed ones too, and
+    return how many went (MGMT-17). The current occurrence of each repeat series is
+    kept, so a drain never ends a series (REP-16); active, waiting-children, completed
+    and failed jobs stay. A job being claimed while the drain runs is left to its
+    claimer."""
+
+    queue: str
+    _: KW_ONLY
+    delayed: bool = False
+    now: datetime | None = None
+
+
+@dataclass(slots=True)
+class CleanJobs(Arguments[list[JobRow]]):
+    """Remove up to ``limit`` (0: no limit) jobs in ``state`` older than ``now -
+    grace``, oldest first, and return their snapshots as they were (MGMT-18); writes
+    ``cleaned {count}`` on the queue (also for 0). Older by: ``finished_at`` for
+    completed and failed, ``processed_at`` for active (only those whose lease has
+    expired, MGMT-19), ``created_at`` for waiting and delayed. The current occurrence
+    of a repeat series is never removed (MGMT-20). ``waiting-children`` and unknown
+    states raise ``InvalidOptions``, as do a negative grace or limit."""
+
+    queue: str
+    state: JobState
+    grace: Duration
+    _: KW_ONLY
+    limit: int = 0
+    now: datetime | None = None
+
+
+@dataclass(slots=True)
+class ClearQueues(Arguments[int]):
+    """Empty ``queues`` (None: every queue) in one transaction and return how many jobs
+    went (A16, the facade's ``clear``): every waiting, delayed and waiting-children job
+    and every active job whose lease has expired; never a validly leased job (MGMT-19),
+    a finished one, or the current occurrence of a repeat series (REP-16). Every name
+    is checked first (``clear_queue_names``): one bad name removes nothing. Per queue,
+    in name order: its waiting-children jobs (a parent before its children, which a
+    child's removal would release), then what ``drain_jobs(delayed=True)`` removes,
+    then what ``clean_jobs(state="active", grace=0)`` removes, with its ``cleaned``
+    event (which creates a named queue that does not exist, as a clean does)."""
+
+    queues: Sequence[str] | None = None
+    _: KW_ONLY
+    now: datetime | None = None
+
+
+@dataclass(slots=True)
+class ObliterateQueue(Arguments[int]):
+    """Pause the queue, then delete everything of it (jobs, logs, events, dedup owners,
+    repeat series, flow dependencies, claim log, metrics, its settings and pause
+    flag) and return how many jobs went (MGMT-21). While it has an active job and
+    ``force`` is false, raises ``JobStateConflict`` after the pause: the queue stays
+    paused, so its active jobs drain and a later call succeeds."""
+
+    queue: str
+    _: KW_ONLY
+    force: bool = False
+    now: datetime | None = None
+
+
+@dataclass(slots=True)
+class RemoveOrphaned(Arguments[int]):
+    """Delete side rows whose job is gone (log lines; flow dependencies whose parent is
+    gone; dedup owner rows without a running TTL; repeat series) and return how many
+    went (MGMT-22). ``count`` rows are read per statement (0: 1,000), at most
+    ``limit`` deleted (0: all)."""
+
+    count: int = 0
+    limit: int = 0
+    _: KW_ONLY
+    now: datetime | None = None
 
 
 class Cleanup(Handle, name="cleanup"):
@@ -19,66 +96,11 @@ class Cleanup(Handle, name="cleanup"):
 
     __slots__ = ()
 
-    @operation
-    async def drain_jobs(
-        self, queue: str, *, delayed: bool = False, now: datetime | None = None
-    ) -> int:
-        """Remove the queue's waiting jobs, and with ``delayed`` its delayed ones too, and
-        return how many went (MGMT-17). The current occurrence of each repeat series is
-        kept, so a drain never ends a series (REP-16); active, waiting-children, completed
-        and failed jobs stay. A job being claimed while the drain runs is left to its
-        claimer."""
-
-    @operation
-    async def clean_jobs(
-        self,
-        queue: str,
-        state: JobState,
-        grace: Duration,
-        *,
-        limit: int = 0,
-        now: datetime | None = None,
-    ) -> list[JobRow]:
-        """Remove up to ``limit`` (0: no limit) jobs in ``state`` older than ``now -
-        grace``, oldest first, and return their snapshots as they were (MGMT-18); writes
-        ``cleaned {count}`` on the queue (also for 0). Older by: ``finished_at`` for
-        completed and failed, ``processed_at`` for active (only those whose lease has
-        expired, MGMT-19), ``created_at`` for waiting and delayed. The current occurrence
-        of a repeat series is never removed (MGMT-20). ``waiting-children`` and unknown
-        states raise ``InvalidOptions``, as do a negative grace or limit."""
-
-    @operation
-    async def clear_queues(
-        self, queues: Sequence[str] | None = None, *, now: datetime | None = None
-    ) -> int:
-        """Empty ``queues`` (None: every queue) in one transaction and return how many jobs
-        went (A16, the facade's ``clear``): every waiting, delayed and waiting-children job
-        and every active job whose lease has expired; never a validly leased job (MGMT-19),
-        a finished one, or the current occurrence of a repeat series (REP-16). Every name
-        is checked first (``clear_queue_names``): one bad name removes nothing. Per queue,
-        in name order: its waiting-children jobs (a parent before its children, which a
-        child's removal would release), then what ``drain_jobs(delayed=True)`` removes,
-        then what ``clean_jobs(state="active", grace=0)`` removes, with its ``cleaned``
-        event (which creates a named queue that does not exist, as a clean does)."""
-
-    @operation
-    async def obliterate_queue(
-        self, queue: str, *, force: bool = False, now: datetime | None = None
-    ) -> int:
-        """Pause the queue, then delete everything of it (jobs, logs, events, dedup owners,
-        repeat series, flow dependencies, claim log, metrics, its settings and pause
-        flag) and return how many jobs went (MGMT-21). While it has an active job and
-        ``force`` is false, raises ``JobStateConflict`` after the pause: the queue stays
-        paused, so its active jobs drain and a later call succeeds."""
-
-    @operation
-    async def remove_orphaned(
-        self, count: int = 0, limit: int = 0, *, now: datetime | None = None
-    ) -> int:
-        """Delete side rows whose job is gone (log lines; flow dependencies whose parent is
-        gone; dedup owner rows without a running TTL; repeat series) and return how many
-        went (MGMT-22). ``count`` rows are read per statement (0: 1,000), at most
-        ``limit`` deleted (0: all)."""
+    drain_jobs = operation(DrainJobs)
+    clean_jobs = operation(CleanJobs)
+    clear_queues = operation(ClearQueues)
+    obliterate_queue = operation(ObliterateQueue)
+    remove_orphaned = operation(RemoveOrphaned)
 
 
 def clear_queue_names(queues: Sequence[str] | None) -> list[str] | None:

@@ -52,10 +52,10 @@ left as it is, and nothing the retried job does can free a lock.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from datetime import datetime
 
-from lane_pg.backend.operation import Handle, operation
+from lane_pg.backend.operation import Arguments, Handle, operation
 from lane_pg.types import JSON, Duration, JobOptions, JobRow
 
 
@@ -69,69 +69,94 @@ class DebouncedAdd:
     """The window's delayed job it replaced (removed at push, UNIQ-11), if any."""
 
 
+@dataclass(slots=True)
+class GetDeduplicationJobId(Arguments[str | None]):
+    """The id of the job that owns ``dedup_id`` now, or None; a row that no longer
+    blocks is deleted on the way (DEDUP-15)."""
+
+    queue: str
+    dedup_id: str
+    _: KW_ONLY
+    now: datetime | None = None
+
+
+@dataclass(slots=True)
+class RemoveDeduplicationKey(Arguments[bool]):
+    """Free ``dedup_id`` whatever holds it, with any kept next job; the owner job is
+    not touched (DEDUP-14). True when there was an owner row."""
+
+    queue: str
+    dedup_id: str
+
+
+@dataclass(slots=True)
+class ExpireDedupOwners(Arguments[int]):
+    """Delete up to ``limit`` owner rows whose TTL ran out (a running keep-last owner
+    keeps its row); returns how many went. The maintenance leader runs it."""
+
+    _: KW_ONLY
+    limit: int = 1000
+    now: datetime | None = None
+
+
+@dataclass(slots=True)
+class ReserveDeduplicationKey(Arguments[bool]):
+    """Take ``dedup_id`` for the push named ``token`` for ``ttl``, before its job exists.
+    True when ``token`` holds it now (also when it already did); False when another
+    live owner or reservation holds it. ``InvalidOptions`` for an empty or over-long id
+    or token, or a ttl outside 1 ms..MAX_DURATION_MS."""
+
+    queue: str
+    dedup_id: str
+    token: str
+    ttl: Duration
+    _: KW_ONLY
+    now: datetime | None = None
+
+
+@dataclass(slots=True)
+class ReleaseDeduplicationKey(Arguments[bool]):
+    """Free ``dedup_id`` only while its row carries ``token`` (reserved or owned, with any
+    kept next job); the job is not touched. With ``reservation_only``, only while no
+    job has taken the reservation over (a push giving back the lock of a write that
+    failed, which keeps it if the write did commit). True when a row went."""
+
+    queue: str
+    dedup_id: str
+    token: str
+    _: KW_ONLY
+    reservation_only: bool = False
+
+
+@dataclass(slots=True)
+class AddDebouncedJob(Arguments[DebouncedAdd]):
+    """Add one dispatch of the window ``options["deduplication"]`` names (with a
+    ``token``; ``delay_ms`` is the window), reading and writing the window in one
+    step, so concurrent dispatches of one window each see the one before
+    (``lane.add_debounced_job``): the window's delayed job is replaced, one that no
+    longer waits is superseded (its window is this dispatch's), and once the burst
+    has waited ``max_wait`` since its first dispatch this one is stored at once,
+    without the window, which is released (UNIQ-10). Of concurrent dispatches, the
+    last to be stored owns the window; ``InvalidOptions`` for a document without a
+    token, a unique or keep-last one, or a max wait outside 1 ms..MAX_DURATION_MS."""
+
+    queue: str
+    name: str
+    data: JSON = None
+    options: JobOptions | dict[str, JSON] | None = None
+    _: KW_ONLY
+    max_wait: Duration | None = None
+    now: datetime | None = None
+
+
 class Dedup(Handle, name="dedup"):
     """Reading and releasing the owner of a deduplication id (DEDUP-14, -15)."""
 
     __slots__ = ()
 
-    @operation
-    async def get_deduplication_job_id(
-        self, queue: str, dedup_id: str, *, now: datetime | None = None
-    ) -> str | None:
-        """The id of the job that owns ``dedup_id`` now, or None; a row that no longer
-        blocks is deleted on the way (DEDUP-15)."""
-
-    @operation
-    async def remove_deduplication_key(self, queue: str, dedup_id: str) -> bool:
-        """Free ``dedup_id`` whatever holds it, with any kept next job; the owner job is
-        not touched (DEDUP-14). True when there was an owner row."""
-
-    @operation
-    async def expire_dedup_owners(self, *, limit: int = 1000, now: datetime | None = None) -> int:
-        """Delete up to ``limit`` owner rows whose TTL ran out (a running keep-last owner
-        keeps its row); returns how many went. The maintenance leader runs it."""
-
-    @operation
-    async def reserve_deduplication_key(
-        self,
-        queue: str,
-        dedup_id: str,
-        token: str,
-        ttl: Duration,
-        *,
-        now: datetime | None = None,
-    ) -> bool:
-        """Take ``dedup_id`` for the push named ``token`` for ``ttl``, before its job exists.
-        True when ``token`` holds it now (also when it already did); False when another
-        live owner or reservation holds it. ``InvalidOptions`` for an empty or over-long id
-        or token, or a ttl outside 1 ms..MAX_DURATION_MS."""
-
-    @operation
-    async def release_deduplication_key(
-        self, queue: str, dedup_id: str, token: str, *, reservation_only: bool = False
-    ) -> bool:
-        """Free ``dedup_id`` only while its row carries ``token`` (reserved or owned, with any
-        kept next job); the job is not touched. With ``reservation_only``, only while no
-        job has taken the reservation over (a push giving back the lock of a write that
-        failed, which keeps it if the write did commit). True when a row went."""
-
-    @operation
-    async def add_debounced_job(
-        self,
-        queue: str,
-        name: str,
-        data: JSON = None,
-        options: JobOptions | dict[str, JSON] | None = None,
-        *,
-        max_wait: Duration | None = None,
-        now: datetime | None = None,
-    ) -> DebouncedAdd:
-        """Add one dispatch of the window ``options["deduplication"]`` names (with a
-        ``token``; ``delay_ms`` is the window), reading and writing the window in one
-        step, so concurrent dispatches of one window each see the one before
-        (``lane.add_debounced_job``): the window's delayed job is replaced, one that no
-        longer waits is superseded (its window is this dispatch's), and once the burst
-        has waited ``max_wait`` since its first dispatch this one is stored at once,
-        without the window, which is released (UNIQ-10). Of concurrent dispatches, the
-        last to be stored owns the window; ``InvalidOptions`` for a document without a
-        token, a unique or keep-last one, or a max wait outside 1 ms..MAX_DURATION_MS."""
+    get_deduplication_job_id = operation(GetDeduplicationJobId)
+    remove_deduplication_key = operation(RemoveDeduplicationKey)
+    expire_dedup_owners = operation(ExpireDedupOwners)
+    reserve_deduplication_key = operation(ReserveDeduplicationKey)
+    release_deduplication_key = operation(ReleaseDeduplicationKey)
+    add_debounced_job = operation(AddDebouncedJob)

@@ -5,8 +5,9 @@ The rules every backend follows are in ``lane_pg.backend`` (the package docstrin
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import KW_ONLY, dataclass
 
-from lane_pg.backend.operation import Handle, operation
+from lane_pg.backend.operation import Arguments, Handle, operation, stream_operation
 from lane_pg.errors import InvalidOptions
 from lane_pg.types import (
     QueueEvent,
@@ -49,30 +50,37 @@ def validate_poll_interval(poll_interval: object) -> float:
     return float(poll_interval)
 
 
+@dataclass(slots=True)
+class ReadEvents(Arguments[list[QueueEvent]]):
+    """Retained events of the queue with ids in ``[start, end]`` in id order; ``"-"``
+    is the first and ``"+"`` the last (EVS-2)."""
+
+    queue: str
+    start: str | int = "-"
+    end: str | int = "+"
+    limit: int = 100
+
+
+@dataclass(slots=True)
+class SubscribeEvents(Arguments[AsyncIterator[QueueEvent]]):
+    """The queue's events with ids above ``from_id`` in id order, each once, waiting
+    for new ones without end (break out of the loop, or cancel, to stop). ``"$"``:
+    only events committed after iteration starts (the first ``__anext__``); an id
+    (a ``QueueEvent.id``, int or decimal text): resume after it, ``0`` from the
+    oldest retained event. An event trimmed before the subscriber read it is not
+    seen. Bad arguments raise ``InvalidOptions`` at the call, before anything is
+    read."""
+
+    queue: str
+    from_id: str | int = "$"
+    _: KW_ONLY
+    poll_interval: float = DEFAULT_EVENT_POLL_INTERVAL
+
+
 class Events(Handle, name="events"):
     """A queue's retained event stream (EVS-2, EVS-7)."""
 
     __slots__ = ()
 
-    @operation
-    async def read_events(
-        self, queue: str, start: str | int = "-", end: str | int = "+", limit: int = 100
-    ) -> list[QueueEvent]:
-        """Retained events of the queue with ids in ``[start, end]`` in id order; ``"-"``
-        is the first and ``"+"`` the last (EVS-2)."""
-
-    @operation
-    def subscribe_events(
-        self,
-        queue: str,
-        from_id: str | int = "$",
-        *,
-        poll_interval: float = DEFAULT_EVENT_POLL_INTERVAL,
-    ) -> AsyncIterator[QueueEvent]:
-        """The queue's events with ids above ``from_id`` in id order, each once, waiting
-        for new ones without end (break out of the loop, or cancel, to stop). ``"$"``:
-        only events committed after iteration starts (the first ``__anext__``); an id
-        (a ``QueueEvent.id``, int or decimal text): resume after it, ``0`` from the
-        oldest retained event. An event trimmed before the subscriber read it is not
-        seen. Bad arguments raise ``InvalidOptions`` at the call, before anything is
-        read."""
+    read_events = operation(ReadEvents)
+    subscribe_events = stream_operation(SubscribeEvents)

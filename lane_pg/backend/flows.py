@@ -8,9 +8,10 @@ reads from them once, for every backend.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import KW_ONLY, dataclass
 from datetime import datetime
 
-from lane_pg.backend.operation import Handle, operation
+from lane_pg.backend.operation import Arguments, Handle, operation
 from lane_pg.errors import InvalidOptions
 from lane_pg.types import JSON, JobRow
 from lane_pg.types.flows import (
@@ -50,6 +51,85 @@ def check_page_request(kind: str, cursor: int, count: int) -> None:
         )
 
 
+@dataclass(slots=True)
+class AddFlow(Arguments[Flow]):
+    """Store a whole tree in one transaction and return its stored nodes (FLOW-1,
+    -11..13, DEDUP-17, -19). The root names its queue; a node with children waits in
+    ``waiting-children``. Invalid input anywhere, a custom id twice in one queue
+    (FLOW-2) or a child that belongs to another parent (``ParentConflict``, FLOW-13)
+    rejects the whole tree with nothing written."""
+
+    flow: FlowJob
+    _: KW_ONLY
+    now: datetime | None = None
+
+
+@dataclass(slots=True)
+class AddFlowChildren(Arguments[list[Flow]]):
+    """A running parent, under its lock token, adds children and waits for them
+    (FLOW-14): it leaves ``active`` for ``waiting-children`` (its run not counted as an
+    attempt) and is released at once if nothing it attached is pending.
+    ``FailedChildren`` while a child failure fails it (FLOW-15)."""
+
+    queue: str
+    parent_id: str
+    token: str
+    children: Sequence[FlowJob]
+    _: KW_ONLY
+    now: datetime | None = None
+
+
+@dataclass(slots=True)
+class GetFlowDependencyCounts(Arguments[FlowDependencyCounts | None]):
+    """Counts per bucket, None for an unknown parent (FLOW-17)."""
+
+    queue: str
+    parent_id: str
+
+
+@dataclass(slots=True)
+class GetFlowDependencyPage(Arguments[FlowDependencyPage]):
+    """One page of a bucket, in attach order after ``cursor`` (0: from the start); its
+    ``next_cursor`` continues it, 0 when done (FLOW-20). The same cost at any cursor."""
+
+    queue: str
+    parent_id: str
+    kind: DependencyKind
+    cursor: int = 0
+    count: int = 20
+
+
+@dataclass(slots=True)
+class GetFlowDependencies(Arguments[FlowDependencies | None]):
+    """The parent, its children's snapshots, the pending and the missing ones (FLOW-16);
+    None for an unknown parent."""
+
+    queue: str
+    parent_id: str
+
+
+@dataclass(slots=True)
+class RemoveUnprocessedChildren(Arguments[list[JobRow]]):
+    """Remove the pending children nobody runs or holds (FLOW-24), releasing the parent
+    when nothing is pending; they stay listed, as missing."""
+
+    queue: str
+    parent_id: str
+    _: KW_ONLY
+    now: datetime | None = None
+
+
+@dataclass(slots=True)
+class RemoveChildDependency(Arguments[bool]):
+    """Detach a child from its parent, results included (FLOW-25); False when it has
+    none."""
+
+    queue: str
+    child_id: str
+    _: KW_ONLY
+    now: datetime | None = None
+
+
 class Flows(Handle, name="flows"):
     """Adding flows and reading or cutting their dependencies (FLOW-1..29).
 
@@ -57,65 +137,13 @@ class Flows(Handle, name="flows"):
 
     __slots__ = ()
 
-    @operation
-    async def add_flow(self, flow: FlowJob, *, now: datetime | None = None) -> Flow:
-        """Store a whole tree in one transaction and return its stored nodes (FLOW-1,
-        -11..13, DEDUP-17, -19). The root names its queue; a node with children waits in
-        ``waiting-children``. Invalid input anywhere, a custom id twice in one queue
-        (FLOW-2) or a child that belongs to another parent (``ParentConflict``, FLOW-13)
-        rejects the whole tree with nothing written."""
-
-    @operation
-    async def add_flow_children(
-        self,
-        queue: str,
-        parent_id: str,
-        token: str,
-        children: Sequence[FlowJob],
-        *,
-        now: datetime | None = None,
-    ) -> list[Flow]:
-        """A running parent, under its lock token, adds children and waits for them
-        (FLOW-14): it leaves ``active`` for ``waiting-children`` (its run not counted as an
-        attempt) and is released at once if nothing it attached is pending.
-        ``FailedChildren`` while a child failure fails it (FLOW-15)."""
-
-    @operation
-    async def get_flow_dependency_counts(
-        self, queue: str, parent_id: str
-    ) -> FlowDependencyCounts | None:
-        """Counts per bucket, None for an unknown parent (FLOW-17)."""
-
-    @operation
-    async def get_flow_dependency_page(
-        self,
-        queue: str,
-        parent_id: str,
-        kind: DependencyKind,
-        cursor: int = 0,
-        count: int = 20,
-    ) -> FlowDependencyPage:
-        """One page of a bucket, in attach order after ``cursor`` (0: from the start); its
-        ``next_cursor`` continues it, 0 when done (FLOW-20). The same cost at any cursor."""
-
-    @operation
-    async def get_flow_dependencies(self, queue: str, parent_id: str) -> FlowDependencies | None:
-        """The parent, its children's snapshots, the pending and the missing ones (FLOW-16);
-        None for an unknown parent."""
-
-    @operation
-    async def remove_unprocessed_children(
-        self, queue: str, parent_id: str, *, now: datetime | None = None
-    ) -> list[JobRow]:
-        """Remove the pending children nobody runs or holds (FLOW-24), releasing the parent
-        when nothing is pending; they stay listed, as missing."""
-
-    @operation
-    async def remove_child_dependency(
-        self, queue: str, child_id: str, *, now: datetime | None = None
-    ) -> bool:
-        """Detach a child from its parent, results included (FLOW-25); False when it has
-        none."""
+    add_flow = operation(AddFlow)
+    add_flow_children = operation(AddFlowChildren)
+    get_flow_dependency_counts = operation(GetFlowDependencyCounts)
+    get_flow_dependency_page = operation(GetFlowDependencyPage)
+    get_flow_dependencies = operation(GetFlowDependencies)
+    remove_unprocessed_children = operation(RemoveUnprocessedChildren)
+    remove_child_dependency = operation(RemoveChildDependency)
 
     async def _whole_bucket(
         self, queue: str, parent_id: str, kind: DependencyKind

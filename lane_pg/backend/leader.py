@@ -4,10 +4,33 @@ The rules every backend follows are in ``lane_pg.backend`` (the package docstrin
 
 from __future__ import annotations
 
+from dataclasses import KW_ONLY, dataclass
 from datetime import datetime
 
-from lane_pg.backend.operation import Handle, operation
+from lane_pg.backend.operation import Arguments, Handle, operation
 from lane_pg.types import Duration
+
+
+@dataclass(slots=True)
+class AcquireLeadership(Arguments[bool]):
+    """Take or renew ``role`` for ``holder`` until ``now + lease``: True when ``holder``
+    holds it afterwards (it was free, expired before ``now``, or already its own),
+    False when another holder's lease is still running (nothing changes then)."""
+
+    role: str
+    holder: str
+    lease: Duration
+    _: KW_ONLY
+    now: datetime | None = None
+
+
+@dataclass(slots=True)
+class ResignLeadership(Arguments[bool]):
+    """Give ``role`` up at once if ``holder`` holds it (True), so the next candidate
+    need not wait for the lease to run out; False when it held nothing."""
+
+    role: str
+    holder: str
 
 
 class Leader(Handle, name="leader"):
@@ -24,18 +47,8 @@ class Leader(Handle, name="leader"):
 
     __slots__ = ()
 
-    @operation
-    async def acquire_leadership(
-        self, role: str, holder: str, lease: Duration, *, now: datetime | None = None
-    ) -> bool:
-        """Take or renew ``role`` for ``holder`` until ``now + lease``: True when ``holder``
-        holds it afterwards (it was free, expired before ``now``, or already its own),
-        False when another holder's lease is still running (nothing changes then)."""
-
-    @operation
-    async def resign_leadership(self, role: str, holder: str) -> bool:
-        """Give ``role`` up at once if ``holder`` holds it (True), so the next candidate
-        need not wait for the lease to run out; False when it held nothing."""
+    acquire_leadership = operation(AcquireLeadership)
+    resign_leadership = operation(ResignLeadership)
 
     def __call__(self) -> Leader:
         """This handle: ``backend.leader()`` was how code reached the leader before the

@@ -6,10 +6,120 @@ claim applies these limits is in ``Runs.claim_jobs``."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import KW_ONLY, dataclass
 from datetime import datetime, timedelta
 
-from lane_pg.backend.operation import Handle, operation
+from lane_pg.backend.operation import Arguments, Handle, operation
 from lane_pg.types import Duration, JobRateLimit
+
+
+@dataclass(slots=True)
+class SetClaimRateLimit(Arguments[None]):
+    """Store the queue's shared limit (``rate_max``, ``rate_duration_ms``), creating
+    the queue when missing; wakes its idle claimers (RATE-2)."""
+
+    queue: str
+    limit: JobRateLimit
+
+
+@dataclass(slots=True)
+class GetClaimRateLimit(Arguments[JobRateLimit | None]):
+    """The queue's shared limit, or None (also for a queue that does not exist)."""
+
+    queue: str
+
+
+@dataclass(slots=True)
+class ClearClaimRateLimit(Arguments[None]):
+    """Remove the shared limit; the claims logged so far stay (RATE-2)."""
+
+    queue: str
+
+
+@dataclass(slots=True)
+class GetClaimRateLimitTtl(Arguments[int]):
+    """Milliseconds until the limiter admits a claim (RATE-5).
+
+    With ``max`` (or else the shared limit's max): 0 while one more job would be
+    admitted now, otherwise the milliseconds until it would be, a manual block
+    (``rate_limit_claims_for``) included; windows are the shared limit's duration when
+    one is set, else each logged claim's own. With neither: the raw time-to-live of
+    the limiter, the milliseconds until its last logged claim (or the manual block)
+    expires, and ``-2`` when it holds nothing live (Redis' PTTL of a missing key).
+    A ``max`` below 1 raises ``InvalidOptions``."""
+
+    queue: str
+    max: int | None = None
+    _: KW_ONLY
+    now: datetime | None = None
+
+
+@dataclass(slots=True)
+class RateLimitClaimsFor(Arguments[None]):
+    """Block every claim of the queue until ``now + duration`` whatever its limits
+    (BullMQ's ``rateLimit()``, RATE-6); a later call replaces the time. The duration
+    must be at least 1 ms (else ``InvalidOptions``)."""
+
+    queue: str
+    duration: Duration
+    _: KW_ONLY
+    now: datetime | None = None
+
+
+@dataclass(slots=True)
+class ClearClaimRateLimitKey(Arguments[None]):
+    """Forget the logged claims and any manual block, so claims are admitted at once;
+    the configured limit stays (RATE-6). Wakes the queue's idle claimers."""
+
+    queue: str
+
+
+@dataclass(slots=True)
+class SetMaxActiveJobs(Arguments[None]):
+    """At most ``max_active`` (>= 1) jobs of the queue active at once over every
+    worker (RATE-7), creating the queue when missing; wakes its idle claimers."""
+
+    queue: str
+    max_active: int
+
+
+@dataclass(slots=True)
+class GetMaxActiveJobs(Arguments[int | None]):
+    """The queue's ceiling, or None."""
+
+    queue: str
+
+
+@dataclass(slots=True)
+class ClearMaxActiveJobs(Arguments[None]):
+    """Remove the ceiling; wakes the queue's idle claimers."""
+
+    queue: str
+
+
+@dataclass(slots=True)
+class IsMaxed(Arguments[bool]):
+    """Whether the queue's active jobs reach its ``max_active``, in one read (RATE-8);
+    False without a ceiling."""
+
+    queue: str
+
+
+@dataclass(slots=True)
+class NextClaimIn(Arguments[timedelta | None]):
+    """How long until a claim of these queues (every queue when None) may get a job it
+    cannot get now: the next delayed job's due time (``next_due_in``; left out when
+    ``delayed`` is false), or when a rate-limited queue that has waiting jobs admits a
+    claim again (``rate_limit`` is the worker-local limit, as passed to
+    ``claim_jobs``): zero when it admits one already (the window may have freed since
+    the caller's claim). None when neither applies: a paused or maxed queue is woken
+    by its resume or a freed slot (CLAIM-9/11). Pass only the queues the caller can
+    claim from now, or a zero makes it claim again for nothing."""
+
+    queues: Sequence[str] | None = None
+    rate_limit: JobRateLimit | None = None
+    _: KW_ONLY
+    delayed: bool = True
 
 
 class Limits(Handle, name="limits"):
@@ -25,77 +135,14 @@ class Limits(Handle, name="limits"):
 
     __slots__ = ()
 
-    @operation
-    async def set_claim_rate_limit(self, queue: str, limit: JobRateLimit) -> None:
-        """Store the queue's shared limit (``rate_max``, ``rate_duration_ms``), creating
-        the queue when missing; wakes its idle claimers (RATE-2)."""
-
-    @operation
-    async def get_claim_rate_limit(self, queue: str) -> JobRateLimit | None:
-        """The queue's shared limit, or None (also for a queue that does not exist)."""
-
-    @operation
-    async def clear_claim_rate_limit(self, queue: str) -> None:
-        """Remove the shared limit; the claims logged so far stay (RATE-2)."""
-
-    @operation
-    async def get_claim_rate_limit_ttl(
-        self, queue: str, max: int | None = None, *, now: datetime | None = None
-    ) -> int:
-        """Milliseconds until the limiter admits a claim (RATE-5).
-
-        With ``max`` (or else the shared limit's max): 0 while one more job would be
-        admitted now, otherwise the milliseconds until it would be, a manual block
-        (``rate_limit_claims_for``) included; windows are the shared limit's duration when
-        one is set, else each logged claim's own. With neither: the raw time-to-live of
-        the limiter, the milliseconds until its last logged claim (or the manual block)
-        expires, and ``-2`` when it holds nothing live (Redis' PTTL of a missing key).
-        A ``max`` below 1 raises ``InvalidOptions``."""
-
-    @operation
-    async def rate_limit_claims_for(
-        self, queue: str, duration: Duration, *, now: datetime | None = None
-    ) -> None:
-        """Block every claim of the queue until ``now + duration`` whatever its limits
-        (BullMQ's ``rateLimit()``, RATE-6); a later call replaces the time. The duration
-        must be at least 1 ms (else ``InvalidOptions``)."""
-
-    @operation
-    async def clear_claim_rate_limit_key(self, queue: str) -> None:
-        """Forget the logged claims and any manual block, so claims are admitted at once;
-        the configured limit stays (RATE-6). Wakes the queue's idle claimers."""
-
-    @operation
-    async def set_max_active_jobs(self, queue: str, max_active: int) -> None:
-        """At most ``max_active`` (>= 1) jobs of the queue active at once over every
-        worker (RATE-7), creating the queue when missing; wakes its idle claimers."""
-
-    @operation
-    async def get_max_active_jobs(self, queue: str) -> int | None:
-        """The queue's ceiling, or None."""
-
-    @operation
-    async def clear_max_active_jobs(self, queue: str) -> None:
-        """Remove the ceiling; wakes the queue's idle claimers."""
-
-    @operation
-    async def is_maxed(self, queue: str) -> bool:
-        """Whether the queue's active jobs reach its ``max_active``, in one read (RATE-8);
-        False without a ceiling."""
-
-    @operation
-    async def next_claim_in(
-        self,
-        queues: Sequence[str] | None = None,
-        rate_limit: JobRateLimit | None = None,
-        *,
-        delayed: bool = True,
-    ) -> timedelta | None:
-        """How long until a claim of these queues (every queue when None) may get a job it
-        cannot get now: the next delayed job's due time (``next_due_in``; left out when
-        ``delayed`` is false), or when a rate-limited queue that has waiting jobs admits a
-        claim again (``rate_limit`` is the worker-local limit, as passed to
-        ``claim_jobs``): zero when it admits one already (the window may have freed since
-        the caller's claim). None when neither applies: a paused or maxed queue is woken
-        by its resume or a freed slot (CLAIM-9/11). Pass only the queues the caller can
-        claim from now, or a zero makes it claim again for nothing."""
+    set_claim_rate_limit = operation(SetClaimRateLimit)
+    get_claim_rate_limit = operation(GetClaimRateLimit)
+    clear_claim_rate_limit = operation(ClearClaimRateLimit)
+    get_claim_rate_limit_ttl = operation(GetClaimRateLimitTtl)
+    rate_limit_claims_for = operation(RateLimitClaimsFor)
+    clear_claim_rate_limit_key = operation(ClearClaimRateLimitKey)
+    set_max_active_jobs = operation(SetMaxActiveJobs)
+    get_max_active_jobs = operation(GetMaxActiveJobs)
+    clear_max_active_jobs = operation(ClearMaxActiveJobs)
+    is_maxed = operation(IsMaxed)
+    next_claim_in = operation(NextClaimIn)

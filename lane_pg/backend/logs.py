@@ -4,12 +4,50 @@ The rules every backend follows are in ``lane_pg.backend`` (the package docstrin
 
 from __future__ import annotations
 
+from dataclasses import KW_ONLY, dataclass
 from datetime import datetime
 
-from lane_pg.backend.operation import Handle, operation
+from lane_pg.backend.operation import Arguments, Handle, operation
 from lane_pg.types import (
     LogPage,
 )
+
+
+@dataclass(slots=True)
+class AddJobLog(Arguments[int]):
+    """Append ``{ts, message}`` to the job's log, keep only the newest ``keep`` when
+    given, and return the number of entries kept (MGMT-13). No event. ``token`` fences
+    it as in ``update_job_data``."""
+
+    queue: str
+    job_id: str
+    message: str
+    _: KW_ONLY
+    keep: int | None = None
+    now: datetime | None = None
+    token: str | None = None
+
+
+@dataclass(slots=True)
+class GetJobLogs(Arguments[LogPage]):
+    """A window of the log with inclusive, possibly negative indices; ``asc=False``
+    indexes from the newest (MGMT-14). Missing job: empty page, count 0."""
+
+    queue: str
+    job_id: str
+    start: int = 0
+    end: int = -1
+    _: KW_ONLY
+    asc: bool = True
+
+
+@dataclass(slots=True)
+class ClearJobLogs(Arguments[None]):
+    """Delete the log, or all but the newest ``keep`` entries (MGMT-15)."""
+
+    queue: str
+    job_id: str
+    keep: int = 0
 
 
 class Logs(Handle, name="logs"):
@@ -17,28 +55,6 @@ class Logs(Handle, name="logs"):
 
     __slots__ = ()
 
-    @operation
-    async def add_job_log(
-        self,
-        queue: str,
-        job_id: str,
-        message: str,
-        *,
-        keep: int | None = None,
-        now: datetime | None = None,
-        token: str | None = None,
-    ) -> int:
-        """Append ``{ts, message}`` to the job's log, keep only the newest ``keep`` when
-        given, and return the number of entries kept (MGMT-13). No event. ``token`` fences
-        it as in ``update_job_data``."""
-
-    @operation
-    async def get_job_logs(
-        self, queue: str, job_id: str, start: int = 0, end: int = -1, *, asc: bool = True
-    ) -> LogPage:
-        """A window of the log with inclusive, possibly negative indices; ``asc=False``
-        indexes from the newest (MGMT-14). Missing job: empty page, count 0."""
-
-    @operation
-    async def clear_job_logs(self, queue: str, job_id: str, keep: int = 0) -> None:
-        """Delete the log, or all but the newest ``keep`` entries (MGMT-15)."""
+    add_job_log = operation(AddJobLog)
+    get_job_logs = operation(GetJobLogs)
+    clear_job_logs = operation(ClearJobLogs)

@@ -1,41 +1,101 @@
 """Operations declared once, grouped into handles, called through one dispatcher.
 
-A *handle* (``Jobs``, ``Runs``, ``Queues``, ...) is a small class of declarations: each
-method marked ``@operation`` states one operation's name, typed parameters, result and, in
-its docstring, the rule every backend follows. The declaration is the only place the
-signature is written for callers: ``Handle.__init_subclass__`` replaces each declared method
-by the one dispatcher (``_dispatcher``), which calls the backend's implementation of that
-name and, when hooks are installed, runs them around the call.
+An operation is declared by one class of its arguments, a ``dataclass`` subclass of
+``Arguments[Result]``: its fields are the operation's parameters (their types, defaults and
+keyword-only marker), its type parameter is the result, and its docstring is the rule every
+backend follows. A *handle* (``Jobs``, ``Runs``, ``Queues``, ...) names one entity's
+operations::
 
-A backend builds one instance of each handle it serves over an *implementation*: any object
-with a method of each operation's name (PostgreSQL: a thin caller of the stored function of
-that name; memory: the reference model). ``tests/test_operations.py`` checks that every
-declared operation has an implementation of the same parameters on every backend, and a
-conformance test that calls it.
+    @dataclass(slots=True)
+    class ClearJobLogs(Arguments[None]):
+        \"\"\"Delete the log, or all but the newest ``keep`` entries.\"\"\"
+
+        queue: str
+        job_id: str
+        keep: int = 0
+
+
+    class Logs(Handle, name="logs"):
+        clear_job_logs = operation(ClearJobLogs)
+
+A caller writes ``await backend.logs.clear_job_logs("q", job_id, keep=5)``, typed from the
+class's fields. The dispatcher builds the arguments object and hands it to the backend's
+*implementation* of that name, a method of one parameter (``async def clear_job_logs(self,
+args: ClearJobLogs) -> None``), so no backend writes the parameters again (River's
+``*Params`` structs): PostgreSQL's implementation is mostly a ``statement`` line
+(``lane_pg.postgres.calls``), memory's is the reference model.
+``tests/conformance/test_operations.py`` checks that every backend implements every
+operation with that one parameter and the declared result, and that a conformance test
+calls it.
 
 Hooks are the instrumentation seam (Oban's ``with_span`` shape, the observability issue's
-spans and metrics): an ``OperationHook`` receives the call and a ``proceed`` function, and
-returns what ``proceed`` returned. With no hook installed the dispatcher costs one
-attribute read and one truth test per call.
+spans and metrics): an ``OperationHook`` receives the call (the operation and its arguments
+object) and a ``proceed`` function, and returns what ``proceed`` returned. With no hook
+installed the dispatcher costs one attribute read and one truth test per call beyond
+building the arguments object (0.5 to 0.7 µs).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
-from collections.abc import Awaitable, Callable, Mapping
+import typing
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, ParamSpec, Protocol, TypeVar, overload
 
-F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
 
-_MARK = "__lane_operation__"
+
+class Arguments(Generic[R]):
+    """Base of an operation's declaration: a ``dataclass(slots=True)`` of its parameters,
+    whose type parameter is the operation's result and whose docstring is its rule."""
+
+    __slots__ = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        """The arguments by parameter name (for hooks and logs; values are not copied)."""
+        return {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}  # type: ignore[arg-type]
 
 
-def operation(declaration: F) -> F:
-    """Mark a handle method as an operation declaration (its body is never run)."""
-    setattr(declaration, _MARK, True)
-    return declaration
+class Declared(Generic[P, R]):
+    """A handle attribute declaring one operation (``operation(ClearJobLogs)``); the handle
+    replaces it by the dispatcher, and type checkers read the call's signature from it."""
+
+    def __init__(self, arguments: Callable[P, Arguments[R]], *, streams: bool) -> None:
+        self.arguments = arguments
+        self.streams = streams
+
+    @overload
+    def __get__(self, instance: None, owner: type) -> Declared[P, R]: ...
+    @overload
+    def __get__(self, instance: object, owner: type) -> Callable[P, Awaitable[R]]: ...
+    def __get__(self, instance: object, owner: type) -> Any:  # pragma: no cover (replaced)
+        raise TypeError("an operation declared outside a Handle subclass")
+
+
+class DeclaredStream(Declared[P, R]):
+    """``stream_operation``: the call returns the async iterator itself, not an awaitable."""
+
+    @overload  # type: ignore[override]
+    def __get__(self, instance: None, owner: type) -> DeclaredStream[P, R]: ...
+    @overload
+    def __get__(self, instance: object, owner: type) -> Callable[P, R]: ...
+    def __get__(self, instance: object, owner: type) -> Any:  # pragma: no cover (replaced)
+        raise TypeError("an operation declared outside a Handle subclass")
+
+
+def operation(arguments: Callable[P, Arguments[R]]) -> Declared[P, R]:
+    """Declare the operation whose arguments class is ``arguments`` (see the docstring)."""
+    return Declared(arguments, streams=False)
+
+
+def stream_operation(arguments: Callable[P, Arguments[R]]) -> DeclaredStream[P, R]:
+    """Declare an operation that returns an async iterator (``subscribe_events``): it is
+    called, not awaited, and hooks see only the call that creates the iterator."""
+    return DeclaredStream(arguments, streams=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,23 +107,19 @@ class Operation:
     name: str
     """The operation's name: the implementation method's name and, where the operation is
     one stored function, that function's name (``add_job`` calls ``lane.add_job``)."""
+    arguments: type[Arguments[Any]]
+    """The declaration: the class of the call's arguments."""
     signature: inspect.Signature
-    """The declared parameters (without ``self``) and result annotation."""
+    """The call's parameters, as the arguments class takes them."""
+    result: Any
+    """The declared result type (``Arguments``' type parameter)."""
     doc: str
     """The rule, as the declaration's docstring states it."""
     streams: bool = False
-    """True for an operation that returns an async iterator (``subscribe_events``): it is
-    called, not awaited, and hooks see only the call that creates the iterator."""
 
     @property
     def qualified_name(self) -> str:
         return f"{self.handle}.{self.name}"
-
-    def arguments(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
-        """The call's arguments by parameter name, defaults included (for hooks)."""
-        bound = self.signature.bind(*args, **kwargs)
-        bound.apply_defaults()
-        return dict(bound.arguments)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,15 +127,10 @@ class OperationCall:
     """What a hook is told about one call."""
 
     operation: Operation
-    args: tuple[Any, ...]
-    kwargs: Mapping[str, Any]
+    arguments: Arguments[Any]
+    """The call's arguments object (``call.arguments.queue``; ``as_dict()`` for all)."""
     backend: str
     """The backend's kind (``postgresql``, ``memory``)."""
-
-    @property
-    def arguments(self) -> dict[str, Any]:
-        """The arguments by parameter name, defaults included."""
-        return self.operation.arguments(self.args, self.kwargs)
 
 
 class OperationHook(Protocol):
@@ -112,14 +163,13 @@ class Hooks:
     async def run(
         self,
         op: Operation,
-        implementation: Callable[..., Awaitable[Any]],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
+        implementation: Callable[[Arguments[Any]], Awaitable[Any]],
+        arguments: Arguments[Any],
     ) -> Any:
-        call = OperationCall(op, args, kwargs, self._backend)
+        call = OperationCall(op, arguments, self._backend)
 
         async def innermost() -> Any:
-            return await implementation(*args, **kwargs)
+            return await implementation(arguments)
 
         proceed: Callable[[], Awaitable[Any]] = innermost
         for hook in reversed(self.installed):
@@ -130,9 +180,9 @@ class Hooks:
 class Handle:
     """Base of the handles: the declarations of one entity's operations.
 
-    A subclass names itself (``class Jobs(Handle, name="jobs")``); its ``@operation``
-    methods become dispatchers. Methods without the mark are ordinary code shared by every
-    backend (an operation derived from the declared ones, written once here).
+    A subclass names itself (``class Jobs(Handle, name="jobs")``); its ``operation(...)``
+    attributes become dispatchers. Its ordinary methods are code shared by every backend
+    (an operation derived from the declared ones, written once here).
     """
 
     __slots__ = ("_hooks", "_impl")
@@ -140,10 +190,21 @@ class Handle:
     name: ClassVar[str] = ""
     operations: ClassVar[dict[str, Operation]] = {}
     """This handle's operations by name, in declaration order."""
+    _declarations: ClassVar[dict[type[Arguments[Any]], Operation]] = {}
 
     def __init__(self, implementation: object, hooks: Hooks) -> None:
         self._impl = implementation
         self._hooks = hooks
+
+    async def perform(self, arguments: Arguments[R]) -> R:
+        """Call the operation that ``arguments``' class declares, as the dispatcher does:
+        how a wrapper of a backend hands a call on without restating its parameters."""
+        op = self._declarations[type(arguments)]
+        implementation = getattr(self._impl, op.name)
+        if self._hooks.installed:
+            result: R = await self._hooks.run(op, implementation, arguments)
+            return result
+        return await implementation(arguments)  # type: ignore[no-any-return]
 
     def __init_subclass__(cls, *, name: str = "", **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -153,40 +214,64 @@ class Handle:
             k: v for base in cls.__mro__[1:] for k, v in getattr(base, "operations", {}).items()
         }
         for attribute, value in list(vars(cls).items()):
-            if callable(value) and getattr(value, _MARK, False):
-                op = Operation(
-                    handle=cls.name,
-                    name=attribute,
-                    signature=_declared_signature(value),
-                    doc=inspect.getdoc(value) or "",
-                    streams=not inspect.iscoroutinefunction(value),
-                )
+            if isinstance(value, Declared):
+                op = _declared(cls.name, attribute, value)
                 operations[attribute] = op
-                setattr(cls, attribute, _dispatcher(op, value))
+                setattr(cls, attribute, _dispatcher(op))
         cls.operations = operations
+        cls._declarations = {op.arguments: op for op in operations.values() if not op.streams}
 
 
-def _declared_signature(declaration: Callable[..., Any]) -> inspect.Signature:
-    signature = inspect.signature(declaration)
-    parameters = list(signature.parameters.values())[1:]  # without self
-    return signature.replace(parameters=parameters)
+def _declared(handle: str, name: str, declared: Declared[Any, Any]) -> Operation:
+    arguments: Any = declared.arguments
+    is_class = isinstance(arguments, type) and issubclass(arguments, Arguments)
+    if not (is_class and "__dataclass_fields__" in vars(arguments)):
+        raise TypeError(f"{handle}.{name}: the declaration must be a dataclass of Arguments")
+    results = [
+        typing.get_args(base)
+        for base in getattr(arguments, "__orig_bases__", ())
+        if typing.get_origin(base) is Arguments
+    ]
+    doc = vars(arguments).get("__doc__") or ""
+    if not doc or doc.startswith(f"{arguments.__name__}("):  # dataclass's generated doc
+        raise TypeError(f"{handle}.{name}: {arguments.__name__} states no rule (docstring)")
+    if not results:
+        raise TypeError(f"{handle}.{name}: {arguments.__name__} must subclass Arguments[Result]")
+    return Operation(
+        handle=handle,
+        name=name,
+        arguments=arguments,
+        signature=inspect.signature(arguments),
+        result=results[0][0],
+        doc=inspect.cleandoc(doc),
+        streams=declared.streams,
+    )
 
 
-def _dispatcher(op: Operation, declaration: Callable[..., Any]) -> Callable[..., Any]:
+def _dispatcher(op: Operation) -> Callable[..., Any]:
     """The one call path of every operation of every backend."""
     name = op.name
+    build = op.arguments
+
     if op.streams:
 
         def stream(self: Handle, /, *args: Any, **kwargs: Any) -> Any:
-            return getattr(self._impl, name)(*args, **kwargs)
+            return getattr(self._impl, name)(build(*args, **kwargs))
 
-        return functools.update_wrapper(stream, declaration)
+        stream.__name__ = stream.__qualname__ = name
+        stream.__doc__ = op.doc
+        stream.__signature__ = op.signature  # type: ignore[attr-defined]
+        return stream
 
     async def dispatch(self: Handle, /, *args: Any, **kwargs: Any) -> Any:
+        arguments = build(*args, **kwargs)
         implementation = getattr(self._impl, name)
         hooks = self._hooks
         if hooks.installed:
-            return await hooks.run(op, implementation, args, kwargs)
-        return await implementation(*args, **kwargs)
+            return await hooks.run(op, implementation, arguments)
+        return await implementation(arguments)
 
-    return functools.update_wrapper(dispatch, declaration)
+    dispatch.__name__ = dispatch.__qualname__ = name
+    dispatch.__doc__ = op.doc
+    dispatch.__signature__ = op.signature  # type: ignore[attr-defined]
+    return dispatch

@@ -21,10 +21,66 @@ series' owner when it has one. The rules every backend follows:
 
 from __future__ import annotations
 
+from dataclasses import KW_ONLY, dataclass
 from datetime import datetime
 
-from lane_pg.backend.operation import Handle, operation
+from lane_pg.backend.operation import Arguments, Handle, operation
 from lane_pg.types import JSON, JobOptions, JobRow, RepeatInfo
+
+
+@dataclass(slots=True)
+class UpsertRepeat(Arguments[JobRow]):
+    """Create the series of ``options.repeat``, or replace its owner: the old owner is
+    removed (``removed``) and the new job starts the series again, its schedule
+    rebuilt whole (REP-8, -13). ``JobStateConflict`` when the owner is active or in a
+    flow, and nothing changes (REP-9). Returns the new owner."""
+
+    queue: str
+    name: str
+    data: JSON = None
+    options: JobOptions | dict[str, JSON] | None = None
+    _: KW_ONLY
+    now: datetime | None = None
+
+
+@dataclass(slots=True)
+class RemoveRepeat(Arguments[str | None]):
+    """End the series and remove its owner through ``remove_job``; the removed
+    owner's id, or None. ``JobLocked`` while the owner runs under a valid lease
+    (REP-10)."""
+
+    queue: str
+    key: str
+    _: KW_ONLY
+    now: datetime | None = None
+
+
+@dataclass(slots=True)
+class GetRepeat(Arguments[RepeatInfo | None]):
+    """The live series ``key``, or None (REP-11)."""
+
+    queue: str
+    key: str
+
+
+@dataclass(slots=True)
+class ListRepeats(Arguments[list[RepeatInfo]]):
+    """Live series by the owner's due time, latest first unless ``ascending``,
+    entries ``start`` .. ``end`` inclusive (-1: to the end). Rows whose owner is gone
+    or finished are deleted on the way (REP-11, -12)."""
+
+    queue: str
+    start: int = 0
+    end: int = -1
+    _: KW_ONLY
+    ascending: bool = False
+
+
+@dataclass(slots=True)
+class CountRepeats(Arguments[int]):
+    """How many live series the queue has (REP-11)."""
+
+    queue: str
 
 
 class Repeats(Handle, name="repeats"):
@@ -32,41 +88,8 @@ class Repeats(Handle, name="repeats"):
 
     __slots__ = ()
 
-    @operation
-    async def upsert_repeat(
-        self,
-        queue: str,
-        name: str,
-        data: JSON = None,
-        options: JobOptions | dict[str, JSON] | None = None,
-        *,
-        now: datetime | None = None,
-    ) -> JobRow:
-        """Create the series of ``options.repeat``, or replace its owner: the old owner is
-        removed (``removed``) and the new job starts the series again, its schedule
-        rebuilt whole (REP-8, -13). ``JobStateConflict`` when the owner is active or in a
-        flow, and nothing changes (REP-9). Returns the new owner."""
-
-    @operation
-    async def remove_repeat(
-        self, queue: str, key: str, *, now: datetime | None = None
-    ) -> str | None:
-        """End the series and remove its owner through ``remove_job``; the removed
-        owner's id, or None. ``JobLocked`` while the owner runs under a valid lease
-        (REP-10)."""
-
-    @operation
-    async def get_repeat(self, queue: str, key: str) -> RepeatInfo | None:
-        """The live series ``key``, or None (REP-11)."""
-
-    @operation
-    async def list_repeats(
-        self, queue: str, start: int = 0, end: int = -1, *, ascending: bool = False
-    ) -> list[RepeatInfo]:
-        """Live series by the owner's due time, latest first unless ``ascending``,
-        entries ``start`` .. ``end`` inclusive (-1: to the end). Rows whose owner is gone
-        or finished are deleted on the way (REP-11, -12)."""
-
-    @operation
-    async def count_repeats(self, queue: str) -> int:
-        """How many live series the queue has (REP-11)."""
+    upsert_repeat = operation(UpsertRepeat)
+    remove_repeat = operation(RemoveRepeat)
+    get_repeat = operation(GetRepeat)
+    list_repeats = operation(ListRepeats)
+    count_repeats = operation(CountRepeats)

@@ -14,7 +14,14 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from lane_pg.backend import CAPABILITIES, HANDLES, DebouncedAdd, JobQueueBackend, Operation
+from lane_pg.backend import (
+    CAPABILITIES,
+    HANDLES,
+    Arguments,
+    DebouncedAdd,
+    JobQueueBackend,
+    Operation,
+)
 from lane_pg.errors import JobNotFound
 from lane_pg.facade.connection import Connection
 from lane_pg.memory import MemoryBackend
@@ -95,10 +102,10 @@ class _Nothing:
     def __getattr__(self, name: str) -> Callable[..., Awaitable[Any]]:
         answer, op = _ANSWERS.get(name), _OPERATIONS.get(name)
 
-        async def call(*args: Any, **kwargs: Any) -> Any:
+        async def call(arguments: Arguments[Any]) -> Any:
             if answer is None or op is None:
                 raise NotImplementedError(f"the null backend keeps nothing to {name}")
-            return await answer(op.arguments(args, kwargs))
+            return await answer(arguments.as_dict())
 
         return call
 

@@ -3,15 +3,21 @@ sql/functions/42_cleanup.sql). Every job goes through ``_Store._remove_jobs``.""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import datetime
 
-from lane_pg.backend.cleanup import clear_queue_names
+from lane_pg.backend.cleanup import (
+    CleanJobs,
+    ClearQueues,
+    DrainJobs,
+    ObliterateQueue,
+    RemoveOrphaned,
+    clear_queue_names,
+)
 from lane_pg.errors import JobStateConflict
 from lane_pg.memory._records import _MILLISECOND, _Queue, _Record
 from lane_pg.memory._store import MemoryEntity
 from lane_pg.types import (
-    Duration,
     JobRow,
     JobState,
     to_millis,
@@ -56,17 +62,15 @@ class MemoryCleanup(MemoryEntity):
         for start in range(0, len(doomed), _CHUNK):
             self._store._remove_jobs([(q, job) for job in doomed[start : start + _CHUNK]], now)
 
-    async def drain_jobs(
-        self, queue: str, *, delayed: bool = False, now: datetime | None = None
-    ) -> int:
-        validate_queue_name(queue)
-        validate_flag(delayed, "delayed")
-        moment = self._store._now(now)
-        q = self._store._queues.get(queue)
+    async def drain_jobs(self, args: DrainJobs) -> int:
+        validate_queue_name(args.queue)
+        validate_flag(args.delayed, "delayed")
+        moment = self._store._now(args.now)
+        q = self._store._queues.get(args.queue)
         if q is None:
             return 0
         doomed: list[_Record] = []
-        for state in ("waiting", "delayed") if delayed else ("waiting",):
+        for state in ("waiting", "delayed") if args.delayed else ("waiting",):
             doomed += sorted(
                 (j for j in q.by_state[state].values() if not self._is_repeat_owner(q, j)),
                 key=_REMOVAL_ORDER[state],
@@ -74,21 +78,14 @@ class MemoryCleanup(MemoryEntity):
         self._remove_in_chunks(q, doomed, moment)
         return len(doomed)
 
-    async def clean_jobs(
-        self,
-        queue: str,
-        state: JobState,
-        grace: Duration,
-        *,
-        limit: int = 0,
-        now: datetime | None = None,
-    ) -> list[JobRow]:
-        validate_queue_name(queue)
+    async def clean_jobs(self, args: CleanJobs) -> list[JobRow]:
+        state = args.state
+        validate_queue_name(args.queue)
         state = validate_clean_state(state)
-        cut = self._store._now(now) - to_millis(grace, "grace") * _MILLISECOND
-        validate_count(limit, "limit")
-        moment = self._store._now(now)
-        q = self._store._queue(queue)  # the `cleaned` event creates the queue, as in SQL
+        cut = self._store._now(args.now) - to_millis(args.grace, "grace") * _MILLISECOND
+        validate_count(args.limit, "limit")
+        moment = self._store._now(args.now)
+        q = self._store._queue(args.queue)  # the `cleaned` event creates the queue, as in SQL
         time_of = _CLEAN_TIME[state]
 
         def cleanable(job: _Record) -> bool:
@@ -102,18 +99,16 @@ class MemoryCleanup(MemoryEntity):
         doomed = sorted(
             (j for j in q.by_state[state].values() if cleanable(j)), key=_REMOVAL_ORDER[state]
         )
-        if limit:
-            doomed = doomed[:limit]
+        if args.limit:
+            doomed = doomed[: args.limit]
         snapshots = [job.snapshot() for job in doomed]
         self._remove_in_chunks(q, doomed, moment)
         self._store._emit(q, "cleaned", None, {"count": len(doomed)}, moment)
         return snapshots
 
-    async def clear_queues(
-        self, queues: Sequence[str] | None = None, *, now: datetime | None = None
-    ) -> int:
-        names = clear_queue_names(queues)
-        moment = self._store._now(now)
+    async def clear_queues(self, args: ClearQueues) -> int:
+        names = clear_queue_names(args.queues)
+        moment = self._store._now(args.now)
         removed = 0
         for name in sorted(set(self._store._queues if names is None else names)):
             q = self._store._queues.get(name)
@@ -121,20 +116,19 @@ class MemoryCleanup(MemoryEntity):
                 parents = sorted(q.by_state["waiting-children"].values(), key=lambda j: j.key)
                 self._remove_in_chunks(q, parents, moment)
                 removed += len(parents)
-            removed += await self.drain_jobs(name, delayed=True, now=moment)
-            removed += len(await self.clean_jobs(name, "active", 0, now=moment))
+            removed += await self.drain_jobs(DrainJobs(name, delayed=True, now=moment))
+            removed += len(await self.clean_jobs(CleanJobs(name, "active", 0, now=moment)))
         return removed
 
-    async def obliterate_queue(
-        self, queue: str, *, force: bool = False, now: datetime | None = None
-    ) -> int:
+    async def obliterate_queue(self, args: ObliterateQueue) -> int:
+        queue = args.queue
         validate_queue_name(queue)
-        validate_flag(force, "force")
-        moment = self._store._now(now)
+        validate_flag(args.force, "force")
+        moment = self._store._now(args.now)
         q = self._store._queue(queue)
         q.paused = True  # stays when refused below (MGMT-21)
         self._store._emit(q, "paused", None, {}, moment)
-        if q.by_state["active"] and not force:
+        if q.by_state["active"] and not args.force:
             raise JobStateConflict(
                 f"queue {queue} has active jobs: it cannot be obliterated unless forced (pause"
                 " it and let them finish, or force)"
@@ -148,12 +142,10 @@ class MemoryCleanup(MemoryEntity):
         del self._store._queues[queue]  # events, owners, series, limits, settings, pause
         return len(doomed)
 
-    async def remove_orphaned(
-        self, count: int = 0, limit: int = 0, *, now: datetime | None = None
-    ) -> int:
-        validate_count(count, "count")
-        left = validate_count(limit, "limit") or None
-        moment = self._store._now(now)
+    async def remove_orphaned(self, args: RemoveOrphaned) -> int:
+        validate_count(args.count, "count")
+        left = validate_count(args.limit, "limit") or None
+        moment = self._store._now(args.now)
 
         def gone(q: _Queue, job_id: str | None, job_key: int | None) -> bool:
             job = None if job_id is None else q.jobs.get(job_id)

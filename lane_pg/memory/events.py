@@ -10,7 +10,11 @@ import copy
 from collections.abc import AsyncIterator
 from dataclasses import replace
 
-from lane_pg.backend.events import DEFAULT_EVENT_POLL_INTERVAL, subscription_arguments
+from lane_pg.backend.events import (
+    ReadEvents,
+    SubscribeEvents,
+    subscription_arguments,
+)
 from lane_pg.errors import InvalidOptions
 from lane_pg.memory._records import _MAX_EVENT_ID
 from lane_pg.memory._store import MemoryEntity
@@ -33,26 +37,17 @@ def _event_bound(value: str | int) -> int:
 class MemoryEvents(MemoryEntity):
     """``read_events`` and ``subscribe_events`` over the store's event lists."""
 
-    async def read_events(
-        self, queue: str, start: str | int = "-", end: str | int = "+", limit: int = 100
-    ) -> list[QueueEvent]:
-        low, high = _event_bound(start), _event_bound(end)
-        q = self._store._queues.get(queue)
-        if q is None or limit <= 0:
+    async def read_events(self, args: ReadEvents) -> list[QueueEvent]:
+        low, high = _event_bound(args.start), _event_bound(args.end)
+        q = self._store._queues.get(args.queue)
+        if q is None or args.limit <= 0:
             return []
-        selected = [event for event in q.events if low <= event.id <= high][:limit]
+        selected = [event for event in q.events if low <= event.id <= high][: args.limit]
         return [replace(event, data=copy.deepcopy(event.data)) for event in selected]
 
-    def subscribe_events(
-        self,
-        queue: str,
-        from_id: str | int = "$",
-        *,
-        poll_interval: float = DEFAULT_EVENT_POLL_INTERVAL,
-    ) -> AsyncIterator[QueueEvent]:
-        # The memory backend is woken by its writes: it never polls.
-        after, _ = subscription_arguments(queue, from_id, poll_interval)
-        return self._follow(queue, after)
+    def subscribe_events(self, args: SubscribeEvents) -> AsyncIterator[QueueEvent]:
+        after, _ = subscription_arguments(args.queue, args.from_id, args.poll_interval)
+        return self._follow(args.queue, after)
 
     async def _follow(self, queue: str, after: int | None) -> AsyncIterator[QueueEvent]:
         if after is None:  # "$": the end of the stream as iteration starts, as in SQL

@@ -7,11 +7,19 @@ deduplication owner's kept next job (``_flow_attach``, ``_flow_materialise``) ar
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime
 
-from lane_pg.backend.flows import check_page_request
+from lane_pg.backend.flows import (
+    AddFlow,
+    AddFlowChildren,
+    GetFlowDependencies,
+    GetFlowDependencyCounts,
+    GetFlowDependencyPage,
+    RemoveChildDependency,
+    RemoveUnprocessedChildren,
+    check_page_request,
+)
 from lane_pg.errors import (
     FailedChildren,
     InvalidJobId,
@@ -29,13 +37,11 @@ from lane_pg.options import FLOW_POLICY_FLAGS
 from lane_pg.types import JSON, JobRow, validate_queue_name
 from lane_pg.types.flows import (
     ChildRef,
-    DependencyKind,
     Flow,
     FlowDependencies,
     FlowDependency,
     FlowDependencyCounts,
     FlowDependencyPage,
-    FlowJob,
 )
 
 _NODE_KEYS = ("queue", "name", "data", "options", "children")
@@ -141,9 +147,9 @@ class MemoryFlows(MemoryEntity):
             ) = saved
             raise
 
-    async def add_flow(self, flow: FlowJob, *, now: datetime | None = None) -> Flow:
-        root = _check_flow(flow.to_json(), None)
-        moment = self._store._now(now)
+    async def add_flow(self, args: AddFlow) -> Flow:
+        root = _check_flow(args.flow.to_json(), None)
+        moment = self._store._now(args.now)
         with self._all_or_nothing():
             before = self._store._last_key
             record = self._store._insert(
@@ -155,20 +161,14 @@ class MemoryFlows(MemoryEntity):
                 stored = self._store._flow_attach(record, root.children, (), moment)
         return Flow(record.snapshot(), _trees(stored, ()))
 
-    async def add_flow_children(
-        self,
-        queue: str,
-        parent_id: str,
-        token: str,
-        children: Sequence[FlowJob],
-        *,
-        now: datetime | None = None,
-    ) -> list[Flow]:
+    async def add_flow_children(self, args: AddFlowChildren) -> list[Flow]:
+        queue = args.queue
+        parent_id = args.parent_id
         validate_queue_name(queue)
-        moment = self._store._now(now)
-        q, parent = self._store._owned(queue, parent_id, token)
+        moment = self._store._now(args.now)
+        q, parent = self._store._owned(queue, parent_id, args.token)
         nodes = _check_flow(
-            {"name": parent.name, "children": [child.to_json() for child in children]}, queue
+            {"name": parent.name, "children": [child.to_json() for child in args.children]}, queue
         ).children
         if parent.deferred_failure is not None or any(
             dep.bucket == "failed" for dep in self._store._deps.get(parent.key, {}).values()
@@ -195,10 +195,10 @@ class MemoryFlows(MemoryEntity):
         return None if found is None or found[1].key != dep.child_key else found[1]
 
     async def get_flow_dependency_counts(
-        self, queue: str, parent_id: str
+        self, args: GetFlowDependencyCounts
     ) -> FlowDependencyCounts | None:
-        validate_queue_name(queue)
-        found = self._store._find(queue, parent_id)
+        validate_queue_name(args.queue)
+        found = self._store._find(args.queue, args.parent_id)
         if found is None:
             return None
         deps = list(self._store._deps.get(found[1].key, {}).values())
@@ -210,31 +210,26 @@ class MemoryFlows(MemoryEntity):
             missing=sum(dep.child_key is not None and self._present(dep) is None for dep in deps),
         )
 
-    async def get_flow_dependency_page(
-        self,
-        queue: str,
-        parent_id: str,
-        kind: DependencyKind,
-        cursor: int = 0,
-        count: int = 20,
-    ) -> FlowDependencyPage:
-        validate_queue_name(queue)
-        check_page_request(kind, cursor, count)
-        found = self._store._find(queue, parent_id)
+    async def get_flow_dependency_page(self, args: GetFlowDependencyPage) -> FlowDependencyPage:
+        validate_queue_name(args.queue)
+        check_page_request(args.kind, args.cursor, args.count)
+        found = self._store._find(args.queue, args.parent_id)
         deps = [] if found is None else list(self._store._deps.get(found[1].key, {}).values())
-        rows = sorted((d for d in deps if d.bucket == kind and d.seq > cursor), key=lambda d: d.seq)
-        page = rows[:count]
+        rows = sorted(
+            (d for d in deps if d.bucket == args.kind and d.seq > args.cursor), key=lambda d: d.seq
+        )
+        page = rows[: args.count]
         items = [
             FlowDependency(
                 ChildRef(dep.child_queue, dep.child_id), copy.deepcopy(dep.value), dep.reason
             )
             for dep in page
         ]
-        return FlowDependencyPage(items, page[-1].seq if len(rows) > count else 0)
+        return FlowDependencyPage(items, page[-1].seq if len(rows) > args.count else 0)
 
-    async def get_flow_dependencies(self, queue: str, parent_id: str) -> FlowDependencies | None:
-        validate_queue_name(queue)
-        found = self._store._find(queue, parent_id)
+    async def get_flow_dependencies(self, args: GetFlowDependencies) -> FlowDependencies | None:
+        validate_queue_name(args.queue)
+        found = self._store._find(args.queue, args.parent_id)
         if found is None:
             return None
         deps = sorted(self._store._deps.get(found[1].key, {}).values(), key=lambda d: d.seq)
@@ -254,12 +249,10 @@ class MemoryFlows(MemoryEntity):
             ],
         )
 
-    async def remove_unprocessed_children(
-        self, queue: str, parent_id: str, *, now: datetime | None = None
-    ) -> list[JobRow]:
-        validate_queue_name(queue)
-        moment = self._store._now(now)
-        _, parent = self._store._require(queue, parent_id)
+    async def remove_unprocessed_children(self, args: RemoveUnprocessedChildren) -> list[JobRow]:
+        validate_queue_name(args.queue)
+        moment = self._store._now(args.now)
+        _, parent = self._store._require(args.queue, args.parent_id)
         deps = sorted(self._store._deps.get(parent.key, {}).values(), key=lambda d: d.seq)
         doomed = [
             child
@@ -283,12 +276,10 @@ class MemoryFlows(MemoryEntity):
             owner.next_job, owner.next_parent, owner.next_children = None, None, []
         return snapshots
 
-    async def remove_child_dependency(
-        self, queue: str, child_id: str, *, now: datetime | None = None
-    ) -> bool:
-        validate_queue_name(queue)
-        moment = self._store._now(now)
-        _, child = self._store._require(queue, child_id)
+    async def remove_child_dependency(self, args: RemoveChildDependency) -> bool:
+        validate_queue_name(args.queue)
+        moment = self._store._now(args.now)
+        _, child = self._store._require(args.queue, args.child_id)
         if child.parent_id is None:
             return False
         found = self._store._parent_of(child)
@@ -297,7 +288,7 @@ class MemoryFlows(MemoryEntity):
             return True
         parent = found[1]
         deps = self._store._deps.get(parent.key, {})
-        dep = deps.pop((queue, child_id), None)
+        dep = deps.pop((args.queue, args.child_id), None)
         if (
             dep is not None
             and dep.bucket == "failed"

@@ -4,10 +4,24 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 
+from lane_pg.backend.jobs import (
+    AddJob,
+    AddJobs,
+    GetJob,
+    GetJobFinishedResult,
+    GetJobState,
+    PromoteJob,
+    RemoveJob,
+    RescheduleJob,
+    RetryJob,
+    SaveJobStacktrace,
+    UpdateJobData,
+    UpdateJobPriority,
+    UpdateJobProgress,
+)
 from lane_pg.errors import (
     InvalidOptions,
     JobStateConflict,
@@ -24,14 +38,10 @@ from lane_pg.memory._records import (
 )
 from lane_pg.memory._store import MemoryEntity
 from lane_pg.types import (
-    JSON,
     Completed,
-    Duration,
     Failed,
     FinishedResult,
-    JobOptions,
     JobRow,
-    JobSpec,
     JobState,
     NotFinished,
     check_json,
@@ -45,38 +55,28 @@ from lane_pg.types import (
 class MemoryJobs(MemoryEntity):
     """Adding, reading and changing single jobs (ADD, MGMT)."""
 
-    async def add_job(
-        self,
-        queue: str,
-        name: str,
-        data: JSON = None,
-        options: JobOptions | dict[str, JSON] | None = None,
-        *,
-        now: datetime | None = None,
-    ) -> JobRow:
-        validate_queue_name(queue)
-        new = _parse_spec(name, data, options)
-        moment = self._store._now(now)
+    async def add_job(self, args: AddJob) -> JobRow:
+        validate_queue_name(args.queue)
+        new = _parse_spec(args.name, args.data, args.options)
+        moment = self._store._now(args.now)
         check_series_left([new], moment)
-        self._store._check_reservations(queue, [new], moment)
-        return self._store._insert(queue, new, moment).snapshot()
+        self._store._check_reservations(args.queue, [new], moment)
+        return self._store._insert(args.queue, new, moment).snapshot()
 
-    async def add_jobs(
-        self, queue: str, specs: Sequence[JobSpec], *, now: datetime | None = None
-    ) -> list[JobRow]:
-        validate_queue_name(queue)
-        parsed = [_parse_spec(spec.name, spec.data, spec.options) for spec in specs]
-        moment = self._store._now(now)
+    async def add_jobs(self, args: AddJobs) -> list[JobRow]:
+        validate_queue_name(args.queue)
+        parsed = [_parse_spec(spec.name, spec.data, spec.options) for spec in args.specs]
+        moment = self._store._now(args.now)
         check_series_left(parsed, moment)
-        self._store._check_reservations(queue, parsed, moment)
+        self._store._check_reservations(args.queue, parsed, moment)
         batch = _Batch()
-        jobs = [self._store._insert(queue, new, moment, batch) for new in parsed]
+        jobs = [self._store._insert(args.queue, new, moment, batch) for new in parsed]
         if batch.jobs or batch.later:
-            self._store._emit_batch(self._store._queue(queue), batch, moment)
+            self._store._emit_batch(self._store._queue(args.queue), batch, moment)
         return [job.snapshot() for job in jobs]
 
-    async def get_job(self, queue: str, job_id: str) -> JobRow | None:
-        found = self._store._find(queue, job_id)
+    async def get_job(self, args: GetJob) -> JobRow | None:
+        found = self._store._find(args.queue, args.job_id)
         if found is None:
             return None
         q, job = found
@@ -92,12 +92,12 @@ class MemoryJobs(MemoryEntity):
             child_ids=tuple((dep.child_queue, dep.child_id) for dep in deps),
         )
 
-    async def get_job_state(self, queue: str, job_id: str) -> JobState | None:
-        found = self._store._find(queue, job_id)
+    async def get_job_state(self, args: GetJobState) -> JobState | None:
+        found = self._store._find(args.queue, args.job_id)
         return None if found is None else found[1].state
 
-    async def get_job_finished_result(self, queue: str, job_id: str) -> FinishedResult | None:
-        found = self._store._find(queue, job_id)
+    async def get_job_finished_result(self, args: GetJobFinishedResult) -> FinishedResult | None:
+        found = self._store._find(args.queue, args.job_id)
         if found is None:
             return None
         job = found[1]
@@ -113,20 +113,18 @@ class MemoryJobs(MemoryEntity):
                 f"cannot {action} job {job.id!r}: it is {job.state}, not {' or '.join(states)}"
             )
 
-    async def promote_job(self, queue: str, job_id: str, *, now: datetime | None = None) -> JobRow:
-        moment = self._store._now(now)
-        q, job = self._store._require(queue, job_id)
+    async def promote_job(self, args: PromoteJob) -> JobRow:
+        moment = self._store._now(args.now)
+        q, job = self._store._require(args.queue, args.job_id)
         self._require_state(job, ("delayed",), "promote")
         self._store._move_to_waiting(q, job)
         self._store._emit(q, "waiting", job.id, {"prev": "delayed"}, moment)
         return job.snapshot()
 
-    async def reschedule_job(
-        self, queue: str, job_id: str, delay: Duration, *, now: datetime | None = None
-    ) -> JobRow:
-        delay_ms = to_millis(delay, "delay")
-        moment = self._store._now(now)
-        q, job = self._store._require(queue, job_id)
+    async def reschedule_job(self, args: RescheduleJob) -> JobRow:
+        delay_ms = to_millis(args.delay, "delay")
+        moment = self._store._now(args.now)
+        q, job = self._store._require(args.queue, args.job_id)
         self._require_state(job, ("delayed",), "reschedule")
         if job.repeat_key is None:  # MGMT-5; a repeat occurrence's delay is its schedule
             job.options = {**job.options, "delay_ms": delay_ms}
@@ -134,9 +132,9 @@ class MemoryJobs(MemoryEntity):
         self._store._emit(q, "delayed", job.id, {"delay": _epoch_ms(job.available_at)}, moment)
         return job.snapshot()
 
-    async def retry_job(self, queue: str, job_id: str, *, now: datetime | None = None) -> JobRow:
-        moment = self._store._now(now)
-        q, job = self._store._require(queue, job_id)
+    async def retry_job(self, args: RetryJob) -> JobRow:
+        moment = self._store._now(args.now)
+        q, job = self._store._require(args.queue, args.job_id)
         self._require_state(job, ("completed", "failed"), "retry")
         # DEDUP-13 and REP-15, both checked before either changes anything. A unique job
         # neither takes back nor checks its lock, and loses its owner token (A9).
@@ -170,13 +168,13 @@ class MemoryJobs(MemoryEntity):
             self._store._emit(q, "waiting", job.id, {"prev": previous}, moment)
         return job.snapshot()
 
-    async def remove_job(self, queue: str, job_id: str, *, now: datetime | None = None) -> bool:
-        moment = self._store._now(now)
-        found = self._store._find(queue, job_id)
+    async def remove_job(self, args: RemoveJob) -> bool:
+        moment = self._store._now(args.now)
+        found = self._store._find(args.queue, args.job_id)
         if found is None:
-            q = self._store._queues.get(queue)
+            q = self._store._queues.get(args.queue)
             if q is not None:
-                self._forget_missing_job(q, job_id, moment)
+                self._forget_missing_job(q, args.job_id, moment)
             return False
         q, job = found
         self._store._remove(q, job, moment)
@@ -193,53 +191,36 @@ class MemoryJobs(MemoryEntity):
         for key in [key for key, series in q.series.items() if series.job_id == job_id]:
             del q.series[key]
 
-    async def update_job_data(
-        self, queue: str, job_id: str, data: JSON, *, token: str | None = None
-    ) -> JobRow:
+    async def update_job_data(self, args: UpdateJobData) -> JobRow:
+        data = args.data
         data = _json_copy(check_json(data, "data"))
-        _, job = self._store._writable(queue, job_id, token)
+        _, job = self._store._writable(args.queue, args.job_id, args.token)
         job.data = data
         return job.snapshot()
 
-    async def update_job_progress(
-        self,
-        queue: str,
-        job_id: str,
-        progress: JSON,
-        *,
-        now: datetime | None = None,
-        token: str | None = None,
-    ) -> JobRow:
+    async def update_job_progress(self, args: UpdateJobProgress) -> JobRow:
+        progress = args.progress
         progress = _json_copy(check_json(progress, "progress"))
-        moment = self._store._now(now)
-        q, job = self._store._writable(queue, job_id, token)
+        moment = self._store._now(args.now)
+        q, job = self._store._writable(args.queue, args.job_id, args.token)
         job.progress = progress
         self._store._emit(q, "progress", job.id, {"data": copy.deepcopy(progress)}, moment)
         return job.snapshot()
 
-    async def save_job_stacktrace(
-        self, queue: str, job_id: str, stacktrace: Sequence[str], failed_reason: str | None
-    ) -> JobRow:
-        entries, reason = validate_stacktrace(stacktrace, failed_reason)
-        _, job = self._store._require(queue, job_id)
+    async def save_job_stacktrace(self, args: SaveJobStacktrace) -> JobRow:
+        entries, reason = validate_stacktrace(args.stacktrace, args.failed_reason)
+        _, job = self._store._require(args.queue, args.job_id)
         job.stacktrace = entries
         job.failed_reason = reason
         return job.snapshot()
 
-    async def update_job_priority(
-        self,
-        queue: str,
-        job_id: str,
-        priority: int,
-        *,
-        lifo: bool | None = None,
-        now: datetime | None = None,
-    ) -> JobRow:
-        validate_priority(priority)
+    async def update_job_priority(self, args: UpdateJobPriority) -> JobRow:
+        lifo = args.lifo
+        validate_priority(args.priority)
         if lifo is not None and not isinstance(lifo, bool):
             raise InvalidOptions(f"lifo must be a boolean or None, got {lifo!r}")
-        q, job = self._store._require(queue, job_id)
-        job.priority = priority
+        q, job = self._store._require(args.queue, args.job_id)
+        job.priority = args.priority
         if lifo is not None:
             job.lifo = lifo
             job.options = {**job.options, "lifo": lifo}  # MGMT-9: stored on the options

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-
+from lane_pg.backend.leader import AcquireLeadership, ResignLeadership
 from lane_pg.errors import (
     InvalidOptions,
     ValidationError,
@@ -11,7 +10,6 @@ from lane_pg.errors import (
 from lane_pg.memory._records import _MILLISECOND, _Leadership
 from lane_pg.memory._store import MemoryEntity
 from lane_pg.types import (
-    Duration,
     to_millis,
 )
 
@@ -20,18 +18,18 @@ class MemoryLeader(MemoryEntity):
     """``Leader`` over a ``MemoryBackend``: the rules of ``lane.acquire_leadership`` and
     ``lane.resign_leadership``, on the backend's clock, for workers sharing the backend."""
 
-    async def acquire_leadership(
-        self, role: str, holder: str, lease: Duration, *, now: datetime | None = None
-    ) -> bool:
+    async def acquire_leadership(self, args: AcquireLeadership) -> bool:
+        role = args.role
+        holder = args.holder
         if not role or not holder:
             raise ValidationError(
                 f"acquire_leadership needs a role and a holder, got {role!r} and {holder!r}"
             )
-        lease_ms = to_millis(lease, "lease")
+        lease_ms = to_millis(args.lease, "lease")
         if lease_ms <= 0:
             raise InvalidOptions(f"lease must be positive, got {lease_ms} ms")
         store = self._store
-        moment = store._now(now)
+        moment = store._now(args.now)
         until = moment + lease_ms * _MILLISECOND
         current = store._leaders.get(role)
         if current is None:
@@ -45,9 +43,9 @@ class MemoryLeader(MemoryEntity):
             return True
         return False
 
-    async def resign_leadership(self, role: str, holder: str) -> bool:
-        current = self._store._leaders.get(role)
-        if current is None or current.holder != holder or current.expires_at is None:
+    async def resign_leadership(self, args: ResignLeadership) -> bool:
+        current = self._store._leaders.get(args.role)
+        if current is None or current.holder != args.holder or current.expires_at is None:
             return False
         current.expires_at = None
         return True

@@ -3,13 +3,26 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 
+from lane_pg.backend.limits import (
+    ClearClaimRateLimit,
+    ClearClaimRateLimitKey,
+    ClearMaxActiveJobs,
+    GetClaimRateLimit,
+    GetClaimRateLimitTtl,
+    GetMaxActiveJobs,
+    IsMaxed,
+    NextClaimIn,
+    RateLimitClaimsFor,
+    SetClaimRateLimit,
+    SetMaxActiveJobs,
+)
 from lane_pg.errors import InvalidOptions
 from lane_pg.memory._records import _MILLISECOND, _LoggedClaim, _Queue
 from lane_pg.memory._store import MemoryEntity
-from lane_pg.types import Duration, JobRateLimit, to_millis, validate_queue_name
+from lane_pg.types import JobRateLimit, to_millis, validate_queue_name
 
 _MAX_INT4 = 2**31 - 1
 _MAX_DURATION_MS = 9223372036854
@@ -88,42 +101,40 @@ def _log_claim(q: _Queue, now: datetime, jobs: int, window_ms: int) -> None:
 class MemoryLimits(MemoryEntity):
     """The ``limits`` handle (RATE): the twin of sql/functions/52_limits.sql."""
 
-    async def set_claim_rate_limit(self, queue: str, limit: JobRateLimit) -> None:
-        validate_queue_name(queue)
-        if _checked_limit(limit, "limit") is None:
+    async def set_claim_rate_limit(self, args: SetClaimRateLimit) -> None:
+        validate_queue_name(args.queue)
+        if _checked_limit(args.limit, "limit") is None:
             raise InvalidOptions("limit must be a JobRateLimit, got None")
-        q = self._store._queue(queue)
-        q.rate_max, q.rate_duration_ms = limit.max, limit.duration_ms
+        q = self._store._queue(args.queue)
+        q.rate_max, q.rate_duration_ms = args.limit.max, args.limit.duration_ms
 
-    async def get_claim_rate_limit(self, queue: str) -> JobRateLimit | None:
-        validate_queue_name(queue)
-        q = self._store._queues.get(queue)
+    async def get_claim_rate_limit(self, args: GetClaimRateLimit) -> JobRateLimit | None:
+        validate_queue_name(args.queue)
+        q = self._store._queues.get(args.queue)
         if q is None or q.rate_max is None or q.rate_duration_ms is None:
             return None
         return JobRateLimit(q.rate_max, timedelta(milliseconds=q.rate_duration_ms))
 
-    async def clear_claim_rate_limit(self, queue: str) -> None:
-        validate_queue_name(queue)
-        q = self._store._queues.get(queue)
+    async def clear_claim_rate_limit(self, args: ClearClaimRateLimit) -> None:
+        validate_queue_name(args.queue)
+        q = self._store._queues.get(args.queue)
         if q is not None:
             q.rate_max = q.rate_duration_ms = None
 
-    async def get_claim_rate_limit_ttl(
-        self, queue: str, max: int | None = None, *, now: datetime | None = None
-    ) -> int:
-        validate_queue_name(queue)
-        if max is not None:
-            _positive_count(max, "max")
-        moment = self._store._now(now)
-        q = self._store._queues.get(queue)
+    async def get_claim_rate_limit_ttl(self, args: GetClaimRateLimitTtl) -> int:
+        validate_queue_name(args.queue)
+        if args.max is not None:
+            _positive_count(args.max, "max")
+        moment = self._store._now(args.now)
+        q = self._store._queues.get(args.queue)
         if q is None:
-            return 0 if max is not None else -2
+            return 0 if args.max is not None else -2
         block_ms = (
             _ceil_ms(q.rate_blocked_until - moment)
             if q.rate_blocked_until is not None and q.rate_blocked_until > moment
             else None
         )
-        max_jobs = max if max is not None else q.rate_max
+        max_jobs = args.max if args.max is not None else q.rate_max
         if max_jobs is not None:
             return _largest(block_ms or 0, _rate_wait_ms(q, max_jobs, q.rate_duration_ms, moment))
         last = _largest_time((entry.expires() for entry in q.claim_log), default=None)
@@ -131,58 +142,54 @@ class MemoryLimits(MemoryEntity):
             block_ms = _largest(block_ms or 0, _ceil_ms(last - moment))
         return -2 if block_ms is None else block_ms
 
-    async def rate_limit_claims_for(
-        self, queue: str, duration: Duration, *, now: datetime | None = None
-    ) -> None:
-        validate_queue_name(queue)
-        millis = to_millis(duration, "duration")
+    async def rate_limit_claims_for(self, args: RateLimitClaimsFor) -> None:
+        validate_queue_name(args.queue)
+        millis = to_millis(args.duration, "duration")
         if not 1 <= millis <= _MAX_DURATION_MS:
             raise InvalidOptions(
                 f"the duration must be 1 to {_MAX_DURATION_MS} ms, got {millis} ms"
             )
-        self._store._queue(queue).rate_blocked_until = self._store._now(now) + millis * _MILLISECOND
+        self._store._queue(args.queue).rate_blocked_until = (
+            self._store._now(args.now) + millis * _MILLISECOND
+        )
 
-    async def clear_claim_rate_limit_key(self, queue: str) -> None:
-        validate_queue_name(queue)
-        q = self._store._queues.get(queue)
+    async def clear_claim_rate_limit_key(self, args: ClearClaimRateLimitKey) -> None:
+        validate_queue_name(args.queue)
+        q = self._store._queues.get(args.queue)
         if q is not None:
             q.claim_log = []
             q.rate_blocked_until = None
 
-    async def set_max_active_jobs(self, queue: str, max_active: int) -> None:
-        validate_queue_name(queue)
-        self._store._queue(queue).max_active = _positive_count(max_active, "max_active")
+    async def set_max_active_jobs(self, args: SetMaxActiveJobs) -> None:
+        validate_queue_name(args.queue)
+        self._store._queue(args.queue).max_active = _positive_count(args.max_active, "max_active")
 
-    async def get_max_active_jobs(self, queue: str) -> int | None:
-        validate_queue_name(queue)
-        q = self._store._queues.get(queue)
+    async def get_max_active_jobs(self, args: GetMaxActiveJobs) -> int | None:
+        validate_queue_name(args.queue)
+        q = self._store._queues.get(args.queue)
         return None if q is None else q.max_active
 
-    async def clear_max_active_jobs(self, queue: str) -> None:
-        validate_queue_name(queue)
-        q = self._store._queues.get(queue)
+    async def clear_max_active_jobs(self, args: ClearMaxActiveJobs) -> None:
+        validate_queue_name(args.queue)
+        q = self._store._queues.get(args.queue)
         if q is not None:
             q.max_active = None
 
-    async def is_maxed(self, queue: str) -> bool:
-        validate_queue_name(queue)
-        q = self._store._queues.get(queue)
+    async def is_maxed(self, args: IsMaxed) -> bool:
+        validate_queue_name(args.queue)
+        q = self._store._queues.get(args.queue)
         return (
             q is not None and q.max_active is not None and len(q.by_state["active"]) >= q.max_active
         )
 
-    async def next_claim_in(
-        self,
-        queues: Sequence[str] | None = None,
-        rate_limit: JobRateLimit | None = None,
-        *,
-        delayed: bool = True,
-    ) -> timedelta | None:
-        local = _checked_limit(rate_limit, "rate_limit")
+    async def next_claim_in(self, args: NextClaimIn) -> timedelta | None:
+        local = _checked_limit(args.rate_limit, "rate_limit")
         moment = self._store._now(None)
         waits: list[int] = []
-        for q in self._store._selected(queues):
-            due = [job.available_at for job in q.by_state["delayed"].values()] if delayed else []
+        for q in self._store._selected(args.queues):
+            due = (
+                [job.available_at for job in q.by_state["delayed"].values()] if args.delayed else []
+            )
             if due:
                 waits.append(max(0, _ceil_ms(min(due) - moment)))
             if q.paused or self._store._all_paused or not q.by_state["waiting"]:

@@ -3,13 +3,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import datetime
-
+from lane_pg.backend.maintenance import PromoteDueJobs, PruneFinished, RecoverStalled, TrimEvents
 from lane_pg.memory._records import LEASE_EXPIRED, STALLED_REASON, _Queue, _Record
 from lane_pg.memory._store import MemoryEntity
 from lane_pg.types import (
-    DEFAULT_PRUNE_BATCH,
     JobState,
     StalledOutcome,
     validate_prune_batch,
@@ -20,18 +17,12 @@ from lane_pg.types import (
 class MemoryMaintenance(MemoryEntity):
     """Upkeep the workers' leader runs: stalled recovery, promotion, trimming, pruning."""
 
-    async def recover_stalled(
-        self,
-        queues: Sequence[str] | None = None,
-        *,
-        max_stalled_count: int = 1,
-        now: datetime | None = None,
-    ) -> list[StalledOutcome]:
-        moment = self._store._now(now)
+    async def recover_stalled(self, args: RecoverStalled) -> list[StalledOutcome]:
+        moment = self._store._now(args.now)
         expired = sorted(
             (
                 (job, q)
-                for q in self._store._selected(queues)
+                for q in self._store._selected(args.queues)
                 for job in q.by_state["active"].values()
                 if job.lease_expires_at is not None and job.lease_expires_at < moment
             ),
@@ -41,7 +32,7 @@ class MemoryMaintenance(MemoryEntity):
         for job, q in expired:
             job.stalled_count += 1
             self._store._emit(q, "stalled", job.id, {"reason": LEASE_EXPIRED}, moment)
-            if job.stalled_count <= max_stalled_count or self._owns_its_series(q, job):
+            if job.stalled_count <= args.max_stalled_count or self._owns_its_series(q, job):
                 self._store._end_lease(job)
                 self._store._move_to_waiting(q, job)
                 self._store._emit(q, "waiting", job.id, {"prev": "active"}, moment)
@@ -58,26 +49,22 @@ class MemoryMaintenance(MemoryEntity):
         row = q.series.get(job.repeat_key)
         return row is not None and self._store._series_owner(q, job.repeat_key, row) is job
 
-    async def promote_due_jobs(
-        self, queues: Sequence[str] | None = None, *, now: datetime | None = None
-    ) -> int:
-        moment = self._store._now(now)
-        return sum(self._store._promote_due(q, moment) for q in self._store._selected(queues))
+    async def promote_due_jobs(self, args: PromoteDueJobs) -> int:
+        moment = self._store._now(args.now)
+        return sum(self._store._promote_due(q, moment) for q in self._store._selected(args.queues))
 
-    async def trim_events(self, queues: Sequence[str] | None = None) -> int:
+    async def trim_events(self, args: TrimEvents) -> int:
         trimmed = 0
-        for q in self._store._selected(queues):
+        for q in self._store._selected(args.queues):
             excess = len(q.events) - q.max_events
             if excess > 0:
                 del q.events[:excess]
                 trimmed += excess
         return trimmed
 
-    async def prune_finished(
-        self, queues: Sequence[str] | None = None, *, batch: int = DEFAULT_PRUNE_BATCH
-    ) -> int:
-        names = None if queues is None else [validate_queue_name(name) for name in queues]
-        validate_prune_batch(batch)
+    async def prune_finished(self, args: PruneFinished) -> int:
+        names = None if args.queues is None else [validate_queue_name(name) for name in args.queues]
+        validate_prune_batch(args.batch)
         deleted = 0
         for q in self._store._selected(names):
             bounds: tuple[tuple[JobState, int | None], ...] = (
@@ -89,7 +76,7 @@ class MemoryMaintenance(MemoryEntity):
                 if keep is None or len(finished) <= keep:
                     continue
                 oldest_first = sorted(finished.values(), key=_Record.finish_order)
-                doomed = oldest_first[: min(len(finished) - keep, batch)]
+                doomed = oldest_first[: min(len(finished) - keep, args.batch)]
                 self._store._delete_all(q, doomed)  # the logs live on the record
                 deleted += len(doomed)
         return deleted

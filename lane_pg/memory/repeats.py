@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from lane_pg.backend.repeats import CountRepeats, GetRepeat, ListRepeats, RemoveRepeat, UpsertRepeat
 from lane_pg.errors import InvalidOptions, JobStateConflict
 from lane_pg.memory._records import _parse_spec, _Queue, _Series, check_series_left, series_key
 from lane_pg.memory._store import MemoryEntity
-from lane_pg.types import JSON, JobOptions, JobRow, RepeatInfo, validate_queue_name
+from lane_pg.types import JobRow, RepeatInfo, validate_queue_name
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -40,22 +41,14 @@ class MemoryRepeats(MemoryEntity):
             options=dict(row.template.options.parsed.document),
         )
 
-    async def upsert_repeat(
-        self,
-        queue: str,
-        name: str,
-        data: JSON = None,
-        options: JobOptions | dict[str, JSON] | None = None,
-        *,
-        now: datetime | None = None,
-    ) -> JobRow:
-        validate_queue_name(queue)
-        new = _parse_spec(name, data, options)
+    async def upsert_repeat(self, args: UpsertRepeat) -> JobRow:
+        validate_queue_name(args.queue)
+        new = _parse_spec(args.name, args.data, args.options)
         if new.options.parsed.repeat is None:
             raise InvalidOptions('upsert_repeat needs options with a "repeat" document')
-        moment = self._store._now(now)
-        q = self._store._queue(queue)
-        key = series_key(name, new.options.parsed.document["repeat"])
+        moment = self._store._now(args.now)
+        q = self._store._queue(args.queue)
+        key = series_key(args.name, new.options.parsed.document["repeat"])
         row = q.series.get(key)
         owner = None if row is None else self._store._series_owner(q, key, row)
         if owner is not None and owner.state == "active":
@@ -67,42 +60,38 @@ class MemoryRepeats(MemoryEntity):
             self._store._dedup_release(q, owner, moment)
             self._store._delete(q, owner)
             self._store._emit(q, "removed", owner.id, {"prev": owner.state}, moment)
-        return self._store._insert(queue, new, moment).snapshot()
+        return self._store._insert(args.queue, new, moment).snapshot()
 
-    async def remove_repeat(
-        self, queue: str, key: str, *, now: datetime | None = None
-    ) -> str | None:
-        q = self._store._queues.get(queue)
-        row = None if q is None else q.series.get(key)
+    async def remove_repeat(self, args: RemoveRepeat) -> str | None:
+        q = self._store._queues.get(args.queue)
+        row = None if q is None else q.series.get(args.key)
         if q is None or row is None:
             return None
-        owner = self._store._series_owner(q, key, row)
+        owner = self._store._series_owner(q, args.key, row)
         if owner is not None:
-            self._store._remove(q, owner, self._store._now(now))  # JobLocked before any change
-        q.series.pop(key, None)
+            self._store._remove(q, owner, self._store._now(args.now))  # JobLocked before any change
+        q.series.pop(args.key, None)
         return None if owner is None else owner.id
 
-    async def get_repeat(self, queue: str, key: str) -> RepeatInfo | None:
-        q = self._store._queues.get(queue)
+    async def get_repeat(self, args: GetRepeat) -> RepeatInfo | None:
+        q = self._store._queues.get(args.queue)
         if q is None:
             return None
-        found = dict(self._live_series(q)).get(key)
-        return None if found is None else self._info(q, key, found)
+        found = dict(self._live_series(q)).get(args.key)
+        return None if found is None else self._info(q, args.key, found)
 
-    async def list_repeats(
-        self, queue: str, start: int = 0, end: int = -1, *, ascending: bool = False
-    ) -> list[RepeatInfo]:
-        q = self._store._queues.get(queue)
+    async def list_repeats(self, args: ListRepeats) -> list[RepeatInfo]:
+        q = self._store._queues.get(args.queue)
         if q is None:
             return []
         infos = sorted(
             (self._info(q, key, row) for key, row in self._live_series(q)),
             key=lambda info: info.key,
         )
-        infos.sort(key=lambda info: info.next_at, reverse=not ascending)  # stable: key order
-        first = max(start, 0)
-        return infos[first:] if end < 0 else infos[first : max(end + 1, first)]
+        infos.sort(key=lambda info: info.next_at, reverse=not args.ascending)  # stable: key order
+        first = max(args.start, 0)
+        return infos[first:] if args.end < 0 else infos[first : max(args.end + 1, first)]
 
-    async def count_repeats(self, queue: str) -> int:
-        q = self._store._queues.get(queue)
+    async def count_repeats(self, args: CountRepeats) -> int:
+        q = self._store._queues.get(args.queue)
         return 0 if q is None else len(self._live_series(q))

@@ -2,24 +2,26 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import datetime
-
+from lane_pg.backend.runs import (
+    ClaimJobs,
+    CompleteJob,
+    CompleteJobs,
+    DelayJob,
+    FailJob,
+    FailJobs,
+    GiveBackJob,
+    ReleaseJob,
+    RenewLeases,
+)
 from lane_pg.errors import PendingDependencies
 from lane_pg.memory._records import _MILLISECOND, _epoch_ms, _json_copy, _same_token
 from lane_pg.memory._store import MemoryEntity
 from lane_pg.memory.limits import _checked_limit, _limited_claim, _log_claim
 from lane_pg.types import (
-    JSON,
     ClaimedJob,
-    Completion,
-    Duration,
-    Failure,
     FinalizeOutcome,
-    JobRateLimit,
     JobRow,
     LeaseRef,
-    QueueDemand,
     check_json,
     to_millis,
 )
@@ -28,32 +30,24 @@ from lane_pg.types import (
 class MemoryRuns(MemoryEntity):
     """The ``runs`` handle: claims, leases and outcomes (CLAIM, FIN, RETRY)."""
 
-    async def claim_jobs(
-        self,
-        worker_id: str,
-        demands: Sequence[QueueDemand],
-        lease: Duration,
-        *,
-        total: int | None = None,
-        now: datetime | None = None,
-        rate_limit: JobRateLimit | None = None,
-        ignore_pause: bool = False,
-    ) -> list[ClaimedJob]:
-        lease_ms = to_millis(lease, "lease")
-        local = _checked_limit(rate_limit, "rate_limit")
-        moment = self._store._now(now)
+    async def claim_jobs(self, args: ClaimJobs) -> list[ClaimedJob]:
+        lease_ms = to_millis(args.lease, "lease")
+        local = _checked_limit(args.rate_limit, "rate_limit")
+        moment = self._store._now(args.now)
         claimed: list[ClaimedJob] = []
-        for demand in demands:
+        for demand in args.demands:
             if demand.limit <= 0:
                 continue
-            room = demand.limit if total is None else min(demand.limit, total - len(claimed))
+            room = (
+                demand.limit if args.total is None else min(demand.limit, args.total - len(claimed))
+            )
             if room <= 0:
                 break  # total reached: later queues are not even promoted
             q = self._store._queues.get(demand.queue)
             if q is None:
                 continue
             self._store._promote_due(q, moment)
-            if not ignore_pause and self._store._claim_paused(q, demand):
+            if not args.ignore_pause and self._store._claim_paused(q, demand):
                 continue
             if q.rate_blocked_until is not None and q.rate_blocked_until > moment:
                 continue  # RATE-6
@@ -67,19 +61,17 @@ class MemoryRuns(MemoryEntity):
                 job = self._store._pop_waiting(q)
                 if job is None:
                     break
-                self._store._activate(q, job, worker_id, lease_ms, moment)
+                self._store._activate(q, job, args.worker_id, lease_ms, moment)
                 claimed.append(ClaimedJob.from_job(job.snapshot()))
                 taken += 1
             if window_ms is not None and taken > 0:
                 _log_claim(q, moment, taken, window_ms)
         return claimed
 
-    async def renew_leases(
-        self, leases: Sequence[LeaseRef], lease: Duration, *, now: datetime | None = None
-    ) -> list[LeaseRef]:
-        expires_at = self._store._now(now) + to_millis(lease, "lease") * _MILLISECOND
+    async def renew_leases(self, args: RenewLeases) -> list[LeaseRef]:
+        expires_at = self._store._now(args.now) + to_millis(args.lease, "lease") * _MILLISECOND
         failed: list[LeaseRef] = []
-        for ref in leases:
+        for ref in args.leases:
             found = self._store._find(ref.queue, ref.id)
             job = None if found is None else found[1]
             if job is None or job.state != "active" or not _same_token(job.lock_token, ref.token):
@@ -88,18 +80,13 @@ class MemoryRuns(MemoryEntity):
                 job.lease_expires_at = expires_at
         return failed
 
-    async def complete_job(
-        self,
-        queue: str,
-        job_id: str,
-        token: str,
-        result: JSON = None,
-        *,
-        now: datetime | None = None,
-    ) -> JobRow:
+    async def complete_job(self, args: CompleteJob) -> JobRow:
+        queue = args.queue
+        job_id = args.job_id
+        result = args.result
         result = _json_copy(check_json(result, "result"))
-        moment = self._store._now(now)
-        q, job = self._store._owned(queue, job_id, token)
+        moment = self._store._now(args.now)
+        q, job = self._store._owned(queue, job_id, args.token)
         if self._store._blocked_by_children(job):
             raise PendingDependencies(
                 f"job {job_id} of queue {queue} cannot complete: {job.deps_pending} of its"
@@ -108,13 +95,11 @@ class MemoryRuns(MemoryEntity):
             )
         return self._store._complete(q, job, result, moment)
 
-    async def complete_jobs(
-        self, items: Sequence[Completion], *, now: datetime | None = None
-    ) -> list[FinalizeOutcome]:
-        results = [_json_copy(check_json(item.result, "result")) for item in items]
-        moment = self._store._now(now)
+    async def complete_jobs(self, args: CompleteJobs) -> list[FinalizeOutcome]:
+        results = [_json_copy(check_json(item.result, "result")) for item in args.items]
+        moment = self._store._now(args.now)
         outcomes: list[FinalizeOutcome] = []
-        for item, result in zip(items, results, strict=True):
+        for item, result in zip(args.items, results, strict=True):
             refused = self._store._outcome_of(item.queue, item.id, item.token)
             if refused is None:
                 q, job = self._store._require(item.queue, item.id)
@@ -126,27 +111,15 @@ class MemoryRuns(MemoryEntity):
             outcomes.append(refused)
         return outcomes
 
-    async def fail_job(
-        self,
-        queue: str,
-        job_id: str,
-        token: str,
-        reason: str,
-        *,
-        stacktrace: str | None = None,
-        discard_retry: bool = False,
-        now: datetime | None = None,
-    ) -> JobRow:
-        moment = self._store._now(now)
-        q, job = self._store._owned(queue, job_id, token)
-        return self._store._fail(q, job, reason, stacktrace, discard_retry, moment)
+    async def fail_job(self, args: FailJob) -> JobRow:
+        moment = self._store._now(args.now)
+        q, job = self._store._owned(args.queue, args.job_id, args.token)
+        return self._store._fail(q, job, args.reason, args.stacktrace, args.discard_retry, moment)
 
-    async def fail_jobs(
-        self, items: Sequence[Failure], *, now: datetime | None = None
-    ) -> list[FinalizeOutcome]:
-        moment = self._store._now(now)
+    async def fail_jobs(self, args: FailJobs) -> list[FinalizeOutcome]:
+        moment = self._store._now(args.now)
         outcomes: list[FinalizeOutcome] = []
-        for item in items:
+        for item in args.items:
             refused = self._store._outcome_of(item.queue, item.id, item.token)
             if refused is None:
                 q, job = self._store._require(item.queue, item.id)
@@ -160,48 +133,32 @@ class MemoryRuns(MemoryEntity):
             outcomes.append(refused)
         return outcomes
 
-    async def release_job(
-        self, queue: str, job_id: str, token: str, *, now: datetime | None = None
-    ) -> JobRow:
-        moment = self._store._now(now)
-        q, job = self._store._owned(queue, job_id, token)
+    async def release_job(self, args: ReleaseJob) -> JobRow:
+        moment = self._store._now(args.now)
+        q, job = self._store._owned(args.queue, args.job_id, args.token)
         self._store._end_lease(job)
         job.processed_at = None
         self._store._move_to_waiting(q, job, front=True)
         self._store._emit(q, "waiting", job.id, {"prev": "active"}, moment)
         return job.snapshot()
 
-    async def delay_job(
-        self,
-        queue: str,
-        job_id: str,
-        token: str,
-        delay: Duration,
-        *,
-        now: datetime | None = None,
-    ) -> JobRow:
-        delay_ms = to_millis(delay, "delay")
-        moment = self._store._now(now)
-        q, job = self._store._owned(queue, job_id, token)
+    async def delay_job(self, args: DelayJob) -> JobRow:
+        delay_ms = to_millis(args.delay, "delay")
+        moment = self._store._now(args.now)
+        q, job = self._store._owned(args.queue, args.job_id, args.token)
         self._store._end_lease(job)
         self._store._move_to_delayed(q, job, moment + delay_ms * _MILLISECOND)
         data = {"delay": _epoch_ms(job.available_at), "prev": "active"}
         self._store._emit(q, "delayed", job.id, data, moment)
         return job.snapshot()
 
-    async def give_back_job(
-        self,
-        queue: str,
-        job_id: str,
-        token: str,
-        delay: Duration = 0,
-        *,
-        now: datetime | None = None,
-    ) -> JobRow:
-        if to_millis(delay, "delay") == 0:
-            await self.release_job(queue, job_id, token, now=now)
+    async def give_back_job(self, args: GiveBackJob) -> JobRow:
+        if to_millis(args.delay, "delay") == 0:
+            await self.release_job(ReleaseJob(args.queue, args.job_id, args.token, now=args.now))
         else:
-            await self.delay_job(queue, job_id, token, delay, now=now)
-        _, job = self._store._require(queue, job_id)
+            await self.delay_job(
+                DelayJob(args.queue, args.job_id, args.token, args.delay, now=args.now)
+            )
+        _, job = self._store._require(args.queue, args.job_id)
         job.attempts_started = max(job.attempts_started - 1, 0)
         return job.snapshot()

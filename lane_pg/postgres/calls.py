@@ -12,22 +12,22 @@ is one ``SELECT`` of a ``lane.*`` function, only what PostgreSQL adds to the dec
 ``$n`` is the n-th parameter of the declaration (``lane_pg.backend.logs.Logs.add_job_log``),
 a keyword names the conversion of one parameter, and ``result`` turns the rows into the
 declared result. ``Entity.__init_subclass__`` compiles each such statement into a method
-with exactly the declared signature (as ``dataclasses`` writes ``__init__``), so a call costs
-what the hand-written method cost and the signature is written once, in the declaration.
+that reads the call's arguments object in declared order (as ``dataclasses`` writes
+``__init__``), so a call costs what a hand-written method costs and the parameters are
+written once, in the declaration.
 An operation with more logic than that (the hot paths, several statements) is an ordinary
 method of the entity class.
 """
 
 from __future__ import annotations
 
-import inspect
 import re
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import asyncpg
 
-from lane_pg.backend.operation import Handle
+from lane_pg.backend.operation import Handle, Operation
 from lane_pg.errors import JobNotFound
 from lane_pg.postgres.database import Database
 from lane_pg.postgres.rows import JOB_COLUMNS, job_from_row
@@ -101,11 +101,12 @@ class Entity:
                 op = cls.serves.operations.get(name)
                 if op is None:
                     raise TypeError(f"{cls.__name__}.{name}: not an operation of {cls.serves.name}")
-                setattr(cls, name, _compile(name, op.signature, attribute))
+                setattr(cls, name, _compile(op, attribute))
 
 
-def _compile(name: str, signature: inspect.Signature, spec: Statement) -> Callable[..., Any]:
-    """A method with the declared signature that sends ``spec`` with its arguments."""
+def _compile(op: Operation, spec: Statement) -> Callable[..., Any]:
+    """An implementation that sends ``spec`` with the call's arguments, in declared order."""
+    name, signature = op.name, op.signature
     unknown = set(spec.conversions) - set(signature.parameters)
     if unknown:
         raise TypeError(f"{name}: conversions of undeclared parameters {sorted(unknown)}")
@@ -113,27 +114,19 @@ def _compile(name: str, signature: inspect.Signature, spec: Statement) -> Callab
     if referenced != set(range(1, len(signature.parameters) + 1)):
         raise TypeError(f"{name}: the statement must use $1..${len(signature.parameters)}")
     namespace: dict[str, Any] = {"_text": spec.text, "_result": spec.result}
-    header, arguments = [], []
-    keyword_only = False
+    arguments = []
     for position, parameter in enumerate(signature.parameters.values()):
-        if parameter.kind is parameter.KEYWORD_ONLY and not keyword_only:
-            header.append("*")
-            keyword_only = True
-        entry = parameter.name
-        if parameter.default is not parameter.empty:
-            namespace[f"_default{position}"] = parameter.default
-            entry += f"=_default{position}"
-        header.append(entry)
         if parameter.name in spec.conversions:
             namespace[f"_convert{position}"] = spec.conversions[parameter.name]
-            arguments.append(f"_convert{position}({parameter.name})")
+            arguments.append(f"_convert{position}(args.{parameter.name})")
         else:
-            arguments.append(parameter.name)
+            arguments.append(f"args.{parameter.name}")
     source = (
-        f"async def {name}(self, {', '.join(header)}):\n"
+        f"async def {name}(self, args):\n"
         f"    return _result(await self._db.fetch(_text, {', '.join(arguments)}))\n"
     )
     exec(source, namespace)
     function: Callable[..., Any] = namespace[name]
     function.__doc__ = f"``{spec.text}``"
+    function.__annotations__ = {"args": op.arguments, "return": op.result}
     return function

@@ -3,10 +3,9 @@ of sql/functions/42_cleanup.sql each (obliterate: two, see there)."""
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import cast
 
-from lane_pg.backend.cleanup import Cleanup, clear_queue_names
+from lane_pg.backend.cleanup import Cleanup, ObliterateQueue, clear_queue_names
 from lane_pg.postgres.calls import Entity, job_list, statement, value
 from lane_pg.postgres.rows import JOB_COLUMNS
 from lane_pg.types import (
@@ -38,17 +37,17 @@ class PostgresCleanup(Entity, serves=Cleanup):
         "SELECT lane.clear_queues($1, $2)", result=value, queues=clear_queue_names
     )
 
-    async def obliterate_queue(
-        self, queue: str, *, force: bool = False, now: datetime | None = None
-    ) -> int:
-        validate_queue_name(queue)
-        validate_flag(force, "force")
+    async def obliterate_queue(self, args: ObliterateQueue) -> int:
+        validate_queue_name(args.queue)
+        validate_flag(args.force, "force")
         # The pause commits on its own, so a refusal (active jobs, no force) leaves the
         # queue paused, as MGMT-21 asks; lane.obliterate_queue then deletes it, row too.
-        await self._db.fetch("SELECT lane.pause_queue($1, $2)", queue, now)
+        await self._db.fetch("SELECT lane.pause_queue($1, $2)", args.queue, args.now)
         return cast(
             int,
-            await self._db.fetchval("SELECT lane.obliterate_queue($1, $2, $3)", queue, force, now),
+            await self._db.fetchval(
+                "SELECT lane.obliterate_queue($1, $2, $3)", args.queue, args.force, args.now
+            ),
         )
 
     remove_orphaned = statement(

@@ -3,15 +3,10 @@ per operation."""
 
 from __future__ import annotations
 
-from datetime import datetime
-
-from lane_pg.backend.dedup import DebouncedAdd, Dedup
+from lane_pg.backend.dedup import AddDebouncedJob, DebouncedAdd, Dedup
 from lane_pg.postgres.calls import Entity, statement, value
 from lane_pg.postgres.rows import JOB_COLUMNS, job_from_row
 from lane_pg.types import (
-    JSON,
-    Duration,
-    JobOptions,
     dumps_json,
     options_json,
     to_millis,
@@ -37,28 +32,19 @@ class PostgresDedup(Entity, serves=Dedup):
         "SELECT lane.release_deduplication_key($1, $2, $3, $4)", result=value
     )
 
-    async def add_debounced_job(
-        self,
-        queue: str,
-        name: str,
-        data: JSON = None,
-        options: JobOptions | dict[str, JSON] | None = None,
-        *,
-        max_wait: Duration | None = None,
-        now: datetime | None = None,
-    ) -> DebouncedAdd:
-        validate_queue_name(queue)
-        validate_job_name(name)
+    async def add_debounced_job(self, args: AddDebouncedJob) -> DebouncedAdd:
+        validate_queue_name(args.queue)
+        validate_job_name(args.name)
         # Not a statement: max_wait is converted before the data and the options.
-        max_wait_ms = None if max_wait is None else to_millis(max_wait, "max_wait")
+        max_wait_ms = None if args.max_wait is None else to_millis(args.max_wait, "max_wait")
         rows = await self._db.fetch(
             f"SELECT {JOB_COLUMNS}, r.replaced_id FROM lane.add_debounced_job($1, $2,"
             " $3::jsonb, $4::jsonb, $5, $6) AS r, LATERAL (SELECT (r.job).*) AS j",
-            queue,
-            name,
-            dumps_json(data, "job data"),
-            options_json(options),
+            args.queue,
+            args.name,
+            dumps_json(args.data, "job data"),
+            options_json(args.options),
             max_wait_ms,
-            now,
+            args.now,
         )
         return DebouncedAdd(job_from_row(rows[0]), rows[0]["replaced_id"])

@@ -14,7 +14,11 @@ import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from lane_pg.backend.events import DEFAULT_EVENT_POLL_INTERVAL, Events, subscription_arguments
+from lane_pg.backend.events import (
+    Events,
+    SubscribeEvents,
+    subscription_arguments,
+)
 from lane_pg.postgres.arguments import event_bound
 from lane_pg.postgres.calls import Entity, Rows, statement
 from lane_pg.postgres.rows import EVENT_COLUMNS, event_from_row
@@ -48,14 +52,10 @@ class PostgresEvents(Entity, serves=Events):
         end=lambda bound: event_bound(bound, "+"),
     )
 
-    def subscribe_events(
-        self,
-        queue: str,
-        from_id: str | int = "$",
-        *,
-        poll_interval: float = DEFAULT_EVENT_POLL_INTERVAL,
-    ) -> AsyncIterator[QueueEvent]:
-        return self._follow(queue, *subscription_arguments(queue, from_id, poll_interval))
+    def subscribe_events(self, args: SubscribeEvents) -> AsyncIterator[QueueEvent]:
+        return self._follow(
+            args.queue, *subscription_arguments(args.queue, args.from_id, args.poll_interval)
+        )
 
     async def _horizon(self) -> _Checkpoint:
         [row] = await self._db.fetch("SELECT last_id, writers FROM lane.event_horizon()")

@@ -8,13 +8,17 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lane_pg.backend.flows import Flows, check_page_request
+from lane_pg.backend.flows import (
+    Flows,
+    GetFlowDependencies,
+    GetFlowDependencyPage,
+    check_page_request,
+)
 from lane_pg.postgres.calls import Entity, Rows, job_list, statement
 from lane_pg.postgres.rows import JOB_COLUMNS, job_from_row
 from lane_pg.types import dumps_json, validate_queue_name
 from lane_pg.types.flows import (
     ChildRef,
-    DependencyKind,
     Flow,
     FlowDependencies,
     FlowDependency,
@@ -88,27 +92,20 @@ class PostgresFlows(Entity, serves=Flows):
         queue=validate_queue_name,
     )
 
-    async def get_flow_dependency_page(
-        self,
-        queue: str,
-        parent_id: str,
-        kind: DependencyKind,
-        cursor: int = 0,
-        count: int = 20,
-    ) -> FlowDependencyPage:
-        validate_queue_name(queue)
-        check_page_request(kind, cursor, count)
+    async def get_flow_dependency_page(self, args: GetFlowDependencyPage) -> FlowDependencyPage:
+        validate_queue_name(args.queue)
+        check_page_request(args.kind, args.cursor, args.count)
         # One row past the page tells whether another page follows.
         rows = await self._db.fetch(
             "SELECT seq, child_queue, child_id, value::text AS value, reason"
             " FROM lane.get_flow_dependency_page($1, $2, $3, $4, $5)",
-            queue,
-            parent_id,
-            kind,
-            cursor,
-            count + 1,
+            args.queue,
+            args.parent_id,
+            args.kind,
+            args.cursor,
+            args.count + 1,
         )
-        page = rows[:count]
+        page = rows[: args.count]
         items = [
             FlowDependency(
                 ChildRef(row["child_queue"], row["child_id"]),
@@ -117,14 +114,14 @@ class PostgresFlows(Entity, serves=Flows):
             )
             for row in page
         ]
-        return FlowDependencyPage(items, page[-1]["seq"] if len(rows) > count else 0)
+        return FlowDependencyPage(items, page[-1]["seq"] if len(rows) > args.count else 0)
 
-    async def get_flow_dependencies(self, queue: str, parent_id: str) -> FlowDependencies | None:
-        validate_queue_name(queue)
+    async def get_flow_dependencies(self, args: GetFlowDependencies) -> FlowDependencies | None:
+        validate_queue_name(args.queue)
         parents = await self._db.fetch(
             f"SELECT {JOB_COLUMNS} FROM lane.get_job($1, $2) AS j WHERE j.key IS NOT NULL",
-            queue,
-            parent_id,
+            args.queue,
+            args.parent_id,
         )
         if not parents:
             return None
@@ -133,8 +130,8 @@ class PostgresFlows(Entity, serves=Flows):
             " FROM lane.get_flow_dependencies($1, $2) d"
             " LEFT JOIN lane.jobs j ON j.key = d.child_key"
             " ORDER BY d.seq",
-            queue,
-            parent_id,
+            args.queue,
+            args.parent_id,
         )
         return FlowDependencies(
             parent=job_from_row(parents[0]),

@@ -5,23 +5,19 @@ and adding them in the caller's transaction (``lane_pg.postgres.enqueue``)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from datetime import datetime
 
-from lane_pg.backend.capabilities import Transactions
-from lane_pg.backend.jobs import Jobs
+from lane_pg.backend.capabilities import AddJobIn, AddJobsIn, SameDatabase, Transactions
+from lane_pg.backend.jobs import AddJob, AddJobs, Jobs, SaveJobStacktrace
 from lane_pg.postgres import enqueue
 from lane_pg.postgres.arguments import SPLIT_DATAS, optional_token_text
 from lane_pg.postgres.calls import Entity, Rows, job_statement, statement, value
 from lane_pg.postgres.rows import JOB_COLUMNS, job_from_row, plain_job, with_extras
 from lane_pg.types import (
-    JSON,
     Completed,
     Failed,
     FinishedResult,
-    JobOptions,
     JobRow,
-    JobSpec,
     NotFinished,
     dumps_json,
     options_json,
@@ -52,67 +48,57 @@ def finished_result(rows: Rows) -> FinishedResult | None:
 
 class PostgresJobs(Entity, serves=Jobs):
     # ----------------------------------------------------------------- adding
-    async def add_job(
-        self,
-        queue: str,
-        name: str,
-        data: JSON = None,
-        options: JobOptions | dict[str, JSON] | None = None,
-        *,
-        now: datetime | None = None,
-    ) -> JobRow:
-        validate_queue_name(queue)
-        validate_job_name(name)
+    async def add_job(self, args: AddJob) -> JobRow:
+        validate_queue_name(args.queue)
+        validate_job_name(args.name)
         # W1 (benchmarks/README.md), medians of 300 on this VM: 569 us per autocommit call
         # through asyncpg's pool against 398 us for a plain `SELECT lane.add_job(...)` on a
         # connection; on the held connection (_call) the gap is ~100 us (row decoding,
         # snapshot, checks and JSON), and the raw baseline's INSERT takes ~60 % of the SQL.
-        data_text = dumps_json(data, "job data")
-        options_text = options_json(options)
+        data_text = dumps_json(args.data, "job data")
+        options_text = options_json(args.options)
         if options_text == "{}":
             # Default options: only what the database chose comes back (see rows.plain_job).
             rows = await self._db.fetch(
                 "SELECT j.id, j.enqueued_seq, j.order_key, j.created_at"
                 " FROM lane.add_job($1, $2, $3::jsonb, '{}'::jsonb, $4) AS j",
-                queue,
-                name,
+                args.queue,
+                args.name,
                 data_text,
-                now,
+                args.now,
             )
             row = rows[0]
             return plain_job(
-                queue, row["id"], name, _loads(data_text), row["enqueued_seq"],
+                args.queue, row["id"], args.name, _loads(data_text), row["enqueued_seq"],
                 row["order_key"], row["created_at"],
             )  # fmt: skip
         return await self._db.job(
             "lane.add_job($1, $2, $3::jsonb, $4::jsonb, $5)",
-            queue,
-            name,
+            args.queue,
+            args.name,
             data_text,
             options_text,
-            now,
+            args.now,
         )
 
-    async def add_jobs(
-        self, queue: str, specs: Sequence[JobSpec], *, now: datetime | None = None
-    ) -> list[JobRow]:
-        validate_queue_name(queue)
-        names = [validate_job_name(spec.name) for spec in specs]
+    async def add_jobs(self, args: AddJobs) -> list[JobRow]:
+        validate_queue_name(args.queue)
+        names = [validate_job_name(spec.name) for spec in args.specs]
         # One JSON array for every spec's data, split by the database: 1,000 payloads cost
         # 0.77 ms encoded, sent and split against 1.82 ms as 1,000 texts cast to jsonb[],
         # and the snapshots decode them with one json.loads (0.18 against 1.06 ms).
-        datas = dumps_json([spec.data for spec in specs], "job data")
-        options = [options_json(spec.options) for spec in specs]
-        if specs and all(text == "{}" for text in options):
-            return await self._add_plain_jobs(queue, names, datas, now)
+        datas = dumps_json([spec.data for spec in args.specs], "job data")
+        options = [options_json(spec.options) for spec in args.specs]
+        if args.specs and all(text == "{}" for text in options):
+            return await self._add_plain_jobs(args.queue, names, datas, args.now)
         rows = await self._db.fetch(
             f"SELECT {JOB_COLUMNS} FROM lane.add_jobs($1, $2::text[], {SPLIT_DATAS},"
             " $4::text[]::jsonb[], $5) AS j",
-            queue,
+            args.queue,
             names,
             datas,
             options,
-            now,
+            args.now,
         )
         return [job_from_row(row) for row in rows]
 
@@ -177,33 +163,29 @@ class PostgresJobs(Entity, serves=Jobs):
     )
     update_job_priority = job_statement("lane.update_job_priority($1, $2, $3, $4, $5)")
 
-    async def save_job_stacktrace(
-        self, queue: str, job_id: str, stacktrace: Sequence[str], failed_reason: str | None
-    ) -> JobRow:
-        # The two arguments are checked together (a list of strings, then a reason).
-        entries, reason = validate_stacktrace(stacktrace, failed_reason)
+    async def save_job_stacktrace(self, args: SaveJobStacktrace) -> JobRow:
+        entries, reason = validate_stacktrace(args.stacktrace, args.failed_reason)
         return await self._db.job(
-            "lane.save_job_stacktrace($1, $2, $3::text[], $4)", queue, job_id, entries, reason
+            "lane.save_job_stacktrace($1, $2, $3::text[], $4)",
+            args.queue,
+            args.job_id,
+            entries,
+            reason,
         )
 
 
 class PostgresTransactions(Entity, serves=Transactions):
     """``add_job`` / ``add_jobs`` on the caller's connection (``lane_pg.postgres.enqueue``)."""
 
-    async def add_job_in(
-        self,
-        conn: object,
-        queue: str,
-        name: str,
-        data: JSON = None,
-        options: JobOptions | dict[str, JSON] | None = None,
-    ) -> JobRow:
+    async def add_job_in(self, args: AddJobIn) -> JobRow:
         """``add_job`` inside the caller's transaction (``lane_pg.postgres.enqueue``)."""
-        return await enqueue.add_job(conn, queue, name, data, options, schema=self._db.schema)
+        return await enqueue.add_job(
+            args.conn, args.queue, args.name, args.data, args.options, schema=self._db.schema
+        )
 
-    async def add_jobs_in(self, conn: object, queue: str, specs: Sequence[JobSpec]) -> list[JobRow]:
-        return await enqueue.add_jobs(conn, queue, specs, schema=self._db.schema)
+    async def add_jobs_in(self, args: AddJobsIn) -> list[JobRow]:
+        return await enqueue.add_jobs(args.conn, args.queue, args.specs, schema=self._db.schema)
 
-    async def same_database(self, conn: object) -> bool:
+    async def same_database(self, args: SameDatabase) -> bool:
         mine = await self._db.fetchval(enqueue.DATABASE_IDENTITY)
-        return bool(mine == await enqueue.database_identity(conn))
+        return bool(mine == await enqueue.database_identity(args.conn))

@@ -3,10 +3,9 @@ sql/functions/52_limits.sql each."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import timedelta
 
-from lane_pg.backend.limits import Limits
+from lane_pg.backend.limits import Limits, NextClaimIn, SetClaimRateLimit
 from lane_pg.errors import InvalidOptions
 from lane_pg.postgres.calls import Entity, Rows, nothing, statement, value
 from lane_pg.types import JobRateLimit, to_millis, validate_queue_name
@@ -40,11 +39,11 @@ def _rate_limit(rows: Rows) -> JobRateLimit | None:
 class PostgresLimits(Entity, serves=Limits):
     """The ``limits`` handle: a queue's claim rate limit and max active jobs."""
 
-    async def set_claim_rate_limit(self, queue: str, limit: JobRateLimit) -> None:
-        validate_queue_name(queue)
-        max_jobs, duration_ms = rate_limit_arguments(limit)
+    async def set_claim_rate_limit(self, args: SetClaimRateLimit) -> None:
+        validate_queue_name(args.queue)
+        max_jobs, duration_ms = rate_limit_arguments(args.limit)
         await self._db.fetch(
-            "SELECT lane.set_claim_rate_limit($1, $2, $3)", queue, max_jobs, duration_ms
+            "SELECT lane.set_claim_rate_limit($1, $2, $3)", args.queue, max_jobs, duration_ms
         )
 
     get_claim_rate_limit = statement(
@@ -84,19 +83,13 @@ class PostgresLimits(Entity, serves=Limits):
     )
     is_maxed = statement("SELECT lane.is_maxed($1)", result=value, queue=validate_queue_name)
 
-    async def next_claim_in(
-        self,
-        queues: Sequence[str] | None = None,
-        rate_limit: JobRateLimit | None = None,
-        *,
-        delayed: bool = True,
-    ) -> timedelta | None:
-        max_jobs, duration_ms = rate_limit_arguments(rate_limit)
+    async def next_claim_in(self, args: NextClaimIn) -> timedelta | None:
+        max_jobs, duration_ms = rate_limit_arguments(args.rate_limit)
         millis = await self._db.fetchval(
             "SELECT lane.next_claim_in_ms($1::text[], $2, $3, $4)",
-            None if queues is None else list(queues),
+            None if args.queues is None else list(args.queues),
             max_jobs,
             duration_ms,
-            delayed,
+            args.delayed,
         )
         return None if millis is None else timedelta(milliseconds=millis)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from lane_pg.backend.queues import Queues
+from lane_pg.backend.queues import Queues, SetQueueRetention
 from lane_pg.postgres.calls import Entity, Rows, nothing, statement, value
 from lane_pg.types import PauseStatus, QueueRetention, validate_queue_name, validate_record_events
 
@@ -39,15 +39,12 @@ class PostgresQueues(Entity, serves=Queues):
     resume_all = statement("SELECT lane.resume_all()", result=nothing)
     signal_restart = statement("SELECT lane.signal_restart()", result=value)
 
-    async def set_queue_retention(
-        self, queue: str, *, keep_completed: int | None, keep_failed: int | None
-    ) -> None:
-        # Both counts are checked, in this order, before anything is sent (QueueRetention).
-        validate_queue_name(queue)
-        bounds = QueueRetention(keep_completed, keep_failed)
+    async def set_queue_retention(self, args: SetQueueRetention) -> None:
+        validate_queue_name(args.queue)
+        bounds = QueueRetention(args.keep_completed, args.keep_failed)
         await self._db.fetch(
             "SELECT lane.set_queue_retention($1, $2, $3)",
-            queue,
+            args.queue,
             bounds.keep_completed,
             bounds.keep_failed,
         )

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import cast
 
-from lane_pg.backend.reads import Reads
+from lane_pg.backend.reads import ListJobs, ListReadyJobs, ListScheduledJobs, Reads
 from lane_pg.postgres.arguments import optional_list, server_errors
 from lane_pg.postgres.calls import Entity, Rows, statement, value
 from lane_pg.postgres.rows import JOB_COLUMNS, job_from_row
@@ -59,15 +59,11 @@ class PostgresReads(Entity, serves=Reads):
     count_ready_jobs = statement("SELECT lane.count_ready_jobs($1, $2)", result=value)
     count_scheduled_jobs = statement("SELECT lane.count_scheduled_jobs($1, $2)", result=value)
 
-    async def list_ready_jobs(
-        self, queue: str, *, offset: int = 0, limit: int = 20, now: datetime | None = None
-    ) -> JobPage:
-        return await self._readiness_page(queue, True, offset, limit, now)
+    async def list_ready_jobs(self, args: ListReadyJobs) -> JobPage:
+        return await self._readiness_page(args.queue, True, args.offset, args.limit, args.now)
 
-    async def list_scheduled_jobs(
-        self, queue: str, *, offset: int = 0, limit: int = 20, now: datetime | None = None
-    ) -> JobPage:
-        return await self._readiness_page(queue, False, offset, limit, now)
+    async def list_scheduled_jobs(self, args: ListScheduledJobs) -> JobPage:
+        return await self._readiness_page(args.queue, False, args.offset, args.limit, args.now)
 
     async def _readiness_page(
         self, queue: str, ready: bool, offset: int, limit: int, now: datetime | None
@@ -87,16 +83,8 @@ class PostgresReads(Entity, serves=Reads):
         result=queue_stats,
     )
 
-    async def list_jobs(
-        self,
-        queue: str,
-        states: Sequence[JobState],
-        *,
-        descending: bool = False,
-        offset: int = 0,
-        limit: int = 20,
-    ) -> JobPage:
-        wanted = list(states) or list(ALL_STATES)
+    async def list_jobs(self, args: ListJobs) -> JobPage:
+        wanted = list(args.states) or list(ALL_STATES)
         db = self._db
         async with (
             server_errors(),
@@ -108,16 +96,16 @@ class PostgresReads(Entity, serves=Reads):
                 db.sql(
                     f"SELECT {JOB_COLUMNS} FROM lane.list_jobs($1, $2::text[], $3, $4, $5) AS j"
                 ),
-                queue,
+                args.queue,
                 wanted,
-                descending,
-                offset,
-                limit,
+                args.descending,
+                args.offset,
+                args.limit,
             )
             total = await conn.fetchval(
-                db.sql("SELECT lane.count_jobs($1, $2::text[])"), queue, wanted
+                db.sql("SELECT lane.count_jobs($1, $2::text[])"), args.queue, wanted
             )
-        return JobPage([job_from_row(row) for row in rows], total, offset, limit)
+        return JobPage([job_from_row(row) for row in rows], total, args.offset, args.limit)
 
     next_due_in = statement(
         "SELECT lane.next_due_in_ms($1::text[])", result=millis_delta, queues=optional_list

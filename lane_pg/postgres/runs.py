@@ -12,23 +12,30 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from lane_pg.backend.runs import Runs
+from lane_pg.backend.capabilities import FailJobsRecording
+from lane_pg.backend.runs import (
+    ClaimJobs,
+    CompleteJob,
+    CompleteJobs,
+    DelayJob,
+    FailJob,
+    FailJobs,
+    GiveBackJob,
+    ReleaseJob,
+    RenewLeases,
+    Runs,
+)
 from lane_pg.errors import ConfigurationError
 from lane_pg.postgres.arguments import outcome, token_text
 from lane_pg.postgres.calls import Entity
 from lane_pg.postgres.limits import rate_limit_arguments
 from lane_pg.postgres.rows import JOB_COLUMNS, job_from_row
 from lane_pg.types import (
-    JSON,
     ClaimedJob,
-    Completion,
-    Duration,
     Failure,
     FinalizeOutcome,
-    JobRateLimit,
     JobRow,
     LeaseRef,
-    QueueDemand,
     dumps_json,
     new_claimed_job,
     to_millis,
@@ -39,31 +46,25 @@ class PostgresRuns(Entity, serves=Runs):
     """The ``runs`` handle, and the ``failed_records`` capability (``fail_jobs_recording``)."""
 
     # ----------------------------------------------------------------- claiming
-    async def claim_jobs(
-        self,
-        worker_id: str,
-        demands: Sequence[QueueDemand],
-        lease: Duration,
-        *,
-        total: int | None = None,
-        now: datetime | None = None,
-        rate_limit: JobRateLimit | None = None,
-        ignore_pause: bool = False,
-    ) -> list[ClaimedJob]:
-        pause_as = [demand.pause_as for demand in demands]
+    async def claim_jobs(self, args: ClaimJobs) -> list[ClaimedJob]:
+        pause_as = [demand.pause_as for demand in args.demands]
         arguments: list[Any] = [
-            worker_id,
-            [demand.queue for demand in demands],
-            [demand.limit for demand in demands],
-            to_millis(lease, "lease"),
-            total,
-            now,
+            args.worker_id,
+            [demand.queue for demand in args.demands],
+            [demand.limit for demand in args.demands],
+            to_millis(args.lease, "lease"),
+            args.total,
+            args.now,
         ]
         # The plain claim keeps its six-argument statement (and its warm prepared plan); the
         # optional arguments are sent only when one of them is used.
         optional = ""
-        if rate_limit is not None or ignore_pause or any(name is not None for name in pause_as):
-            arguments += [*rate_limit_arguments(rate_limit), ignore_pause]
+        if (
+            args.rate_limit is not None
+            or args.ignore_pause
+            or any(name is not None for name in pause_as)
+        ):
+            arguments += [*rate_limit_arguments(args.rate_limit), args.ignore_pause]
             optional = ", $7, $8, $9"
             if any(name is not None for name in pause_as):
                 arguments.append(pause_as)
@@ -76,93 +77,67 @@ class PostgresRuns(Entity, serves=Runs):
         # Every claimed row is active under its fresh token (ClaimedJob's lock_token: str).
         return [job_from_row(row, new_claimed_job) for row in rows]
 
-    async def renew_leases(
-        self, leases: Sequence[LeaseRef], lease: Duration, *, now: datetime | None = None
-    ) -> list[LeaseRef]:
-        if not leases:
+    async def renew_leases(self, args: RenewLeases) -> list[LeaseRef]:
+        if not args.leases:
             return []
         rows = await self._db.fetch(
             "SELECT ord FROM lane.renew_leases($1::text[], $2::text[], $3::uuid[], $4, $5)",
-            [ref.queue for ref in leases],
-            [ref.id for ref in leases],
-            [ref.token for ref in leases],
-            to_millis(lease, "lease"),
-            now,
+            [ref.queue for ref in args.leases],
+            [ref.id for ref in args.leases],
+            [ref.token for ref in args.leases],
+            to_millis(args.lease, "lease"),
+            args.now,
         )
-        return [leases[row["ord"] - 1] for row in rows]
+        return [args.leases[row["ord"] - 1] for row in rows]
 
     # ----------------------------------------------------------------- finishing
-    async def complete_job(
-        self,
-        queue: str,
-        job_id: str,
-        token: str,
-        result: JSON = None,
-        *,
-        now: datetime | None = None,
-    ) -> JobRow:
+    async def complete_job(self, args: CompleteJob) -> JobRow:
         return await self._db.job(
             "lane.complete_job($1, $2, $3::uuid, $4::jsonb, $5)",
-            queue,
-            job_id,
-            token_text(token),
-            dumps_json(result, "job result"),
-            now,
+            args.queue,
+            args.job_id,
+            token_text(args.token),
+            dumps_json(args.result, "job result"),
+            args.now,
         )
 
-    async def complete_jobs(
-        self, items: Sequence[Completion], *, now: datetime | None = None
-    ) -> list[FinalizeOutcome]:
-        if not items:
+    async def complete_jobs(self, args: CompleteJobs) -> list[FinalizeOutcome]:
+        if not args.items:
             return []
-        results = [dumps_json(item.result, "job result") for item in items]
+        results = [dumps_json(item.result, "job result") for item in args.items]
         rows = await self._db.fetch(
             "SELECT queue, id, status, state FROM lane.complete_jobs($1::text[], $2::text[],"
             " $3::uuid[], $4::text[]::jsonb[], $5)",
-            [item.queue for item in items],
-            [item.id for item in items],
-            [token_text(item.token) for item in items],
+            [item.queue for item in args.items],
+            [item.id for item in args.items],
+            [token_text(item.token) for item in args.items],
             results,
-            now,
+            args.now,
         )
         return [outcome(row) for row in rows]
 
-    async def fail_job(
-        self,
-        queue: str,
-        job_id: str,
-        token: str,
-        reason: str,
-        *,
-        stacktrace: str | None = None,
-        discard_retry: bool = False,
-        now: datetime | None = None,
-    ) -> JobRow:
+    async def fail_job(self, args: FailJob) -> JobRow:
         return await self._db.job(
             "lane.fail_job($1, $2, $3::uuid, $4, $5, $6, $7)",
-            queue,
-            job_id,
-            token_text(token),
-            reason,
-            stacktrace,
-            discard_retry,
-            now,
+            args.queue,
+            args.job_id,
+            token_text(args.token),
+            args.reason,
+            args.stacktrace,
+            args.discard_retry,
+            args.now,
         )
 
-    async def fail_jobs(
-        self, items: Sequence[Failure], *, now: datetime | None = None
-    ) -> list[FinalizeOutcome]:
-        return await self._fail_jobs(items, now, None)
+    async def fail_jobs(self, args: FailJobs) -> list[FinalizeOutcome]:
+        return await self._fail_jobs(args.items, args.now, None)
 
-    async def fail_jobs_recording(
-        self, items: Sequence[Failure], connection: str, *, now: datetime | None = None
-    ) -> list[FinalizeOutcome]:
+    async def fail_jobs_recording(self, args: FailJobsRecording) -> list[FinalizeOutcome]:
         """``fail_jobs``, recording each item that fails for good in ``failed_jobs`` in the
         same transaction (FAIL-2, A4), under its stored connection label, else
         ``connection`` (the ``failed_records`` handle)."""
-        if not connection:
+        if not args.connection:
             raise ConfigurationError("a failed-job record needs a connection name")
-        return await self._fail_jobs(items, now, connection)
+        return await self._fail_jobs(args.items, args.now, args.connection)
 
     async def _fail_jobs(
         self, items: Sequence[Failure], now: datetime | None, connection: str | None
@@ -187,45 +162,31 @@ class PostgresRuns(Entity, serves=Runs):
         return [outcome(row) for row in rows]
 
     # ----------------------------------------------------------------- handing back
-    async def release_job(
-        self, queue: str, job_id: str, token: str, *, now: datetime | None = None
-    ) -> JobRow:
+    async def release_job(self, args: ReleaseJob) -> JobRow:
         return await self._db.job(
-            "lane.release_job($1, $2, $3::uuid, $4)", queue, job_id, token_text(token), now
+            "lane.release_job($1, $2, $3::uuid, $4)",
+            args.queue,
+            args.job_id,
+            token_text(args.token),
+            args.now,
         )
 
-    async def delay_job(
-        self,
-        queue: str,
-        job_id: str,
-        token: str,
-        delay: Duration,
-        *,
-        now: datetime | None = None,
-    ) -> JobRow:
+    async def delay_job(self, args: DelayJob) -> JobRow:
         return await self._db.job(
             "lane.delay_job($1, $2, $3::uuid, $4, $5)",
-            queue,
-            job_id,
-            token_text(token),
-            to_millis(delay, "delay"),
-            now,
+            args.queue,
+            args.job_id,
+            token_text(args.token),
+            to_millis(args.delay, "delay"),
+            args.now,
         )
 
-    async def give_back_job(
-        self,
-        queue: str,
-        job_id: str,
-        token: str,
-        delay: Duration = 0,
-        *,
-        now: datetime | None = None,
-    ) -> JobRow:
+    async def give_back_job(self, args: GiveBackJob) -> JobRow:
         return await self._db.job(
             "lane.give_back_job($1, $2, $3::uuid, $4, $5)",
-            queue,
-            job_id,
-            token_text(token),
-            to_millis(delay, "delay"),
-            now,
+            args.queue,
+            args.job_id,
+            token_text(args.token),
+            to_millis(args.delay, "delay"),
+            args.now,
         )

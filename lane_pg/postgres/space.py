@@ -4,7 +4,15 @@ transaction."""
 
 from __future__ import annotations
 
-from lane_pg.backend.capabilities import IndexSize, Space
+from lane_pg.backend.capabilities import (
+    CountRows,
+    DeadTuples,
+    IndexSize,
+    IndexSizes,
+    Reindex,
+    Space,
+    Vacuum,
+)
 from lane_pg.errors import InvalidOptions
 from lane_pg.postgres.arguments import server_errors
 from lane_pg.postgres.calls import Entity
@@ -13,7 +21,7 @@ from lane_pg.postgres.calls import Entity
 class PostgresSpace(Entity, serves=Space):
     """The upkeep operations on the pool of the backend's ``Database``, for its schema."""
 
-    async def dead_tuples(self) -> dict[str, int]:
+    async def dead_tuples(self, args: DeadTuples) -> dict[str, int]:
         """Dead row versions per table of this schema (``pg_stat_user_tables``)."""
         async with server_errors():
             rows = await self._db.pool.fetch(
@@ -25,20 +33,20 @@ class PostgresSpace(Entity, serves=Space):
     async def _table_name(self, table: str) -> str:
         """``table`` of this schema, quoted; InvalidOptions when the schema has no such
         table (names are checked against the catalog, never interpolated unchecked)."""
-        if table not in await self.dead_tuples():
+        if table not in await self.dead_tuples(DeadTuples()):
             raise InvalidOptions(f"no table {table!r} in schema {self._db.schema!r}")
         return '"{}"."{}"'.format(self._db.schema, table.replace('"', '""'))
 
-    async def vacuum(self, table: str) -> int:
+    async def vacuum(self, args: Vacuum) -> int:
         """``VACUUM (SKIP_LOCKED)`` one table of this schema (a vacuum already running on
         it, autovacuum's say, is not waited for); returns the dead row versions it left.
         VACUUM cannot run in a transaction: it goes alone on a pooled connection."""
-        name = await self._table_name(table)
+        name = await self._table_name(args.table)
         async with server_errors():
             await self._db.pool.execute(f"VACUUM (SKIP_LOCKED) {name}")
-        return (await self.dead_tuples()).get(table, 0)
+        return (await self.dead_tuples(DeadTuples())).get(args.table, 0)
 
-    async def index_sizes(self) -> list[IndexSize]:
+    async def index_sizes(self, args: IndexSizes) -> list[IndexSize]:
         """Every valid index of this schema's tables, with its size and the table's live
         rows (``pg_stat_user_tables.n_live_tup``)."""
         async with server_errors():
@@ -56,16 +64,16 @@ class PostgresSpace(Entity, serves=Space):
             for row in rows
         ]
 
-    async def count_rows(self, table: str, limit: int) -> int:
+    async def count_rows(self, args: CountRows) -> int:
         """``count(*)`` of one table of this schema, reading at most ``limit`` rows."""
-        name = await self._table_name(table)
+        name = await self._table_name(args.table)
         async with server_errors():
             count: int = await self._db.pool.fetchval(
-                f"SELECT count(*) FROM (SELECT 1 FROM {name} LIMIT $1) AS s", max(limit, 0)
+                f"SELECT count(*) FROM (SELECT 1 FROM {name} LIMIT $1) AS s", max(args.limit, 0)
             )
         return count
 
-    async def reindex(self, index: str) -> int:
+    async def reindex(self, args: Reindex) -> int:
         """``REINDEX INDEX CONCURRENTLY`` one index of this schema: writers and claims go on
         while it is rebuilt. B-tree pages emptied by deletions are reused only within their
         key range and never given back, so a queue's indexes grow with every wave of jobs
@@ -74,7 +82,8 @@ class PostgresSpace(Entity, serves=Space):
         invalid ``<index>_ccnew`` copy behind: it is dropped first. Waits at most 5 s for a
         lock (an autovacuum of the table, say). Runs outside any transaction, like VACUUM.
         Returns the index's size afterwards."""
-        names = {size.index for size in await self.index_sizes()}
+        index = args.index
+        names = {size.index for size in await self.index_sizes(IndexSizes())}
         if index not in names:
             raise InvalidOptions(f"no index {index!r} in schema {self._db.schema!r}")
         schema = '"{}"'.format(self._db.schema.replace('"', '""'))

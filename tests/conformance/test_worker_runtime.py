@@ -14,8 +14,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from lane_pg.backend import Hooks, JobQueueBackend, OperationCall, Runs
+from lane_pg.backend.runs import ClaimJobs, RenewLeases
 from lane_pg.errors import LeaseLost, UnrecoverableJobError
-from lane_pg.types import JSON, JobOptions, JobRow, JobSpec, Lane, LeaseRef, QueueDemand
+from lane_pg.types import JSON, ClaimedJob, JobOptions, JobRow, JobSpec, Lane, LeaseRef, QueueDemand
 from lane_pg.worker import JobContext, Processor, Worker, WorkerConfig
 from tests.helpers import eventually
 
@@ -224,9 +225,8 @@ async def test_renewals_are_batched_WORK_6(backend: JobQueueBackend, queue_name:
     calls: list[int] = []
 
     async def counting(call: OperationCall, proceed: Callable[[], Awaitable[Any]]) -> Any:
-        if call.operation.name == "renew_leases":
-            leases: Sequence[LeaseRef] = call.arguments["leases"]
-            calls.append(len(leases))
+        if isinstance(call.arguments, RenewLeases):
+            calls.append(len(call.arguments.leases))
         return await proceed()
 
     gate = asyncio.Event()
@@ -356,6 +356,8 @@ async def test_burst_does_not_stop_while_a_retry_is_written_during_a_claim_WORK_
         in waiting and the worker has let go of it: the claim's answer predates the retry."""
 
         def __getattr__(self, name: str) -> object:
+            if name in Runs.operations:  # the other runs operations, handed on as they are
+                return backend.runs.perform
             return getattr(backend, name)
 
         @property
@@ -366,8 +368,8 @@ async def test_burst_does_not_stop_while_a_retry_is_written_during_a_claim_WORK_
         async def dedicated(self) -> None:
             return None  # claims must come through this wrapper
 
-        async def claim_jobs(self, *args: object, **kwargs: object) -> list[JobRow]:
-            jobs: list[JobRow] = await backend.claim_jobs(*args, **kwargs)  # type: ignore[arg-type]
+        async def claim_jobs(self, args: ClaimJobs) -> list[ClaimedJob]:
+            jobs = await backend.runs.perform(args)
             if not jobs and not claim_answered.is_set():
                 claim_answered.set()
 

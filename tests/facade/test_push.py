@@ -12,6 +12,7 @@ import pytest
 from pydantic import BaseModel
 
 from lane_pg.backend import JobQueueBackend, OperationCall
+from lane_pg.backend.jobs import AddJobs
 from lane_pg.errors import ConfigurationError, InvalidOptions
 from lane_pg.facade import (
     EnvelopeOverrides,
@@ -244,8 +245,8 @@ async def test_bulk_pushes_one_type_in_one_call_PUSH_6(
     async def count(call: OperationCall, proceed: Callable[[], Awaitable[Any]]) -> Any:
         if call.operation.name == "add_job":
             calls.append(("add_job", 1))
-        elif call.operation.name == "add_jobs":
-            calls.append(("add_jobs", len(call.arguments["specs"])))
+        elif isinstance(call.arguments, AddJobs):
+            calls.append(("add_jobs", len(call.arguments.specs)))
         return await proceed()
 
     backend.hooks.add(count)
@@ -341,12 +342,14 @@ async def test_pending_size_counts_waiting_and_due_delayed_jobs_A16(
 ) -> None:
     _register(facade, queue_name, Plain)
     await facade.push(Plain(n=1))
-    await facade.later(timedelta(milliseconds=50), Plain(n=2))
+    # Due in one second: long enough that the counts below are read before it is due even
+    # on a loaded machine (50 ms was not), short enough to wait for.
+    await facade.later(timedelta(seconds=1), Plain(n=2))
     await facade.later(timedelta(hours=1), Plain(n=3))
     assert (await facade.size(queue_name), await facade.delayed_size(queue_name)) == (3, 2)
 
     async def due() -> bool:
-        return await facade.pending_size(queue_name) == 2  # the 50 ms one came due
+        return await facade.pending_size(queue_name) == 2  # the one-second one came due
 
     await eventually(due, timeout=10)
     assert await facade.reserved_size(queue_name) == 0
