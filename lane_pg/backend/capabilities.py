@@ -37,24 +37,20 @@ class IndexSize:
     off several times over right after a wave of jobs (W6 read 33,636 for 10,000)."""
 
 
-@dataclass(slots=True)
 class DeadTuples(Arguments[dict[str, int]]):
     """Dead row versions per table of the backend's schema."""
 
 
-@dataclass(slots=True)
 class Vacuum(Arguments[int]):
     """VACUUM one table without waiting for its lock; the dead row versions left."""
 
     table: str
 
 
-@dataclass(slots=True)
 class IndexSizes(Arguments[list[IndexSize]]):
     """Every valid index of the backend's tables with its size and its table's live rows."""
 
 
-@dataclass(slots=True)
 class CountRows(Arguments[int]):
     """The rows of one table of the backend's schema, counted up to ``limit``."""
 
@@ -62,7 +58,6 @@ class CountRows(Arguments[int]):
     limit: int
 
 
-@dataclass(slots=True)
 class Reindex(Arguments[int]):
     """Rebuild one index without blocking writers; its size in bytes afterwards."""
 
@@ -81,7 +76,6 @@ class Space(Handle, name="space"):
     reindex = operation(Reindex)
 
 
-@dataclass(slots=True)
 class PruneIdempotencyKeys(Arguments[int]):
     """Delete at most ``limit`` expired idempotency keys; how many went (WORK-18)."""
 
@@ -141,7 +135,6 @@ class HasWakeups(Protocol):
         ...
 
 
-@dataclass(slots=True)
 class AddJobIn(Arguments[JobRow]):
     """``add_job`` through ``conn``: written, and visible to others, only when the
     caller commits; a rollback leaves nothing."""
@@ -153,7 +146,6 @@ class AddJobIn(Arguments[JobRow]):
     options: JobOptions | dict[str, JSON] | None = None
 
 
-@dataclass(slots=True)
 class AddJobsIn(Arguments[list[JobRow]]):
     """``add_jobs`` through ``conn``, inside the caller's transaction as ``add_job_in``."""
 
@@ -162,7 +154,6 @@ class AddJobsIn(Arguments[list[JobRow]]):
     specs: Sequence[JobSpec]
 
 
-@dataclass(slots=True)
 class SameDatabase(Arguments[bool]):
     """Whether ``conn`` (a caller's connection, as ``add_job_in`` takes it) is open on
     the database this backend writes to: the same database of the same running server
@@ -184,7 +175,6 @@ class Transactions(Handle, name="transactions"):
     same_database = operation(SameDatabase)
 
 
-@dataclass(slots=True)
 class FailJobsRecording(Arguments[list[FinalizeOutcome]]):
     """``fail_jobs``; each item that fails for good is also recorded, under its stored
     connection label, else ``connection``."""

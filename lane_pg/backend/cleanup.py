@@ -8,14 +8,13 @@ repeat series it owns released, its logs deleted (and, with flows, its parent up
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY
 from datetime import datetime
 
 from lane_pg.backend.operation import Arguments, Handle, operation
 from lane_pg.types import Duration, JobRow, JobState, validate_queue_name
 
 
-@dataclass(slots=True)
 class DrainJobs(Arguments[int]):
     """Remove the queue's waiting jobs, and with ``delayed`` its delayed ones too, and
     return how many went (MGMT-17). The current occurrence of each repeat series is
@@ -29,7 +28,6 @@ class DrainJobs(Arguments[int]):
     now: datetime | None = None
 
 
-@dataclass(slots=True)
 class CleanJobs(Arguments[list[JobRow]]):
     """Remove up to ``limit`` (0: no limit) jobs in ``state`` older than ``now -
     grace``, oldest first, and return their snapshots as they were (MGMT-18); writes
@@ -47,7 +45,6 @@ class CleanJobs(Arguments[list[JobRow]]):
     now: datetime | None = None
 
 
-@dataclass(slots=True)
 class ClearQueues(Arguments[int]):
     """Empty ``queues`` (None: every queue) in one transaction and return how many jobs
     went (A16, the facade's ``clear``): every waiting, delayed and waiting-children job
@@ -64,7 +61,6 @@ class ClearQueues(Arguments[int]):
     now: datetime | None = None
 
 
-@dataclass(slots=True)
 class ObliterateQueue(Arguments[int]):
     """Pause the queue, then delete everything of it (jobs, logs, events, dedup owners,
     repeat series, flow dependencies, claim log, metrics, its settings and pause
@@ -78,7 +74,6 @@ class ObliterateQueue(Arguments[int]):
     now: datetime | None = None
 
 
-@dataclass(slots=True)
 class RemoveOrphaned(Arguments[int]):
     """Delete side rows whose job is gone (log lines; flow dependencies whose parent is
     gone; dedup owner rows without a running TTL; repeat series) and return how many

@@ -69,7 +69,6 @@ class DebouncedAdd:
     """The window's delayed job it replaced (removed at push, UNIQ-11), if any."""
 
 
-@dataclass(slots=True)
 class GetDeduplicationJobId(Arguments[str | None]):
     """The id of the job that owns ``dedup_id`` now, or None; a row that no longer
     blocks is deleted on the way (DEDUP-15)."""
@@ -80,7 +79,6 @@ class GetDeduplicationJobId(Arguments[str | None]):
     now: datetime | None = None
 
 
-@dataclass(slots=True)
 class RemoveDeduplicationKey(Arguments[bool]):
     """Free ``dedup_id`` whatever holds it, with any kept next job; the owner job is
     not touched (DEDUP-14). True when there was an owner row."""
@@ -89,7 +87,6 @@ class RemoveDeduplicationKey(Arguments[bool]):
     dedup_id: str
 
 
-@dataclass(slots=True)
 class ExpireDedupOwners(Arguments[int]):
     """Delete up to ``limit`` owner rows whose TTL ran out (a running keep-last owner
     keeps its row); returns how many went. The maintenance leader runs it."""
@@ -99,7 +96,6 @@ class ExpireDedupOwners(Arguments[int]):
     now: datetime | None = None
 
 
-@dataclass(slots=True)
 class ReserveDeduplicationKey(Arguments[bool]):
     """Take ``dedup_id`` for the push named ``token`` for ``ttl``, before its job exists.
     True when ``token`` holds it now (also when it already did); False when another
@@ -114,7 +110,6 @@ class ReserveDeduplicationKey(Arguments[bool]):
     now: datetime | None = None
 
 
-@dataclass(slots=True)
 class ReleaseDeduplicationKey(Arguments[bool]):
     """Free ``dedup_id`` only while its row carries ``token`` (reserved or owned, with any
     kept next job); the job is not touched. With ``reservation_only``, only while no
@@ -128,7 +123,6 @@ class ReleaseDeduplicationKey(Arguments[bool]):
     reservation_only: bool = False
 
 
-@dataclass(slots=True)
 class AddDebouncedJob(Arguments[DebouncedAdd]):
     """Add one dispatch of the window ``options["deduplication"]`` names (with a
     ``token``; ``delay_ms`` is the window), reading and writing the window in one

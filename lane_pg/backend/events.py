@@ -5,7 +5,7 @@ The rules every backend follows are in ``lane_pg.backend`` (the package docstrin
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY
 
 from lane_pg.backend.operation import Arguments, Handle, operation, stream_operation
 from lane_pg.errors import InvalidOptions
@@ -50,7 +50,6 @@ def validate_poll_interval(poll_interval: object) -> float:
     return float(poll_interval)
 
 
-@dataclass(slots=True)
 class ReadEvents(Arguments[list[QueueEvent]]):
     """Retained events of the queue with ids in ``[start, end]`` in id order; ``"-"``
     is the first and ``"+"`` the last (EVS-2)."""
@@ -61,7 +60,6 @@ class ReadEvents(Arguments[list[QueueEvent]]):
     limit: int = 100
 
 
-@dataclass(slots=True)
 class SubscribeEvents(Arguments[AsyncIterator[QueueEvent]]):
     """The queue's events with ids above ``from_id`` in id order, each once, waiting
     for new ones without end (break out of the loop, or cancel, to stop). ``"$"``:

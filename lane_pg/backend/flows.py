@@ -8,7 +8,7 @@ reads from them once, for every backend.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY
 from datetime import datetime
 
 from lane_pg.backend.operation import Arguments, Handle, operation
@@ -51,7 +51,6 @@ def check_page_request(kind: str, cursor: int, count: int) -> None:
         )
 
 
-@dataclass(slots=True)
 class AddFlow(Arguments[Flow]):
     """Store a whole tree in one transaction and return its stored nodes (FLOW-1,
     -11..13, DEDUP-17, -19). The root names its queue; a node with children waits in
@@ -64,7 +63,6 @@ class AddFlow(Arguments[Flow]):
     now: datetime | None = None
 
 
-@dataclass(slots=True)
 class AddFlowChildren(Arguments[list[Flow]]):
     """A running parent, under its lock token, adds children and waits for them
     (FLOW-14): it leaves ``active`` for ``waiting-children`` (its run not counted as an
@@ -79,7 +77,6 @@ class AddFlowChildren(Arguments[list[Flow]]):
     now: datetime | None = None
 
 
-@dataclass(slots=True)
 class GetFlowDependencyCounts(Arguments[FlowDependencyCounts | None]):
     """Counts per bucket, None for an unknown parent (FLOW-17)."""
 
@@ -87,7 +84,6 @@ class GetFlowDependencyCounts(Arguments[FlowDependencyCounts | None]):
     parent_id: str
 
 
-@dataclass(slots=True)
 class GetFlowDependencyPage(Arguments[FlowDependencyPage]):
     """One page of a bucket, in attach order after ``cursor`` (0: from the start); its
     ``next_cursor`` continues it, 0 when done (FLOW-20). The same cost at any cursor."""
@@ -99,7 +95,6 @@ class GetFlowDependencyPage(Arguments[FlowDependencyPage]):
     count: int = 20
 
 
-@dataclass(slots=True)
 class GetFlowDependencies(Arguments[FlowDependencies | None]):
     """The parent, its children's snapshots, the pending and the missing ones (FLOW-16);
     None for an unknown parent."""
@@ -108,7 +103,6 @@ class GetFlowDependencies(Arguments[FlowDependencies | None]):
     parent_id: str
 
 
-@dataclass(slots=True)
 class RemoveUnprocessedChildren(Arguments[list[JobRow]]):
     """Remove the pending children nobody runs or holds (FLOW-24), releasing the parent
     when nothing is pending; they stay listed, as missing."""
@@ -119,7 +113,6 @@ class RemoveUnprocessedChildren(Arguments[list[JobRow]]):
     now: datetime | None = None
 
 
-@dataclass(slots=True)
 class RemoveChildDependency(Arguments[bool]):
     """Detach a child from its parent, results included (FLOW-25); False when it has
     none."""

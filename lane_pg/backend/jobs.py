@@ -5,7 +5,7 @@ The rules every backend follows are in ``lane_pg.backend`` (the package docstrin
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY
 from datetime import datetime
 
 from lane_pg.backend.operation import Arguments, Handle, operation
@@ -20,7 +20,6 @@ from lane_pg.types import (
 )
 
 
-@dataclass(slots=True)
 class AddJob(Arguments[JobRow]):
     """Add one job and return its snapshot (ADD-1..10).
 
@@ -40,7 +39,6 @@ class AddJob(Arguments[JobRow]):
     now: datetime | None = None
 
 
-@dataclass(slots=True)
 class AddJobs(Arguments[list[JobRow]]):
     """Add many jobs in one operation, results in input order (ADD-11).
 
@@ -54,7 +52,6 @@ class AddJobs(Arguments[list[JobRow]]):
     now: datetime | None = None
 
 
-@dataclass(slots=True)
 class GetJob(Arguments[JobRow | None]):
     """The job as it is now, or None when the queue holds no job of that id."""
 
@@ -62,7 +59,6 @@ class GetJob(Arguments[JobRow | None]):
     job_id: str
 
 
-@dataclass(slots=True)
 class GetJobState(Arguments[JobState | None]):
     """The job's state, or None when the queue holds no job of that id."""
 
@@ -70,7 +66,6 @@ class GetJobState(Arguments[JobState | None]):
     job_id: str
 
 
-@dataclass(slots=True)
 class GetJobFinishedResult(Arguments[FinishedResult | None]):
     """``Completed(return_value)``, ``Failed(reason)`` or ``NotFinished(state)`` by the
     job's state, whatever its other fields hold; None for a missing job (STATE-4)."""
@@ -79,7 +74,6 @@ class GetJobFinishedResult(Arguments[FinishedResult | None]):
     job_id: str
 
 
-@dataclass(slots=True)
 class PromoteJob(Arguments[JobRow]):
     """``delayed -> waiting`` now (MGMT-3); ``JobStateConflict`` when not delayed."""
 
@@ -89,7 +83,6 @@ class PromoteJob(Arguments[JobRow]):
     now: datetime | None = None
 
 
-@dataclass(slots=True)
 class RescheduleJob(Arguments[JobRow]):
     """Move a delayed job's due time to ``now + delay`` (MGMT-5), event ``delayed``."""
 
@@ -100,7 +93,6 @@ class RescheduleJob(Arguments[JobRow]):
     now: datetime | None = None
 
 
-@dataclass(slots=True)
 class RetryJob(Arguments[JobRow]):
     """``completed|failed -> waiting`` (MGMT-8): result/reason, timestamps, stack trace,
     attempts and stalled count reset; event ``waiting prev=<old state>``. A
@@ -114,7 +106,6 @@ class RetryJob(Arguments[JobRow]):
     now: datetime | None = None
 
 
-@dataclass(slots=True)
 class RemoveJob(Arguments[bool]):
     """Delete a job and its logs (MGMT-16); event ``removed prev=<state>``. An active
     job whose lease has not expired raises ``JobLocked``. False when missing."""
@@ -125,7 +116,6 @@ class RemoveJob(Arguments[bool]):
     now: datetime | None = None
 
 
-@dataclass(slots=True)
 class UpdateJobData(Arguments[JobRow]):
     """Replace the payload of any retained job (MGMT-10).
 
@@ -141,7 +131,6 @@ class UpdateJobData(Arguments[JobRow]):
     token: str | None = None
 
 
-@dataclass(slots=True)
 class UpdateJobProgress(Arguments[JobRow]):
     """Store progress on any retained job and write ``progress {data}`` (MGMT-11).
     ``token`` fences it as in ``update_job_data``."""
@@ -154,7 +143,6 @@ class UpdateJobProgress(Arguments[JobRow]):
     token: str | None = None
 
 
-@dataclass(slots=True)
 class UpdateJobPriority(Arguments[JobRow]):
     """Change the priority (and LIFO flag when given) (MGMT-9). A waiting job is
     requeued with a fresh sequence in its new position; other states only store it."""
@@ -167,7 +155,6 @@ class UpdateJobPriority(Arguments[JobRow]):
     now: datetime | None = None
 
 
-@dataclass(slots=True)
 class SaveJobStacktrace(Arguments[JobRow]):
     """Replace the job's stack trace list and failure reason together, in any state
     (MGMT-12); no event. ``JobNotFound`` when missing; a ``stacktrace`` that is not a

@@ -4,14 +4,13 @@ The rules every backend follows are in ``lane_pg.backend`` (the package docstrin
 
 from __future__ import annotations
 
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY
 from datetime import datetime
 
 from lane_pg.backend.operation import Arguments, Handle, operation
 from lane_pg.types import Duration
 
 
-@dataclass(slots=True)
 class AcquireLeadership(Arguments[bool]):
     """Take or renew ``role`` for ``holder`` until ``now + lease``: True when ``holder``
     holds it afterwards (it was free, expired before ``now``, or already its own),
@@ -24,7 +23,6 @@ class AcquireLeadership(Arguments[bool]):
     now: datetime | None = None
 
 
-@dataclass(slots=True)
 class ResignLeadership(Arguments[bool]):
     """Give ``role`` up at once if ``holder`` holds it (True), so the next candidate
     need not wait for the lease to run out; False when it held nothing."""

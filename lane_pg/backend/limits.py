@@ -6,14 +6,13 @@ claim applies these limits is in ``Runs.claim_jobs``."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY
 from datetime import datetime, timedelta
 
 from lane_pg.backend.operation import Arguments, Handle, operation
 from lane_pg.types import Duration, JobRateLimit
 
 
-@dataclass(slots=True)
 class SetClaimRateLimit(Arguments[None]):
     """Store the queue's shared limit (``rate_max``, ``rate_duration_ms``), creating
     the queue when missing; wakes its idle claimers (RATE-2)."""
@@ -22,21 +21,18 @@ class SetClaimRateLimit(Arguments[None]):
     limit: JobRateLimit
 
 
-@dataclass(slots=True)
 class GetClaimRateLimit(Arguments[JobRateLimit | None]):
     """The queue's shared limit, or None (also for a queue that does not exist)."""
 
     queue: str
 
 
-@dataclass(slots=True)
 class ClearClaimRateLimit(Arguments[None]):
     """Remove the shared limit; the claims logged so far stay (RATE-2)."""
 
     queue: str
 
 
-@dataclass(slots=True)
 class GetClaimRateLimitTtl(Arguments[int]):
     """Milliseconds until the limiter admits a claim (RATE-5).
 
@@ -54,7 +50,6 @@ class GetClaimRateLimitTtl(Arguments[int]):
     now: datetime | None = None
 
 
-@dataclass(slots=True)
 class RateLimitClaimsFor(Arguments[None]):
     """Block every claim of the queue until ``now + duration`` whatever its limits
     (BullMQ's ``rateLimit()``, RATE-6); a later call replaces the time. The duration
@@ -66,7 +61,6 @@ class RateLimitClaimsFor(Arguments[None]):
     now: datetime | None = None
 
 
-@dataclass(slots=True)
 class ClearClaimRateLimitKey(Arguments[None]):
     """Forget the logged claims and any manual block, so claims are admitted at once;
     the configured limit stays (RATE-6). Wakes the queue's idle claimers."""
@@ -74,7 +68,6 @@ class ClearClaimRateLimitKey(Arguments[None]):
     queue: str
 
 
-@dataclass(slots=True)
 class SetMaxActiveJobs(Arguments[None]):
     """At most ``max_active`` (>= 1) jobs of the queue active at once over every
     worker (RATE-7), creating the queue when missing; wakes its idle claimers."""
@@ -83,21 +76,18 @@ class SetMaxActiveJobs(Arguments[None]):
     max_active: int
 
 
-@dataclass(slots=True)
 class GetMaxActiveJobs(Arguments[int | None]):
     """The queue's ceiling, or None."""
 
     queue: str
 
 
-@dataclass(slots=True)
 class ClearMaxActiveJobs(Arguments[None]):
     """Remove the ceiling; wakes the queue's idle claimers."""
 
     queue: str
 
 
-@dataclass(slots=True)
 class IsMaxed(Arguments[bool]):
     """Whether the queue's active jobs reach its ``max_active``, in one read (RATE-8);
     False without a ceiling."""
@@ -105,7 +95,6 @@ class IsMaxed(Arguments[bool]):
     queue: str
 
 
-@dataclass(slots=True)
 class NextClaimIn(Arguments[timedelta | None]):
     """How long until a claim of these queues (every queue when None) may get a job it
     cannot get now: the next delayed job's due time (``next_due_in``; left out when

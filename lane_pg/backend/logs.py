@@ -4,7 +4,7 @@ The rules every backend follows are in ``lane_pg.backend`` (the package docstrin
 
 from __future__ import annotations
 
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY
 from datetime import datetime
 
 from lane_pg.backend.operation import Arguments, Handle, operation
@@ -13,7 +13,6 @@ from lane_pg.types import (
 )
 
 
-@dataclass(slots=True)
 class AddJobLog(Arguments[int]):
     """Append ``{ts, message}`` to the job's log, keep only the newest ``keep`` when
     given, and return the number of entries kept (MGMT-13). No event. ``token`` fences
@@ -28,7 +27,6 @@ class AddJobLog(Arguments[int]):
     token: str | None = None
 
 
-@dataclass(slots=True)
 class GetJobLogs(Arguments[LogPage]):
     """A window of the log with inclusive, possibly negative indices; ``asc=False``
     indexes from the newest (MGMT-14). Missing job: empty page, count 0."""
@@ -41,7 +39,6 @@ class GetJobLogs(Arguments[LogPage]):
     asc: bool = True
 
 
-@dataclass(slots=True)
 class ClearJobLogs(Arguments[None]):
     """Delete the log, or all but the newest ``keep`` entries (MGMT-15)."""
 

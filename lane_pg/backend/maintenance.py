@@ -5,7 +5,7 @@ The rules every backend follows are in ``lane_pg.backend`` (the package docstrin
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY
 from datetime import datetime
 
 from lane_pg.backend.operation import Arguments, Handle, operation
@@ -15,7 +15,6 @@ from lane_pg.types import (
 )
 
 
-@dataclass(slots=True)
 class RecoverStalled(Arguments[list[StalledOutcome]]):
     """Recover every active job whose lease expired before ``now`` (STALL-1..3).
 
@@ -32,7 +31,6 @@ class RecoverStalled(Arguments[list[StalledOutcome]]):
     now: datetime | None = None
 
 
-@dataclass(slots=True)
 class PromoteDueJobs(Arguments[int]):
     """Promote every delayed job with ``available_at <= now``; return how many."""
 
@@ -41,7 +39,6 @@ class PromoteDueJobs(Arguments[int]):
     now: datetime | None = None
 
 
-@dataclass(slots=True)
 class TrimEvents(Arguments[int]):
     """Trim each queue's retained events to its ``max_events`` (default 10,000),
     keeping the newest (EVS-3); returns how many were deleted."""
@@ -49,7 +46,6 @@ class TrimEvents(Arguments[int]):
     queues: Sequence[str] | None = None
 
 
-@dataclass(slots=True)
 class PruneFinished(Arguments[int]):
     """Enforce each queue's bound (all queues when None); return how many jobs were
     deleted.

@@ -4,14 +4,13 @@ The rules every backend follows are in ``lane_pg.backend`` (the package docstrin
 
 from __future__ import annotations
 
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY
 from datetime import datetime
 
 from lane_pg.backend.operation import Arguments, Handle, operation
 from lane_pg.types.metrics import DEFAULT_JOB_METRICS_RETENTION, JobMetrics, MetricsState
 
 
-@dataclass(slots=True)
 class GetMetrics(Arguments[JobMetrics]):
     """BullMQ's ``getMetrics``: the total count, the newest minute (``prev_ts``) and
     the count before it, and ``data[start..end]`` (inclusive, negative from the end,
@@ -27,7 +26,6 @@ class GetMetrics(Arguments[JobMetrics]):
     max_data_points: int = DEFAULT_JOB_METRICS_RETENTION
 
 
-@dataclass(slots=True)
 class CompactMetrics(Arguments[int]):
     """The maintenance leader's pass: folds each closed minute (before ``now``'s) into
     one record and the minutes beyond ``max_data_points`` into the all-time count;

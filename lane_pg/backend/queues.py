@@ -5,7 +5,7 @@ The rules every backend follows are in ``lane_pg.backend`` (the package docstrin
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY
 
 from lane_pg.backend.operation import Arguments, Handle, operation
 from lane_pg.types import (
@@ -14,40 +14,34 @@ from lane_pg.types import (
 )
 
 
-@dataclass(slots=True)
 class PauseQueue(Arguments[None]):
     """Stop claims from the queue (adds and promotion go on); event ``paused``."""
 
     queue: str
 
 
-@dataclass(slots=True)
 class ResumeQueue(Arguments[None]):
     """Allow claims again, event ``resumed``, and wake idle claimers."""
 
     queue: str
 
 
-@dataclass(slots=True)
 class PauseAll(Arguments[None]):
     """The connection-wide pause (PAUSE-4): no queue of this backend, existing or
     created later, yields a claim (adds and promotion go on) until ``resume_all``.
     Queue pauses are separate: ``pause_queue``'s flag is not touched. No event."""
 
 
-@dataclass(slots=True)
 class ResumeAll(Arguments[None]):
     """Lift the connection-wide pause and wake idle claimers; queues paused with
     ``pause_queue`` stay paused (PAUSE-4)."""
 
 
-@dataclass(slots=True)
 class SignalRestart(Arguments[int]):
     """Store the restart signal, now in milliseconds since the epoch (CLI-6), wake idle
     claimers, and return it; workers started before it exit at their next check."""
 
 
-@dataclass(slots=True)
 class SetQueueRetention(Arguments[None]):
     """Bound the queue's finished jobs: keep the newest ``keep_completed`` completed
     and ``keep_failed`` failed jobs (``None`` keeps all of that state, RET-1). A new
@@ -61,7 +55,6 @@ class SetQueueRetention(Arguments[None]):
     keep_failed: int | None
 
 
-@dataclass(slots=True)
 class SetQueueEvents(Arguments[None]):
     """Turn the queue's event recording on or off (on for every new queue). While
     off, no transition of the queue writes an event (the ``added``, ``active``,
@@ -75,7 +68,6 @@ class SetQueueEvents(Arguments[None]):
     record: bool
 
 
-@dataclass(slots=True)
 class IsQueuePaused(Arguments[bool]):
     """Whether the queue's own pause flag is set (``pause_queue``); False for a queue that
     does not exist. The connection-wide pause is ``get_pause_status``'s."""
@@ -83,7 +75,6 @@ class IsQueuePaused(Arguments[bool]):
     queue: str
 
 
-@dataclass(slots=True)
 class GetPauseStatus(Arguments[PauseStatus]):
     """In one snapshot: the connection-wide pause, the ones among ``queues`` whose own
     pause flag is set (a queue that does not exist is not paused; ``None``: every
@@ -92,21 +83,18 @@ class GetPauseStatus(Arguments[PauseStatus]):
     queues: Sequence[str] | None = ()
 
 
-@dataclass(slots=True)
 class GetQueueRetention(Arguments[QueueRetention]):
     """The queue's bounds; the defaults for a queue that does not exist yet."""
 
     queue: str
 
 
-@dataclass(slots=True)
 class GetQueueEvents(Arguments[bool]):
     """Whether the queue records events; ``True`` for a queue that does not exist yet."""
 
     queue: str
 
 
-@dataclass(slots=True)
 class ListQueues(Arguments[list[str]]):
     """Every queue that exists (created by an add or a pause), by name."""
 

@@ -5,7 +5,7 @@ The rules every backend follows are in ``lane_pg.backend`` (the package docstrin
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY
 from datetime import datetime, timedelta
 
 from lane_pg.backend.operation import Arguments, Handle, operation
@@ -16,7 +16,6 @@ from lane_pg.types import (
 )
 
 
-@dataclass(slots=True)
 class GetJobCounts(Arguments[dict[JobState, int]]):
     """Counts for the given states (all six when None or empty), in first-seen order,
     zero included (MGMT-23)."""
@@ -25,7 +24,6 @@ class GetJobCounts(Arguments[dict[JobState, int]]):
     states: Sequence[JobState] | None = None
 
 
-@dataclass(slots=True)
 class GetJobCount(Arguments[int]):
     """The sum of ``get_job_counts(queue, states)``: all six states when None or empty,
     a repeated state counted once (MGMT-24)."""
@@ -34,14 +32,12 @@ class GetJobCount(Arguments[int]):
     states: Sequence[JobState] | None = None
 
 
-@dataclass(slots=True)
 class CountPendingJobs(Arguments[int]):
     """Jobs still to run: waiting + delayed + waiting-children (MGMT-25)."""
 
     queue: str
 
 
-@dataclass(slots=True)
 class CountReadyJobs(Arguments[int]):
     """Jobs ready to run now: waiting, plus delayed ones whose time has come (A16, the
     facade's ``pending_size``)."""
@@ -51,7 +47,6 @@ class CountReadyJobs(Arguments[int]):
     now: datetime | None = None
 
 
-@dataclass(slots=True)
 class CountScheduledJobs(Arguments[int]):
     """Delayed jobs whose time has not come (the facade's ``delayed_size``). A due one
     is ready (``count_ready_jobs``), so the two never count a job twice (INSP-1,
@@ -62,7 +57,6 @@ class CountScheduledJobs(Arguments[int]):
     now: datetime | None = None
 
 
-@dataclass(slots=True)
 class ListReadyJobs(Arguments[JobPage]):
     """A page of the jobs ``count_ready_jobs`` counts: waiting ones, then delayed ones
     whose time has come, each part in insertion order (the facade's ``pending_jobs``);
@@ -75,7 +69,6 @@ class ListReadyJobs(Arguments[JobPage]):
     now: datetime | None = None
 
 
-@dataclass(slots=True)
 class ListScheduledJobs(Arguments[JobPage]):
     """A page of the jobs ``count_scheduled_jobs`` counts, in insertion order (the
     facade's ``delayed_jobs``)."""
@@ -87,7 +80,6 @@ class ListScheduledJobs(Arguments[JobPage]):
     now: datetime | None = None
 
 
-@dataclass(slots=True)
 class GetCountsPerPriority(Arguments[dict[int, int]]):
     """Waiting jobs per requested priority, zero included, a repeated priority once, in
     first-seen order (MGMT-26, ORD-5); ``InvalidPriority`` outside 0..2097152."""
@@ -96,7 +88,6 @@ class GetCountsPerPriority(Arguments[dict[int, int]]):
     priorities: Sequence[int]
 
 
-@dataclass(slots=True)
 class GetQueueStats(Arguments[QueueStats]):
     """The pause flag and the six state counts from one snapshot (MGMT-27, PAUSE-13);
     not paused and zeros for a queue that does not exist."""
@@ -104,7 +95,6 @@ class GetQueueStats(Arguments[QueueStats]):
     queue: str
 
 
-@dataclass(slots=True)
 class ListJobs(Arguments[JobPage]):
     """A page of jobs in the given states (MGMT-2), ordered by state (in the order of
     ``ALL_STATES``) then by insertion order; ``descending`` reverses the whole order;
@@ -118,7 +108,6 @@ class ListJobs(Arguments[JobPage]):
     limit: int = 20
 
 
-@dataclass(slots=True)
 class NextDueIn(Arguments[timedelta | None]):
     """Time until the earliest delayed job of these queues (all when None) is due, on
     the backend's clock: zero when one is due already, None when none is delayed."""

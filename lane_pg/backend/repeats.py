@@ -21,14 +21,13 @@ series' owner when it has one. The rules every backend follows:
 
 from __future__ import annotations
 
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY
 from datetime import datetime
 
 from lane_pg.backend.operation import Arguments, Handle, operation
 from lane_pg.types import JSON, JobOptions, JobRow, RepeatInfo
 
 
-@dataclass(slots=True)
 class UpsertRepeat(Arguments[JobRow]):
     """Create the series of ``options.repeat``, or replace its owner: the old owner is
     removed (``removed``) and the new job starts the series again, its schedule
@@ -43,7 +42,6 @@ class UpsertRepeat(Arguments[JobRow]):
     now: datetime | None = None
 
 
-@dataclass(slots=True)
 class RemoveRepeat(Arguments[str | None]):
     """End the series and remove its owner through ``remove_job``; the removed
     owner's id, or None. ``JobLocked`` while the owner runs under a valid lease
@@ -55,7 +53,6 @@ class RemoveRepeat(Arguments[str | None]):
     now: datetime | None = None
 
 
-@dataclass(slots=True)
 class GetRepeat(Arguments[RepeatInfo | None]):
     """The live series ``key``, or None (REP-11)."""
 
@@ -63,7 +60,6 @@ class GetRepeat(Arguments[RepeatInfo | None]):
     key: str
 
 
-@dataclass(slots=True)
 class ListRepeats(Arguments[list[RepeatInfo]]):
     """Live series by the owner's due time, latest first unless ``ascending``,
     entries ``start`` .. ``end`` inclusive (-1: to the end). Rows whose owner is gone
@@ -76,7 +72,6 @@ class ListRepeats(Arguments[list[RepeatInfo]]):
     ascending: bool = False
 
 
-@dataclass(slots=True)
 class CountRepeats(Arguments[int]):
     """How many live series the queue has (REP-11)."""
 

@@ -5,7 +5,7 @@ The rules every backend follows are in ``lane_pg.backend`` (the package docstrin
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY
 from datetime import datetime
 
 from lane_pg.backend.operation import Arguments, Handle, operation
@@ -23,7 +23,6 @@ from lane_pg.types import (
 )
 
 
-@dataclass(slots=True)
 class ClaimJobs(Arguments[list[ClaimedJob]]):
     """Claim up to ``demand.limit`` jobs from each queue, queues in the given order.
 
@@ -57,7 +56,6 @@ class ClaimJobs(Arguments[list[ClaimedJob]]):
     ignore_pause: bool = False
 
 
-@dataclass(slots=True)
 class RenewLeases(Arguments[list[LeaseRef]]):
     """Extend each lease to ``now + lease``; return the refs that could not be renewed
     (job gone, not active, or token no longer current) (CLAIM-5, CLAIM-6)."""
@@ -68,7 +66,6 @@ class RenewLeases(Arguments[list[LeaseRef]]):
     now: datetime | None = None
 
 
-@dataclass(slots=True)
 class CompleteJob(Arguments[JobRow]):
     """Token-checked ``active -> completed`` (FIN-1): ``finished_at = now``, the
     result stored, the lock cleared; event ``completed``; then retention
@@ -84,7 +81,6 @@ class CompleteJob(Arguments[JobRow]):
     now: datetime | None = None
 
 
-@dataclass(slots=True)
 class CompleteJobs(Arguments[list[FinalizeOutcome]]):
     """``complete`` for many jobs in one operation; a stale token or a missing job
     marks that item (``lock_mismatch`` / ``not_found``) and leaves it unchanged
@@ -95,7 +91,6 @@ class CompleteJobs(Arguments[list[FinalizeOutcome]]):
     now: datetime | None = None
 
 
-@dataclass(slots=True)
 class FailJob(Arguments[JobRow]):
     """Token-checked failure (FIN-3..6, RETRY-7).
 
@@ -119,7 +114,6 @@ class FailJob(Arguments[JobRow]):
     now: datetime | None = None
 
 
-@dataclass(slots=True)
 class FailJobs(Arguments[list[FinalizeOutcome]]):
     """``fail`` for many jobs in one operation, outcomes in input order."""
 
@@ -128,7 +122,6 @@ class FailJobs(Arguments[list[FinalizeOutcome]]):
     now: datetime | None = None
 
 
-@dataclass(slots=True)
 class ReleaseJob(Arguments[JobRow]):
     """Token-checked ``active -> waiting`` at the front of its priority (ORD-3,
     MGMT-7): lock and ``processed_at`` cleared, attempts unchanged,
@@ -141,7 +134,6 @@ class ReleaseJob(Arguments[JobRow]):
     now: datetime | None = None
 
 
-@dataclass(slots=True)
 class DelayJob(Arguments[JobRow]):
     """Token-checked ``active -> delayed`` at ``now + delay`` (MGMT-6); lock cleared;
     event ``delayed prev=active``."""
@@ -154,7 +146,6 @@ class DelayJob(Arguments[JobRow]):
     now: datetime | None = None
 
 
-@dataclass(slots=True)
 class GiveBackJob(Arguments[JobRow]):
     """A claim handed back without running (A2, A14): ``release_job`` when ``delay``
     is 0, else ``delay_job``, and the claim's attempt given back (``attempts_started
