@@ -298,7 +298,8 @@ async def walk(
 
 
 class PagedStore:
-    """``all`` and ``ids`` over ``page``, for stores that implement the rest."""
+    """``page`` (its checks and defaults), ``all`` and ``ids`` over ``_page``, for stores
+    that implement the rest."""
 
     async def page(
         self,
@@ -307,6 +308,14 @@ class PagedStore:
         after: PageKey | None = None,
         limit: int = DEFAULT_PAGE,
     ) -> list[FailedJobRecord]:
+        _check_limit(limit)
+        return await self._page(where, after, limit)
+
+    async def _page(
+        self, where: FailedJobFilter, after: PageKey | None, limit: int
+    ) -> list[FailedJobRecord]:
+        """The records ``where`` selects after ``after``, oldest first, at most ``limit``
+        (checked already)."""
         raise NotImplementedError
 
     async def all(self) -> list[FailedJobRecord]:
@@ -342,14 +351,9 @@ class MemoryFailedJobStore(PagedStore):
     async def count(self, where: FailedJobFilter = ANY_RECORD) -> int:
         return sum(1 for record in self._records.values() if where.matches(record))
 
-    async def page(
-        self,
-        where: FailedJobFilter = ANY_RECORD,
-        *,
-        after: PageKey | None = None,
-        limit: int = DEFAULT_PAGE,
+    async def _page(
+        self, where: FailedJobFilter, after: PageKey | None, limit: int
     ) -> list[FailedJobRecord]:
-        _check_limit(limit)
         found = sorted(
             (r for r in self._records.values() if where.matches(r)),
             key=lambda r: (r.failed_at, uuid.UUID(r.id)),
@@ -381,12 +385,7 @@ class NullFailedJobStore(PagedStore):
     async def count(self, where: FailedJobFilter = ANY_RECORD) -> int:
         return 0
 
-    async def page(
-        self,
-        where: FailedJobFilter = ANY_RECORD,
-        *,
-        after: PageKey | None = None,
-        limit: int = DEFAULT_PAGE,
+    async def _page(
+        self, where: FailedJobFilter, after: PageKey | None, limit: int
     ) -> list[FailedJobRecord]:
-        _check_limit(limit)
         return []

@@ -20,12 +20,10 @@ from typing import Any, Protocol, cast
 from lane_pg.backend import JobQueueBackend
 from lane_pg.backend.failed import (
     ANY_RECORD,
-    DEFAULT_PAGE,
     FailedJobFilter,
     FailedJobRecord,
     PagedStore,
     PageKey,
-    _check_limit,
     check_record_id,
 )
 from lane_pg.errors import ConfigurationError
@@ -145,14 +143,9 @@ class DatabaseFailedJobStore(PagedStore):
             ),
         )
 
-    async def page(
-        self,
-        where: FailedJobFilter = ANY_RECORD,
-        *,
-        after: PageKey | None = None,
-        limit: int = DEFAULT_PAGE,
+    async def _page(
+        self, where: FailedJobFilter, after: PageKey | None, limit: int
     ) -> list[FailedJobRecord]:
-        _check_limit(limit)
         rows = await (await self._pg()).database.fetch(
             f"SELECT {_COLUMNS} FROM lane.failed_jobs_page($1, $2::uuid, $3, $4, $5, $6) AS f",
             None if after is None else after[0],
