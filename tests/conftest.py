@@ -181,7 +181,7 @@ async def create_database(created: list[str]) -> str:
     return with_database(_admin_dsn(), name)
 
 
-async def drop_databases(created: list[str]) -> None:
+async def drop_databases(created: list[str]) -> None:  # the name tests know it by
     """Done with ``created``: their sessions end now (a worker process a test left behind
     cannot write into the next test's database), and they are emptied for reuse."""
     admin = await asyncpg.connect(_admin_dsn())
@@ -254,8 +254,8 @@ def fresh_schema(pg_dsn: str) -> Iterator[FreshSchema]:
 
 @pytest.fixture
 async def new_db() -> AsyncIterator[NewDatabase]:
-    """Factory of fresh empty databases, all dropped after the test (for tests that need
-    their own schema state: migrations, CLI, examples)."""
+    """Factory of fresh empty databases, emptied for reuse after the test (for tests that
+    need their own schema state: migrations, CLI, examples)."""
     created: list[str] = []
     yield lambda: create_database(created)
     await drop_databases(created)
