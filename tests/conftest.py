@@ -70,7 +70,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         server, name = made
         os.environ["LANE_PG_TEST_DSN"] = server
         recreate(server, name, create=False)
-    _drop_spare_databases(os.environ.get("LANE_PG_TEST_DSN", DEFAULT_TEST_DSN))
+    drop_spare_databases(os.environ.get("LANE_PG_TEST_DSN", DEFAULT_TEST_DSN))
 
 
 def _migrate(dsn: str) -> int:
@@ -131,7 +131,7 @@ def with_database(dsn: str, database: str) -> str:
     return f"{base}/{database}{sep}{query}"
 
 
-def _admin_dsn() -> str:
+def admin_dsn() -> str:
     return os.environ.get("LANE_PG_TEST_DSN", DEFAULT_TEST_DSN)
 
 
@@ -162,12 +162,12 @@ usable by everyone), from a database a test used."""
 
 async def create_database(created: list[str]) -> str:
     """A fresh empty database on the test server; its name is appended to ``created``."""
-    admin = await asyncpg.connect(_admin_dsn())
+    admin = await asyncpg.connect(admin_dsn())
     try:
         if _SPARE_DATABASES:
             name = _SPARE_DATABASES.pop()
             await admin.execute(f"ALTER DATABASE {name} RESET ALL")
-            conn = await asyncpg.connect(with_database(_admin_dsn(), name))
+            conn = await asyncpg.connect(with_database(admin_dsn(), name))
             try:
                 await conn.execute(_EMPTY_DATABASE)
             finally:
@@ -178,13 +178,13 @@ async def create_database(created: list[str]) -> str:
     finally:
         await admin.close()
     created.append(name)
-    return with_database(_admin_dsn(), name)
+    return with_database(admin_dsn(), name)
 
 
-async def drop_databases(created: list[str]) -> None:  # the name tests know it by
+async def release_databases(created: list[str]) -> None:
     """Done with ``created``: their sessions end now (a worker process a test left behind
     cannot write into the next test's database), and they are emptied for reuse."""
-    admin = await asyncpg.connect(_admin_dsn())
+    admin = await asyncpg.connect(admin_dsn())
     try:
         for name in created:
             await admin.execute(
@@ -212,7 +212,7 @@ async def _wait_for_no_sessions(admin: asyncpg.Connection, name: str) -> None:
     raise RuntimeError(f"database {name}: sessions outlived pg_terminate_backend for 5 s")
 
 
-def _drop_spare_databases(server_dsn: str) -> None:
+def drop_spare_databases(server_dsn: str) -> None:
     for name in _SPARE_DATABASES:
         recreate(server_dsn, name, create=False)
     _SPARE_DATABASES.clear()
@@ -258,4 +258,4 @@ async def new_db() -> AsyncIterator[NewDatabase]:
     need their own schema state: migrations, CLI, examples)."""
     created: list[str] = []
     yield lambda: create_database(created)
-    await drop_databases(created)
+    await release_databases(created)

@@ -82,7 +82,7 @@ def replace_section(text: str, section: str) -> str:
 
 async def _generate() -> None:
     from lane_pg.postgres.schema import migrate
-    from tests.conftest import create_database, drop_databases
+    from tests.conftest import admin_dsn, create_database, drop_spare_databases, release_databases
 
     created: list[str] = []
     try:
@@ -90,7 +90,8 @@ async def _generate() -> None:
         await migrate(dsn)
         functions = await catalog_functions(dsn)
     finally:
-        await drop_databases(created)
+        await release_databases(created)
+        drop_spare_databases(admin_dsn())  # no pytest session here to drop it at its end
     text = DOC.read_text(encoding="utf-8")
     section = render(functions, notes_of(section_of(text)))
     DOC.write_text(replace_section(text, section), encoding="utf-8")

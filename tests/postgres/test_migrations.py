@@ -39,7 +39,7 @@ from lane_pg.postgres.schema import (
     validate_schema_name,
 )
 from tests.cli_runner import run_lane_pg
-from tests.conftest import NewDatabase, create_database, drop_databases
+from tests.conftest import NewDatabase, create_database, release_databases
 
 ADMIN_DSN = os.environ.get("LANE_PG_TEST_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 REPO = Path(__file__).resolve().parents[2]
@@ -161,7 +161,7 @@ async def _reference_install() -> tuple[Snapshot, list[tuple[Any, ...]]]:
             await migrate(dsn)
             _reference = (await _snapshot(dsn), await _version_rows(dsn))
         finally:
-            await drop_databases(created)
+            await release_databases(created)
     return copy.deepcopy(_reference)
 
 
@@ -690,7 +690,7 @@ async def guard_dsn() -> AsyncIterator[str]:
     dsn = await create_database(created)
     await migrate(dsn)
     yield dsn
-    await drop_databases(created)
+    await release_databases(created)
 
 
 @pytest.fixture
