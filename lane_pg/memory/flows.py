@@ -123,28 +123,14 @@ class MemoryFlows(MemoryEntity):
     @contextmanager
     def _all_or_nothing(self) -> Iterator[None]:
         """A flow is one transaction: a refusal met while writing (ParentConflict) puts
-        every record back as it was."""
-        saved = copy.deepcopy(
-            (
-                self._store._queues,
-                self._store._deps,
-                self._store._last_key,
-                self._store._last_seq,
-                self._store._last_event_id,
-                self._store._last_dep_seq,
-            )
-        )
+        every record back as it was (the store's state as a snapshot names it, ``STATE``)."""
+        store = self._store
+        saved = copy.deepcopy({name: getattr(store, name) for name in store.STATE})
         try:
             yield
         except BaseException:
-            (
-                self._store._queues,
-                self._store._deps,
-                self._store._last_key,
-                self._store._last_seq,
-                self._store._last_event_id,
-                self._store._last_dep_seq,
-            ) = saved
+            for name, value in saved.items():
+                setattr(store, name, value)
             raise
 
     async def add_flow(self, args: AddFlow) -> Flow:
