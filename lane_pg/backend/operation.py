@@ -302,12 +302,8 @@ class Handle:
     async def perform(self, arguments: Arguments[R]) -> R:
         """Call the operation that ``arguments``' class declares, as the dispatcher does:
         how a wrapper of a backend hands a call on without restating its parameters."""
-        op = self._declarations[type(arguments)]
-        implementation = getattr(self._impl, op.name)
-        if self._hooks.installed:
-            result: R = await self._hooks.run(op, implementation, arguments)
-            return result
-        return await implementation(arguments)  # type: ignore[no-any-return]
+        result: R = await _invoke(self, self._declarations[type(arguments)], arguments)
+        return result
 
     def __init_subclass__(cls, *, name: str = "", **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -350,30 +346,33 @@ def _declared(handle: str, name: str, declared: Declared[Any, Any]) -> Operation
     )
 
 
+async def _invoke(handle: Handle, op: Operation, arguments: Arguments[Any]) -> Any:
+    """The one call path: the backend's implementation of ``op``, inside the hooks."""
+    implementation = getattr(handle._impl, op.name)
+    hooks = handle._hooks
+    if hooks.installed:
+        return await hooks.run(op, implementation, arguments)
+    return await implementation(arguments)
+
+
 def _dispatcher(op: Operation) -> Callable[..., Any]:
-    """The one call path of every operation of every backend."""
+    """The method a handle gets for ``op``: it builds the arguments object and takes the
+    one call path (``_invoke``); a stream's is called, not awaited, so hooks skip it."""
     name = op.name
     build = op.arguments
+    method: Callable[..., Any]
 
     if op.streams:
 
-        def stream(self: Handle, /, *args: Any, **kwargs: Any) -> Any:
+        def method(self: Handle, /, *args: Any, **kwargs: Any) -> Any:
             return getattr(self._impl, name)(build(*args, **kwargs))
 
-        stream.__name__ = stream.__qualname__ = name
-        stream.__doc__ = op.doc
-        stream.__signature__ = op.signature  # type: ignore[attr-defined]
-        return stream
+    else:
 
-    async def dispatch(self: Handle, /, *args: Any, **kwargs: Any) -> Any:
-        arguments = build(*args, **kwargs)
-        implementation = getattr(self._impl, name)
-        hooks = self._hooks
-        if hooks.installed:
-            return await hooks.run(op, implementation, arguments)
-        return await implementation(arguments)
+        async def method(self: Handle, /, *args: Any, **kwargs: Any) -> Any:
+            return await _invoke(self, op, build(*args, **kwargs))
 
-    dispatch.__name__ = dispatch.__qualname__ = name
-    dispatch.__doc__ = op.doc
-    dispatch.__signature__ = op.signature  # type: ignore[attr-defined]
-    return dispatch
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = op.doc
+    method.__signature__ = op.signature  # type: ignore[union-attr]
+    return method
