@@ -33,24 +33,31 @@ $$;
 
 -- The jobs of one queue in one state, counted through that state's partial index: each
 -- branch's literal state is what lets the planner use it (there is no index on (queue,
--- state) over every row: migration 0006). Only the taken branch runs.
+-- state) over every row: migration 0006). Only the taken branch runs. PL/pgSQL, not SQL:
+-- a SQL function with subqueries is not inlined and is planned again on every call of the
+-- query that calls it (1.5 ms per `count_jobs` on an empty table, against 0.1 ms with
+-- PL/pgSQL's plans kept for the session).
 CREATE OR REPLACE FUNCTION lane._count_state(p_queue text, p_state text)
-RETURNS bigint LANGUAGE sql STABLE AS $$
-    SELECT CASE p_state
-        WHEN 'waiting' THEN (SELECT count(*) FROM lane.jobs
-                              WHERE queue = p_queue AND state = 'waiting')
-        WHEN 'delayed' THEN (SELECT count(*) FROM lane.jobs
-                              WHERE queue = p_queue AND state = 'delayed')
-        WHEN 'active' THEN (SELECT count(*) FROM lane.jobs
-                             WHERE queue = p_queue AND state = 'active')
-        WHEN 'waiting-children' THEN (SELECT count(*) FROM lane.jobs
-                                       WHERE queue = p_queue AND state = 'waiting-children')
-        WHEN 'completed' THEN (SELECT count(*) FROM lane.jobs
-                                WHERE queue = p_queue AND state = 'completed')
-        WHEN 'failed' THEN (SELECT count(*) FROM lane.jobs
-                             WHERE queue = p_queue AND state = 'failed')
-    END
-$$;
+RETURNS bigint LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    CASE p_state
+    WHEN 'waiting' THEN
+        RETURN (SELECT count(*) FROM lane.jobs WHERE queue = p_queue AND state = 'waiting');
+    WHEN 'delayed' THEN
+        RETURN (SELECT count(*) FROM lane.jobs WHERE queue = p_queue AND state = 'delayed');
+    WHEN 'active' THEN
+        RETURN (SELECT count(*) FROM lane.jobs WHERE queue = p_queue AND state = 'active');
+    WHEN 'waiting-children' THEN
+        RETURN (SELECT count(*) FROM lane.jobs
+                 WHERE queue = p_queue AND state = 'waiting-children');
+    WHEN 'completed' THEN
+        RETURN (SELECT count(*) FROM lane.jobs WHERE queue = p_queue AND state = 'completed');
+    WHEN 'failed' THEN
+        RETURN (SELECT count(*) FROM lane.jobs WHERE queue = p_queue AND state = 'failed');
+    ELSE
+        RETURN NULL;
+    END CASE;
+END $$;
 
 -- MGMT-23: all six states when p_states is NULL or empty; duplicates count once, in
 -- first-seen order; zero rows included.
