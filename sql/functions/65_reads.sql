@@ -35,8 +35,8 @@ $$;
 -- branch's literal state is what lets the planner use it (there is no index on (queue,
 -- state) over every row: migration 0006). Only the taken branch runs. PL/pgSQL, not SQL:
 -- a SQL function with subqueries is not inlined and is planned again on every call of the
--- query that calls it (1.5 ms per `count_jobs` on an empty table, against 0.1 ms with
--- PL/pgSQL's plans kept for the session).
+-- query that calls it (a `count_jobs` round trip on an empty table: 1.5 ms, against 0.55 ms
+-- with PL/pgSQL's plans kept for the session and 0.3 ms for a bare `SELECT 1`).
 CREATE OR REPLACE FUNCTION lane._count_state(p_queue text, p_state text)
 RETURNS bigint LANGUAGE plpgsql STABLE AS $$
 BEGIN
