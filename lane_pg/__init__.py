@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from lane_pg import _moved  # noqa: F401 - old import paths keep working (lane_pg._moved)
 from lane_pg.backend import JobQueueBackend, connect
 from lane_pg.errors import (
+    BatchNotFound,
     ConfigurationError,
     DeduplicationConflict,
     InvalidJobId,
@@ -52,6 +53,7 @@ from lane_pg.types import (
     ALL_STATES,
     DEFAULT_LANES,
     Backoff,
+    Batch,
     DeduplicationOptions,
     JobOptions,
     JobPage,
@@ -140,6 +142,8 @@ __all__ = [
     "DEFAULT_LANES",
     "App",
     "Backoff",
+    "Batch",
+    "BatchNotFound",
     "ConfigurationError",
     "DeduplicationConflict",
     "DeduplicationOptions",

@@ -175,6 +175,12 @@ class ManuallyFailed(LaneError):
         self.reason = reason
 
 
+class BatchNotFound(LaneError, LookupError):
+    """The batch does not exist (never dispatched, or pruned)."""
+
+    sqlstate = "LN030"
+
+
 class UnrecoverableJobError(Exception):
     """Raised by a processor to fail its job terminally, skipping the remaining retries."""
 
@@ -197,6 +203,7 @@ SQLSTATE_ERRORS: dict[str, type[LaneError]] = {
         RepeatConflict,
         ParentConflict,
         FailedChildren,
+        BatchNotFound,
     )
 }
 

@@ -87,6 +87,7 @@ USER_API = {
     "QueueRetention",
     "JobMetrics",
     "DEFAULT_JOB_METRICS_RETENTION",
+    "Batch",
     # the errors
     "LaneError",
     "ConfigurationError",
@@ -108,6 +109,7 @@ USER_API = {
     "TimeoutExceeded",
     "MaxAttemptsExceeded",
     "ManuallyFailed",
+    "BatchNotFound",
     "UnrecoverableJobError",
 }
 

@@ -45,6 +45,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from lane_pg.backend.batches import Batches
 from lane_pg.backend.capabilities import (
     FailedRecords,
     HasDedicatedConnection,
@@ -85,6 +86,7 @@ __all__ = [
     "CAPABILITIES",
     "HANDLES",
     "Arguments",
+    "Batches",
     "Cleanup",
     "DebouncedAdd",
     "Dedup",
@@ -136,6 +138,7 @@ HANDLES: tuple[type[Handle], ...] = (
     Maintenance,
     Metrics,
     Leader,
+    Batches,
 )
 """The handles every backend serves, each over its implementation of that entity."""
 
@@ -176,6 +179,7 @@ class JobQueueBackend:
     maintenance: Maintenance
     metrics: Metrics
     leader: Leader
+    batches: Batches
     space: Space | None = None
     idempotency: Idempotency | None = None
     transactions: Transactions | None = None

@@ -17,6 +17,7 @@ from lane_pg.types import (
     JobRow,
     JobSpec,
     JobState,
+    QueuedSpec,
 )
 
 
@@ -49,6 +50,27 @@ class AddJobs(Arguments[list[JobRow]]):
     queue: str
     specs: Sequence[JobSpec]
     _: KW_ONLY
+    now: datetime | None = None
+
+
+class AddChain(Arguments[JobRow]):
+    """Add the head of a chain (CHAIN-1) and return it: ``links`` run one after another,
+    each added when the one before it completes, in the operation that completes it
+    (fenced by its lock token: a run that lost its lease adds nothing). Every link's spec
+    is checked before anything is stored (``add_job``'s rules, without ``job_id``,
+    ``deduplication`` or ``repeat``). Link ``i`` (0 for the head) has the id
+    ``<chain_id>-<i>`` and carries the chain in ``options.chain`` (``id``, ``index``, the
+    ``links`` still to come, ``catch``, ``catch_queue``); a link's delay counts from the
+    completion of the one before it. A link that fails for good ends the chain and, with
+    ``catch``, adds the job ``chain-<chain_id>-catch`` named ``lane_pg:chain_callback`` to
+    ``catch_queue`` (default: the head's queue); a removed link ends it quietly.
+    ``chain_id``: 1-100 letters, digits, ``.``, ``-`` or ``_``, not all digits."""
+
+    chain_id: str
+    links: Sequence[QueuedSpec]
+    _: KW_ONLY
+    catch: str | None = None
+    catch_queue: str | None = None
     now: datetime | None = None
 
 
@@ -173,6 +195,7 @@ class Jobs(Handle, name="jobs"):
 
     add_job = operation(AddJob)
     add_jobs = operation(AddJobs)
+    add_chain = operation(AddChain)
     get_job = operation(GetJob)
     get_job_state = operation(GetJobState)
     get_job_finished_result = operation(GetJobFinishedResult)

@@ -34,6 +34,7 @@ COMMANDS: tuple[str, ...] = (
     "retention",
     "events",
     "repeats",
+    "batches",
     "limits",
     "drain",
     "clean",

@@ -22,7 +22,15 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from lane_pg.backend import Batches
 from lane_pg.errors import ConfigurationError
+from lane_pg.facade.batches import (
+    DEFAULT_CALLBACKS,
+    Callbacks,
+    GroupRecorder,
+    PendingBatch,
+    PendingChain,
+)
 from lane_pg.facade.connection import Connection
 from lane_pg.facade.envelope import NO_OVERRIDES, Envelope, EnvelopeOverrides, build_envelope
 from lane_pg.facade.events import Events, JobQueued, JobQueueing
@@ -34,14 +42,18 @@ from lane_pg.facade.registry import DEFAULT_REGISTRY, JobRegistry
 from lane_pg.facade.routing import Routing
 from lane_pg.facade.stores import refuse_shared_stores
 from lane_pg.facade.unique import UniquePushes, refuse_unique_and_debounce
-from lane_pg.types import Duration
+from lane_pg.types import Batch, Duration
 
 
 class QueueFacade(FailedJobs, UniquePushes, ConnectionReads, PausingMixin):
     """Connections, routes and pushes of one application (``lane_pg.Q`` is the shared one)."""
 
-    def __init__(self, *, registry: JobRegistry = DEFAULT_REGISTRY) -> None:
+    def __init__(
+        self, *, registry: JobRegistry = DEFAULT_REGISTRY, callbacks: Callbacks = DEFAULT_CALLBACKS
+    ) -> None:
         self.registry = registry
+        self.callbacks = callbacks
+        """The batch and chain callbacks workers of this facade run (BATCH-2)."""
         self.events = Events()
         self.routing = Routing(self.same_connection)
         self._default: Connection | None = None
@@ -242,6 +254,58 @@ class QueueFacade(FailedJobs, UniquePushes, ConnectionReads, PausingMixin):
     async def write(self, envelope: Envelope, *, conn: object | None = None) -> str:
         """The plain write of ``dispatch``: ``JobQueueing``, the driver's push, ``JobQueued``."""
         return await self.write_on(self.driver_for(envelope.connection), envelope, conn=conn)
+
+    # -- batches and chains (BATCH, CHAIN) ------------------------------------------------
+
+    def batch(self, jobs: Sequence[Job] = ()) -> PendingBatch:
+        """A batch to build: ``.name()``, ``.add()``, ``.then()`` / ``.catch()`` /
+        ``.finally_()``, ``.allow_failures()``, then ``await .dispatch()`` (the batch id)."""
+        return PendingBatch(self).add(jobs)
+
+    def chain(self, jobs: Sequence[Job] = ()) -> PendingChain:
+        """A chain to build: ``.add()`` each link, ``.catch()``, then ``await .dispatch()``
+        (the head's id)."""
+        return PendingChain(self).add(jobs)
+
+    async def find_batch(self, batch_id: str, *, connection: str | None = None) -> Batch | None:
+        """The batch with its derived counts, or None (BATCH-6)."""
+        fake = self.installed_fake()
+        if fake is not None:
+            return fake.find_batch(batch_id)
+        return await (await self._batches_of(connection)).find_batch(batch_id)
+
+    async def list_batches(
+        self, *, limit: int = 50, state: str | None = None, connection: str | None = None
+    ) -> list[Batch]:
+        return await (await self._batches_of(connection)).list_batches(limit, state)
+
+    async def cancel_batch(
+        self, batch_id: str, *, remove_waiting: bool = False, connection: str | None = None
+    ) -> bool:
+        return await (await self._batches_of(connection)).cancel_batch(
+            batch_id, remove_waiting=remove_waiting
+        )
+
+    async def add_to_batch(
+        self, batch_id: str, jobs: Sequence[Job], *, connection: str | None = None
+    ) -> list[str]:
+        """Add jobs to a batch that has not finished (from one of its own jobs, say)."""
+        pending = PendingBatch(self).add(jobs)
+        if connection is not None:
+            pending.on_connection(connection)
+        envelopes = pending._envelopes(ignore_delay=True)
+        backend = await pending._backend_of(envelopes)
+        ids: list[str] = await backend.batches.add_to_batch(batch_id, pending._specs(envelopes))
+        return ids
+
+    async def _batches_of(self, connection: str | None) -> Batches:
+        driver = self.driver_for(connection) if connection is not None else self.driver()
+        return (await driver.backend()).batches
+
+    def installed_fake(self) -> GroupRecorder | None:
+        """The fake recording this facade's pushes (``Q.fake()``), else None."""
+        fake: GroupRecorder | None = getattr(self, "_fake", None)
+        return fake
 
     # -- reads of the default connection (CONN-9) ------------------------------------------
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 from lane_pg.backend import JobQueueBackend
 from lane_pg.errors import ConfigurationError
+from lane_pg.facade.batches import callback_processors
 from lane_pg.facade.connection import BackendDriver, Connection
 from lane_pg.facade.failed import failed_store_for
 from lane_pg.facade.failover import FailoverDriver
@@ -62,6 +63,7 @@ class WorkerSpec:
         typed: dict[str, ProcessorLike] = {}
         if self.jobs is not None:
             typed.update(typed_processors(self.jobs, self.facade.events, label))
+            typed.update(callback_processors(self.facade.callbacks, self.facade.events))
         both = sorted(set(typed) & set(self.functions))
         if both:
             raise ConfigurationError(

@@ -18,6 +18,7 @@ from datetime import datetime
 
 from lane_pg.backend import JobQueueBackend
 from lane_pg.memory._store import _Store
+from lane_pg.memory.batches import MemoryBatches
 from lane_pg.memory.cleanup import MemoryCleanup
 from lane_pg.memory.dedup import MemoryDedup
 from lane_pg.memory.events import MemoryEvents
@@ -53,6 +54,7 @@ class MemoryBackend(_Store, JobQueueBackend):
                 "runs": MemoryRuns(self),
                 "limits": MemoryLimits(self),
                 "leader": MemoryLeader(self),
+                "batches": MemoryBatches(self),
                 "logs": MemoryLogs(self),
                 "cleanup": MemoryCleanup(self),
                 "dedup": MemoryDedup(self),

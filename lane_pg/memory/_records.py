@@ -175,6 +175,8 @@ class _Record:
     deps_pending: int | None = None
     """A flow parent's children still unprocessed (``lane.jobs.deps_pending``)."""
     deferred_failure: str | None = None
+    batch_id: str | None = None
+    """The batch the job settles against (``lane.jobs.batch_id``)."""
 
     def snapshot(self) -> JobRow:
         # Deep copies: a snapshot must not change when the stored job does.
@@ -340,6 +342,36 @@ class _Batch:
     later: list[tuple[str, str, dict[str, JSON]]] = field(default_factory=list)
     series: dict[str, _Record] = field(default_factory=dict)
     """The repeat series this call starts (or continues), by key."""
+
+
+@dataclass(slots=True)
+class _Settlement:
+    """One job's settlement of its batch (``lane.batch_settlements``)."""
+
+    outcome: str
+    settled_at: datetime
+    reason: str | None
+
+
+@dataclass(slots=True)
+class _BatchRecord:
+    """One ``lane.batches`` row and its settlements by ``(queue, job id)``, in write order."""
+
+    id: str
+    name: str
+    total_jobs: int
+    options: dict[str, JSON]
+    created_at: datetime
+    cancelled_at: datetime | None = None
+    finished_at: datetime | None = None
+    settlements: dict[tuple[str, str], _Settlement] = field(default_factory=dict)
+
+    def failures(self) -> list[tuple[tuple[str, str], _Settlement]]:
+        """The failed settlements in ``lane.find_batch``'s order (time, queue, id)."""
+        return sorted(
+            ((key, s) for key, s in self.settlements.items() if s.outcome == "failed"),
+            key=lambda item: (item[1].settled_at, item[0]),
+        )
 
 
 def _state_index() -> dict[JobState, dict[str, _Record]]:

@@ -8,6 +8,7 @@ from dataclasses import replace
 from datetime import datetime
 
 from lane_pg.backend.jobs import (
+    AddChain,
     AddJob,
     AddJobs,
     GetJob,
@@ -37,7 +38,9 @@ from lane_pg.memory._records import (
     check_series_left,
 )
 from lane_pg.memory._store import MemoryEntity
+from lane_pg.memory.batches import check_chain_id, parse_grouped
 from lane_pg.types import (
+    JSON,
     Completed,
     Failed,
     FinishedResult,
@@ -74,6 +77,37 @@ class MemoryJobs(MemoryEntity):
         if batch.jobs or batch.later:
             self._store._emit_batch(self._store._queue(args.queue), batch, moment)
         return [job.snapshot() for job in jobs]
+
+    async def add_chain(self, args: AddChain) -> JobRow:
+        check_chain_id(args.chain_id)
+        if not args.links:
+            raise InvalidOptions("a chain needs at least one job")
+        catch = args.catch
+        if catch is not None and (not isinstance(catch, str) or not 1 <= len(catch) <= 255):
+            raise InvalidOptions("a chain's catch names a registered callback: 1-255 characters")
+        if args.catch_queue is not None:
+            validate_queue_name(args.catch_queue)
+        parsed = parse_grouped(args.links, "link of the chain")
+        links: list[JSON] = [
+            {
+                "queue": queue,
+                "name": new.name,
+                "data": new.data,
+                "options": new.options.parsed.document,
+            }
+            for queue, new in parsed[1:]
+        ]
+        chain: dict[str, JSON] = {"id": args.chain_id, "index": 0, "links": links}
+        if catch is not None:
+            chain["catch"] = catch
+        chain["catch_queue"] = args.catch_queue or parsed[0][0]
+        head_queue, head = parsed[0]
+        store = self._store
+        moment = store._now(args.now)
+        job = store._chain_add(
+            head_queue, head.name, head.data, dict(head.options.parsed.document), chain, moment
+        )
+        return job.snapshot()
 
     async def get_job(self, args: GetJob) -> JobRow | None:
         found = self._store._find(args.queue, args.job_id)

@@ -13,7 +13,16 @@ from typing import NoReturn, TypeVar, cast
 import asyncpg
 
 from lane_pg.errors import InvalidOptions, translate_error
-from lane_pg.types import FinalizeOutcome, FinalizeStatus, JobState
+from lane_pg.types import (
+    FinalizeOutcome,
+    FinalizeStatus,
+    JobState,
+    QueuedSpec,
+    dumps_json,
+    options_json,
+    validate_job_name,
+    validate_queue_name,
+)
 
 T = TypeVar("T")
 
@@ -86,3 +95,12 @@ def outcome(row: asyncpg.Record) -> FinalizeOutcome:
         status=cast(FinalizeStatus, row["status"]),
         state=cast(JobState | None, row["state"]),
     )
+
+
+def spec_arrays(jobs: Sequence[QueuedSpec]) -> tuple[list[str], list[str], str, list[str]]:
+    """Queues, names, one JSON array of the datas and the options texts of ``jobs``."""
+    queues = [validate_queue_name(job.queue) for job in jobs]
+    names = [validate_job_name(job.name) for job in jobs]
+    datas = dumps_json([job.data for job in jobs], "job data")
+    options = [options_json(job.options) for job in jobs]  # type: ignore[arg-type]
+    return queues, names, datas, options

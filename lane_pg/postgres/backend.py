@@ -15,6 +15,7 @@ import asyncpg
 from lane_pg.backend import JobQueueBackend
 from lane_pg.errors import ConfigurationError
 from lane_pg.postgres import schema as schema_mod
+from lane_pg.postgres.batches import PostgresBatches
 from lane_pg.postgres.cleanup import PostgresCleanup
 from lane_pg.postgres.database import Database
 from lane_pg.postgres.dedup import PostgresDedup
@@ -62,6 +63,7 @@ class PostgresBackend(
         self._serve(
             {
                 "leader": PostgresLeader(self._db),
+                "batches": PostgresBatches(self._db),
                 "jobs": PostgresJobs(self._db),
                 "logs": PostgresLogs(self._db),
                 "queues": PostgresQueues(self._db),

@@ -8,9 +8,9 @@ import json
 from datetime import datetime
 
 from lane_pg.backend.capabilities import AddJobIn, AddJobsIn, SameDatabase, Transactions
-from lane_pg.backend.jobs import AddJob, AddJobs, Jobs, SaveJobStacktrace
+from lane_pg.backend.jobs import AddChain, AddJob, AddJobs, Jobs, SaveJobStacktrace
 from lane_pg.postgres import enqueue
-from lane_pg.postgres.arguments import SPLIT_DATAS, optional_token_text
+from lane_pg.postgres.arguments import SPLIT_DATAS, optional_token_text, spec_arrays
 from lane_pg.postgres.calls import Entity, Rows, job_statement, statement, value
 from lane_pg.postgres.rows import JOB_COLUMNS, job_from_row, plain_job, with_extras
 from lane_pg.types import (
@@ -79,6 +79,21 @@ class PostgresJobs(Entity, serves=Jobs):
             data_text,
             options_text,
             args.now,
+        )
+
+    async def add_chain(self, args: AddChain) -> JobRow:
+        queues, names, datas, options = spec_arrays(args.links)
+        return await self._db.job(
+            f"lane.add_chain($1, $6::text[], $2::text[], {SPLIT_DATAS}, $4::text[]::jsonb[],"
+            " $7, $8, $5)",
+            args.chain_id,
+            names,
+            datas,
+            options,
+            args.now,
+            queues,
+            args.catch,
+            args.catch_queue,
         )
 
     async def add_jobs(self, args: AddJobs) -> list[JobRow]:

@@ -76,6 +76,12 @@ from lane_pg.types.base import (
 from lane_pg.types.base import (
     validate_stacktrace as validate_stacktrace,
 )
+from lane_pg.types.groups import BATCH_CALLBACK_JOB as BATCH_CALLBACK_JOB
+from lane_pg.types.groups import BATCH_CALLBACK_KINDS as BATCH_CALLBACK_KINDS
+from lane_pg.types.groups import BATCH_STATES as BATCH_STATES
+from lane_pg.types.groups import CHAIN_CALLBACK_JOB as CHAIN_CALLBACK_JOB
+from lane_pg.types.groups import Batch as Batch
+from lane_pg.types.groups import QueuedSpec as QueuedSpec
 from lane_pg.types.lanes import (
     DEFAULT_LANES as DEFAULT_LANES,
 )

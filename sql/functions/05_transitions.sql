@@ -178,6 +178,12 @@ BEGIN
         -- recovery: STALL-4), before remove_on_fail may delete the row (BullMQ #1752).
         PERFORM lane._flow_resolve(ARRAY[v_job], 'failed', p_now);
     END IF;
+    IF v_job.batch_id IS NOT NULL THEN  -- BATCH-5, before retention
+        PERFORM lane._batch_settle(ARRAY[v_job.key], 'failed', p_now);
+    END IF;
+    IF v_job.options ? 'chain' THEN  -- CHAIN-1: the chain ends here
+        PERFORM lane._chain_broken(v_job, p_now);
+    END IF;
     PERFORM lane._apply_retention(v_job.queue, 'failed', v_job.options -> 'remove_on_fail',
                                   v_job.key, 1, p_now);
     PERFORM lane._count_finished(v_job.queue, 'failed', 1, p_now);  -- OBS-6

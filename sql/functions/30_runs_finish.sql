@@ -15,6 +15,7 @@ DECLARE
     v_ords bigint[];
     v_owners boolean;
     v_series boolean;
+    v_grouped boolean;
     v_child_keys bigint[];
     v_child_values jsonb[];
     v_queue text;
@@ -43,6 +44,7 @@ BEGIN
     )
     SELECT array_agg(d.job ORDER BY d.ord), array_agg(d.ord ORDER BY d.ord),
            bool_or((d.job).dedup_id IS NOT NULL), bool_or((d.job).repeat_key IS NOT NULL),
+           bool_or((d.job).batch_id IS NOT NULL OR (d.job).options ? 'chain'),
            -- A flow child's key and value as arrays here: unnesting the job rows again in
            -- lane._flow_complete cost ~100 us a batch of 50 children; a plain batch pays
            -- the two FILTERs (no difference measured).
@@ -50,7 +52,7 @@ BEGIN
            array_agg(coalesce((d.job).return_value, 'null'::jsonb) ORDER BY d.ord)
                FILTER (WHERE (d.job).parent_id IS NOT NULL),
            min((d.job).queue), max((d.job).queue)
-      INTO v_done, v_ords, v_owners, v_series, v_child_keys, v_child_values, v_queue,
+      INTO v_done, v_ords, v_owners, v_series, v_grouped, v_child_keys, v_child_values, v_queue,
            v_last_queue
       FROM done d;
     IF v_done IS NULL THEN
@@ -82,6 +84,11 @@ BEGIN
     END IF;
     IF v_child_keys IS NOT NULL THEN  -- FLOW-3, FLOW-4: values under their parents, fan-in
         PERFORM lane._flow_complete(v_child_keys, v_child_values, p_now);
+    END IF;
+    IF v_grouped THEN  -- BATCH-5, CHAIN-4: settlements and next links, in this transaction
+        PERFORM lane._batch_settle(ARRAY(SELECT d.key FROM unnest(v_done) d
+                                          WHERE d.batch_id IS NOT NULL), 'completed', p_now);
+        PERFORM lane._chain_advance(v_done, p_now);
     END IF;
     -- Retention: each distinct policy once per queue; age limits scale with the batch.
     FOR v_row IN

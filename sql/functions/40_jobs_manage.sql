@@ -111,6 +111,7 @@ RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
     v_children lane.jobs[];
     v_parents bigint[];
+    v_batched bigint[];
     v_next_queues text[];
     v_next_ids text[];
     v_nexts jsonb[];
@@ -152,14 +153,19 @@ BEGIN
     -- One pass over the rows for both flow sides; a batch without flows finds nothing.
     SELECT array_agg(j ORDER BY j.key)
                FILTER (WHERE j.parent_id IS NOT NULL AND j.state NOT IN ('completed', 'failed')),
-           array_agg(j.key) FILTER (WHERE j.deps_pending IS NOT NULL)
-      INTO v_children, v_parents
+           array_agg(j.key) FILTER (WHERE j.deps_pending IS NOT NULL),
+           array_agg(j.key) FILTER (WHERE j.batch_id IS NOT NULL
+                                      AND j.state NOT IN ('completed', 'failed'))
+      INTO v_children, v_parents, v_batched
       FROM lane.jobs j WHERE j.key = ANY (p_keys);
     IF v_children IS NOT NULL THEN
         PERFORM lane._flow_resolve(v_children, 'removed', p_now);
     END IF;
     IF v_parents IS NOT NULL THEN
         PERFORM lane._flow_forget(v_parents);
+    END IF;
+    IF v_batched IS NOT NULL THEN  -- BATCH-5: removed before it finished: settled, deleted
+        PERFORM lane._batch_settle(v_batched, 'deleted', p_now);
     END IF;
     -- `(SELECT ...)` hides the array's length from the planner, which would otherwise read
     -- the whole log table for a few thousand keys (see lane.prune_finished).
