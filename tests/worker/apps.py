@@ -22,6 +22,7 @@ from typing import Any, Protocol
 import asyncpg
 
 from lane_pg import App, UnrecoverableJobError
+from lane_pg.batch import register_callback
 from lane_pg.types import JSON, JobRow, Lane
 
 EFFECTS_TABLE = "public.worker_effects"
@@ -301,6 +302,24 @@ PROCESSORS: dict[str, Processor] = {
     "stale_writer": stale_writer,
     "combine": combine,
 }
+
+
+class RecordCallback:
+    """A batch or chain callback that records one effect row per run: job id
+    ``callback:<kind>``, on the batch's callback queue (or the chain link's queue)."""
+
+    def __init__(self, kind: str) -> None:
+        self.name = f"record-{kind}"
+        self.kind = kind
+
+    async def handle(self, subject: object, error: str | None) -> None:
+        options = getattr(subject, "options", None)
+        queue = options["callback_queue"] if isinstance(options, dict) else subject.queue  # type: ignore[attr-defined]
+        await _writer.write((f"callback:{self.kind}", str(queue), os.getpid(), 0, error or "ok"))
+
+
+for _kind in ("then", "catch", "finally"):
+    register_callback(RecordCallback(_kind))
 
 
 def _register(target: App) -> App:
