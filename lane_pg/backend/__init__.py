@@ -62,6 +62,7 @@ from lane_pg.backend.flows import Flows
 from lane_pg.backend.jobs import Jobs
 from lane_pg.backend.leader import Leader
 from lane_pg.backend.limits import Limits
+from lane_pg.backend.locks import Locks
 from lane_pg.backend.logs import Logs
 from lane_pg.backend.maintenance import Maintenance
 from lane_pg.backend.metrics import Metrics
@@ -101,6 +102,7 @@ __all__ = [
     "Jobs",
     "Leader",
     "Limits",
+    "Locks",
     "Logs",
     "Maintenance",
     "Metrics",
@@ -136,6 +138,7 @@ HANDLES: tuple[type[Handle], ...] = (
     Maintenance,
     Metrics,
     Leader,
+    Locks,
 )
 """The handles every backend serves, each over its implementation of that entity."""
 
@@ -176,6 +179,7 @@ class JobQueueBackend:
     maintenance: Maintenance
     metrics: Metrics
     leader: Leader
+    locks: Locks
     space: Space | None = None
     idempotency: Idempotency | None = None
     transactions: Transactions | None = None
