@@ -185,6 +185,34 @@ class UnrecoverableJobError(Exception):
     """Raised by a processor to fail its job terminally, skipping the remaining retries."""
 
 
+class JobOutcomeSignal(Exception):
+    """Raised by a processor to end its run otherwise than by a result or an error: how a
+    job middleware's ``Released`` / ``Deleted`` / ``Failed`` outcome reaches the worker,
+    which knows nothing of middleware (MW-2)."""
+
+
+class ReleaseRequested(JobOutcomeSignal):
+    """Hand the job back after ``delay`` seconds with its attempt given back (RETRY-6)."""
+
+    def __init__(self, delay: float, reason: str) -> None:
+        super().__init__(f"released for {delay:g}s: {reason}")
+        self.delay = delay
+        self.reason = reason
+
+
+class DeleteRequested(JobOutcomeSignal):
+    """Remove the job without a failed record (a middleware's ``Deleted``)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class FailRequested(JobOutcomeSignal, UnrecoverableJobError):
+    """Fail the job for good now, its failed record written (a middleware's ``Failed``):
+    an ``UnrecoverableJobError``, so a worker that only knows that one still ends it."""
+
+
 SQLSTATE_ERRORS: dict[str, type[LaneError]] = {
     cls.sqlstate: cls
     for cls in (

@@ -51,6 +51,17 @@ USER_API = {
     "transaction",
     "bootstrap_from_env",
     "bootstrap_default",
+    # job middleware and its outcomes (MW-1..8)
+    "WithoutOverlapping",
+    "RateLimited",
+    "ThrottlesExceptions",
+    "Skip",
+    "FailOnException",
+    "JobOutcome",
+    "Completed",
+    "Released",
+    "Failed",
+    "Deleted",
     # opening, migrating, enqueueing inside the caller's transaction
     "connect",
     "migrate",

@@ -63,6 +63,7 @@ from lane_pg.backend.flows import Flows
 from lane_pg.backend.jobs import Jobs
 from lane_pg.backend.leader import Leader
 from lane_pg.backend.limits import Limits
+from lane_pg.backend.locks import Locks
 from lane_pg.backend.logs import Logs
 from lane_pg.backend.maintenance import Maintenance
 from lane_pg.backend.metrics import Metrics
@@ -103,6 +104,7 @@ __all__ = [
     "Jobs",
     "Leader",
     "Limits",
+    "Locks",
     "Logs",
     "Maintenance",
     "Metrics",
@@ -139,6 +141,7 @@ HANDLES: tuple[type[Handle], ...] = (
     Metrics,
     Leader,
     Batches,
+    Locks,
 )
 """The handles every backend serves, each over its implementation of that entity."""
 
@@ -180,6 +183,7 @@ class JobQueueBackend:
     metrics: Metrics
     leader: Leader
     batches: Batches
+    locks: Locks
     space: Space | None = None
     idempotency: Idempotency | None = None
     transactions: Transactions | None = None

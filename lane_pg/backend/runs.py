@@ -160,6 +160,20 @@ class GiveBackJob(Arguments[JobRow]):
     now: datetime | None = None
 
 
+class DiscardJob(Arguments[None]):
+    """Token-checked removal of a claimed job (MW-2: a middleware's ``Deleted``): the job
+    goes as any removed job does (event ``removed prev=active``, its dedup id and repeat
+    series released, a flow parent told), without a failed record. Raises
+    ``JobNotFound`` or ``LockMismatch`` and changes nothing when the job is not active
+    under ``token``."""
+
+    queue: str
+    job_id: str
+    token: str
+    _: KW_ONLY
+    now: datetime | None = None
+
+
 class Runs(Handle, name="runs"):
     """Claiming, leases and settling outcomes (CLAIM, FIN, RETRY): the worker's hot path."""
 
@@ -174,3 +188,4 @@ class Runs(Handle, name="runs"):
     release_job = operation(ReleaseJob)
     delay_job = operation(DelayJob)
     give_back_job = operation(GiveBackJob)
+    discard_job = operation(DiscardJob)

@@ -107,6 +107,20 @@ class JobExceptionOccurred:
 
 
 @dataclass(frozen=True, slots=True)
+class JobReleased:
+    """A job middleware released the job (MW-2): it goes back to the queue after ``delay``
+    seconds with its attempt given back (WithoutOverlapping, RateLimited, ...)."""
+
+    connection: str
+    queue: str
+    job_name: str
+    job_id: str
+    attempt: int
+    delay: float
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class JobFailed:
     """The job failed for good, in a settlement its worker wrote (RETRY-9): after the
     transaction that ended it (and wrote its failed-job record) committed. ``exception`` is

@@ -85,7 +85,9 @@ class Job:
         return None
 
     def middleware(self) -> Sequence[object]:
-        """Middleware this job runs through (the next issue's MW); none by default."""
+        """The middleware ``handle()`` runs through on a worker, the first listed outermost
+        (``lane_pg.facade.middleware``: WithoutOverlapping, RateLimited, ...); none by
+        default. Called once per run, on the instance, so it can read the job's fields."""
         return ()
 
     def fail(self, reason: str | BaseException = "failed by its handler") -> NoReturn:

@@ -1,7 +1,8 @@
 """Running typed jobs on the worker (PUSH-1, PUSH-8): one processor per registered class.
 
 The worker claims a stored job by name like any other; the processor for a job class
-rebuilds the instance from the job's data and awaits ``handle()``. Its return value is the
+rebuilds the instance from the job's data and awaits ``handle()``, inside the job's
+middleware (``lane_pg.facade.middleware``, MW-1, MW-2). Its return value is the
 job's result; an exception fails the attempt under the job's stored retry settings, the
 same path as for ``@app.processor`` functions. A plain ``def handle`` runs in a thread of
 the worker's pool for sync handlers, as a plain ``def`` processor does. Data that no longer
@@ -21,7 +22,16 @@ import logging
 from collections.abc import Awaitable
 from typing import cast
 
-from lane_pg.errors import InvalidPayload, ManuallyFailed, UnrecoverableJobError
+from lane_pg.errors import (
+    ConfigurationError,
+    DeleteRequested,
+    FailRequested,
+    InvalidPayload,
+    JobOutcomeSignal,
+    ManuallyFailed,
+    ReleaseRequested,
+    UnrecoverableJobError,
+)
 from lane_pg.facade.envelope import META_CONNECTION
 from lane_pg.facade.events import (
     Events,
@@ -29,11 +39,19 @@ from lane_pg.facade.events import (
     JobExceptionOccurred,
     JobProcessed,
     JobProcessing,
+    JobReleased,
 )
 from lane_pg.facade.job import _CURRENT, Job, decode_fields
+from lane_pg.facade.middleware import (
+    Completed,
+    Deleted,
+    JobOutcome,
+    Released,
+    run_middleware,
+)
 from lane_pg.facade.registry import JobRegistry
 from lane_pg.facade.unique import META_DEBOUNCE, meta_of, unique_lock_of
-from lane_pg.types import JSON, JobRow
+from lane_pg.types import JSON, JobRow, to_millis
 from lane_pg.worker.context import JobContext, SyncJobContext
 from lane_pg.worker.threads import is_async_callable
 
@@ -76,14 +94,9 @@ class TypedJobProcessor:
         await events.emit(JobProcessing(self.connection, job.queue, job.name, job.id, attempt))
         token = _CURRENT.set(ctx)
         try:
-            if self.cls.unique_until_processing:
-                await self._release_unique(job, ctx)
-            if self._sync_handle:
-                # A plain ``def handle`` runs in a thread of the worker's pool, where
-                # ``current_context()`` is the blocking ``SyncJobContext``.
-                result = await ctx.run_in_thread(functools.partial(_handle_in_thread, instance))
-            else:
-                result = await cast(Awaitable[JSON], instance.handle())
+            result = await self._through_middleware(instance, job, ctx)
+        except JobOutcomeSignal:
+            raise  # a middleware's Released / Deleted / Failed (MW-2), not a handler error
         except Exception as exc:
             await events.emit(
                 JobExceptionOccurred(self.connection, job.queue, job.name, job.id, attempt, exc)
@@ -95,6 +108,67 @@ class TypedJobProcessor:
             _CURRENT.reset(token)
         await events.emit(JobProcessed(self.connection, job.queue, job.name, job.id, attempt))
         return result
+
+    async def _through_middleware(self, instance: Job, job: JobRow, ctx: JobContext) -> JSON:
+        """``handle()`` inside the job's middleware (MW-1), the first listed outermost; an
+        outcome other than ``Completed`` is raised as the worker's signal (MW-2). The
+        unique lock of a ``unique_until_processing`` job is freed right before the handler
+        (UNIQ-6): after the middleware pass, and also when a middleware ends the run
+        without it, unless it released the job (a released job keeps its lock)."""
+        middleware = instance.middleware()
+        unique = self.cls.unique_until_processing
+        if not middleware:
+            if unique:
+                await self._release_unique(job, ctx)
+            return await self._handle(instance, ctx)
+        handled = False
+
+        async def handler(typed: Job) -> JobOutcome:
+            nonlocal handled
+            handled = True
+            if unique:
+                await self._release_unique(job, ctx)
+            return Completed(await self._handle(typed, ctx))
+
+        outcome = await run_middleware(middleware, instance, handler)
+        if unique and not handled and not isinstance(outcome, Released):
+            await self._release_unique(job, ctx)
+        return await self._settle(outcome, job)
+
+    async def _handle(self, instance: Job, ctx: JobContext) -> JSON:
+        if self._sync_handle:
+            # A plain ``def handle`` runs in a thread of the worker's pool, where
+            # ``current_context()`` is the blocking ``SyncJobContext``.
+            return await ctx.run_in_thread(functools.partial(_handle_in_thread, instance))
+        return await cast(Awaitable[JSON], instance.handle())
+
+    async def _settle(self, outcome: JobOutcome, job: JobRow) -> JSON:
+        """A middleware's outcome as the worker takes it: the result, or its signal."""
+        if isinstance(outcome, Completed):
+            return outcome.result
+        if isinstance(outcome, Released):
+            delay = to_millis(outcome.delay, "Released.delay") / 1000
+            if delay < 0:
+                raise ConfigurationError(f"Released needs a delay >= 0, got {outcome.delay!r}")
+            await self.events.emit(
+                JobReleased(
+                    self.connection,
+                    job.queue,
+                    job.name,
+                    job.id,
+                    job.attempts_started,
+                    delay,
+                    outcome.reason,
+                )
+            )
+            raise ReleaseRequested(delay, outcome.reason)
+        if isinstance(outcome, Deleted):
+            raise DeleteRequested(outcome.reason)
+        # Failed: on purpose, as Job.fail() is (RETRY-9: JobFailed's cause is ManuallyFailed),
+        # with the error that caused it, if any, as its cause and traceback.
+        manual = ManuallyFailed(job.name, outcome.reason)
+        manual.__cause__ = outcome.exception
+        raise FailRequested(outcome.reason) from manual
 
     async def _superseded(self, job: JobRow, ctx: JobContext) -> bool:
         """UNIQ-11, -12: another job owns this dispatch's debounce window now. A flushed

@@ -26,6 +26,7 @@ from lane_pg.memory.flows import MemoryFlows
 from lane_pg.memory.jobs import MemoryJobs
 from lane_pg.memory.leader import MemoryLeader
 from lane_pg.memory.limits import MemoryLimits
+from lane_pg.memory.locks import MemoryLocks
 from lane_pg.memory.logs import MemoryLogs
 from lane_pg.memory.maintenance import MemoryMaintenance
 from lane_pg.memory.metrics import MemoryMetrics
@@ -55,6 +56,7 @@ class MemoryBackend(_Store, JobQueueBackend):
                 "limits": MemoryLimits(self),
                 "leader": MemoryLeader(self),
                 "batches": MemoryBatches(self),
+                "locks": MemoryLocks(self),
                 "logs": MemoryLogs(self),
                 "cleanup": MemoryCleanup(self),
                 "dedup": MemoryDedup(self),

@@ -429,3 +429,27 @@ class _Leadership:
     term: int
     elected_at: datetime
     expires_at: datetime | None  # None: resigned
+
+
+@dataclass(slots=True)
+class _Lock:
+    """One middleware lock (a ``lane.locks`` row): the run holding it and its expiry."""
+
+    holder_key: int
+    holder_queue: str
+    holder_id: str
+    holder_token: str
+    acquired_at: datetime
+    expires_at: datetime
+
+
+@dataclass(slots=True)
+class _Limiter:
+    """One middleware limiter (a ``lane.limiters`` row): a rate limit's fixed window, or a
+    throttle's consecutive failures and block."""
+
+    updated_at: datetime
+    window_start: datetime | None = None
+    hits: int = 0
+    failures: int = 0
+    blocked_until: datetime | None = None

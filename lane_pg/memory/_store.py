@@ -37,6 +37,8 @@ from lane_pg.memory._records import (
     _epoch_ms,
     _json_copy,
     _Leadership,
+    _Limiter,
+    _Lock,
     _NewJob,
     _Node,
     _Owner,
@@ -80,11 +82,16 @@ class _Store(_OwnerRules):
         "_all_paused",
         "_restart_at_ms",
         "_batches",
+        "_locks",
+        "_limiters",
     )
     """The attributes that are the store (its records, indexes and sequences), as a local
     snapshot saves them (``lane_pg.memory.local``); the others (clock, random source,
     event waiters, handles and hooks) are this process's. A new attribute of state is
     named here, or no snapshot keeps it (``tests/facade/test_local_driver.py`` checks)."""
+    STATE_ADDED: ClassVar[frozenset[str]] = frozenset({"_locks", "_limiters", "_batches"})
+    """State added since snapshots of this format were first written: an older snapshot
+    lacks it, and the fresh store's empty value stands (no lock held, no hit counted)."""
 
     def __init__(
         self,
@@ -107,6 +114,9 @@ class _Store(_OwnerRules):
         self._restart_at_ms: int | None = None
         # lane.batches with their settlements (BATCH).
         self._batches: dict[str, _BatchRecord] = {}
+        # lane.locks and lane.limiters: job middleware's locks and limiters (MW-10).
+        self._locks: dict[str, _Lock] = {}
+        self._limiters: dict[str, _Limiter] = {}
 
     def _now(self, now: datetime | None) -> datetime:
         return _utc(self._clock() if now is None else now)

@@ -190,10 +190,11 @@ def restore(backend: MemoryBackend, document: Any, source: str) -> None:
         )
     stored = document["store"]
     missing = [name for name in _Store.STATE if name not in stored]
-    if missing:
+    if set(missing) - _Store.STATE_ADDED:
         raise ConfigurationError(f"{source} is a snapshot without {', '.join(missing)}")
     for name in _Store.STATE:
-        setattr(backend, name, decode(stored[name]))
+        if name in stored:
+            setattr(backend, name, decode(stored[name]))
 
 
 # -- the backend ---------------------------------------------------------------------------

@@ -7,6 +7,7 @@ from lane_pg.backend.runs import (
     CompleteJob,
     CompleteJobs,
     DelayJob,
+    DiscardJob,
     FailJob,
     FailJobs,
     GiveBackJob,
@@ -162,3 +163,8 @@ class MemoryRuns(MemoryEntity):
         _, job = self._store._require(args.queue, args.job_id)
         job.attempts_started = max(job.attempts_started - 1, 0)
         return job.snapshot()
+
+    async def discard_job(self, args: DiscardJob) -> None:
+        moment = self._store._now(args.now)
+        q, job = self._store._owned(args.queue, args.job_id, args.token)
+        self._store._remove_jobs([(q, job)], moment)

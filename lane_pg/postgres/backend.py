@@ -24,6 +24,7 @@ from lane_pg.postgres.flows import PostgresFlows
 from lane_pg.postgres.jobs import PostgresJobs, PostgresTransactions
 from lane_pg.postgres.leader import PostgresLeader
 from lane_pg.postgres.limits import PostgresLimits
+from lane_pg.postgres.locks import PostgresLocks
 from lane_pg.postgres.logs import PostgresLogs
 from lane_pg.postgres.maintenance import PostgresIdempotency, PostgresMaintenance
 from lane_pg.postgres.metrics import PostgresMetrics
@@ -64,6 +65,7 @@ class PostgresBackend(
             {
                 "leader": PostgresLeader(self._db),
                 "batches": PostgresBatches(self._db),
+                "locks": PostgresLocks(self._db),
                 "jobs": PostgresJobs(self._db),
                 "logs": PostgresLogs(self._db),
                 "queues": PostgresQueues(self._db),

@@ -2,7 +2,8 @@
 
 ``lane.claim_jobs``, ``renew_leases``, ``complete_job(s)`` and ``fail_job(s)`` of
 sql/functions/30_runs_finish.sql, and the calls that hand a claimed job back unfinished
-(``release_job``, ``delay_job``, ``give_back_job``; MGMT-6, MGMT-7, A2, A14), one statement
+(``release_job``, ``delay_job``, ``give_back_job``, ``discard_job``; MGMT-6, MGMT-7, A2,
+A14, MW-2), one statement
 each. The ``failed_records`` capability is ``fail_jobs`` with its last parameter.
 """
 
@@ -27,7 +28,7 @@ from lane_pg.backend.runs import (
 )
 from lane_pg.errors import ConfigurationError
 from lane_pg.postgres.arguments import outcome, token_text
-from lane_pg.postgres.calls import Entity
+from lane_pg.postgres.calls import Entity, nothing, statement
 from lane_pg.postgres.limits import rate_limit_arguments
 from lane_pg.postgres.rows import JOB_COLUMNS, job_from_row
 from lane_pg.types import (
@@ -190,3 +191,7 @@ class PostgresRuns(Entity, serves=Runs):
             to_millis(args.delay, "delay"),
             args.now,
         )
+
+    discard_job = statement(
+        "SELECT lane.discard_job($1, $2, $3::uuid, $4)", result=nothing, token=token_text
+    )

@@ -16,9 +16,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from lane_pg.errors import (
+    DeleteRequested,
     FailedChildren,
     JobTimedOut,
     MaxAttemptsExceeded,
+    ReleaseRequested,
     TimeoutExceeded,
     UnknownJobName,
     UnrecoverableJobError,
@@ -251,6 +253,11 @@ class JobRunner:
                 else:
                     error = JobTimedOut(f"JobTimedOut: job {job.name} ran longer than {timeout}s")
                     settlement.fail(running, error, discard=context.retry_discarded)
+            except ReleaseRequested as exc:
+                # MW-2, RETRY-6: back to the queue, its attempt given back.
+                await settlement.give_back(running, exc.delay)
+            except DeleteRequested:
+                await settlement.discard(running)
             except UnrecoverableJobError as exc:
                 settlement.fail(running, exc, discard=True)
             except asyncio.CancelledError:

@@ -160,6 +160,23 @@ class Settlement:
         finally:
             self._jobs.finish(running)
 
+    async def discard(self, running: Running) -> None:
+        """Remove a job its processor asked to delete (MW-2: a middleware's ``Deleted``),
+        without a failed record."""
+        job = running.job
+        try:
+            await self._backend.runs.discard_job(job.queue, job.id, job.lock_token)
+            self._counts["deleted"] = self._counts.get("deleted", 0) + 1
+        except Exception as exc:
+            log.warning(
+                "job %s/%s: deleting it failed (%s); its lease will expire",
+                job.queue,
+                job.id,
+                exc,
+            )
+        finally:
+            self._jobs.finish(running)
+
     def has_unsettled(self) -> bool:
         return bool(self._completions or self._failures)
 

@@ -347,3 +347,16 @@ BEGIN
     RETURNING * INTO v_job;
     RETURN v_job;
 END $$;
+
+-- MW-2: a middleware's Deleted outcome (Skip, WithoutOverlapping.dont_release): the run's
+-- job is removed as any removal is, through lane._remove_jobs (`removed {prev: active}`, a
+-- flow parent told), without a failed record. Token-checked: LN004 / LN005 otherwise.
+CREATE OR REPLACE FUNCTION lane.discard_job(p_queue text, p_id text, p_token uuid,
+                                            p_now timestamptz DEFAULT NULL)
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    v_job lane.jobs := lane._owned_job(p_queue, p_id, p_token);
+BEGIN
+    PERFORM lane._remove_jobs(ARRAY[v_job.key], coalesce(p_now, clock_timestamp()));
+    PERFORM lane._wake_if_capped(p_queue);  -- CLAIM-9: its slot is free
+END $$;

@@ -133,7 +133,7 @@ async def test_last_settlement_enqueues_then_and_finally_once_BATCH_3(
 async def test_first_failure_cancels_and_enqueues_catch_BATCH_3(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    batch_id, ids = await dispatch(backend, queue_name, clock, attempts=1)
+    batch_id, _ids = await dispatch(backend, queue_name, clock, attempts=1)
     [first, second] = await claim(backend, queue_name, clock, 1, 2)
     await backend.runs.fail_job(
         queue_name, first.id, first.lock_token or "", "boom", now=clock.at(2)
@@ -195,7 +195,7 @@ async def test_a_retried_attempt_settles_nothing_BATCH_5(
 async def test_a_job_settles_once_BATCH_5(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    batch_id, ids = await dispatch(backend, queue_name, clock, n=2, attempts=1)
+    batch_id, _ids = await dispatch(backend, queue_name, clock, n=2, attempts=1)
     [job, other] = await claim(backend, queue_name, clock, 1, 2)
     await backend.runs.fail_job(queue_name, job.id, job.lock_token or "", "boom", now=clock.at(2))
     await backend.jobs.retry_job(queue_name, job.id, now=clock.at(3))
@@ -319,7 +319,7 @@ async def test_add_to_batch_until_it_finishes(
 async def test_cancel_marks_and_can_remove_waiting_jobs(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:
-    batch_id, ids = await dispatch(backend, queue_name, clock, n=3)
+    batch_id, _ids = await dispatch(backend, queue_name, clock, n=3)
     [running] = await claim(backend, queue_name, clock, 1)
     assert await backend.batches.cancel_batch(batch_id, now=clock.at(2))
     assert not await backend.batches.cancel_batch(batch_id, now=clock.at(3))
