@@ -21,8 +21,9 @@ import logging
 from collections.abc import Awaitable
 from typing import cast
 
+import lane_pg.context as context
 from lane_pg.errors import InvalidPayload, ManuallyFailed, UnrecoverableJobError
-from lane_pg.facade.envelope import META_CONNECTION
+from lane_pg.facade.envelope import META_CONNECTION, stored_context
 from lane_pg.facade.events import (
     Events,
     JobDebounced,
@@ -64,6 +65,13 @@ class TypedJobProcessor:
         return f"TypedJobProcessor({self.cls.__qualname__})"
 
     async def process(self, job: JobRow, ctx: JobContext) -> JSON:
+        """One attempt, in a fresh ``lane_pg.context`` scope restored from the push's
+        snapshot (CTX-2, CTX-3): the job, its middleware and the listeners of its events
+        share it, and nothing it adds outlives the attempt."""
+        with context.restore(stored_context(job)):
+            return await self._attempt(job, ctx)
+
+    async def _attempt(self, job: JobRow, ctx: JobContext) -> JSON:
         try:
             instance = decode_fields(self.cls, job.data)
         except InvalidPayload as exc:
