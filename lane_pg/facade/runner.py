@@ -79,9 +79,14 @@ class TypedJobProcessor:
         attempt = job.attempts_started
         events = self.events
         if await self._superseded(job, ctx):
-            await events.emit(JobDebounced(self.connection, job.queue, job.name, job.id))
+            await events.emit(
+                JobDebounced(self.connection, job.queue, job.name, job.id, job.max_attempts)
+            )
             return None
-        await events.emit(JobProcessing(self.connection, job.queue, job.name, job.id, attempt))
+        tries = job.max_attempts
+        await events.emit(
+            JobProcessing(self.connection, job.queue, job.name, job.id, attempt, tries)
+        )
         token = _CURRENT.set(ctx)
         try:
             if self.cls.unique_until_processing:
@@ -94,14 +99,18 @@ class TypedJobProcessor:
                 result = await cast(Awaitable[JSON], instance.handle())
         except Exception as exc:
             await events.emit(
-                JobExceptionOccurred(self.connection, job.queue, job.name, job.id, attempt, exc)
+                JobExceptionOccurred(
+                    self.connection, job.queue, job.name, job.id, attempt, exc, tries
+                )
             )
             if isinstance(exc, ManuallyFailed):  # Job.fail(): no more tries (RETRY-9)
                 raise UnrecoverableJobError(str(exc)) from exc
             raise
         finally:
             _CURRENT.reset(token)
-        await events.emit(JobProcessed(self.connection, job.queue, job.name, job.id, attempt))
+        await events.emit(
+            JobProcessed(self.connection, job.queue, job.name, job.id, attempt, tries)
+        )
         return result
 
     async def _superseded(self, job: JobRow, ctx: JobContext) -> bool:
