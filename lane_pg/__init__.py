@@ -23,7 +23,10 @@ import importlib
 import warnings
 from typing import TYPE_CHECKING, Any
 
-from lane_pg import _moved  # noqa: F401 - old import paths keep working (lane_pg._moved)
+from lane_pg import (
+    _moved,  # noqa: F401 - old import paths keep working (lane_pg._moved)
+    context,  # noqa: F401 - lane_pg.context.add(...) after "import lane_pg"; dependency-free
+)
 from lane_pg.backend import JobQueueBackend, connect
 from lane_pg.errors import (
     BatchNotFound,
@@ -82,9 +85,7 @@ if TYPE_CHECKING:
         bootstrap_default,
         bootstrap_from_env,
         current_context,
-        job,
         register_job,
-        transaction,
     )
     from lane_pg.facade.app import App
     from lane_pg.facade.middleware import (
@@ -99,6 +100,8 @@ if TYPE_CHECKING:
         ThrottlesExceptions,
         WithoutOverlapping,
     )
+    from lane_pg.facade.registry import job
+    from lane_pg.facade.transaction import transaction
     from lane_pg.memory import MemoryBackend
     from lane_pg.postgres.enqueue import add_job, add_job_sync, add_jobs, add_jobs_sync
     from lane_pg.postgres.schema import migrate

@@ -13,11 +13,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+import lane_pg.context as context
 from lane_pg.facade.job import DEFAULT_QUEUE, Job, encode_fields, job_name_of
-from lane_pg.types import JSON, Backoff, Duration, JobOptions, JobSpec, to_millis
+from lane_pg.types import JSON, Backoff, Duration, JobOptions, JobRow, JobSpec, to_millis
 
 META_CONNECTION = "connection"
 """``options.meta`` key: the connection name the push resolved (CONN-6: a label)."""
+META_CONTEXT = "context"
+"""``options.meta`` key: the pusher's ``lane_pg.context.snapshot()`` (CTX-1), absent when
+the context was empty; the worker restores it for each attempt (CTX-2)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +78,15 @@ class Envelope:
     """``delay`` is the job type's ``Job.delay``, not a call-site time: a deferred push
     counts it from the commit (TX-9)."""
 
+    def carry_context(self, snapshot: dict[str, JSON] | None) -> None:
+        """Store ``snapshot`` (``lane_pg.context.snapshot()``) as the job's context, in
+        place of the one taken when the envelope was built: a builder that collects jobs
+        (a batch, a chain) gives each the snapshot taken when it was made (CTX-4)."""
+        if snapshot is None:
+            self.meta.pop(META_CONTEXT, None)
+        else:
+            self.meta[META_CONTEXT] = snapshot
+
     def delay_from(self, now: datetime) -> timedelta:
         """The delay the backend stores, for a push written at ``now``."""
         if self.available_at is not None:
@@ -113,8 +126,11 @@ def build_envelope(
     available_at: datetime | None = None,
 ) -> Envelope:
     """``job`` with ``queue`` and ``connection`` already resolved (``Routing.resolve``);
-    ``delay``/``available_at`` from the call site win over ``Job.delay`` (PUSH-4)."""
+    ``delay``/``available_at`` from the call site win over ``Job.delay`` (PUSH-4). The
+    caller's ``lane_pg.context`` is snapshotted now, at push time: a deferred push carries
+    what was set when ``push`` was called, not at the commit (CTX-1, CTX-4)."""
     cls = type(job)
+    snapshot = context.snapshot()
     max_tries = overrides.max_tries if overrides.max_tries is not None else cls.max_tries
     to_millis(delay if delay is not None else cls.delay, "delay")  # refused before any write
     return Envelope(
@@ -131,7 +147,14 @@ def build_envelope(
         available_at=available_at,
         after_commit=overrides.after_commit,
         declared_delay=delay is None and available_at is None,
+        meta={} if snapshot is None else {META_CONTEXT: snapshot},
     )
+
+
+def stored_context(job: JobRow) -> JSON:
+    """The context snapshot a push stored on ``job`` (None: none)."""
+    meta = job.options.get("meta")
+    return meta.get(META_CONTEXT) if isinstance(meta, dict) else None
 
 
 def declared_queue(job: Job) -> str:

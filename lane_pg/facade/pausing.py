@@ -17,9 +17,15 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
 
+import lane_pg.context as context
+from lane_pg.facade.envelope import stored_context
 from lane_pg.facade.events import (
     Events,
+    JobAttempted,
     JobFailed,
+    JobReleasedAfterException,
+    JobTimedOut,
+    Looping,
     QueuePaused,
     QueueResumed,
     QueuesPaused,
@@ -27,8 +33,10 @@ from lane_pg.facade.events import (
     WorkerInterrupted,
     WorkerQueuePaused,
     WorkerQueueResumed,
+    WorkerStarting,
+    WorkerStopping,
 )
-from lane_pg.types import JobRow, PauseStatus, validate_queue_name
+from lane_pg.types import JobRow, JobState, PauseStatus, validate_queue_name
 from lane_pg.worker.pausing import WorkerHooks
 
 if TYPE_CHECKING:
@@ -126,7 +134,13 @@ class PausingMixin:
 
 class FacadeWorkerHooks(WorkerHooks):
     """A worker's hooks as facade events (``WorkerQueuePaused``, ``WorkerQueueResumed``,
-    ``WorkerInterrupted``, ``JobFailed``) labelled with the connection it drains."""
+    ``WorkerInterrupted``, ``JobFailed``, and the rest of LIFE-1's worker side) labelled
+    with the connection it drains.
+
+    The events of a written outcome (``JobFailed``, ``JobTimedOut``,
+    ``JobReleasedAfterException``, ``JobAttempted``) are emitted by the worker's
+    settlement, after the attempt's own scope ended: their listeners run in the context
+    the job was pushed with (``lane_pg.context``), restored for them without its hooks."""
 
     def __init__(self, events: Events, connection: str) -> None:
         self.events = events
@@ -141,8 +155,31 @@ class FacadeWorkerHooks(WorkerHooks):
     async def interrupted(self, processed: int) -> None:
         await self.events.emit(WorkerInterrupted(self.connection, processed))
 
+    async def starting(self) -> None:
+        await self.events.emit(WorkerStarting(self.connection))
+
+    async def stopping(self, processed: int) -> None:
+        await self.events.emit(WorkerStopping(self.connection, processed))
+
+    async def looping(self) -> None:
+        if self.events.has_listeners(Looping):  # every turn of the loop: build nothing else
+            await self.events.emit(Looping(self.connection))
+
+    def hears_settlements(self) -> bool:
+        events = self.events
+        return (
+            events.has_listeners(JobAttempted)
+            or events.has_listeners(JobReleasedAfterException)
+            or events.has_listeners(JobTimedOut)
+        )
+
+    async def _emit_for(self, job: JobRow, event: object) -> None:
+        with context.restore(stored_context(job), hooks=False):
+            await self.events.emit(event)
+
     async def job_failed(self, job: JobRow, cause: BaseException) -> None:
-        await self.events.emit(
+        await self._emit_for(
+            job,
             JobFailed(
                 self.connection,
                 job.queue,
@@ -150,5 +187,29 @@ class FacadeWorkerHooks(WorkerHooks):
                 job.id,
                 job.attempts_made + 1,
                 cause,
-            )
+                job.max_attempts,
+            ),
         )
+
+    async def job_timed_out(self, job: JobRow, limit: float) -> None:
+        attempt = job.attempts_made + 1
+        event = JobTimedOut(
+            self.connection, job.queue, job.name, job.id, attempt, limit, job.max_attempts
+        )
+        await self._emit_for(job, event)
+
+    async def job_retrying(self, job: JobRow, error: BaseException, delay: float) -> None:
+        attempt = job.attempts_made + 1
+        event = JobReleasedAfterException(
+            self.connection, job.queue, job.name, job.id, attempt, error, delay, job.max_attempts
+        )
+        await self._emit_for(job, event)
+
+    async def job_attempted(
+        self, job: JobRow, state: JobState | None, error: BaseException | None
+    ) -> None:
+        attempt = job.attempts_made + 1
+        event = JobAttempted(
+            self.connection, job.queue, job.name, job.id, attempt, state, error, job.max_attempts
+        )
+        await self._emit_for(job, event)

@@ -22,6 +22,7 @@ import logging
 from collections.abc import Awaitable
 from typing import cast
 
+import lane_pg.context as context
 from lane_pg.errors import (
     ConfigurationError,
     DeleteRequested,
@@ -32,7 +33,7 @@ from lane_pg.errors import (
     ReleaseRequested,
     UnrecoverableJobError,
 )
-from lane_pg.facade.envelope import META_CONNECTION
+from lane_pg.facade.envelope import META_CONNECTION, stored_context
 from lane_pg.facade.events import (
     Events,
     JobDebounced,
@@ -82,6 +83,13 @@ class TypedJobProcessor:
         return f"TypedJobProcessor({self.cls.__qualname__})"
 
     async def process(self, job: JobRow, ctx: JobContext) -> JSON:
+        """One attempt, in a fresh ``lane_pg.context`` scope restored from the push's
+        snapshot (CTX-2, CTX-3): the job, its middleware and the listeners of its events
+        share it, and nothing it adds outlives the attempt."""
+        with context.restore(stored_context(job)):
+            return await self._attempt(job, ctx)
+
+    async def _attempt(self, job: JobRow, ctx: JobContext) -> JSON:
         try:
             instance = decode_fields(self.cls, job.data)
         except InvalidPayload as exc:
@@ -89,9 +97,14 @@ class TypedJobProcessor:
         attempt = job.attempts_started
         events = self.events
         if await self._superseded(job, ctx):
-            await events.emit(JobDebounced(self.connection, job.queue, job.name, job.id))
+            await events.emit(
+                JobDebounced(self.connection, job.queue, job.name, job.id, job.max_attempts)
+            )
             return None
-        await events.emit(JobProcessing(self.connection, job.queue, job.name, job.id, attempt))
+        tries = job.max_attempts
+        await events.emit(
+            JobProcessing(self.connection, job.queue, job.name, job.id, attempt, tries)
+        )
         token = _CURRENT.set(ctx)
         try:
             result = await self._through_middleware(instance, job, ctx)
@@ -99,14 +112,18 @@ class TypedJobProcessor:
             raise  # a middleware's Released / Deleted / Failed (MW-2), not a handler error
         except Exception as exc:
             await events.emit(
-                JobExceptionOccurred(self.connection, job.queue, job.name, job.id, attempt, exc)
+                JobExceptionOccurred(
+                    self.connection, job.queue, job.name, job.id, attempt, exc, tries
+                )
             )
             if isinstance(exc, ManuallyFailed):  # Job.fail(): no more tries (RETRY-9)
                 raise UnrecoverableJobError(str(exc)) from exc
             raise
         finally:
             _CURRENT.reset(token)
-        await events.emit(JobProcessed(self.connection, job.queue, job.name, job.id, attempt))
+        await events.emit(
+            JobProcessed(self.connection, job.queue, job.name, job.id, attempt, tries)
+        )
         return result
 
     async def _through_middleware(self, instance: Job, job: JobRow, ctx: JobContext) -> JSON:
@@ -159,6 +176,7 @@ class TypedJobProcessor:
                     job.attempts_started,
                     delay,
                     outcome.reason,
+                    job.max_attempts,
                 )
             )
             raise ReleaseRequested(delay, outcome.reason)

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Protocol, runtime_checkable
 
 from lane_pg.backend import JobQueueBackend
-from lane_pg.types import JobRow, PauseStatus, QueueDemand
+from lane_pg.types import JobRow, JobState, PauseStatus, QueueDemand
 
 log = logging.getLogger("lane_pg.worker")
 
@@ -81,6 +81,37 @@ class WorkerHooks:
     async def job_failed(self, job: JobRow, cause: BaseException) -> None:
         """``job`` (as claimed) failed for good in a settlement this worker wrote (RETRY-9):
         ``cause`` is the typed cause (``lane_pg.worker.failure_cause``)."""
+
+    # The worker's life and each written settlement (LIFE-1). ``hears_settlements`` is
+    # asked once per written batch: while it is false the per-job hooks below are not
+    # called, so a worker nobody listens to pays nothing per job.
+
+    async def starting(self) -> None:
+        """``run()`` starts, before its first claim."""
+
+    async def stopping(self, processed: int) -> None:
+        """``run()`` ends, its jobs settled; ``processed``: the jobs it settled."""
+
+    async def looping(self) -> None:
+        """Each turn of the claim loop, before it claims (keep it cheap)."""
+
+    def hears_settlements(self) -> bool:
+        """Whether ``job_timed_out``, ``job_retrying`` and ``job_attempted`` are wanted."""
+        return False
+
+    async def job_timed_out(self, job: JobRow, limit: float) -> None:
+        """The attempt of ``job`` ran past its timeout, ``limit`` seconds; told before the
+        failure it ends in (``job_retrying`` or ``job_failed``)."""
+
+    async def job_retrying(self, job: JobRow, error: BaseException, delay: float) -> None:
+        """A failed attempt of ``job`` was written and it runs again, after ``delay``
+        seconds at least (the backoff's shortest; jitter may add to it)."""
+
+    async def job_attempted(
+        self, job: JobRow, state: JobState | None, error: BaseException | None
+    ) -> None:
+        """The outcome of an attempt of ``job`` was written: the job is now in ``state``;
+        ``error`` is what failed it (None: it completed). Told last for each attempt."""
 
 
 SIGNAL_INTERVAL = 1.0

@@ -244,6 +244,7 @@ class Worker:
         shutdown: running jobs finish or are released, results are written."""
         self._drained = False
         async with self._serving(maintenance=True):
+            await self._tell_hooks("starting")
             # The first signal read comes before any claim (the restart baseline, CLI-6);
             # the later ones beside the claims, never in front of one: read at the top of
             # the claim loop, each idle second's first wake-up waited for it (W4 p95 1.49 ->
@@ -259,6 +260,7 @@ class Worker:
                     await signals
             await self._shutdown(self.config.shutdown_timeout)
             self._drained = True
+            await self._tell_hooks("stopping", self.settled)
 
     async def run_until_idle(self, max_jobs: int | None = None) -> int:
         """Claim and run jobs, up to ``concurrency`` at once, until a claim made with
@@ -477,6 +479,13 @@ class Worker:
             log.exception("worker hook interrupted raised")
         return True
 
+    async def _tell_hooks(self, name: str, *args: int) -> None:
+        """``self.hooks.<name>(*args)``, its error logged: a hook never stops the worker."""
+        try:
+            await getattr(self.hooks, name)(*args)
+        except Exception:
+            log.exception("worker hook %s raised", name)
+
     async def _signal_loop(self) -> None:
         """``_check_signals`` every ``SignalWatch.interval`` while the worker claims."""
         while not self._stopping:
@@ -492,9 +501,14 @@ class Worker:
 
     async def _claim_loop(self) -> None:
         found_work = False
+        hooks = self.hooks
         while not self._stopping:
             # Cleared before looking, so a slot freed while we claim is not missed.
             self._wake.clear()
+            try:
+                await hooks.looping()  # the facade's checks has_listeners, no more (LIFE-1)
+            except Exception:
+                log.exception("worker hook looping raised")
             # A job running or settling now may be put back to waiting (a retry) while the
             # claim below is in flight: burst mode may stop only after a claim that began
             # with nothing in hand.

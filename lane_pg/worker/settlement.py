@@ -31,7 +31,7 @@ from lane_pg.backend.failed import (
     RecordsInSettlement,
     fails_for_good,
 )
-from lane_pg.errors import PendingDependencies
+from lane_pg.errors import JobTimedOut, PendingDependencies, TimeoutExceeded
 from lane_pg.types import JSON, Completion, Failure, FinalizeOutcome, JobRow
 from lane_pg.worker import joblog
 from lane_pg.worker.causes import failure_cause
@@ -368,12 +368,19 @@ class Settlement:
                     outcome.status,
                     "" if known is None else f"; the run had failed: {describe_error(known[1])}",
                 )
+        hooks = self._hooks
+        # One check per batch: with nobody listening, no job is looked at again (W3).
+        held: dict[Key, JobRow] | None = (
+            {} if hooks is not None and hooks.hears_settlements() else None
+        )
         for item in batch:
             running = self._jobs.get(item.queue, item.id, item.token)
             if running is not None:
+                if held is not None:
+                    held[(item.queue, item.id, item.token)] = running.job
                 self._jobs.finish(running)
-        if failed and self._hooks is not None:
-            await self._tell_failed(batch, outcomes, errors)
+        if hooks is not None and (failed or held is not None):
+            await self._tell(batch, outcomes, errors, held)
         return outcomes
 
     def _take_errors(self, batch: Sequence[Completion | Failure]) -> dict[Key, Known]:
@@ -414,30 +421,51 @@ class Settlement:
             elif running is not None:
                 joblog.not_written(running.job, _reason(item), cause, self._worker_id)
 
-    async def _tell_failed(
+    async def _tell(
         self,
         batch: Sequence[Completion | Failure],
         outcomes: list[FinalizeOutcome],
         errors: dict[Key, Known],
+        held: dict[Key, JobRow] | None,
     ) -> None:
-        """RETRY-9: each job of ``batch`` that this write failed for good, to the hooks,
-        after its transaction committed (a failure the write lost is not told)."""
+        """To the hooks, after the write committed, for each outcome it wrote: a timeout,
+        then the retry or the end for good (RETRY-9), then the attempt (LIFE-5). An
+        outcome the write lost is not told. ``held``: the settled jobs when the hooks hear
+        settlements; None tells the ends for good only."""
         hooks = self._hooks
         assert hooks is not None
-        ended = {
-            (item.queue, item.id, item.token)
-            for item, outcome in zip(batch, outcomes, strict=False)
-            if outcome.status == "ok" and outcome.state == "failed"
-        }
-        for item in batch:
-            known = errors.get((item.queue, item.id, item.token))
-            if known is None or (item.queue, item.id, item.token) not in ended:
+        for item, outcome in zip(batch, outcomes, strict=False):
+            if outcome.status != "ok":
                 continue
-            job, error, discarded = known
-            try:
-                await hooks.job_failed(job, failure_cause(job, error, discarded=discarded))
-            except Exception:
-                log.exception("worker hook job_failed raised")
+            key = (item.queue, item.id, item.token)
+            known = errors.get(key)
+            job = known[0] if known is not None else None if held is None else held.get(key)
+            if job is None:
+                continue
+            error = None if known is None else known[1]
+            hears = held is not None
+            if hears and isinstance(error, TIMEOUTS) and job.timeout_ms is not None:
+                await _call(hooks.job_timed_out(job, job.timeout_ms / 1000))
+            if known is not None and outcome.state == "failed":
+                cause = failure_cause(job, known[1], discarded=known[2])
+                await _call(hooks.job_failed(job, cause))
+            elif hears and error is not None:
+                window = joblog.next_run_in(job, outcome.state)
+                await _call(hooks.job_retrying(job, error, 0.0 if window is None else window[0]))
+            if hears:
+                await _call(hooks.job_attempted(job, outcome.state, error))
+
+
+TIMEOUTS = (JobTimedOut, TimeoutExceeded)
+"""The errors of an attempt that ran past its timeout (``JobRunner``)."""
+
+
+async def _call(hook: Awaitable[None]) -> None:
+    """A hook, whose error is logged: a broken listener never stops the settlement."""
+    try:
+        await hook
+    except Exception:
+        log.exception("a worker hook raised")
 
 
 def _reason(item: Completion | Failure) -> str:

@@ -268,8 +268,8 @@ async def test_counts_and_listings_aggregate_in_list_order_FOV_7() -> None:
     assert (await facade.size(), await facade.pending_size("fov")) == (5, 5)
     assert (await facade.delayed_size(), await facade.reserved_size()) == (0, 0)
     listed = await facade.pending_jobs("fov")
-    assert [job.data for job in listed] == [{"n": n} for n in (0, 1, 10, 11, 12)]
-    assert [job.data for job in await facade.pending_jobs(limit=3)] == [
+    assert [job.payload for job in listed] == [{"n": n} for n in (0, 1, 10, 11, 12)]
+    assert [job.payload for job in await facade.pending_jobs(limit=3)] == [
         {"n": n} for n in (0, 1, 10)
     ]
     assert await facade.delayed_jobs() == [] and await facade.reserved_jobs() == []
