@@ -97,6 +97,7 @@ if TYPE_CHECKING:
         RateLimited,
         Released,
         Skip,
+        SkipIfBatchCancelled,
         ThrottlesExceptions,
         WithoutOverlapping,
     )
@@ -127,6 +128,7 @@ _LAZY = {
     "RateLimited": "lane_pg.facade.middleware",
     "Released": "lane_pg.facade.middleware",
     "Skip": "lane_pg.facade.middleware",
+    "SkipIfBatchCancelled": "lane_pg.facade.middleware",
     "ThrottlesExceptions": "lane_pg.facade.middleware",
     "WithoutOverlapping": "lane_pg.facade.middleware",
     "JobContext": "lane_pg.worker",
@@ -219,6 +221,7 @@ __all__ = [
     "RetryPolicy",
     "SchemaVersionMismatch",
     "Skip",
+    "SkipIfBatchCancelled",
     "ThrottlesExceptions",
     "TimeoutExceeded",
     "UnrecoverableJobError",

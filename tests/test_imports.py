@@ -56,6 +56,7 @@ USER_API = {
     "RateLimited",
     "ThrottlesExceptions",
     "Skip",
+    "SkipIfBatchCancelled",
     "FailOnException",
     "JobOutcome",
     "Completed",

@@ -52,7 +52,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--unfinished-older-than",
-        help="prune: also delete unfinished batches created longer ago than this",
+        metavar="DURATION",
+        help="prune: also delete unfinished batches created longer ago than this (e.g. 72h;"
+        " default: keep them)",
     )
     add_connection_arguments(parser)
 

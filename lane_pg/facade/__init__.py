@@ -62,6 +62,7 @@ from lane_pg.facade.middleware import (
     RateLimited,
     Released,
     Skip,
+    SkipIfBatchCancelled,
     ThrottlesExceptions,
     WithoutOverlapping,
 )
@@ -129,6 +130,7 @@ __all__ = [
     "Released",
     "Reservation",
     "Skip",
+    "SkipIfBatchCancelled",
     "SyncDriver",
     "ThrottlesExceptions",
     "Transaction",

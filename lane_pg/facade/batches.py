@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
+import lane_pg.context as context
 from lane_pg.errors import BatchNotFound, ConfigurationError, UnrecoverableJobError
 from lane_pg.facade.events import Events, JobQueued, JobQueueing
 from lane_pg.facade.job import Job
@@ -147,6 +148,9 @@ class _Group:
         self._facade = facade
         self._jobs: list[Job] = []
         self._connection: str | None = None
+        self.context = context.snapshot()
+        """The caller's ``lane_pg.context`` when the builder was made: every job carries it
+        (CTX-4)."""
 
     @property
     def jobs(self) -> list[Job]:
@@ -168,6 +172,8 @@ class _Group:
     def _envelopes(self, *, ignore_delay: bool) -> list[Envelope]:
         facade = self._facade
         envelopes = [facade.envelope(job, delay=0 if ignore_delay else None) for job in self._jobs]
+        for envelope in envelopes:
+            envelope.carry_context(self.context)
         connections = {envelope.connection for envelope in envelopes}
         if self._connection is not None:
             connections.add(self._connection)

@@ -321,6 +321,23 @@ class Skip:
         return await next(job)
 
 
+class SkipIfBatchCancelled:
+    """Deletes the job without running it when its batch is cancelled (MW-9): by an
+    operator, or by the batch's first failure unless it allows failures. The deleted job
+    still settles against its batch, so the batch can finish. A job of no batch goes on
+    without a read."""
+
+    async def handle(self, job: Job, next: Next) -> JobOutcome:
+        ctx = current_context()
+        meta = ctx.job.options.get("meta")
+        batch_id = meta.get("batch_id") if isinstance(meta, dict) else None
+        if isinstance(batch_id, str):
+            batch = await ctx.backend.batches.find_batch(batch_id)
+            if batch is not None and batch.cancelled:
+                return Deleted(f"batch {batch_id} is cancelled")
+        return await next(job)
+
+
 class FailOnException:
     """Errors of the given types (or whose message contains ``on_substring(s)``) fail the
     job for good at once instead of being retried (MW-8)."""

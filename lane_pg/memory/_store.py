@@ -454,7 +454,7 @@ class _Store(_OwnerRules):
             self._batch_callback(batch, "catch", first_error, now)
         if batch.finished_at is None and len(batch.settlements) >= batch.total_jobs:
             batch.finished_at = now
-            if not failures:
+            if not failures and batch.cancelled_at is None:
                 self._batch_callback(batch, "then", None, now)
             self._batch_callback(batch, "finally", first_error, now)
 

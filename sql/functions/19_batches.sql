@@ -229,7 +229,7 @@ END $$;
 
 -- After a settlement of a locked batch: the first failure cancels it (unless it allows
 -- failures) and enqueues catch; the last settlement finishes it and enqueues then (no
--- failure) and finally. p_new_failed: the failures this settlement wrote. The batch row is
+-- failure and not cancelled: a cancelled batch did not succeed) and finally. p_new_failed: the failures this settlement wrote. The batch row is
 -- locked, so the counts include every settlement committed before this one.
 CREATE OR REPLACE FUNCTION lane._batch_progress(p_batch lane.batches, p_new_failed integer,
                                                 p_now timestamptz)
@@ -256,7 +256,7 @@ BEGIN
     END IF;
     IF p_batch.finished_at IS NULL AND v_settled >= p_batch.total_jobs THEN
         UPDATE lane.batches SET finished_at = p_now WHERE id = p_batch.id;
-        IF v_failed = 0 THEN
+        IF v_failed = 0 AND p_batch.cancelled_at IS NULL THEN
             PERFORM lane._batch_callback(p_batch, 'then', NULL, p_now);
         END IF;
         PERFORM lane._batch_callback(p_batch, 'finally', v_first_error, p_now);

@@ -4,16 +4,19 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pytest
 
-from lane_pg.backend import JobQueueBackend
+import lane_pg.context
+from lane_pg.backend import JobQueueBackend, OperationCall
 from lane_pg.errors import ConfigurationError
 from lane_pg.facade import BackendDriver, Job, QueueFacade
 from lane_pg.facade.batches import Callbacks, ChainFailure
+from lane_pg.facade.middleware import SkipIfBatchCancelled
 from lane_pg.facade.workers import WorkerSpec
 from lane_pg.memory import MemoryBackend
 from lane_pg.types import Batch, Lane
@@ -211,3 +214,91 @@ async def test_a_chain_across_connections_is_refused_CHAIN_3(
         await batch_facade.chain().add(Part(1)).add(Step("b")).on_connection("main").dispatch()
     assert await backend.reads.get_job_count(queue_name) == 0
     assert await other.reads.get_job_count(queue_name) == 0
+
+
+@dataclass
+class Guarded(Job):
+    job_name = "Guarded"
+    max_tries = 1
+    n: int
+    fail: bool = False
+
+    def middleware(self) -> list[object]:
+        return [SkipIfBatchCancelled()]
+
+    async def handle(self) -> None:
+        RAN.append(f"guarded {self.n}")
+        if self.fail:
+            raise RuntimeError("first one broke")
+
+
+async def test_a_cancelled_batch_skips_its_remaining_jobs_BATCH_3_MW_9(
+    batch_facade: QueueFacade, backend: JobQueueBackend, queue_name: str
+) -> None:
+    batch_facade.registry.register(Guarded)
+    batch_facade.route(Guarded, queue=queue_name)
+    notify, cleanup = Recorder("notify"), Recorder("cleanup")
+    batch_id = await (
+        batch_facade.batch([Guarded(1), Guarded(2), Guarded(3)])
+        .then(notify)
+        .finally_(cleanup)
+        .dispatch()
+    )
+    # An operator cancels before any job ran (a first failure cancels the same way; a
+    # worker may already hold the next job by then, so that race is not asserted here).
+    await batch_facade.cancel_batch(batch_id)
+    await drain(backend, batch_facade, queue_name)
+
+    assert RAN == []  # every job was dropped by the middleware without running
+    assert (len(notify.calls), len(cleanup.calls)) == (0, 1)
+    batch = await batch_facade.find_batch(batch_id)
+    assert batch is not None and batch.cancelled and batch.finished
+    assert (batch.failed_jobs, batch.pending_jobs) == (0, 0)
+
+
+async def test_skip_if_batch_cancelled_reads_nothing_for_a_job_of_no_batch_MW_9(
+    batch_facade: QueueFacade, backend: JobQueueBackend, queue_name: str
+) -> None:
+    batch_facade.registry.register(Guarded)
+    batch_facade.route(Guarded, queue=queue_name)
+    reads: list[str] = []
+
+    async def count(call: OperationCall, proceed: Callable[[], Awaitable[Any]]) -> Any:
+        if call.operation.name == "find_batch":
+            reads.append(call.operation.name)
+        return await proceed()
+
+    backend.hooks.add(count)
+    try:
+        await batch_facade.push(Guarded(1))
+        await drain(backend, batch_facade, queue_name)
+        assert RAN == ["guarded 1"] and reads == []
+        await batch_facade.batch([Guarded(2)]).dispatch()
+        await drain(backend, batch_facade, queue_name)
+        assert RAN == ["guarded 1", "guarded 2"] and reads == ["find_batch"]
+    finally:
+        backend.hooks.remove(count)
+
+
+@dataclass
+class Tenant(Job):
+    job_name = "Tenant"
+    n: int
+
+    async def handle(self) -> None:
+        RAN.append(f"{self.n}:{lane_pg.context.get('tenant')}")
+
+
+async def test_batch_and_chain_jobs_carry_the_builders_context_CTX_4(
+    batch_facade: QueueFacade, backend: JobQueueBackend, queue_name: str
+) -> None:
+    batch_facade.registry.register(Tenant)
+    batch_facade.route(Tenant, queue=queue_name)
+    with lane_pg.context.scope(tenant="acme"):
+        batch = batch_facade.batch([Tenant(1)])
+        chain = batch_facade.chain([Tenant(2), Tenant(3)])
+    with lane_pg.context.scope(tenant="other"):
+        await batch.dispatch()
+        await chain.dispatch()
+    await drain(backend, batch_facade, queue_name)
+    assert sorted(RAN) == ["1:acme", "2:acme", "3:acme"]
