@@ -31,6 +31,7 @@ from lane_pg.facade.batches import (
     PendingBatch,
     PendingChain,
 )
+from lane_pg.facade.blocking import SyncPushes
 from lane_pg.facade.connection import Connection
 from lane_pg.facade.envelope import NO_OVERRIDES, Envelope, EnvelopeOverrides, build_envelope
 from lane_pg.facade.events import Events, JobQueued, JobQueueing
@@ -45,7 +46,7 @@ from lane_pg.facade.unique import UniquePushes, refuse_unique_and_debounce
 from lane_pg.types import Batch, Duration
 
 
-class QueueFacade(FailedJobs, UniquePushes, ConnectionReads, PausingMixin):
+class QueueFacade(FailedJobs, UniquePushes, ConnectionReads, PausingMixin, SyncPushes):
     """Connections, routes and pushes of one application (``lane_pg.Q`` is the shared one)."""
 
     def __init__(

@@ -17,7 +17,9 @@ released hands its pushes to the enclosing level. A transaction lane_pg does not
 raw ``BEGIN``) is no ambient transaction: pushes inside it happen at once (TX-12).
 
 Supported connections: asyncpg ``Connection`` and psycopg ``AsyncConnection`` (anything
-whose ``transaction()`` is an async context manager that nests as a savepoint). A psycopg
+whose ``transaction()`` is an async context manager that nests as a savepoint) with
+``async with``; a psycopg ``Connection`` with ``with``, for the sync pushes
+(``lane_pg.facade.blocking``). A psycopg
 connection should be in autocommit mode, as psycopg recommends for ``transaction()``
 blocks. The outermost level must really begin the transaction: opening one on a
 connection already inside a transaction lane_pg did not open raises ``ConfigurationError``
@@ -36,6 +38,7 @@ from types import TracebackType
 from typing import Any
 
 from lane_pg.errors import ConfigurationError
+from lane_pg.facade.blocking import run_blocking
 
 log = logging.getLogger("lane_pg.facade")
 
@@ -65,7 +68,7 @@ class Transaction:
         begin = getattr(conn, "transaction", None)
         if not callable(begin):
             raise TypeError(
-                "lane_pg.transaction takes an asyncpg Connection or a psycopg AsyncConnection"
+                "lane_pg.transaction takes an asyncpg Connection or a psycopg (Async)Connection"
                 f" (SQLAlchemy connections are not tracked), got {conn!r}"
             )
         self.conn = conn
@@ -89,6 +92,12 @@ class Transaction:
         self.pending.append(item)
 
     async def __aenter__(self) -> Transaction:
+        self._begin()
+        await self._native.__aenter__()
+        self._token = _AMBIENT.set(self)
+        return self
+
+    def _begin(self) -> None:
         outer = _AMBIENT.get()
         if outer is not None and outer.root.conn is self.conn:
             self.parent = outer
@@ -101,9 +110,6 @@ class Transaction:
                 " transaction with lane_pg.transaction (psycopg: use autocommit=True)"
             )
         self._native = self.conn.transaction()
-        await self._native.__aenter__()
-        self._token = _AMBIENT.set(self)
-        return self
 
     async def __aexit__(
         self,
@@ -131,6 +137,39 @@ class Transaction:
             self.pending = []
             return
         await self._run()
+
+    def __enter__(self) -> Transaction:
+        """The block on a synchronous connection (a psycopg ``Connection``), for the sync
+        pushes (``Q.push_sync``): deferred pushes run on their loop once it committed."""
+        self._begin()
+        self._native.__enter__()
+        self._token = _AMBIENT.set(self)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        assert self._token is not None
+        _AMBIENT.reset(self._token)
+        if exc is not None:
+            try:
+                self._native.__exit__(exc_type, exc, tb)  # rolls back
+            finally:
+                run_blocking(self._discard())
+            return
+        try:
+            self._native.__exit__(None, None, None)  # commits (or releases)
+        except BaseException:
+            run_blocking(self._discard())  # TX-10, as in __aexit__
+            raise
+        if self.parent is not None:
+            self.parent.pending.extend(self.pending)
+            self.pending = []
+            return
+        run_blocking(self._run())
 
     async def _discard(self) -> None:
         items, self.pending = self.pending, []
@@ -173,7 +212,7 @@ def _in_transaction(conn: Any) -> bool:
 
 def transaction(conn: Any) -> Transaction:
     """Open a tracked transaction (or, nested on the same connection, a savepoint) on
-    ``conn`` for ``async with``."""
+    ``conn`` for ``async with`` (a psycopg sync ``Connection``: ``with``)."""
     return Transaction(conn)
 
 

@@ -30,7 +30,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from datetime import datetime
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeGuard
 
 from lane_pg.errors import LaneError, translate_error
 from lane_pg.postgres.rows import JOB_COLUMNS, job_from_row
@@ -202,7 +202,7 @@ def _async_kind(conn: object) -> _AsyncKind:
     sa_async = _loaded("sqlalchemy.ext.asyncio")
     if sa_async is not None and isinstance(conn, sa_async.AsyncConnection | sa_async.AsyncSession):
         return "sqlalchemy"
-    hint = " (use add_job_sync for a synchronous connection)" if _is_sync(conn) else ""
+    hint = " (use add_job_sync for a synchronous connection)" if is_sync_connection(conn) else ""
     raise TypeError(
         "expected an asyncpg Connection, a psycopg AsyncConnection or a SQLAlchemy"
         f" AsyncConnection/AsyncSession, got {type(conn).__module__}.{type(conn).__qualname__}"
@@ -227,7 +227,9 @@ def _sync_kind(conn: object) -> Literal["psycopg", "sqlalchemy"]:
     )
 
 
-def _is_sync(conn: object) -> bool:
+def is_sync_connection(conn: object) -> TypeGuard[SyncConnectionLike]:
+    """Whether ``conn`` is a synchronous connection (psycopg ``Connection``, SQLAlchemy
+    ``Connection``/``Session``) rather than an async one."""
     try:
         _sync_kind(conn)
     except TypeError:
@@ -370,6 +372,12 @@ def add_jobs_sync(
 async def database_identity(conn: AsyncConnectionLike) -> str:
     """``DATABASE_IDENTITY`` of the caller's async connection."""
     rows = await fetch_rows(conn, DATABASE_IDENTITY, [])
+    return str(rows[0]["identity"])
+
+
+def database_identity_sync(conn: SyncConnectionLike) -> str:
+    """``DATABASE_IDENTITY`` of the caller's sync connection."""
+    rows = fetch_rows_sync(conn, DATABASE_IDENTITY, [])
     return str(rows[0]["identity"])
 
 

@@ -190,17 +190,31 @@ class PostgresJobs(Entity, serves=Jobs):
 
 
 class PostgresTransactions(Entity, serves=Transactions):
-    """``add_job`` / ``add_jobs`` on the caller's connection (``lane_pg.postgres.enqueue``)."""
+    """``add_job`` / ``add_jobs`` on the caller's connection (``lane_pg.postgres.enqueue``).
+
+    A synchronous connection (psycopg ``Connection``, SQLAlchemy ``Connection``/``Session``)
+    comes from the facade's sync pushes (``lane_pg.facade.blocking``): its owner's thread
+    waits for this call, so the statement runs here, blocking, and nobody else uses the
+    connection meanwhile."""
 
     async def add_job_in(self, args: AddJobIn) -> JobRow:
         """``add_job`` inside the caller's transaction (``lane_pg.postgres.enqueue``)."""
+        schema = self._db.schema
+        if enqueue.is_sync_connection(args.conn):
+            return enqueue.add_job_sync(
+                args.conn, args.queue, args.name, args.data, args.options, schema=schema
+            )
         return await enqueue.add_job(
-            args.conn, args.queue, args.name, args.data, args.options, schema=self._db.schema
+            args.conn, args.queue, args.name, args.data, args.options, schema=schema
         )
 
     async def add_jobs_in(self, args: AddJobsIn) -> list[JobRow]:
+        if enqueue.is_sync_connection(args.conn):
+            return enqueue.add_jobs_sync(args.conn, args.queue, args.specs, schema=self._db.schema)
         return await enqueue.add_jobs(args.conn, args.queue, args.specs, schema=self._db.schema)
 
     async def same_database(self, args: SameDatabase) -> bool:
         mine = await self._db.fetchval(enqueue.DATABASE_IDENTITY)
+        if enqueue.is_sync_connection(args.conn):
+            return bool(mine == enqueue.database_identity_sync(args.conn))
         return bool(mine == await enqueue.database_identity(args.conn))
