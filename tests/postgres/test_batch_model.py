@@ -123,7 +123,12 @@ class BatchMachine(RuleBasedStateMachine):
             "allow_failures": allow_failures,
         }
         specs = [
-            QueuedSpec(self.queue, "part", {"n": n}, {"attempts": max_attempts, "backoff": {"type": "fixed", "delay_ms": 0}})
+            QueuedSpec(
+                self.queue,
+                "part",
+                {"n": n},
+                {"attempts": max_attempts, "backoff": {"type": "fixed", "delay_ms": 0}},
+            )
             for n in range(total)
         ]
         now = self.tick()
