@@ -88,7 +88,9 @@ async def test_cancel_then_prune(pg_dsn: str, backend: PostgresBackend) -> None:
     assert cancelled.stdout == (
         f"lane_pg: batch {batch_id} cancelled (its waiting jobs removed); 0 of 3 jobs pending\n"
     )
-    assert (await backend.reads.get_job_counts(queue))["waiting"] == 0
+    # What waits now is the finally callback the batch's last settlement enqueued.
+    assert (await backend.reads.get_job_counts(queue))["waiting"] == 1
+    assert await backend.jobs.get_job(queue, f"batch-{batch_id}-finally") is not None
     batch = await backend.batches.find_batch(batch_id)
     assert batch is not None and batch.cancelled and batch.finished
 
