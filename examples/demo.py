@@ -7,7 +7,10 @@ first, released by the last child's completion and combining what they returned.
 
 Then the facade: a typed job class pushed with ``Q.push`` / ``Q.later`` / ``Q.bulk``, a
 unique one pushed twice with ``Q.push_unique`` (True, then False) and a plain ``def``
-processor (run in the worker's thread pool), all run by one ``lane_pg.Worker``
+processor (run in the worker's thread pool); a batch of three imports (each behind a
+``WithoutOverlapping`` middleware) whose ``then`` and ``finally`` callbacks run once the
+last import settles, and a chain Fetch -> Transform -> Upload pushed inside a
+``lane_pg.context`` scope that every link sees; all run by one ``lane_pg.Worker``
 (LISTEN/NOTIFY, leases).
 
     make demo            # or: python examples/demo.py
@@ -27,6 +30,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+import lane_pg
 from lane_pg import (
     App,
     Backoff,
@@ -37,8 +41,10 @@ from lane_pg import (
     Lane,
     Q,
     RepeatOptions,
+    WithoutOverlapping,
     register_job,
 )
+from lane_pg.batch import Batch, register_callback
 from lane_pg.postgres.backend import PostgresBackend
 from lane_pg.postgres.embedded import resolve_dsn
 from lane_pg.postgres.schema import migrate
@@ -123,8 +129,63 @@ class SendDigest(Job):
         return {"digest": self.account}
 
 
+REPORTS: list[str] = []
+"""What the batch callbacks and the chain's links report, in the order they ran."""
+
+
+@dataclass
+class ImportUser(Job):
+    """A batch member; its middleware keeps two imports of one user from overlapping."""
+
+    job_name = "ImportUser"
+    queue = FACADE_QUEUE
+    user_id: int
+
+    def middleware(self) -> list[object]:
+        return [WithoutOverlapping(f"import-user:{self.user_id}").expire_after(60)]
+
+    async def handle(self) -> dict[str, int]:
+        return {"imported": self.user_id}
+
+
+class ImportDone:
+    """The batch's ``then``: enqueued as a job when the last import succeeded."""
+
+    name = "demo-import-done"
+
+    async def handle(self, batch: Batch, error: str | None) -> None:
+        REPORTS.append(f"then       batch {batch.name!r}: {batch.processed_jobs()} imported")
+
+
+class ImportCleanup:
+    """The batch's ``finally``: runs once the batch settled, whatever happened."""
+
+    name = "demo-import-cleanup"
+
+    async def handle(self, batch: Batch, error: str | None) -> None:
+        REPORTS.append(f"finally    batch {batch.name!r}: {batch.progress()}% done, error={error}")
+
+
+@dataclass
+class Step(Job):
+    """A chain link: the next one is added in the transaction that completes this one."""
+
+    job_name = "DemoStep"
+    queue = FACADE_QUEUE
+    step: str
+
+    async def handle(self) -> str:
+        tenant = lane_pg.context.get("tenant_id")  # pushed with the chain, restored per run
+        REPORTS.append(f"chain      {self.step} for tenant {tenant}")
+        return self.step
+
+
 register_job(SendWelcomeEmail)
 register_job(SendDigest)
+register_job(ImportUser)
+register_job(Step)
+register_callback(ImportDone())
+register_callback(ImportCleanup())
 
 
 async def facade_demo(dsn: str) -> bool:
@@ -154,14 +215,28 @@ async def facade_demo(dsn: str) -> bool:
             ids.append(digest)
         print(f"pushed     {len(ids)} jobs to {FACADE_QUEUE} (one delayed 300 ms)")
         print(f"unique     SendDigest({account}): push_unique {pushed[0]}, again {pushed[1]}")
+        batch_id = await (
+            Q.batch([ImportUser(user_id) for user_id in (1, 2, 3)])
+            .name("import")
+            .then("demo-import-done")
+            .finally_("demo-import-cleanup")
+            .dispatch()
+        )
+        print(f"batch      {batch_id} 'import': 3 jobs, then + finally callbacks")
+        with lane_pg.context.scope(tenant_id="acme"):
+            await Q.chain([Step("fetch"), Step("transform"), Step("upload")]).dispatch()
+        print("chain      fetch -> transform -> upload, pushed in context tenant_id=acme")
         worker = await app.create_worker(lanes=(Lane(FACADE_QUEUE),), poll_interval=0.5)
         running = asyncio.create_task(worker.run())
         loop = asyncio.get_running_loop()
         deadline = loop.time() + DEADLINE_SECONDS
         rows: list[JobRow | None] = []
+        expected_reports = 5  # then, finally and three chain links
         while loop.time() < deadline:
             rows = [await backend.get_job(FACADE_QUEUE, job_id) for job_id in ids]
-            if all(row is not None and row.state == "completed" for row in rows):
+            if len(REPORTS) >= expected_reports and all(
+                row is not None and row.state == "completed" for row in rows
+            ):
                 break
             await asyncio.sleep(0.05)
         worker.stop()
@@ -171,7 +246,14 @@ async def facade_demo(dsn: str) -> bool:
         for row in rows:
             if row is not None:
                 show("worker", row, f"result={row.return_value!r}")
-        ok = all(row is not None and row.state == "completed" for row in rows)
+        for report in REPORTS:
+            print(report)
+        batch = await Q.find_batch(batch_id)
+        if batch is not None:
+            print(f"batch      'import' finished: {batch.finished}, {batch.failed_jobs} failed")
+        ok = len(REPORTS) >= expected_reports and all(
+            row is not None and row.state == "completed" for row in rows
+        )
         print(
             f"worker ran {len(ids)} facade jobs: {'all completed' if ok else 'NOT all completed'}"
         )

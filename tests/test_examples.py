@@ -162,6 +162,15 @@ async def test_demo_runs_the_runtime_and_the_facade(db: str) -> None:
     assert "all 7 jobs completed; the series ran 3 times and ended" in done.stdout
     assert "worker ran 7 facade jobs: all completed" in done.stdout
     assert "push_unique True, again False" in done.stdout
+    assert "then       batch 'import': 3 imported" in done.stdout
+    assert "finally    batch 'import': 100% done, error=None" in done.stdout
+    assert "batch      'import' finished: True, 0 failed" in done.stdout
+    chain = [line for line in done.stdout.splitlines() if line.startswith("chain      ")]
+    assert chain[1:] == [  # the first line is the dispatch
+        "chain      fetch for tenant acme",
+        "chain      transform for tenant acme",
+        "chain      upload for tenant acme",
+    ]
 
 
 async def test_facade_app_is_pushed_and_drained_by_the_worker_cli_PUSH_1_CLI_1(db: str) -> None:
