@@ -41,3 +41,23 @@ SELECT queue, id, name, failed_reason, attempts_made, attempts_started, max_atte
   FROM lane.jobs
  WHERE state = 'failed'
  ORDER BY finished_at DESC;
+
+-- One row per batch, its counts derived from the settlements as lane.find_batch derives
+-- them; progress is the percent settled rounded down (as lane_pg.Batch.progress()).
+CREATE OR REPLACE VIEW lane.batch_progress AS
+SELECT f.id,
+       f.name,
+       CASE WHEN f.finished_at IS NOT NULL THEN 'finished'
+            WHEN f.cancelled_at IS NOT NULL THEN 'cancelled'
+            ELSE 'pending' END AS state,
+       f.total_jobs,
+       f.pending_jobs,
+       f.total_jobs - f.pending_jobs AS settled_jobs,
+       f.failed_jobs,
+       CASE WHEN f.total_jobs = 0 THEN 0
+            ELSE (f.total_jobs - f.pending_jobs) * 100 / f.total_jobs END AS progress,
+       f.created_at,
+       f.cancelled_at,
+       f.finished_at
+  FROM lane.batches b
+ CROSS JOIN LATERAL lane.find_batch(b.id) f;

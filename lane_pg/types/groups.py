@@ -52,8 +52,9 @@ class Batch:
         return self.total_jobs - self.pending_jobs
 
     def progress(self) -> int:
-        """Percent settled, rounded (0 for an empty batch)."""
-        return round(self.processed_jobs() * 100 / self.total_jobs) if self.total_jobs else 0
+        """Percent settled, rounded down, so 100 only once every job settled (0 for an
+        empty batch); the view ``lane.batch_progress`` computes the same."""
+        return self.processed_jobs() * 100 // self.total_jobs if self.total_jobs else 0
 
     @property
     def cancelled(self) -> bool:

@@ -89,3 +89,47 @@ async def test_a_settlement_rolls_back_with_its_completion_BATCH_10(
     again = await pg_backend.jobs.get_job(queue_name, job.id)
     assert again is not None and again.state == "active"
     assert await pg_backend.jobs.get_job(queue_name, f"batch-{batch_id}-finally") is None
+
+
+async def test_the_batch_progress_view_reports_what_find_batch_does(
+    pg_backend: JobQueueBackend, pg_dsn: str, queue_name: str
+) -> None:
+    """``lane.batch_progress`` and ``Batch`` compute the state and percent the same way:
+    8 jobs with 1, 3 and then all settled (12.5 % and 37.5 % round down in both)."""
+    batch_id = str(uuid.uuid4())
+    specs = [QueuedSpec(queue_name, "part", i) for i in range(8)]
+    await pg_backend.batches.add_batch(batch_id, "view", specs, {"allow_failures": True})
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        for settle in (1, 2, 5):
+            for job in await claim(pg_backend, queue_name, settle):
+                token = job.lock_token or ""
+                if job.data == 0:
+                    await pg_backend.runs.fail_job(queue_name, job.id, token, "no")
+                else:
+                    await pg_backend.runs.complete_job(queue_name, job.id, token, None)
+            batch = await pg_backend.batches.find_batch(batch_id)
+            assert batch is not None
+            row = await conn.fetchrow(
+                "SELECT * FROM lane.batch_progress WHERE id = $1::uuid", batch_id
+            )
+            assert row is not None
+            state = "finished" if batch.finished else "pending"
+            assert (
+                row["state"],
+                row["total_jobs"],
+                row["pending_jobs"],
+                row["settled_jobs"],
+                row["failed_jobs"],
+                row["progress"],
+            ) == (
+                state,
+                batch.total_jobs,
+                batch.pending_jobs,
+                batch.processed_jobs(),
+                batch.failed_jobs,
+                batch.progress(),
+            )
+        assert batch.progress() == 100 and row["failed_jobs"] == 1
+    finally:
+        await conn.close()
