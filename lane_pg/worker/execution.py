@@ -51,6 +51,8 @@ class Running:
     """``time.monotonic()`` at its claim, taken only when INFO is on for ``lane_pg.jobs``."""
     run_seconds: float | None = None
     """How long its handler ran (set when it completed, with ``started_at``)."""
+    slot_until_written: bool = False
+    """Its slot stays taken until its outcome is written (``RunningJobs.settle``)."""
 
 
 class RunningJobs:
@@ -105,11 +107,15 @@ class RunningJobs:
         self._per_lane[running.lane] = self._per_lane.get(running.lane, 0) + 1
         self._busy += 1
 
-    def settle(self, running: Running) -> None:
-        """The handler ended and its outcome is queued for writing: its slot is free."""
+    def settle(self, running: Running, *, hold_slot: bool = False) -> None:
+        """The handler ended and its outcome is queued for writing: its slot is free, unless
+        ``hold_slot`` keeps it until the write (``finish``)."""
         if running.settling:
             return
         running.settling = True
+        if hold_slot:
+            running.slot_until_written = True
+            return
         self._release_slot(running)
         self._on_change()
 
@@ -118,7 +124,7 @@ class RunningJobs:
         job = running.job
         at_limit = len(self._jobs) >= self.hold_limit
         held = self._jobs.pop((job.queue, job.id, job.lock_token), None) is not None
-        if held and not running.settling:
+        if held and (not running.settling or running.slot_until_written):
             self._release_slot(running)
         elif held and not at_limit and not self.wake_on_every_finish:
             # Its slot was freed when its outcome was queued (settle) and the hold limit

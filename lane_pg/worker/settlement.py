@@ -47,6 +47,11 @@ Known: TypeAlias = tuple[JobRow, BaseException, bool]
 """A queued failure's job, exception and whether its retries were discarded."""
 
 
+def _in_batch(job: JobRow) -> bool:
+    meta = job.options.get("meta")
+    return isinstance(meta, dict) and "batch_id" in meta
+
+
 class Settlement:
     """Queues outcomes of running jobs and writes them in batches."""
 
@@ -115,7 +120,11 @@ class Settlement:
         # good, with the traceback) and the hooks' job_failed need the exception.
         self._errors[(job.queue, job.id, job.lock_token)] = (job, error, discard)
         self._wake.set()
-        self._jobs.settle(running)
+        # A batch member's failure can cancel its batch: its slot stays taken until the
+        # failure is written, so this worker's next claim (at concurrency 1, the batch's
+        # next job) sees the batch cancelled and SkipIfBatchCancelled drops it, instead of
+        # racing the write. Only failures of batch jobs pay this; the plain path does not.
+        self._jobs.settle(running, hold_slot=_in_batch(job))
 
     def abandon(self, running: Running) -> None:
         """A run whose lease was lost: nothing it produced is written."""

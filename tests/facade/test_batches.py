@@ -256,6 +256,29 @@ async def test_a_cancelled_batch_skips_its_remaining_jobs_BATCH_3_MW_9(
     assert (batch.failed_jobs, batch.pending_jobs) == (0, 0)
 
 
+async def test_a_first_failure_cancels_and_the_rest_are_skipped_BATCH_3(
+    batch_facade: QueueFacade, backend: JobQueueBackend, queue_name: str
+) -> None:
+    """One worker at concurrency 1: the failing first job's failure is written before the
+    worker claims the next job, which then sees its batch cancelled and drops itself."""
+    batch_facade.registry.register(Guarded)
+    batch_facade.route(Guarded, queue=queue_name)
+    alert, cleanup = Recorder("alert"), Recorder("cleanup")
+    batch_id = await (
+        batch_facade.batch([Guarded(1, fail=True), Guarded(2), Guarded(3)])
+        .catch(alert)
+        .finally_(cleanup)
+        .dispatch()
+    )
+    await drain(backend, batch_facade, queue_name)
+
+    assert RAN == ["guarded 1"]
+    assert (len(alert.calls), len(cleanup.calls)) == (1, 1)
+    batch = await batch_facade.find_batch(batch_id)
+    assert batch is not None and batch.cancelled and batch.finished
+    assert (batch.failed_jobs, batch.pending_jobs) == (1, 0)
+
+
 async def test_skip_if_batch_cancelled_reads_nothing_for_a_job_of_no_batch_MW_9(
     batch_facade: QueueFacade, backend: JobQueueBackend, queue_name: str
 ) -> None:
