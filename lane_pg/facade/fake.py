@@ -22,6 +22,7 @@ once (each with its own event loop) take turns, so neither sees the other's push
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import itertools
 import threading
@@ -31,7 +32,7 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from lane_pg.errors import ConfigurationError
+from lane_pg.errors import BatchNotFound, ConfigurationError
 from lane_pg.facade.connection import DEFAULT_LISTING_LIMIT
 from lane_pg.facade.envelope import NO_OVERRIDES, Envelope, EnvelopeOverrides
 from lane_pg.facade.events import JobQueued, JobQueueing
@@ -328,6 +329,22 @@ class QueueFake:
             )
         )
         return head_id
+
+    async def add_to_batch(self, batch_id: str, envelopes: Sequence[Envelope]) -> list[str]:
+        """``Q.add_to_batch`` under the fake: the jobs recorded as pushes and added to the
+        recorded batch (``BatchNotFound`` for a batch the fake did not record)."""
+        records = self._records
+        stored = records.stored_batches.get(batch_id)
+        if stored is None:
+            raise BatchNotFound(f"batch {batch_id} was not recorded by this fake")
+        ids = [await self.record(envelope) for envelope in envelopes]
+        faked = next(batch for batch in records.batches if batch.id == batch_id)
+        faked.jobs.extend(envelope.job for envelope in envelopes)
+        added = len(envelopes)
+        records.stored_batches[batch_id] = dataclasses.replace(
+            stored, total_jobs=stored.total_jobs + added, pending_jobs=stored.pending_jobs + added
+        )
+        return ids
 
     def find_batch(self, batch_id: str) -> Batch | None:
         """A recorded batch as ``Q.find_batch`` answers it: pending, never finished."""

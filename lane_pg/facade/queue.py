@@ -306,6 +306,8 @@ class QueueFacade(FailedJobs, UniquePushes, ConnectionReads, PausingMixin):
         if connection is not None:
             pending.on_connection(connection)
         envelopes = pending._envelopes(ignore_delay=True)
+        if self._fake is not None:
+            return await self._fake.add_to_batch(batch_id, envelopes)
         backend = await pending._backend_of(envelopes)
         ids: list[str] = await backend.batches.add_to_batch(batch_id, pending._specs(envelopes))
         return ids

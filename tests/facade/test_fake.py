@@ -18,7 +18,7 @@ import lane_pg
 from lane_pg import Q
 from lane_pg.backend import JobQueueBackend
 from lane_pg.backend.failed import FailedJobRecord, MemoryFailedJobStore
-from lane_pg.errors import ConfigurationError
+from lane_pg.errors import BatchNotFound, ConfigurationError
 from lane_pg.facade import (
     BackendDriver,
     DebounceOptions,
@@ -404,7 +404,17 @@ async def test_a_batch_is_recorded_its_jobs_pushed_and_it_stays_pending_TEST_4(
         assert not found.finished and not found.cancelled
         assert await routed.find_batch(str(uuid.uuid4())) is None
 
-        with pytest.raises(AssertionError, match=r"expected 2 batch\(es\), got 1; (?s:.*)import"):
+        await routed.add_to_batch(batch_id, [ImportUser(4)])
+        assert batch.jobs_of(ImportUser)[-1] == ImportUser(4)
+        fake.assert_pushed_times(ImportUser, 4)
+        found = await routed.find_batch(batch_id)
+        assert found is not None and (found.total_jobs, found.pending_jobs) == (5, 5)
+        with pytest.raises(BatchNotFound):
+            await routed.add_to_batch(str(uuid.uuid4()), [ImportUser(5)])
+
+        with pytest.raises(
+            AssertionError, match=r"expected 2 batch\(es\), got 1; (?s:.*)ImportUser"
+        ):
             fake.assert_batch_count(2)
         with pytest.raises(AssertionError, match="batch matching the predicate; batches:"):
             fake.assert_batched(lambda batch: batch.name == "export")
