@@ -88,6 +88,7 @@ if TYPE_CHECKING:
         register_job,
     )
     from lane_pg.facade.app import App
+    from lane_pg.facade.fake import FakedBatch, FakedChain, QueueFake
     from lane_pg.facade.middleware import (
         Completed,
         Deleted,
@@ -120,6 +121,9 @@ _LAZY = {
     "job": "lane_pg.facade",
     "register_job": "lane_pg.facade",
     "transaction": "lane_pg.facade",
+    "FakedBatch": "lane_pg.facade.fake",
+    "FakedChain": "lane_pg.facade.fake",
+    "QueueFake": "lane_pg.facade.fake",
     "Completed": "lane_pg.facade.middleware",
     "Deleted": "lane_pg.facade.middleware",
     "FailOnException": "lane_pg.facade.middleware",
@@ -179,6 +183,8 @@ __all__ = [
     "EnvelopeOverrides",
     "FailOnException",
     "Failed",
+    "FakedBatch",
+    "FakedChain",
     "InvalidJobId",
     "InvalidOptions",
     "InvalidPayload",
@@ -212,6 +218,7 @@ __all__ = [
     "Q",
     "QueueEvent",
     "QueueFacade",
+    "QueueFake",
     "QueueRetention",
     "RateLimited",
     "Released",

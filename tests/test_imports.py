@@ -36,6 +36,7 @@ IMPORT_CHECKS: dict[str, tuple[str, ...]] = {
     "lane_pg.memory": (),
     "lane_pg.facade": (),
     "lane_pg.scheduler": (WORKER,),
+    "lane_pg.testing": ("pytest",),  # the fixture imports pytest only when it is imported
 }
 
 USER_API = {
@@ -51,6 +52,10 @@ USER_API = {
     "transaction",
     "bootstrap_from_env",
     "bootstrap_default",
+    # the test fake (Q.fake()) and what it records
+    "QueueFake",
+    "FakedBatch",
+    "FakedChain",
     # job middleware and its outcomes (MW-1..8)
     "WithoutOverlapping",
     "RateLimited",

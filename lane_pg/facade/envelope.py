@@ -77,6 +77,8 @@ class Envelope:
     declared_delay: bool = False
     """``delay`` is the job type's ``Job.delay``, not a call-site time: a deferred push
     counts it from the commit (TX-9)."""
+    overrides: EnvelopeOverrides = NO_OVERRIDES
+    """The per-push overrides it was resolved with, kept for ``Q.fake()`` (TEST-2)."""
 
     def carry_context(self, snapshot: dict[str, JSON] | None) -> None:
         """Store ``snapshot`` (``lane_pg.context.snapshot()``) as the job's context, in
@@ -147,6 +149,7 @@ def build_envelope(
         available_at=available_at,
         after_commit=overrides.after_commit,
         declared_delay=delay is None and available_at is None,
+        overrides=overrides,
         meta={} if snapshot is None else {META_CONTEXT: snapshot},
     )
 

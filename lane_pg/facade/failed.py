@@ -39,10 +39,13 @@ from lane_pg.errors import ConfigurationError, LaneError, ValidationError
 from lane_pg.facade.connection import BackendDriver, Connection
 from lane_pg.facade.events import JobQueued
 from lane_pg.facade.failover import FailoverDriver
+from lane_pg.facade.job import decode_fields
 from lane_pg.types import JSON, validate_queue_name
 
 if TYPE_CHECKING:
     from lane_pg.facade.events import Events
+    from lane_pg.facade.fake import QueueFake
+    from lane_pg.facade.registry import JobRegistry
 
 log = logging.getLogger("lane_pg.facade")
 
@@ -104,6 +107,8 @@ class FailedJobs:
     events: Events
 
     if TYPE_CHECKING:
+        _fake: QueueFake | None
+        registry: JobRegistry
 
         def driver_for(self, connection: str) -> Connection: ...
 
@@ -195,6 +200,8 @@ class FailedJobs:
         The record is deleted before the push, so of two concurrent retries (two
         ``retry all`` runs) one pushes and the other finds nothing to take; a push that
         fails logs the record back, so it is never lost."""
+        if self._fake is not None:
+            return await self._retry_into_fake(self._fake, store, record)
         queue, job_id, name, data = decode_record(record)
         driver = await self._retry_driver(record)
         options = retry_options(record.envelope)
@@ -217,6 +224,32 @@ class FailedJobs:
                     job_id,
                     row.state,
                 )
+        except BaseException:
+            await store.log(record)
+            raise
+        return True
+
+    async def _retry_into_fake(
+        self, fake: QueueFake, store: FailedJobStore, record: FailedJobRecord
+    ) -> bool:
+        """TEST-6: the job is rebuilt from its registered class and recorded by the fake,
+        on the queue and connection it failed on; no driver is asked. The record is still
+        deleted (the failed-job store is not faked)."""
+        queue, _, name, data = decode_record(record)
+        cls = self.registry.get(name)
+        if cls is None:
+            raise ConfigurationError(
+                f"failed job {record.id}: no job class is registered for {name!r}, so the"
+                " fake cannot rebuild the job it would push again"
+            )
+        job = decode_fields(cls, data)
+        custom = retry_options(record.envelope).get("job_id")
+        if not await store.forget(record.id):
+            return False
+        try:
+            await fake.record_retry(
+                job, queue, record.connection, custom if isinstance(custom, str) else None
+            )
         except BaseException:
             await store.log(record)
             raise

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lane_pg.backend import Batches
 from lane_pg.errors import ConfigurationError
@@ -45,9 +45,15 @@ from lane_pg.facade.stores import refuse_shared_stores
 from lane_pg.facade.unique import UniquePushes, refuse_unique_and_debounce
 from lane_pg.types import Batch, Duration
 
+if TYPE_CHECKING:
+    from lane_pg.facade.fake import QueueFake
+
 
 class QueueFacade(FailedJobs, UniquePushes, ConnectionReads, PausingMixin, SyncPushes):
     """Connections, routes and pushes of one application (``lane_pg.Q`` is the shared one)."""
+
+    _fake: QueueFake | None = None
+    """The installed test fake (``fake()``): every push entry point reads it once."""
 
     def __init__(
         self, *, registry: JobRegistry = DEFAULT_REGISTRY, callbacks: Callbacks = DEFAULT_CALLBACKS
@@ -222,6 +228,9 @@ class QueueFacade(FailedJobs, UniquePushes, ConnectionReads, PausingMixin, SyncP
             raise ConfigurationError(f"bulk takes jobs of one type per call, got {names}")
         refuse_unique_and_debounce(type(jobs[0]))  # UNIQ-14, as for one push: nothing stored
         envelopes = [self.envelope(job) for job in jobs]
+        fake = self._fake
+        if fake is not None:
+            return [await fake.record(envelope) for envelope in envelopes]
         deferred = await self.bulk_special(envelopes, conn)
         if deferred is not None:
             return deferred
@@ -247,6 +256,9 @@ class QueueFacade(FailedJobs, UniquePushes, ConnectionReads, PausingMixin, SyncP
     async def dispatch(self, envelope: Envelope, *, conn: object | None = None) -> str:
         """Write one resolved envelope on its connection, with its two events; a debounced
         or after-commit push goes its own way (``UniquePushes.dispatch_special``)."""
+        fake = self._fake
+        if fake is not None:
+            return await fake.record(envelope)  # before any deferral: recorded at once (TX-15)
         handled = await self.dispatch_special(envelope, conn)
         if handled is not None:
             return handled
@@ -295,6 +307,8 @@ class QueueFacade(FailedJobs, UniquePushes, ConnectionReads, PausingMixin, SyncP
         if connection is not None:
             pending.on_connection(connection)
         envelopes = pending._envelopes(ignore_delay=True)
+        if self._fake is not None:
+            return await self._fake.add_to_batch(batch_id, envelopes)
         backend = await pending._backend_of(envelopes)
         ids: list[str] = await backend.batches.add_to_batch(batch_id, pending._specs(envelopes))
         return ids
@@ -305,21 +319,36 @@ class QueueFacade(FailedJobs, UniquePushes, ConnectionReads, PausingMixin, SyncP
 
     def installed_fake(self) -> GroupRecorder | None:
         """The fake recording this facade's pushes (``Q.fake()``), else None."""
-        fake: GroupRecorder | None = getattr(self, "_fake", None)
-        return fake
+        return self._fake
+
+    def fake(self) -> QueueFake:
+        """A test fake for ``with``: while the block runs, pushes are recorded on it
+        instead of written (no driver needed), and its ``assert_*`` methods check them;
+        its recordings are forgotten at the end of the block."""
+        from lane_pg.facade.fake import QueueFake  # tests only: kept off the import path
+
+        return QueueFake(self)
 
     # -- reads of the default connection (CONN-9) ------------------------------------------
 
     async def size(self, queue: str | None = None) -> int:
+        if self._fake is not None:
+            return self._fake.size(queue)
         return await self.driver().size(queue)
 
     async def pending_size(self, queue: str | None = None) -> int:
+        if self._fake is not None:
+            return self._fake.pending_size(queue)
         return await self.driver().pending_size(queue)
 
     async def delayed_size(self, queue: str | None = None) -> int:
+        if self._fake is not None:
+            return self._fake.delayed_size(queue)
         return await self.driver().delayed_size(queue)
 
     async def reserved_size(self, queue: str | None = None) -> int:
+        if self._fake is not None:
+            return self._fake.reserved_size(queue)
         return await self.driver().reserved_size(queue)
 
     # -- lifecycle -------------------------------------------------------------------------

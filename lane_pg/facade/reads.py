@@ -20,13 +20,16 @@ import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lane_pg.errors import InvalidPayload
 from lane_pg.facade.connection import DEFAULT_LISTING_LIMIT, Connection
 from lane_pg.facade.job import Job, decode_fields
 from lane_pg.facade.registry import JobRegistry
 from lane_pg.types import JSON, JobRow
+
+if TYPE_CHECKING:
+    from lane_pg.facade.fake import QueueFake
 
 UNPARSEABLE: dict[str, JSON] = {"unparseable": True}
 
@@ -104,6 +107,7 @@ class ConnectionReads:
     """Listings and ``clear`` on ``self.driver()`` (the default connection)."""
 
     registry: JobRegistry
+    _fake: QueueFake | None = None
 
     def driver(self) -> Connection:
         raise NotImplementedError
@@ -117,6 +121,8 @@ class ConnectionReads:
         """Jobs of ``queue`` (every queue when None) ready to run, at most ``limit``:
         waiting ones, then delayed ones whose time has come (the next claim promotes them),
         the jobs ``pending_size`` counts (INSP-5)."""
+        if self._fake is not None:
+            return self._fake.pending_jobs(queue, limit=limit)
         return self._inspected(await self.driver().pending_jobs(queue, limit=limit))
 
     async def delayed_jobs(
@@ -124,6 +130,8 @@ class ConnectionReads:
     ) -> list[InspectedJob]:
         """Delayed jobs whose time has not come, at most ``limit``: the jobs
         ``delayed_size`` counts (a due one is pending)."""
+        if self._fake is not None:
+            return self._fake.delayed_jobs(queue, limit=limit)
         return self._inspected(await self.driver().delayed_jobs(queue, limit=limit))
 
     async def reserved_jobs(
@@ -131,8 +139,12 @@ class ConnectionReads:
     ) -> list[InspectedJob]:
         """Active jobs (``reserved_size``), an expired lease included until a claim or a
         recovery takes it back (INSP-4)."""
+        if self._fake is not None:
+            return self._fake.reserved_jobs(queue, limit=limit)
         return self._inspected(await self.driver().reserved_jobs(queue, limit=limit))
 
     async def clear(self, queue: str | None = None) -> int:
         """Remove the clearable jobs (A16: never a validly leased one); returns the count."""
+        if self._fake is not None:
+            return self._fake.clear(queue)
         return await self.driver().clear(queue)

@@ -70,6 +70,7 @@ from lane_pg.types import JSON, Duration, JobRow, to_millis
 
 if TYPE_CHECKING:
     from lane_pg.facade.events import Events
+    from lane_pg.facade.fake import QueueFake
 
 log = logging.getLogger("lane_pg.facade")
 
@@ -155,6 +156,7 @@ class UniquePushes:
 
     if TYPE_CHECKING:
         events: Events
+        _fake: QueueFake | None
 
         def driver_for(self, connection: str) -> Connection: ...
 
@@ -279,6 +281,9 @@ class UniquePushes:
         ttl_ms = to_millis(cls.unique_for, "unique_for")
         if ttl_ms <= 0:
             raise ConfigurationError(f"{cls.__qualname__}.unique_for must be positive")
+        if self._fake is not None:  # TEST-3: no lock is held, every unique push is fresh
+            await self._fake.record(envelope)
+            return True
         envelope.deduplication = {"id": key, "ttl_ms": ttl_ms, "token": token, "kind": "unique"}
         announce = _Announce(self.events, envelope)
         return await self._unique_on(self.driver_for(envelope.connection), envelope, announce)
