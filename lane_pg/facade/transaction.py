@@ -119,24 +119,14 @@ class Transaction:
     ) -> None:
         assert self._token is not None
         _AMBIENT.reset(self._token)
-        if exc is not None:
-            try:
-                await self._native.__aexit__(exc_type, exc, tb)  # rolls back
-            finally:
-                await self._discard()
-            return
         try:
-            await self._native.__aexit__(None, None, None)  # commits (or releases)
+            await self._native.__aexit__(exc_type, exc, tb)  # commits, releases or rolls back
         except BaseException:
             # A refused COMMIT (a deferred constraint, a lost connection): nothing was
             # committed, so nothing deferred may run (TX-10).
             await self._discard()
             raise
-        if self.parent is not None:
-            self.parent.pending.extend(self.pending)  # a released savepoint (TX-6)
-            self.pending = []
-            return
-        await self._run()
+        await self._ended(committed=exc is None)
 
     def __enter__(self) -> Transaction:
         """The block on a synchronous connection (a psycopg ``Connection``), for the sync
@@ -154,22 +144,24 @@ class Transaction:
     ) -> None:
         assert self._token is not None
         _AMBIENT.reset(self._token)
-        if exc is not None:
-            try:
-                self._native.__exit__(exc_type, exc, tb)  # rolls back
-            finally:
-                run_blocking(self._discard())
-            return
         try:
-            self._native.__exit__(None, None, None)  # commits (or releases)
+            self._native.__exit__(exc_type, exc, tb)
         except BaseException:
-            run_blocking(self._discard())  # TX-10, as in __aexit__
+            run_blocking(self._discard())  # as in __aexit__
             raise
-        if self.parent is not None:
+        run_blocking(self._ended(committed=exc is None))
+
+    async def _ended(self, *, committed: bool) -> None:
+        """After the native block ended: a rollback drops what was deferred (TX-4), a
+        released savepoint hands it to the enclosing level (TX-6), the outermost commit
+        runs it."""
+        if not committed:
+            await self._discard()
+        elif self.parent is not None:
             self.parent.pending.extend(self.pending)
             self.pending = []
-            return
-        run_blocking(self._run())
+        else:
+            await self._run()
 
     async def _discard(self) -> None:
         items, self.pending = self.pending, []
