@@ -543,3 +543,28 @@ async def test_an_immediate_push_to_a_new_queue_does_not_wait_for_the_transactio
         await asyncio.wait_for(shared.facade.push(Receipt(2)), 10)  # at once, elsewhere
         assert [row.data for row in await shared.rows()] == [{"order": 2}]
     assert len(await shared.rows()) == 2
+
+
+# -- TX-11 -------------------------------------------------------------------------------
+
+
+async def test_batches_and_chains_are_stored_at_once_inside_a_transaction_TX_11(
+    setup: Setup, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Even with every push deferred (the process switch) and jobs that ask for it, a
+    batch and a chain are stored when dispatched: another connection sees them before the
+    commit, and the rollback of the caller's transaction leaves them."""
+    monkeypatch.setenv("LANE_PG_AFTER_COMMIT", "1")
+    with pytest.raises(Rollback):
+        async with lane_pg.transaction(setup.conn):
+            batch_id = await setup.facade.batch([DeferredReceipt(1), DeferredReceipt(2)]).dispatch()
+            head_id = await setup.facade.chain([DeferredReceipt(3), DeferredReceipt(4)]).dispatch()
+            batch = await setup.backend.batches.find_batch(batch_id)  # the backend's own connection
+            assert batch is not None and batch.total_jobs == 2
+            assert await setup.backend.get_job(setup.queue, head_id) is not None
+            raise Rollback
+    assert len(await setup.rows()) == 3  # two batch jobs and the chain's head
+    assert names(setup.events) == ["JobQueueing", "JobQueueing", "JobQueued", "JobQueued"] + [
+        "JobQueueing",
+        "JobQueued",
+    ]
