@@ -564,7 +564,5 @@ async def test_batches_and_chains_are_stored_at_once_inside_a_transaction_TX_11(
             assert await setup.backend.get_job(setup.queue, head_id) is not None
             raise Rollback
     assert len(await setup.rows()) == 3  # two batch jobs and the chain's head
-    assert names(setup.events) == ["JobQueueing", "JobQueueing", "JobQueued", "JobQueued"] + [
-        "JobQueueing",
-        "JobQueued",
-    ]
+    batch_events = ["JobQueueing", "JobQueueing", "JobQueued", "JobQueued"]
+    assert names(setup.events) == [*batch_events, "JobQueueing", "JobQueued"]
