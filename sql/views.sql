@@ -44,7 +44,7 @@ SELECT queue, id, name, failed_reason, attempts_made, attempts_started, max_atte
 
 -- One row per batch, its counts derived from the settlements as lane.find_batch derives
 -- them; progress is the percent settled rounded down (as lane_pg.Batch.progress()).
-CREATE OR REPLACE VIEW lane.batch_progress AS
+CREATE OR REPLACE VIEW lane.v_batches AS
 SELECT f.id,
        f.name,
        CASE WHEN f.finished_at IS NOT NULL THEN 'finished'

@@ -53,7 +53,7 @@ class Batch:
 
     def progress(self) -> int:
         """Percent settled, rounded down, so 100 only once every job settled (0 for an
-        empty batch); the view ``lane.batch_progress`` computes the same."""
+        empty batch); the view ``lane.v_batches`` computes the same."""
         return self.processed_jobs() * 100 // self.total_jobs if self.total_jobs else 0
 
     @property

@@ -91,10 +91,10 @@ async def test_a_settlement_rolls_back_with_its_completion_BATCH_10(
     assert await pg_backend.jobs.get_job(queue_name, f"batch-{batch_id}-finally") is None
 
 
-async def test_the_batch_progress_view_reports_what_find_batch_does(
+async def test_the_v_batches_view_reports_what_find_batch_does_SQLR_3(
     pg_backend: JobQueueBackend, pg_dsn: str, queue_name: str
 ) -> None:
-    """``lane.batch_progress`` and ``Batch`` compute the state and percent the same way:
+    """``lane.v_batches`` and ``Batch`` compute the state and percent the same way:
     8 jobs with 1, 3 and then all settled (12.5 % and 37.5 % round down in both)."""
     batch_id = str(uuid.uuid4())
     specs = [QueuedSpec(queue_name, "part", i) for i in range(8)]
@@ -111,7 +111,7 @@ async def test_the_batch_progress_view_reports_what_find_batch_does(
             batch = await pg_backend.batches.find_batch(batch_id)
             assert batch is not None
             row = await conn.fetchrow(
-                "SELECT * FROM lane.batch_progress WHERE id = $1::uuid", batch_id
+                "SELECT * FROM lane.v_batches WHERE id = $1::uuid", batch_id
             )
             assert row is not None
             state = "finished" if batch.finished else "pending"
