@@ -54,6 +54,21 @@ from lane_pg.scheduler.manager import (
     LaneManagerBuilder,
     LaneStats,
 )
+from lane_pg.scheduler.metrics import (
+    HistogramSummary,
+    LocalMetricsBackend,
+    MetricsBackend,
+    MetricsSnapshot,
+    QueueMetrics,
+)
+from lane_pg.scheduler.monitoring import (
+    Alert,
+    AlertManager,
+    MonitorConfig,
+    MonitorStats,
+    QueueMonitor,
+)
+from lane_pg.scheduler.otel import OtelMetricsBackend
 from lane_pg.scheduler.reliability import (
     DeadLetter,
     DeadLetterQueue,
@@ -75,6 +90,8 @@ __all__ = [
     "LANE_IDLE",
     "LANE_PRESSURE",
     "SHUTDOWN_STARTED",
+    "Alert",
+    "AlertManager",
     "Clock",
     "Command",
     "CommandFactory",
@@ -89,6 +106,7 @@ __all__ = [
     "EventStreamClosed",
     "ExecutableCommand",
     "FunctionCommand",
+    "HistogramSummary",
     "InvalidLaneConfig",
     "LaneConfig",
     "LaneEvent",
@@ -98,10 +116,18 @@ __all__ = [
     "LaneStats",
     "LaneStorage",
     "LaneTimeout",
+    "LocalMetricsBackend",
     "LocalStorage",
     "ManualClock",
+    "MetricsBackend",
+    "MetricsSnapshot",
+    "MonitorConfig",
+    "MonitorStats",
+    "OtelMetricsBackend",
     "PersistableCommand",
     "PriorityBoostConfig",
+    "QueueMetrics",
+    "QueueMonitor",
     "RateLimitConfig",
     "RetryPolicy",
     "ShutdownInProgress",

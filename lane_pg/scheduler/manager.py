@@ -20,13 +20,15 @@ storage), storage removal, then the future.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import uuid
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lane_pg.scheduler.clock import Clock, SystemClock
 from lane_pg.scheduler.commands import (
@@ -67,6 +69,10 @@ from lane_pg.scheduler.events import (
 )
 from lane_pg.scheduler.reliability import DeadLetter, DeadLetterQueue, LaneStorage, StoredCommand
 from lane_pg.types import JSON, Duration, check_json
+
+if TYPE_CHECKING:
+    from lane_pg.scheduler.metrics import QueueMetrics
+    from lane_pg.scheduler.monitoring import AlertManager
 
 logger = logging.getLogger("lane_pg.scheduler")
 
@@ -198,6 +204,7 @@ class LaneManager:
         self._start_lock = asyncio.Lock()
         self._started = False
         self._shutting_down = False
+        self._observers: list[Callable[[LaneEvent], None]] = []
         self._stopped = False
 
     @staticmethod
@@ -378,7 +385,9 @@ class LaneManager:
         self._entries[entry.command_id] = entry
         self._settled.clear()
         entry.lane.insert(entry)
-        self._emit(COMMAND_SUBMITTED, lane_id=entry.lane.name)
+        # The event carries the lane only (its catalogue); observers also get the command
+        # id, which latency and wait times need.
+        self._emit(COMMAND_SUBMITTED, lane_id=entry.lane.name, observed_id=entry.command_id)
         self._pump()
 
     async def _recover(self, storage: LaneStorage) -> None:
@@ -669,8 +678,22 @@ class LaneManager:
         if not self._entries:
             self._settled.set()
 
-    def _emit(self, key: str, **fields: Any) -> None:
-        self._emitter.emit(LaneEvent(key, **fields))
+    def add_observer(self, observer: Callable[[LaneEvent], None]) -> None:
+        """Call ``observer`` with every event, synchronously, as it is emitted (metrics and
+        alerts: ``with_metrics``, ``with_alerts``). One that raises is logged and dropped
+        from that event only; it must not block."""
+        self._observers.append(observer)
+
+    def _emit(self, key: str, *, observed_id: str | None = None, **fields: Any) -> None:
+        event = LaneEvent(key, **fields)
+        self._emitter.emit(event)
+        if observed_id is not None:
+            event = dataclasses.replace(event, command_id=observed_id)
+        for observer in self._observers:
+            try:
+                observer(event)
+            except Exception:
+                logger.exception("lane observer %r raised on %s", observer, key)
 
 
 def _consume_outcome(task: asyncio.Future[Any]) -> None:
@@ -689,6 +712,8 @@ class LaneManagerBuilder:
         self._factories: dict[str, CommandFactory] = {}
         self._global: int | None = None
         self._clock: Clock | None = None
+        self._metrics: QueueMetrics | None = None
+        self._alerts: AlertManager | None = None
 
     def with_default_lanes(self) -> LaneManagerBuilder:
         """LANE-1: the lanes of ``lane_pg.types.DEFAULT_LANES`` (one shared definition)."""
@@ -736,8 +761,18 @@ class LaneManagerBuilder:
         self._clock = clock
         return self
 
+    def with_metrics(self, metrics: QueueMetrics) -> LaneManagerBuilder:
+        """Count and time every command per lane (``QueueMetrics.local()`` or your backend)."""
+        self._metrics = metrics
+        return self
+
+    def with_alerts(self, alerts: AlertManager) -> LaneManagerBuilder:
+        """Deliver lane depth alerts (``AlertManager().with_queue_depth_alerts(...)``)."""
+        self._alerts = alerts
+        return self
+
     def build(self) -> LaneManager:
-        return LaneManager(
+        manager = LaneManager(
             dict(self._lanes),
             emitter=self._emitter,
             dlq=self._dlq,
@@ -746,6 +781,11 @@ class LaneManagerBuilder:
             global_concurrency=self._global,
             clock=self._clock,
         )
+        if self._metrics is not None:
+            self._metrics.attach(manager)
+        if self._alerts is not None:
+            self._alerts.attach(manager)
+        return manager
 
 
 __all__ = [

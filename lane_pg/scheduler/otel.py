@@ -1,0 +1,75 @@
+"""``OtelMetricsBackend``: the lane scheduler's metrics through the OpenTelemetry metrics
+API (``pip install 'lane_pg[otel]'``, which brings ``opentelemetry-api`` only).
+
+    from opentelemetry import metrics
+    backend = OtelMetricsBackend(metrics.get_meter("myapp"))   # default: the global meter
+    manager = LaneManager.builder().with_metrics(QueueMetrics(backend)).build()
+
+Configure the SDK (a ``MeterProvider`` with an OTLP or Prometheus reader) as for any
+OpenTelemetry instrumentation; without one the API's no-op meter drops everything.
+Counters become OTel counters, histograms OTel histograms (seconds), gauges OTel gauges,
+each with the ``lane`` attribute. ``snapshot()`` answers from a local copy kept beside.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lane_pg.scheduler.metrics import Labels, LocalMetricsBackend, MetricsSnapshot
+
+INSTALL_HINT = (
+    "OtelMetricsBackend needs the OpenTelemetry API: pip install 'lane_pg[otel]'"
+    " (and the opentelemetry-sdk with an exporter to send the metrics anywhere)"
+)
+
+
+def _metrics_api() -> Any:
+    try:
+        import opentelemetry.metrics as metrics
+    except ImportError as exc:
+        raise ImportError(INSTALL_HINT) from exc
+    return metrics
+
+
+class OtelMetricsBackend:
+    """A ``MetricsBackend`` writing to an OpenTelemetry ``Meter``."""
+
+    def __init__(self, meter: Any = None) -> None:
+        api = _metrics_api()
+        self.meter = meter if meter is not None else api.get_meter("lane_pg.scheduler")
+        self._instruments: dict[tuple[str, str], Any] = {}
+        self._local = LocalMetricsBackend()
+
+    def _instrument(self, kind: str, name: str) -> Any:
+        instrument = self._instruments.get((kind, name))
+        if instrument is None:
+            if kind == "counter":
+                instrument = self.meter.create_counter(name, unit="1")
+            elif kind == "histogram":
+                instrument = self.meter.create_histogram(name, unit="s")
+            else:
+                instrument = self.meter.create_gauge(name, unit="1")
+            self._instruments[(kind, name)] = instrument
+        return instrument
+
+    def increment_counter(self, name: str, value: float = 1, labels: Labels | None = None) -> None:
+        self._instrument("counter", name).add(value, attributes=dict(labels or {}))
+        self._local.increment_counter(name, value, labels)
+
+    def set_gauge(self, name: str, value: float, labels: Labels | None = None) -> None:
+        self._instrument("gauge", name).set(value, attributes=dict(labels or {}))
+        self._local.set_gauge(name, value, labels)
+
+    def record_histogram(self, name: str, value: float, labels: Labels | None = None) -> None:
+        self._instrument("histogram", name).record(value, attributes=dict(labels or {}))
+        self._local.record_histogram(name, value, labels)
+
+    async def snapshot(self) -> MetricsSnapshot:
+        return await self._local.snapshot()
+
+    def reset(self) -> None:
+        """Resets the local copy; what OpenTelemetry exported stays exported."""
+        self._local.reset()
+
+
+__all__ = ["INSTALL_HINT", "OtelMetricsBackend"]
