@@ -20,7 +20,6 @@ storage), storage removal, then the future.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import uuid
 from collections import deque
@@ -688,7 +687,7 @@ class LaneManager:
         event = LaneEvent(key, **fields)
         self._emitter.emit(event)
         if observed_id is not None:
-            event = dataclasses.replace(event, command_id=observed_id)
+            event = LaneEvent(key, event.timestamp, command_id=observed_id, **fields)
         for observer in self._observers:
             try:
                 observer(event)

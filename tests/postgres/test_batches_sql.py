@@ -110,9 +110,7 @@ async def test_the_v_batches_view_reports_what_find_batch_does_SQLR_3(
                     await pg_backend.runs.complete_job(queue_name, job.id, token, None)
             batch = await pg_backend.batches.find_batch(batch_id)
             assert batch is not None
-            row = await conn.fetchrow(
-                "SELECT * FROM lane.v_batches WHERE id = $1::uuid", batch_id
-            )
+            row = await conn.fetchrow("SELECT * FROM lane.v_batches WHERE id = $1::uuid", batch_id)
             assert row is not None
             state = "finished" if batch.finished else "pending"
             assert (

@@ -5,10 +5,12 @@ after real commands ran through a real ``LaneManager``."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import subprocess
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -186,6 +188,9 @@ async def test_the_otel_backend_exports_counters_and_histograms_with_the_lane_OB
         assert (point.value, dict(point.attributes)) == (1, {"lane": "query"})
     [latency] = points["lane.command.latency_seconds"]
     assert latency.count == 1 and dict(latency.attributes) == {"lane": "query"}
+    for gauge in ("lane.depth", "lane.running"):  # read from the manager at collection
+        [point] = points[gauge]
+        assert (point.value, dict(point.attributes)) == (0, {"lane": "query"})
     assert (await backend.snapshot()).counter("lane.commands.completed", lane="query") == 1
     await manager.stop()
     provider.shutdown()
@@ -288,3 +293,23 @@ async def test_the_monitor_reports_totals_and_warns_at_thresholds_OBS_5(
     await settle(futures)
     await monitor.stop()
     await manager.stop()
+
+
+def test_the_lane_benchmark_prints_its_three_figures_LANE_11() -> None:
+    """The script runs and reports; its numbers are read by people, never asserted."""
+    script = Path(__file__).resolve().parents[2] / "examples" / "bench_lanes.py"
+    result = subprocess.run(
+        [sys.executable, str(script), "--rounds", "2"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    figures = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [figure["figure"] for figure in figures] == [
+        "10 lanes",
+        "1 lane",
+        "10 lanes, metrics on",
+    ]
+    assert all(figure["commands_per_s"] > 0 for figure in figures)
+    assert "metrics_overhead_percent" in figures[2]
