@@ -231,6 +231,10 @@ async def test_a_flow_parent_lists_its_children_with_their_states_and_values(
         ],
     ]
 
+    counts_only = await cli("job", queue, "report", "--children", "0", dsn=pg_dsn)
+    assert fields(counts_only.stdout)["children"] == shown["children"]
+    assert details(counts_only.stdout, "children") == []
+
     child = await job_of(pg_dsn, queue, first.id)
     assert child["parent"] == f"{queue} report"
     assert child["children"] == "-"

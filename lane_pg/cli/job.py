@@ -298,10 +298,8 @@ def shown(doc: dict[str, Any], full: bool) -> list[str]:
             "return value",
             shown_json(doc["return_value"], full) if doc["state"] == "completed" else None,
         ),
-        _line("failed reason", doc["failed_reason"]),
+        _line("failed reason", _reason(doc)),
     ]
-    if doc["deferred_failure"] is not None:
-        lines.append(_line("deferred", doc["deferred_failure"]))
     lines += [
         _line(
             "lease",
@@ -334,6 +332,15 @@ def shown(doc: dict[str, Any], full: bool) -> list[str]:
     lines += [f"  {entry['ts']}  {clip(entry['message'], full)}" for entry in logs["lines"]]
     lines += _event_lines(doc["events"], full)
     return lines
+
+
+def _reason(doc: dict[str, Any]) -> str | None:
+    """The failure reason, and a flow parent's deferred failure (a child's, applied by the
+    worker that claims the parent next)."""
+    deferred = doc["deferred_failure"]
+    if deferred is None:
+        return doc["failed_reason"]  # type: ignore[no-any-return]
+    return f"{doc['failed_reason'] or '-'} (deferred, applied when claimed: {deferred})"
 
 
 def _flow_lines(flow: dict[str, Any] | None, full: bool) -> list[str]:
