@@ -29,6 +29,8 @@ COMMANDS: tuple[str, ...] = (
     "migrate",
     "worker",
     "stats",
+    "jobs",
+    "job",
     "pause",
     "resume",
     "retention",
