@@ -346,3 +346,18 @@ async def test_jobs_refuses_bad_states_and_counts_with_exit_1(
     assert (done.returncode, done.stdout) == (1, "")
     assert message in done.stderr
     assert done.stderr.count("\n") == 1
+
+
+async def test_jobs_counts_the_tries_started_of_those_allowed(
+    pg_dsn: str, backend: PostgresBackend
+) -> None:
+    """A completed job ran once: ``1/1``, not the failures-only ``attempts_made`` (0)."""
+    queue = unique_queue("tries")
+    await backend.jobs.add_job(queue, "mail", {"n": 1}, {"attempts": 3})
+    [job] = await backend.runs.claim_jobs("w", [QueueDemand(queue, 1)], 30)
+    await backend.runs.complete_job(queue, job.id, job.lock_token, None)
+
+    listed = await cli("jobs", queue, dsn=pg_dsn)
+    assert [line.split("\t")[:4] for line in listed.stdout.splitlines()[1:]] == [
+        [job.id, "mail", "completed", "1/3"],
+    ]

@@ -1,7 +1,7 @@
 """``python -m lane_pg jobs QUEUE [--state STATE ...] [--name NAME] [--limit N]
 [--offset N] [--json]``: a queue's jobs, newest first.
 
-One tab-separated line per job under a header: id, name, state, attempts (made/max),
+One tab-separated line per job under a header: id, name, state, attempts (started/max),
 created_at, available_or_finished_at (when a finished job finished, else when the job is or
 was due) and the failure reason, cut to ``REASON_WIDTH`` characters. ``--json`` prints one
 JSON object per job and line instead, the reason whole.
@@ -95,7 +95,7 @@ def line_of(job: JobRow) -> str:
         job.id,
         cell(job.name),
         job.state,
-        f"{job.attempts_made}/{job.max_attempts}",
+        f"{job.attempts_started}/{job.max_attempts}",
         job.created_at.isoformat(),
         _when(job),
         cell(job.failed_reason or "-", REASON_WIDTH),
