@@ -31,6 +31,7 @@ COMMANDS: tuple[str, ...] = (
     "stats",
     "jobs",
     "job",
+    "workers",
     "pause",
     "resume",
     "retention",

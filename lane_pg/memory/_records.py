@@ -422,6 +422,18 @@ class _Queue:
 
 
 @dataclass(slots=True)
+class _WorkerPresence:
+    """One ``lane.workers`` row."""
+
+    hostname: str
+    pid: int | None
+    queues: tuple[str, ...]
+    started_at: datetime
+    heartbeat_at: datetime
+    meta: dict[str, JSON]
+
+
+@dataclass(slots=True)
 class _Leadership:
     """One role's lease (a ``lane.leaders`` row)."""
 

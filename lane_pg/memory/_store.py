@@ -51,6 +51,7 @@ from lane_pg.memory._records import (
     _Series,
     _Settlement,
     _utc,
+    _WorkerPresence,
     first_occurrence,
     series_key,
 )
@@ -84,12 +85,15 @@ class _Store(_OwnerRules):
         "_batches",
         "_locks",
         "_limiters",
+        "_workers",
     )
     """The attributes that are the store (its records, indexes and sequences), as a local
     snapshot saves them (``lane_pg.memory.local``); the others (clock, random source,
     event waiters, handles and hooks) are this process's. A new attribute of state is
     named here, or no snapshot keeps it (``tests/facade/test_local_driver.py`` checks)."""
-    STATE_ADDED: ClassVar[frozenset[str]] = frozenset({"_locks", "_limiters", "_batches"})
+    STATE_ADDED: ClassVar[frozenset[str]] = frozenset(
+        {"_locks", "_limiters", "_batches", "_workers"}
+    )
     """State added since snapshots of this format were first written: an older snapshot
     lacks it, and the fresh store's empty value stands (no lock held, no hit counted)."""
 
@@ -117,6 +121,8 @@ class _Store(_OwnerRules):
         # lane.locks and lane.limiters: job middleware's locks and limiters (MW-10).
         self._locks: dict[str, _Lock] = {}
         self._limiters: dict[str, _Limiter] = {}
+        # lane.workers: the workers' presence, by worker id.
+        self._workers: dict[str, _WorkerPresence] = {}
 
     def _now(self, now: datetime | None) -> datetime:
         return _utc(self._clock() if now is None else now)

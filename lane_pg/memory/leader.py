@@ -2,16 +2,28 @@
 
 from __future__ import annotations
 
-from lane_pg.backend.leader import AcquireLeadership, ResignLeadership
+from datetime import timedelta
+
+from lane_pg.backend.leader import (
+    AcquireLeadership,
+    ForgetWorker,
+    ListWorkers,
+    ResignLeadership,
+    WorkerHeartbeat,
+)
 from lane_pg.errors import (
     InvalidOptions,
     ValidationError,
 )
-from lane_pg.memory._records import _MILLISECOND, _Leadership
+from lane_pg.memory._records import _MILLISECOND, _json_copy, _Leadership, _WorkerPresence
 from lane_pg.memory._store import MemoryEntity
 from lane_pg.types import (
+    WorkerInfo,
     to_millis,
 )
+
+FORGOTTEN_AFTER = timedelta(hours=1)
+"""A worker silent this long is deleted by the next heartbeat (as lane.worker_heartbeat)."""
 
 
 class MemoryLeader(MemoryEntity):
@@ -49,3 +61,58 @@ class MemoryLeader(MemoryEntity):
             return False
         current.expires_at = None
         return True
+
+    async def worker_heartbeat(self, args: WorkerHeartbeat) -> None:
+        if not args.worker_id:
+            raise ValidationError("worker_heartbeat needs a worker id")
+        if args.meta is not None and not isinstance(args.meta, dict):
+            raise InvalidOptions(f"meta must be a JSON object, got {args.meta!r}")
+        store = self._store
+        moment = store._now(args.now)
+        known = store._workers.get(args.worker_id)
+        store._workers[args.worker_id] = _WorkerPresence(
+            hostname=args.hostname or "",
+            pid=args.pid,
+            queues=tuple(args.queues or ()),
+            started_at=moment if known is None else known.started_at,
+            heartbeat_at=moment,
+            meta=_json_copy(args.meta or {}),
+        )
+        for worker_id, presence in list(store._workers.items()):
+            if presence.heartbeat_at < moment - FORGOTTEN_AFTER:
+                del store._workers[worker_id]
+
+    async def forget_worker(self, args: ForgetWorker) -> bool:
+        return self._store._workers.pop(args.worker_id, None) is not None
+
+    async def list_workers(self, args: ListWorkers) -> list[WorkerInfo]:
+        stale_ms = to_millis(args.stale_after, "stale_after")
+        if stale_ms <= 0:
+            raise InvalidOptions(f"stale_after must be positive, got {stale_ms} ms")
+        store = self._store
+        moment = store._now(args.now)
+        oldest = moment - stale_ms * _MILLISECOND
+        lease = store._leaders.get(args.role)
+        leader = (
+            lease.holder
+            if lease is not None and lease.expires_at is not None and lease.expires_at >= moment
+            else None
+        )
+        live = [
+            (presence.started_at, worker_id, presence)
+            for worker_id, presence in store._workers.items()
+            if presence.heartbeat_at >= oldest
+        ]
+        return [
+            WorkerInfo(
+                id=worker_id,
+                hostname=presence.hostname,
+                pid=presence.pid,
+                queues=presence.queues,
+                started_at=presence.started_at,
+                heartbeat_at=presence.heartbeat_at,
+                leader=worker_id == leader,
+                meta=_json_copy(presence.meta),
+            )
+            for _, worker_id, presence in sorted(live, key=lambda item: (item[0], item[1]))
+        ]

@@ -191,3 +191,4 @@ from lane_pg.types.snapshots import (
 from lane_pg.types.snapshots import (
     new_job as new_job,
 )
+from lane_pg.types.workers import WorkerInfo as WorkerInfo

@@ -94,6 +94,10 @@ class WorkerConfig:
     1 s-lease job then runs again within its lease plus 2 s. Short on purpose: a renewal
     is one small UPDATE of one row, and losing the role for a moment (a long pause) only
     means another worker runs the next passes."""
+    heartbeat_interval: float = 5.0
+    """Seconds between this worker's heartbeats in the backend's list of live workers
+    (``python -m lane_pg workers``): one small upsert; the list counts a worker live for
+    three intervals after its last one."""
     renew_fraction: float = 1 / 3
     cancel_on_lease_loss: bool = False
     """Cancel a handler whose lease was lost. By default it keeps running and is told
@@ -145,6 +149,7 @@ class WorkerConfig:
             "promote_interval",
             "leader_lease",
             "reindex_interval",
+            "heartbeat_interval",
         ):
             value = getattr(self, name)
             if value <= 0:

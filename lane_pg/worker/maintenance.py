@@ -21,6 +21,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import socket
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -31,14 +33,13 @@ from lane_pg.backend import (
     Leader,
     Space,
 )
+from lane_pg.backend.leader import MAINTENANCE_ROLE
 from lane_pg.types import DEFAULT_PRUNE_BATCH
 from lane_pg.worker import joblog
 from lane_pg.worker.config import WorkerConfig
 
 log = logging.getLogger("lane_pg.worker")
 
-MAINTENANCE_ROLE = "maintenance"
-"""The ``Leader`` role the workers of one backend (one schema) compete for."""
 
 PRUNE_CALLS = 10
 """At most this many ``prune_finished`` batches per pass."""
@@ -143,6 +144,54 @@ class Leadership:
             await self._leader.resign_leadership(MAINTENANCE_ROLE, self._holder)
         except Exception as exc:
             log.warning("resigning maintenance leadership failed: %s", exc)
+
+
+class Presence:
+    """This worker's row in its backend's list of live workers: a heartbeat every
+    ``interval`` seconds while it runs, deleted when it stops. Without a ``Leader`` (a
+    backend that elects nobody) there is no list and this does nothing. A failed heartbeat
+    is logged once per outage; the worker goes on."""
+
+    def __init__(
+        self,
+        leader: Leader | None,
+        worker_id: str,
+        queues: Sequence[str],
+        interval: float,
+        meta: dict[str, object] | None = None,
+    ) -> None:
+        self._leader = leader
+        self._worker_id = worker_id
+        self._queues = list(queues)
+        self._interval = interval
+        self._meta = meta or {}
+
+    async def run(self) -> None:
+        """Until cancelled."""
+        leader = self._leader
+        if leader is None:
+            return
+        failing = False
+        hostname, pid = socket.gethostname(), os.getpid()
+        while True:
+            try:
+                await leader.worker_heartbeat(
+                    self._worker_id, hostname, pid, self._queues, meta=self._meta
+                )
+            except Exception as exc:
+                (log.debug if failing else log.warning)("worker heartbeat failed: %s", exc)
+                failing = True
+            else:
+                failing = False
+            await asyncio.sleep(self._interval)
+
+    async def leave(self) -> None:
+        if self._leader is None:
+            return
+        try:
+            await self._leader.forget_worker(self._worker_id)
+        except Exception as exc:
+            log.warning("removing this worker from the list of workers failed: %s", exc)
 
 
 class MaintenanceScheduler:

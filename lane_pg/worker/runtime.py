@@ -24,7 +24,12 @@ from lane_pg.worker.claiming import wait_for_claim
 from lane_pg.worker.config import WorkerConfig
 from lane_pg.worker.context import JobContext, ProcessorLike, as_processor
 from lane_pg.worker.execution import JobRunner, RunningJobs
-from lane_pg.worker.maintenance import Leadership, MaintenanceScheduler, maintenance_tasks
+from lane_pg.worker.maintenance import (
+    Leadership,
+    MaintenanceScheduler,
+    Presence,
+    maintenance_tasks,
+)
 from lane_pg.worker.outage import Outage, retry_delays
 from lane_pg.worker.pausing import (
     SIGNAL_INTERVAL,
@@ -174,6 +179,13 @@ class Worker:
             sync_threads=self.config.sync_thread_count,
         )
         self.leadership = Leadership(leader, self.worker_id, self.config.leader_lease)
+        self.presence = Presence(
+            leader,
+            self.worker_id,
+            [lane.name for lane in self._lanes],
+            self.config.heartbeat_interval,
+            {"concurrency": self.config.concurrency, "all_queues": self.config.all_queues},
+        )
         self.maintenance = MaintenanceScheduler(
             maintenance_tasks(backend, self.config), self.leadership
         )
@@ -377,6 +389,7 @@ class Worker:
         if maintenance:
             helpers += [
                 asyncio.create_task(self.leadership.run(), name="lane_pg-leadership"),
+                asyncio.create_task(self.presence.run(), name="lane_pg-presence"),
                 asyncio.create_task(self.maintenance.run(), name="lane_pg-maintenance"),
                 asyncio.create_task(self._summary_loop(), name="lane_pg-summary"),
             ]
@@ -392,6 +405,7 @@ class Worker:
                 if self._drained and self.config.burst:
                     await self.maintenance.final_pass()
                 await self.leadership.resign()
+                await self.presence.leave()
             if own is not None:
                 await own.close()
             self._claimer = backend

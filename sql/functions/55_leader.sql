@@ -53,3 +53,60 @@ BEGIN
      WHERE role = p_role AND holder = p_holder AND expires_at > '-infinity';
     RETURN FOUND;
 END $$;
+
+-- The workers' presence (lane.workers): each running worker calls worker_heartbeat every
+-- few seconds and forget_worker when it stops; list_workers reads the live ones. A worker
+-- killed without a word stops refreshing its row: list_workers leaves it out once its
+-- heartbeat is older than p_stale_ms, and any heartbeat deletes rows silent for an hour.
+CREATE OR REPLACE FUNCTION lane.worker_heartbeat(p_id text, p_hostname text, p_pid integer,
+                                                 p_queues text[], p_meta jsonb DEFAULT NULL,
+                                                 p_now timestamptz DEFAULT NULL)
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    v_now timestamptz := coalesce(p_now, clock_timestamp());
+BEGIN
+    IF p_id IS NULL OR p_id = '' THEN
+        PERFORM lane._fail('LN000', 'worker_heartbeat needs a worker id');
+    END IF;
+    IF p_meta IS NOT NULL AND jsonb_typeof(p_meta) <> 'object' THEN
+        PERFORM lane._fail('LN003', format('meta must be a JSON object, got %s', p_meta));
+    END IF;
+    INSERT INTO lane.workers AS w (id, hostname, pid, queues, started_at, heartbeat_at, meta)
+    VALUES (p_id, coalesce(p_hostname, ''), p_pid, coalesce(p_queues, '{}'), v_now, v_now,
+            coalesce(p_meta, '{}'))
+    ON CONFLICT (id) DO UPDATE
+       SET hostname = EXCLUDED.hostname, pid = EXCLUDED.pid, queues = EXCLUDED.queues,
+           heartbeat_at = v_now, meta = EXCLUDED.meta;
+    DELETE FROM lane.workers WHERE heartbeat_at < v_now - interval '1 hour';
+END $$;
+
+CREATE OR REPLACE FUNCTION lane.forget_worker(p_id text)
+RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM lane.workers WHERE id = p_id;
+    RETURN FOUND;
+END $$;
+
+-- The workers heard from within p_stale_ms, oldest start first; leader: the worker holds
+-- p_role's lease now.
+CREATE OR REPLACE FUNCTION lane.list_workers(p_stale_ms bigint, p_role text,
+                                             p_now timestamptz DEFAULT NULL)
+RETURNS TABLE (id text, hostname text, pid integer, queues text[], started_at timestamptz,
+               heartbeat_at timestamptz, leader boolean, meta jsonb)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_now timestamptz := coalesce(p_now, clock_timestamp());
+BEGIN
+    IF p_stale_ms IS NULL OR p_stale_ms <= 0 THEN
+        PERFORM lane._fail('LN003', format('stale_after must be positive, got %s ms',
+                                           coalesce(p_stale_ms::text, 'NULL')));
+    END IF;
+    RETURN QUERY
+    SELECT w.id, w.hostname, w.pid, w.queues, w.started_at, w.heartbeat_at,
+           EXISTS (SELECT 1 FROM lane.leaders l
+                    WHERE l.role = p_role AND l.holder = w.id AND l.expires_at >= v_now),
+           w.meta
+      FROM lane.workers w
+     WHERE w.heartbeat_at >= v_now - p_stale_ms * interval '1 millisecond'
+     ORDER BY w.started_at, w.id;
+END $$;

@@ -6,12 +6,13 @@ the PostgreSQL test database is shared."""
 from __future__ import annotations
 
 import asyncio
+import os
 
 import pytest
 
 from lane_pg.backend import JobQueueBackend, Leader
 from lane_pg.errors import InvalidOptions, ValidationError
-from lane_pg.types import JSON, JobRow, Lane
+from lane_pg.types import JSON, JobRow, Lane, WorkerInfo
 from lane_pg.worker import JobContext, Worker, WorkerConfig
 from lane_pg.worker.maintenance import (
     MAINTENANCE_ROLE,
@@ -194,3 +195,124 @@ async def test_two_workers_of_one_backend_elect_one_leader_STALL_8(
         for worker in workers:
             worker.stop()
         await asyncio.wait_for(asyncio.gather(*running), 30)
+
+
+# -- the workers' presence (python -m lane_pg workers) -----------------------------------
+
+
+async def _listed(
+    leader: Leader, prefix: str, clock: Clock, at: float, role: str, stale: float = 15
+) -> list[WorkerInfo]:
+    workers = await leader.list_workers(stale, role, now=clock.at(at))
+    return [worker for worker in workers if worker.id.startswith(prefix)]
+
+
+async def test_heartbeats_list_live_workers_oldest_first(
+    backend: JobQueueBackend, queue_name: str, clock: Clock
+) -> None:
+    leader, role = _leader(backend), queue_name
+    a, b = f"{queue_name}-a", f"{queue_name}-b"
+    await leader.worker_heartbeat(a, "host-1", 11, ["mail", "sms"], meta={"v": 1}, now=clock.at(0))
+    await leader.worker_heartbeat(b, "host-2", 22, [], now=clock.at(1))
+    await leader.worker_heartbeat(a, "host-1", 11, ["mail"], meta={"v": 2}, now=clock.at(5))
+
+    first, second = await _listed(leader, queue_name, clock, 6, role)
+    assert (first.id, first.hostname, first.pid, first.queues, first.meta) == (
+        a,
+        "host-1",
+        11,
+        ("mail",),
+        {"v": 2},
+    )
+    assert (first.started_at, first.heartbeat_at) == (clock.at(0), clock.at(5))
+    assert (second.id, second.queues, second.meta, second.leader) == (b, (), {}, False)
+
+
+async def test_a_silent_worker_drops_out_and_is_deleted_after_an_hour(
+    backend: JobQueueBackend, queue_name: str, clock: Clock
+) -> None:
+    leader, role = _leader(backend), queue_name
+    silent, alive = f"{queue_name}-silent", f"{queue_name}-alive"
+    await leader.worker_heartbeat(silent, "h", 1, ["q"], now=clock.at(0))
+    await leader.worker_heartbeat(alive, "h", 2, ["q"], now=clock.at(10))
+    assert [w.id for w in await _listed(leader, queue_name, clock, 16, role)] == [alive]
+    assert len(await _listed(leader, queue_name, clock, 16, role, stale=3600)) == 2
+    await leader.worker_heartbeat(alive, "h", 2, ["q"], now=clock.at(3601))  # deletes silent
+    listed = await _listed(leader, queue_name, clock, 3601, role, stale=86400)
+    assert [w.id for w in listed] == [alive]
+
+
+async def test_the_leader_is_marked_while_its_lease_runs_STALL_8(
+    backend: JobQueueBackend, queue_name: str, clock: Clock
+) -> None:
+    leader, role = _leader(backend), queue_name
+    a, b = f"{queue_name}-a", f"{queue_name}-b"
+    for worker in (a, b):
+        await leader.worker_heartbeat(worker, "h", 1, [], now=clock.at(0))
+    assert await leader.acquire_leadership(role, b, 2.0, now=clock.at(0))
+    assert [(w.id, w.leader) for w in await _listed(leader, queue_name, clock, 1, role)] == [
+        (a, False),
+        (b, True),
+    ]
+    assert not any(w.leader for w in await _listed(leader, queue_name, clock, 3, role))
+
+
+async def test_a_stopping_worker_leaves_the_list(
+    backend: JobQueueBackend, queue_name: str, clock: Clock
+) -> None:
+    leader, role = _leader(backend), queue_name
+    worker = f"{queue_name}-w"
+    await leader.worker_heartbeat(worker, "h", 1, [], now=clock.at(0))
+    assert await leader.forget_worker(worker) is True
+    assert await leader.forget_worker(worker) is False
+    assert await _listed(leader, queue_name, clock, 1, role) == []
+
+
+async def test_bad_presence_input_is_refused_and_changes_nothing(
+    backend: JobQueueBackend, queue_name: str, clock: Clock
+) -> None:
+    leader, role = _leader(backend), queue_name
+    with pytest.raises(ValidationError, match="worker id"):
+        await leader.worker_heartbeat("", "h", 1, [], now=clock.at(0))
+    with pytest.raises(InvalidOptions, match="meta"):
+        await leader.worker_heartbeat(
+            f"{queue_name}-w",
+            "h",
+            1,
+            [],
+            meta=["not", "an", "object"],  # type: ignore[arg-type]
+            now=clock.at(0),
+        )
+    with pytest.raises(InvalidOptions, match="stale_after"):
+        await leader.list_workers(0, role, now=clock.at(0))
+    assert await _listed(leader, queue_name, clock, 1, role, stale=3600) == []
+
+
+async def test_a_running_worker_is_listed_until_it_stops(
+    backend: JobQueueBackend, queue_name: str
+) -> None:
+    async def noop(job: JobRow, ctx: JobContext) -> JSON:
+        return None
+
+    leader = _leader(backend)
+    worker_id = f"{queue_name}-listed"
+    worker = Worker(
+        backend,
+        {"n": noop},
+        WorkerConfig(
+            worker_id=worker_id, lanes=(Lane(queue_name),), poll_interval=0.05, concurrency=7
+        ),
+    )
+    running = asyncio.create_task(worker.run())
+
+    async def listed() -> list[WorkerInfo]:
+        return [w for w in await leader.list_workers(15) if w.id == worker_id]
+
+    try:
+        [info] = await eventually(listed, timeout=10)
+        assert info.queues == (queue_name,) and info.pid == os.getpid()
+        assert info.meta == {"concurrency": 7, "all_queues": False}
+    finally:
+        worker.stop()
+        await asyncio.wait_for(running, 30)
+    assert await listed() == []

@@ -36,6 +36,7 @@ import psycopg
 import pytest
 import pytest_asyncio
 
+from lane_pg.backend.leader import MAINTENANCE_ROLE
 from lane_pg.postgres.backend import PostgresBackend
 from tests.conftest import database_of, migrate_lane, recreate, with_database
 from tests.helpers import eventually
@@ -365,9 +366,6 @@ def workers(
         yield spawner
     finally:
         spawner.close()
-
-
-MAINTENANCE_ROLE = "maintenance"
 
 
 @pytest_asyncio.fixture
