@@ -86,8 +86,8 @@ SELECT q.name AS queue,
        q.rate_duration_ms
   FROM lane.queues q;
 
--- Every state of every queue, zeros included, in lane._job_states() order within a queue
--- (lane.get_job_counts' rows); the counts of v_queue_stats, so the same reads.
+-- Every state of every queue, zeros included (lane.get_job_counts' rows; ORDER BY for an
+-- order); the counts of v_queue_stats, so the same reads.
 CREATE OR REPLACE VIEW lane.v_queue_counts AS
 SELECT s.queue, c.state, c.count
   FROM lane.v_queue_stats s
