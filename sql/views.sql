@@ -16,10 +16,11 @@
 -- and answered by that state's partial index, and a state filter leaves one branch (the
 -- others become "One-Time Filter: false"). Measured, 100,000 jobs in 20 queues (5,000 in
 -- the queue), after VACUUM ANALYZE: WHERE queue = 'q' read 5,950 rows (its 5,000 and the
--- 950 active rows of other queues) in 9 ms, where one SELECT over lane.jobs read all
--- 100,000 in 13 ms (a seq scan: no index leads with the queue alone). The cost falls on a
--- read of every job: the planner scans the table once for each large state (3 seq scans,
--- 67 ms against 20 ms for SELECT * FROM lane.jobs); a lookup by id alone likewise (use
+-- 950 active rows of other queues) in 7-10 ms, where the same filter on lane.jobs read all
+-- 100,000 in 11 ms (a seq scan: no index leads with the queue alone; the queue's rows
+-- were spread over every page, so the pages read were about the same). The cost falls on
+-- a read of every job: the planner scans the table once for each large state, 47-52 ms
+-- against 10.5 ms for SELECT * FROM lane.jobs; a lookup by id alone likewise (use
 -- lane.get_job(queue, id)).
 CREATE OR REPLACE VIEW lane.v_jobs AS
 SELECT j.queue, j.id, j.name, j.state, j.priority, j.attempts_made, j.attempts_started,

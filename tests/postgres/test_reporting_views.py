@@ -6,10 +6,9 @@ not the table (SQLR-6), and a reader role can select the views and nothing else 
 from __future__ import annotations
 
 import json
-import statistics
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -244,37 +243,56 @@ async def test_v_events_reports_the_last_hours_failures_SQLR_4(
     assert [tuple(r) for r in failures] == [(jobs["failed"].id, "active", "boom")]
 
 
+def percentile_cont(values: list[float], fraction: float) -> float:
+    """PostgreSQL's percentile_cont: linear interpolation between the closest ranks."""
+    ordered = sorted(values)
+    position = fraction * (len(ordered) - 1)
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
 async def test_v_throughput_counts_and_percentiles_of_the_last_hour_SQLR_4(
     pg_backend: JobQueueBackend, view_conn: asyncpg.Connection, queue_name: str
 ) -> None:
     await fill_queue(pg_backend, queue_name)
-    for job in await claim(pg_backend, queue_name, 2):
+    for job in await claim(pg_backend, queue_name, 3):
         await pg_backend.runs.complete_job(queue_name, job.id, job.lock_token or "", None)
     finished = (await pg_backend.reads.list_jobs(queue_name, ["completed", "failed"])).items
-    # One job that finished two hours ago: outside the window.
-    await view_conn.execute(
-        "UPDATE lane.jobs SET finished_at = finished_at - interval '2 hours',"
-        " processed_at = processed_at - interval '2 hours' WHERE queue = $1 AND id = $2",
-        queue_name,
-        finished[0].id,
+    assert len(finished) == 5
+    # Known times, all finishing in the minute that began 5 minutes ago: job i waited
+    # 100 * (i + 1) ms and ran 30 * (i + 1) ** 2 ms; the first one finished 2 hours
+    # earlier, outside the window.
+    waits, runs = [], []
+    for i, job in enumerate(finished):
+        wait, run = 100.0 * (i + 1), 30.0 * (i + 1) ** 2
+        await view_conn.execute(
+            "UPDATE lane.jobs SET available_at = t.at,"
+            " processed_at = t.at + $3 * interval '1 ms',"
+            " finished_at = t.at + ($3 + $4) * interval '1 ms'"
+            " FROM (SELECT date_trunc('minute', now()) - interval '5 minutes'"
+            "              - CASE WHEN $5 THEN interval '2 hours' ELSE interval '0' END AS at) t"
+            " WHERE queue = $1 AND id = $2",
+            queue_name, job.id, wait, run, i == 0,
+        )  # fmt: skip
+        if i > 0:
+            waits.append(wait)
+            runs.append(run)
+    rows = await view_conn.fetch("SELECT * FROM lane.v_throughput WHERE queue = $1", queue_name)
+    assert len(rows) == 1
+    [row] = rows
+    assert row["minute"] == await view_conn.fetchval(
+        "SELECT date_trunc('minute', now()) - interval '5 minutes'"
     )
     recent = finished[1:]
-    rows = await view_conn.fetch("SELECT * FROM lane.v_throughput WHERE queue = $1", queue_name)
-    assert sum(r["completed"] for r in rows) == sum(j.state == "completed" for j in recent)
-    assert sum(r["failed"] for r in rows) == sum(j.state == "failed" for j in recent)
-    if len(rows) == 1:  # all in one minute (the usual case): the percentiles are checkable
-        [row] = rows
-
-        def ms(delta: timedelta) -> float:
-            return delta / timedelta(milliseconds=1)
-
-        waits = [ms(j.processed_at - j.available_at) for j in recent if j.processed_at]
-        runs = [
-            ms(j.finished_at - j.processed_at) for j in recent if j.finished_at and j.processed_at
-        ]
-        assert row["wait_p50_ms"] == pytest.approx(statistics.median(waits), abs=0.01)
-        assert row["run_p50_ms"] == pytest.approx(statistics.median(runs), abs=0.01)
-        assert row["wait_p99_ms"] <= max(waits) + 0.01 and row["run_p95_ms"] <= max(runs) + 0.01
+    assert (row["completed"], row["failed"]) == (
+        sum(j.state == "completed" for j in recent),
+        sum(j.state == "failed" for j in recent),
+    )
+    for column, values in (("wait", waits), ("run", runs)):
+        for p in (50, 95, 99):
+            expected = percentile_cont(values, p / 100)
+            assert row[f"{column}_p{p}_ms"] == pytest.approx(expected, abs=1e-6), (column, p)
 
 
 # --------------------------------------------------------------------------- plans (SQLR-6)
