@@ -281,6 +281,7 @@ BEGIN
 END $$;
 
 -- BATCH-6: one batch with its derived counts; no row when it does not exist.
+-- (lane.v_batches in sql/views.sql repeats this query for the reader role: keep them alike.)
 CREATE OR REPLACE FUNCTION lane.find_batch(p_id uuid)
 RETURNS TABLE (id uuid, name text, total_jobs integer, pending_jobs integer,
                failed_jobs integer, failed_job_ids text[], options jsonb,

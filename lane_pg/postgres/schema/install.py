@@ -266,7 +266,8 @@ def downgrade_sql(migration: Migration, schema: str = DEFAULT_SCHEMA) -> str:
        temporary table (the ``.down.sql`` may drop ``installed_sql`` itself); 2. every
        function and view of the schema is dropped (no CASCADE); 3. the tables-only
        ``NNNN_<name>.down.sql``, when it exists; 4. the ``schema_version`` row goes (and the
-       ``installed_sql`` row with it); 5. the kept definitions are executed and the
+       ``installed_sql`` row with it); 5. the kept definitions are executed (in passes:
+       a view recorded before the view it reads waits for the next) and the
        catalog must then match their fingerprint, or else the schema is left without
        functions and views and a WARNING says that the older release's ``migrate`` must
        run (its ``check_version`` refuses the schema until then).
@@ -324,6 +325,8 @@ DECLARE
     v_definitions text[];
     v_kept {keep};
     v_definition text;
+    v_pending text[];
+    v_later text[];
     v_check_bodies text := current_setting('check_function_bodies');
 BEGIN
     SELECT * INTO v_kept FROM {keep};
@@ -336,8 +339,24 @@ BEGIN
     -- As at install, bodies are checked when they run: a sql function may call one that
     -- comes later in the list.
     PERFORM set_config('check_function_bodies', 'off', true);
-    FOREACH v_definition IN ARRAY v_kept.definitions LOOP
-        EXECUTE v_definition;
+    -- The views come by name, and a view over another view (lane.job_counts over
+    -- lane.v_queue_counts) may come before it: one that names a view not there yet waits
+    -- for the next pass; a pass that creates nothing re-raises the first one's error.
+    v_pending := v_kept.definitions;
+    LOOP
+        v_later := '{{}}';
+        FOREACH v_definition IN ARRAY v_pending LOOP
+            BEGIN
+                EXECUTE v_definition;
+            EXCEPTION WHEN undefined_table THEN
+                v_later := v_later || v_definition;
+            END;
+        END LOOP;
+        EXIT WHEN cardinality(v_later) = 0;
+        IF cardinality(v_later) = cardinality(v_pending) THEN
+            EXECUTE v_later[1];
+        END IF;
+        v_pending := v_later;
     END LOOP;
     PERFORM set_config('check_function_bodies', v_check_bodies, true);
 {_plpgsql_pinned(verify)}    IF {fingerprint} IS DISTINCT FROM v_kept.catalog_fingerprint THEN
