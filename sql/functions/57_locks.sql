@@ -14,13 +14,22 @@
 -- died held it only until stalled recovery took its job back), or the run already held it
 -- (its expiry is renewed). False, and nothing changes, while another live run holds it.
 -- The caller must be active under p_token (LN004 / LN005 otherwise, nothing written).
+--
+-- The key's row is locked first, and the holder's run checked by a later statement: in
+-- READ COMMITTED each statement of this function reads a fresh snapshot, taken after the
+-- row lock was granted, so a holder that took the key while this call waited is seen with
+-- its claim committed. One INSERT ... ON CONFLICT DO UPDATE WHERE <holder not active> read
+-- the holder with the snapshot of the statement's start: a holder claimed after that
+-- looked inactive, and two runs held one key (a test races exactly that).
 CREATE OR REPLACE FUNCTION lane.acquire_lock(p_key text, p_queue text, p_id text,
                                              p_token uuid, p_ttl_ms bigint,
                                              p_now timestamptz DEFAULT NULL)
 RETURNS boolean LANGUAGE plpgsql AS $$
 DECLARE
     v_now timestamptz := coalesce(p_now, clock_timestamp());
+    v_until timestamptz;
     v_job lane.jobs;
+    v_lock lane.locks;
 BEGIN
     IF p_key IS NULL OR p_key = '' THEN
         PERFORM lane._fail('LN000', 'acquire_lock needs a non-empty key');
@@ -29,23 +38,35 @@ BEGIN
         PERFORM lane._fail('LN003', format('a lock''s ttl must be positive, got %s ms', p_ttl_ms));
     END IF;
     v_job := lane._owned_job(p_queue, p_id, p_token);
-    INSERT INTO lane.locks AS l (key, holder_key, holder_queue, holder_id, holder_token,
-                                 acquired_at, expires_at)
-    VALUES (p_key, v_job.key, p_queue, p_id, p_token, v_now,
-            v_now + p_ttl_ms * interval '1 millisecond')
-    ON CONFLICT (key) DO UPDATE
-       SET holder_key = EXCLUDED.holder_key, holder_queue = EXCLUDED.holder_queue,
-           holder_id = EXCLUDED.holder_id, holder_token = EXCLUDED.holder_token,
-           acquired_at = CASE WHEN l.holder_key = EXCLUDED.holder_key
-                               AND l.holder_token = EXCLUDED.holder_token
-                              THEN l.acquired_at ELSE EXCLUDED.acquired_at END,
-           expires_at = EXCLUDED.expires_at
-     WHERE (l.holder_key = EXCLUDED.holder_key AND l.holder_token = EXCLUDED.holder_token)
-        OR l.expires_at <= v_now
-        OR NOT EXISTS (SELECT FROM lane.jobs j
-                        WHERE j.key = l.holder_key AND j.state = 'active'
-                          AND j.lock_token = l.holder_token);
-    RETURN FOUND;
+    v_until := v_now + p_ttl_ms * interval '1 millisecond';
+    LOOP
+        SELECT * INTO v_lock FROM lane.locks WHERE key = p_key FOR UPDATE;
+        IF NOT FOUND THEN
+            INSERT INTO lane.locks (key, holder_key, holder_queue, holder_id, holder_token,
+                                    acquired_at, expires_at)
+            VALUES (p_key, v_job.key, p_queue, p_id, p_token, v_now, v_until)
+            ON CONFLICT (key) DO NOTHING;
+            IF FOUND THEN
+                RETURN true;
+            END IF;
+            CONTINUE;  -- inserted by another caller meanwhile: lock that row and look
+        END IF;
+        IF v_lock.holder_key = v_job.key AND v_lock.holder_token = p_token THEN
+            UPDATE lane.locks SET expires_at = v_until WHERE key = p_key;
+            RETURN true;
+        END IF;
+        IF v_lock.expires_at > v_now AND EXISTS (
+               SELECT FROM lane.jobs j
+                WHERE j.key = v_lock.holder_key AND j.state = 'active'
+                  AND j.lock_token = v_lock.holder_token) THEN
+            RETURN false;
+        END IF;
+        UPDATE lane.locks
+           SET holder_key = v_job.key, holder_queue = p_queue, holder_id = p_id,
+               holder_token = p_token, acquired_at = v_now, expires_at = v_until
+         WHERE key = p_key;
+        RETURN true;
+    END LOOP;
 END $$;
 
 -- MW-3, MW-4: gives p_key up when the run (p_queue, p_id, p_token) holds it; false when it

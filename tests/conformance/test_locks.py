@@ -314,3 +314,46 @@ async def test_concurrent_runs_take_a_lock_once_on_postgres_MW_3(
     finally:
         await backend.close()
     assert sum(results) == 1
+
+
+async def test_a_run_claimed_after_a_racer_began_still_keeps_its_lock_on_postgres_MW_3(
+    pg_dsn: str, queue_name: str
+) -> None:
+    """The race two workers met: run B asks for a free key (its holder's run ended) while
+    run A, claimed in a transaction that has not committed yet, takes the key first. B's
+    statement began before A's claim committed, so a check of A's run read with B's
+    statement snapshot found A not active and B took the key from A: two runs held it
+    at once. B must see A as the holder once A committed, and be refused."""
+    backend = await PostgresBackend.connect(pg_dsn, min_size=2, max_size=2)
+    key = _key(queue_name)
+    claimer = await asyncpg.connect(pg_dsn)
+    try:
+        await backend.add_jobs(queue_name, [JobSpec("n") for _ in range(3)])
+        over, b = await backend.claim_jobs("w", [QueueDemand(queue_name, 2)], 60)
+        # The key's row exists, held by a run that ended: free to take.
+        assert await backend.locks.acquire_lock(key, queue_name, over.id, token(over), 60)
+        await backend.complete_job(queue_name, over.id, token(over))
+        async with claimer.transaction():
+            [a] = await claimer.fetch(
+                "SELECT id, lock_token::text AS token FROM lane.claim_jobs('w2', $1, $2, 60000)",
+                [queue_name],
+                [1],
+            )
+            assert await claimer.fetchval(
+                "SELECT lane.acquire_lock($1, $2, $3, $4::uuid, 60000)",
+                key,
+                queue_name,
+                a["id"],
+                a["token"],
+            )
+            # B begins now, and waits for the key's row that A's transaction holds.
+            racing = asyncio.create_task(
+                backend.locks.acquire_lock(key, queue_name, b.id, token(b), 60)
+            )
+            await eventually(lambda: _waiting_for_locks(claimer, 1), timeout=10, interval=0.005)
+        assert await asyncio.wait_for(racing, 10) is False
+        holder = await claimer.fetchval("SELECT holder_id FROM lane.locks WHERE key = $1", key)
+        assert holder == a["id"]
+    finally:
+        await claimer.close()
+        await backend.close()
