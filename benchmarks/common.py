@@ -197,6 +197,8 @@ def lane_worker_args(concurrency: int, *, burst: bool, poll: float | None = None
         args.append("--burst")
     if poll is not None:
         args += ["--poll-interval", f"{poll * 1000:g}"]  # milliseconds
+    # The cost of an option on the plain workloads: LANE_PG_BENCH_WORKER_ARGS="--metrics-port 0".
+    args += os.environ.get("LANE_PG_BENCH_WORKER_ARGS", "").split()
     return args
 
 

@@ -48,8 +48,9 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 
+from lane_pg.backend import JobQueueBackend
 from lane_pg.backend.url import redact_url
 from lane_pg.cli.common import (
     DEFAULT_SCHEMA,
@@ -79,6 +80,7 @@ from lane_pg.types import Lane
 from lane_pg.worker import Worker, WorkerConfig, joblog
 from lane_pg.worker.config import UNKNOWN_JOB_CHOICES
 from lane_pg.worker.logs import configure_cli_logging
+from lane_pg.worker.pausing import WorkerHooks
 from lane_pg.worker.start import DatabaseUnreachable, close_worker, open_when_reachable
 
 T = TypeVar("T")
@@ -144,6 +146,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DURATION",
         help=f"time running jobs get to finish after SIGTERM/SIGINT (30s, 2m; a bare number"
         f" is seconds; default: {shutdown:g}s); a second signal gives them back at once",
+    )
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        metavar="PORT",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics (needs lane_pg[prometheus];"
+        " 0: a free port, printed at start; default: off)",
+    )
+    parser.add_argument(
+        "--metrics-host",
+        default="127.0.0.1",
+        metavar="HOST",
+        help="the address --metrics-port listens on (default: 127.0.0.1; 0.0.0.0 for every"
+        " interface)",
     )
     parser.add_argument(
         "--startup-timeout",
@@ -325,15 +342,62 @@ def run(args: argparse.Namespace) -> int:
     # Before anything is opened: a worker that would serve no named queue is refused here.
     config = worker_config(args, served_lanes(args, app, label))
     lifecycle = Lifecycle(config, args.startup_timeout)
+    metrics = _metrics_endpoint(args)
+    if metrics is not None and connection is not None and isinstance(connection[1], FailoverDriver):
+        raise CommandError("--metrics-port is not available for a failover connection yet")
     if connection is not None and isinstance(connection[1], FailoverDriver):
         # FOV-8 and the list's other checks come first: nothing is opened if they fail.
         workers = _failover_workers(app, config, connection[1])
         return asyncio.run(_exiting(_serve_failover(workers, connection[0], lifecycle), lifecycle))
     if connection is not None:
         assert isinstance(connection[1], BackendDriver)
-        serving = _serve_connection(app, config, connection[0], connection[1], lifecycle)
+        serving = _serve_connection(app, config, connection[0], connection[1], lifecycle, metrics)
         return asyncio.run(_exiting(serving, lifecycle))
-    return asyncio.run(_exiting(_serve(app, config, lifecycle), lifecycle))
+    return asyncio.run(_exiting(_serve(app, config, lifecycle, metrics), lifecycle))
+
+
+class MetricsEndpoint:
+    """``--metrics-port``: the registry of this worker's outcomes, and once its backend is
+    open, the HTTP endpoint that also reads the queues at each scrape."""
+
+    def __init__(self, host: str, port: int) -> None:
+        from lane_pg.worker.prometheus import WorkerMetrics, new_registry
+
+        self.host, self.port = host, port
+        self.registry = new_registry()
+        self.metrics = WorkerMetrics(self.registry)
+        self.server: Any = None
+
+    def hooks(self, inner: WorkerHooks) -> WorkerHooks:
+        from lane_pg.worker.prometheus import MetricsHooks
+
+        return MetricsHooks(inner, self.metrics)
+
+    def start(self, backend: JobQueueBackend) -> None:
+        from lane_pg.worker.prometheus import serve_metrics
+
+        try:
+            self.server, _ = serve_metrics(self.host, self.port, backend, self.registry)
+        except OSError as exc:
+            raise CommandError(f"--metrics-port {self.port}: cannot listen ({exc})") from None
+        port = self.server.server_port
+        print(f"lane_pg: metrics at http://{self.host}:{port}/metrics", flush=True)
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+
+
+def _metrics_endpoint(args: argparse.Namespace) -> MetricsEndpoint | None:
+    if args.metrics_port is None:
+        return None
+    if not 0 <= args.metrics_port < 65536:
+        raise CommandError(f"--metrics-port {args.metrics_port}: expected a port, 0 to 65535")
+    try:
+        return MetricsEndpoint(args.metrics_host, args.metrics_port)
+    except ImportError as exc:
+        raise CommandError(str(exc)) from None
 
 
 async def _exiting(serving: Awaitable[int], lifecycle: Lifecycle) -> int:
@@ -559,25 +623,37 @@ def _jobs(count: int) -> str:
     return f"{count} running job" + ("" if count == 1 else "s")
 
 
-async def _serve(app: App, config: WorkerConfig, lifecycle: Lifecycle) -> int:
+async def _serve(
+    app: App, config: WorkerConfig, lifecycle: Lifecycle, metrics: MetricsEndpoint | None = None
+) -> int:
     lifecycle.install()
     try:
         what = f"the database {redact_url(app.resolve_dsn())}"
-        if await lifecycle.open(app.backend, what) is None:
+        backend = await lifecycle.open(app.backend, what)
+        if backend is None:
             return lifecycle.stopped_while_waiting()
-        worker = await app.create_worker(
-            config, hooks=CliWorkerHooks(Q.events, app.connection_label())
-        )
+        hooks: WorkerHooks = CliWorkerHooks(Q.events, app.connection_label())
+        if metrics is not None:
+            hooks = metrics.hooks(hooks)
+            metrics.start(backend)
+        worker = await app.create_worker(config, hooks=hooks)
         try:
             return await _run(worker, config, app.connection_label(), lifecycle)
         finally:
             await close_worker(worker)
+            if metrics is not None:
+                metrics.stop()
     finally:
         await app.close()
 
 
 async def _serve_connection(
-    app: App, config: WorkerConfig, name: str, driver: BackendDriver, lifecycle: Lifecycle
+    app: App,
+    config: WorkerConfig,
+    name: str,
+    driver: BackendDriver,
+    lifecycle: Lifecycle,
+    metrics: MetricsEndpoint | None = None,
 ) -> int:
     """A worker on facade connection ``name`` (``--connection``): ``App.create_worker``'s,
     once the connection's database answers."""
@@ -587,14 +663,22 @@ async def _serve_connection(
         backend = await lifecycle.open(driver.backend, what)
         if backend is None:
             return lifecycle.stopped_while_waiting()
-        worker = await app.create_worker(
-            config, connection=name, hooks=lambda label: CliWorkerHooks(Q.events, label)
-        )
+        endpoint = metrics
+        if endpoint is not None:
+            endpoint.start(backend)
+
+        def hooks(label: str) -> WorkerHooks:
+            inner = CliWorkerHooks(Q.events, label)
+            return inner if endpoint is None else endpoint.hooks(inner)
+
+        worker = await app.create_worker(config, connection=name, hooks=hooks)
         try:
             return await _run(worker, config, name, lifecycle)
         finally:
             if isinstance(worker, Worker):
                 await close_worker(worker)
+            if endpoint is not None:
+                endpoint.stop()
     finally:
         await driver.close()
 

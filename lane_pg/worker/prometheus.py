@@ -1,0 +1,211 @@
+"""Prometheus metrics of a worker and of the queues it serves (``pip install
+'lane_pg[prometheus]'``; ``python -m lane_pg worker --metrics-port 9464``).
+
+Two sources, one registry:
+
+* ``MetricsHooks``: the worker's written outcomes, counted as they are written (the
+  worker's settlement tells its hooks): ``lane_pg_jobs_completed_total``,
+  ``lane_pg_jobs_failed_total`` (failed for good), ``lane_pg_jobs_retried_total`` (a failed
+  attempt that runs again), and the histograms ``lane_pg_job_wait_seconds`` (ready to
+  claimed) and ``lane_pg_job_run_seconds`` (claimed to written), each by ``queue``. Never a
+  job id label: a series per job would grow without end.
+* ``QueueCollector``: read from the backend at each scrape, so they are true whatever
+  worker ran the jobs: ``lane_pg_queue_jobs`` by ``queue`` and ``state`` (the six states,
+  zeros included, so an autoscaler sees an empty queue as 0, not as a missing series),
+  ``lane_pg_queue_paused`` and ``lane_pg_queue_workers`` (live workers serving the queue).
+
+The scrape runs in the HTTP server's thread; the reads run on the worker's event loop,
+which the scrape waits for (at most ``SCRAPE_TIMEOUT`` seconds).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+from lane_pg.backend import JobQueueBackend
+from lane_pg.types import ALL_STATES, JobRow, JobState
+from lane_pg.worker.pausing import WorkerHooks
+
+INSTALL_HINT = "Prometheus metrics need prometheus_client: pip install 'lane_pg[prometheus]'"
+SCRAPE_TIMEOUT = 10.0
+LIVE_AFTER = 15.0
+"""Seconds since a worker's last heartbeat within which it counts as live."""
+BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800)
+
+
+def _client() -> Any:
+    try:
+        import prometheus_client
+        import prometheus_client.core  # GaugeMetricFamily, for the scrape-time collector
+    except ImportError as exc:
+        raise ImportError(INSTALL_HINT) from exc
+    return prometheus_client
+
+
+class WorkerMetrics:
+    """The counters and histograms of written outcomes, on ``registry``."""
+
+    def __init__(self, registry: Any) -> None:
+        client = _client()
+        labels = ["queue"]
+        self.completed = client.Counter(
+            "lane_pg_jobs_completed", "Jobs completed", labels, registry=registry
+        )
+        self.failed = client.Counter(
+            "lane_pg_jobs_failed", "Jobs failed for good", labels, registry=registry
+        )
+        self.retried = client.Counter(
+            "lane_pg_jobs_retried", "Failed attempts that run again", labels, registry=registry
+        )
+        self.wait = client.Histogram(
+            "lane_pg_job_wait_seconds",
+            "From ready (available) to claimed",
+            labels,
+            buckets=BUCKETS,
+            registry=registry,
+        )
+        self.run = client.Histogram(
+            "lane_pg_job_run_seconds",
+            "From claimed to its outcome written",
+            labels,
+            buckets=BUCKETS,
+            registry=registry,
+        )
+
+    def attempted(self, job: JobRow, state: JobState | None, error: BaseException | None) -> None:
+        queue = job.queue
+        if state == "completed":
+            self.completed.labels(queue).inc()
+        elif state == "failed":
+            self.failed.labels(queue).inc()
+        elif error is not None:
+            self.retried.labels(queue).inc()
+        claimed = job.processed_at
+        if claimed is not None:
+            # Both stamps are the database's clock; the end is this host's, clamped at 0.
+            self.wait.labels(queue).observe(max((claimed - job.available_at).total_seconds(), 0))
+            run = (datetime.now(UTC) - claimed).total_seconds()
+            self.run.labels(queue).observe(max(run, 0.0))
+
+
+class MetricsHooks(WorkerHooks):
+    """``inner``'s hooks (the CLI's, the facade's events), plus the outcomes counted into
+    ``metrics``. The worker then hears of every written outcome: that costs one call per
+    job, paid only when metrics are on."""
+
+    def __init__(self, inner: WorkerHooks, metrics: WorkerMetrics) -> None:
+        self.inner = inner
+        self.metrics = metrics
+
+    async def queue_paused(self, queue: str | None) -> None:
+        await self.inner.queue_paused(queue)
+
+    async def queue_resumed(self, queue: str | None) -> None:
+        await self.inner.queue_resumed(queue)
+
+    async def interrupted(self, processed: int) -> None:
+        await self.inner.interrupted(processed)
+
+    async def job_failed(self, job: JobRow, cause: BaseException) -> None:
+        await self.inner.job_failed(job, cause)
+
+    async def starting(self) -> None:
+        await self.inner.starting()
+
+    async def stopping(self, processed: int) -> None:
+        await self.inner.stopping(processed)
+
+    async def looping(self) -> None:
+        await self.inner.looping()
+
+    def hears_settlements(self) -> bool:
+        return True
+
+    async def job_timed_out(self, job: JobRow, limit: float) -> None:
+        if self.inner.hears_settlements():
+            await self.inner.job_timed_out(job, limit)
+
+    async def job_retrying(self, job: JobRow, error: BaseException, delay: float) -> None:
+        if self.inner.hears_settlements():
+            await self.inner.job_retrying(job, error, delay)
+
+    async def job_attempted(
+        self, job: JobRow, state: JobState | None, error: BaseException | None
+    ) -> None:
+        self.metrics.attempted(job, state, error)
+        if self.inner.hears_settlements():
+            await self.inner.job_attempted(job, state, error)
+
+
+class QueueCollector:
+    """Scrape-time gauges of every queue of ``backend``, read on ``loop``."""
+
+    def __init__(self, backend: JobQueueBackend, loop: asyncio.AbstractEventLoop) -> None:
+        self.backend = backend
+        self.loop = loop
+
+    def collect(self) -> Iterator[Any]:
+        client = _client()
+        future = asyncio.run_coroutine_threadsafe(self._read(), self.loop)
+        stats, workers = future.result(SCRAPE_TIMEOUT)
+        jobs = client.core.GaugeMetricFamily(
+            "lane_pg_queue_jobs", "Jobs in the queue by state", labels=["queue", "state"]
+        )
+        paused = client.core.GaugeMetricFamily(
+            "lane_pg_queue_paused", "1 when the queue is paused", labels=["queue"]
+        )
+        live = client.core.GaugeMetricFamily(
+            "lane_pg_queue_workers", "Live workers serving the queue", labels=["queue"]
+        )
+        for queue, (is_paused, counts) in stats.items():
+            for state in ALL_STATES:
+                jobs.add_metric([queue, state], counts.get(state, 0))
+            paused.add_metric([queue], 1 if is_paused else 0)
+            live.add_metric([queue], workers.get(queue, 0))
+        yield jobs
+        yield paused
+        yield live
+
+    async def _read(self) -> tuple[dict[str, tuple[bool, dict[str, int]]], dict[str, int]]:
+        backend = self.backend
+        stats: dict[str, tuple[bool, dict[str, int]]] = {}
+        for queue in await backend.queues.list_queues():
+            queue_stats = await backend.reads.get_queue_stats(queue)
+            stats[queue] = (queue_stats.paused, {str(k): v for k, v in queue_stats.counts.items()})
+        workers: dict[str, int] = {}
+        leader = backend.leader
+        if leader is not None:
+            for worker in await leader.list_workers(LIVE_AFTER):
+                served = stats if worker.meta.get("all_queues") is True else worker.queues
+                for queue in served:
+                    workers[queue] = workers.get(queue, 0) + 1
+        return stats, workers
+
+
+def serve_metrics(
+    host: str, port: int, backend: JobQueueBackend, metrics_registry: Any
+) -> tuple[Any, Any]:
+    """Start the HTTP endpoint (``/metrics``) in a thread: the outcomes on
+    ``metrics_registry`` and the queues of ``backend`` read on the running loop. Returns the
+    server and its thread (``server.shutdown()`` stops it)."""
+    client = _client()
+    metrics_registry.register(QueueCollector(backend, asyncio.get_running_loop()))
+    server, thread = client.start_http_server(port, addr=host, registry=metrics_registry)
+    return server, thread
+
+
+def new_registry() -> Any:
+    return _client().CollectorRegistry()
+
+
+__all__ = [
+    "INSTALL_HINT",
+    "MetricsHooks",
+    "QueueCollector",
+    "WorkerMetrics",
+    "new_registry",
+    "serve_metrics",
+]
