@@ -36,7 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-REAL_PROCESS_COMMANDS = frozenset({"worker", "work"})
+REAL_PROCESS_COMMANDS = frozenset({"worker", "work", "metrics"})
 _LOCK = threading.Lock()
 
 

@@ -32,6 +32,7 @@ COMMANDS: tuple[str, ...] = (
     "jobs",
     "job",
     "workers",
+    "metrics",
     "pause",
     "resume",
     "retention",

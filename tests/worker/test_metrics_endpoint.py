@@ -4,15 +4,20 @@ metrics, scraped over HTTP and read by prometheus_client's own parser."""
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import socket
+import subprocess
+import sys
 import urllib.request
+from pathlib import Path
 
 import asyncpg
 from prometheus_client.parser import text_string_to_metric_families
 
 from lane_pg.postgres.backend import PostgresBackend
 from lane_pg.types import ALL_STATES
+from tests.helpers import eventually
 from tests.worker.conftest import Workers, queue_args, wait_for_state
 
 
@@ -74,3 +79,40 @@ async def test_the_endpoint_counts_outcomes_and_reads_every_queue(
     worker.send(signal.SIGTERM)
     await worker.wait_exit(30)
     assert f"metrics at http://127.0.0.1:{port}/metrics" in worker.stdout()
+
+
+async def test_the_standalone_exporter_serves_every_queue(
+    backend: PostgresBackend, effects_dsn: str, queue_name: str, tmp_path: Path
+) -> None:
+    await backend.add_job(queue_name, "noop")
+    await backend.pause_queue(queue_name)
+    env = {**os.environ, "LANE_PG_DSN": effects_dsn}
+    env.pop("LANE_PG_SCHEMA", None)
+    out = tmp_path / "metrics.out"
+    exporter = _start_exporter(env, out)
+    try:
+        line = await eventually(lambda: _announced(out), timeout=30)
+        port = int(line.rsplit(":", 1)[1].split("/")[0])
+        text = await asyncio.to_thread(_scrape, port)
+        assert text[("lane_pg_queue_jobs", (("queue", queue_name), ("state", "waiting")))] == 1
+        assert text[("lane_pg_queue_paused", (("queue", queue_name),))] == 1
+    finally:
+        exporter.send_signal(signal.SIGTERM)
+        assert await asyncio.to_thread(exporter.wait, 30) == 0
+
+
+def _start_exporter(env: dict[str, str], out: Path) -> subprocess.Popen[bytes]:
+    with out.open("wb") as stdout:
+        return subprocess.Popen(
+            [sys.executable, "-m", "lane_pg", "metrics", "--port", "0"],
+            stdout=stdout,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+
+
+def _announced(out: Path) -> str | None:
+    for line in out.read_text().splitlines():
+        if line.startswith("lane_pg: metrics at http://"):
+            return line
+    return None
