@@ -113,6 +113,13 @@ class WorkerHooks:
         """The outcome of an attempt of ``job`` was written: the job is now in ``state``;
         ``error`` is what failed it (None: it completed). Told last for each attempt."""
 
+    def settlement_failed(self, operation: str, outcomes: list[tuple[str, str]]) -> None:
+        """A write of outcomes raised (the jobs stay active and come back after their
+        leases): ``operation`` is ``ack`` (completions) or ``nack`` (failures), ``outcomes``
+        one (job name, outcome) per job, the outcome ``success``, ``retry``,
+        ``dead_letter``, ``timeout_retry`` or ``timeout_dead_letter``. Synchronous: it runs
+        on the write's error path."""
+
 
 SIGNAL_INTERVAL = 1.0
 """Seconds between two signal reads of a busy worker (``SignalWatch``)."""

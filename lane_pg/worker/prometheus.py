@@ -7,8 +7,10 @@ Two sources, one registry:
   worker's settlement tells its hooks): ``lane_pg_jobs_completed_total``,
   ``lane_pg_jobs_failed_total`` (failed for good), ``lane_pg_jobs_retried_total`` (a failed
   attempt that runs again), and the histograms ``lane_pg_job_wait_seconds`` (ready to
-  claimed) and ``lane_pg_job_run_seconds`` (claimed to written), each by ``queue``. Never a
-  job id label: a series per job would grow without end.
+  claimed) and ``lane_pg_job_run_seconds`` (claimed to written), each by ``queue``;
+  ``lane_pg_settlement_failures_total`` by ``operation`` (ack, nack), ``job`` (its name) and
+  ``outcome`` for the writes that raised. Never a job id label: a series per job would
+  grow without end.
 * ``QueueCollector``: read from the backend at each scrape, so they are true whatever
   worker ran the jobs: ``lane_pg_queue_jobs`` by ``queue`` and ``state`` (the six states,
   zeros included, so an autoscaler sees an empty queue as 0, not as a missing series),
@@ -65,6 +67,12 @@ class WorkerMetrics:
             "From ready (available) to claimed",
             labels,
             buckets=BUCKETS,
+            registry=registry,
+        )
+        self.settlement_failures = client.Counter(
+            "lane_pg_settlement_failures",
+            "Outcomes whose write raised (the jobs come back after their leases)",
+            ["operation", "job", "outcome"],
             registry=registry,
         )
         self.run = client.Histogram(
@@ -131,6 +139,11 @@ class MetricsHooks(WorkerHooks):
     async def job_retrying(self, job: JobRow, error: BaseException, delay: float) -> None:
         if self.inner.hears_settlements():
             await self.inner.job_retrying(job, error, delay)
+
+    def settlement_failed(self, operation: str, outcomes: list[tuple[str, str]]) -> None:
+        for job_name, outcome in outcomes:
+            self.metrics.settlement_failures.labels(operation, job_name, outcome).inc()
+        self.inner.settlement_failed(operation, outcomes)
 
     async def job_attempted(
         self, job: JobRow, state: JobState | None, error: BaseException | None

@@ -331,6 +331,13 @@ class Settlement:
             outcomes = []
             if failed:
                 self._log_unwritten(batch, errors, exc)
+            if self._hooks is not None:
+                try:
+                    self._hooks.settlement_failed(
+                        "nack" if failed else "ack", self._meant(batch, errors)
+                    )
+                except Exception:
+                    log.exception("a worker hook raised")
         debug = log.isEnabledFor(logging.DEBUG)
         info = not failed and jobs_log.isEnabledFor(logging.INFO)
         for item, outcome in zip(batch, outcomes, strict=False):
@@ -391,6 +398,27 @@ class Settlement:
         if hooks is not None and (failed or held is not None):
             await self._tell(batch, outcomes, errors, held)
         return outcomes
+
+    def _meant(
+        self, batch: Sequence[Completion | Failure], errors: dict[Key, Known]
+    ) -> list[tuple[str, str]]:
+        """What each unwritten item would have done: ``success`` for a completion; for a
+        failure ``retry`` or ``dead_letter`` by the attempts left, ``timeout_`` first when
+        the attempt ran past its timeout."""
+        meant = []
+        for item in batch:
+            known = errors.get((item.queue, item.id, item.token))
+            running = self._jobs.get(item.queue, item.id, item.token)
+            job = known[0] if known is not None else None if running is None else running.job
+            name = "unknown" if job is None else job.name
+            if isinstance(item, Completion):
+                meant.append((name, "success"))
+                continue
+            last = job is None or item.discard_retry or job.attempts_made + 1 >= job.max_attempts
+            timed_out = known is not None and isinstance(known[1], TIMEOUTS)
+            outcome = ("timeout_" if timed_out else "") + ("dead_letter" if last else "retry")
+            meant.append((name, outcome))
+        return meant
 
     def _take_errors(self, batch: Sequence[Completion | Failure]) -> dict[Key, Known]:
         errors = {}
