@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from lane_pg import (
     _moved,  # noqa: F401 - old import paths keep working (lane_pg._moved)
     context,  # noqa: F401 - lane_pg.context.add(...) after "import lane_pg"; dependency-free
+    tracing,  # noqa: F401 - lane_pg.tracing.enable(); imports OpenTelemetry only when enabled
 )
 from lane_pg.backend import JobQueueBackend, connect
 from lane_pg.errors import (

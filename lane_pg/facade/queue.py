@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from lane_pg import tracing
 from lane_pg.backend import Batches
 from lane_pg.errors import ConfigurationError
 from lane_pg.facade.batches import (
@@ -246,7 +247,16 @@ class QueueFacade(FailedJobs, UniquePushes, ConnectionReads, PausingMixin, SyncP
             await self.events.emit(
                 JobQueueing(envelope.connection, envelope.queue, envelope.job_name, envelope.job)
             )
-        ids = await driver.bulk_push(envelopes, conn=conn)
+        if tracing.enabled():
+            with tracing.sending(first.queue, first.job_name, len(envelopes)) as span:
+                assert span is not None
+                carrier = span.carrier()
+                for envelope in envelopes:
+                    envelope.meta[tracing.META_KEY] = carrier
+                ids = await driver.bulk_push(envelopes, conn=conn)
+                span.sent(ids)
+        else:
+            ids = await driver.bulk_push(envelopes, conn=conn)
         for envelope, job_id in zip(envelopes, ids, strict=True):
             await self.events.emit(
                 JobQueued(envelope.connection, envelope.queue, envelope.job_name, job_id)

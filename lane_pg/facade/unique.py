@@ -52,6 +52,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeGuard
 
+from lane_pg import tracing
 from lane_pg.backend import Dedup
 from lane_pg.errors import (
     ConfigurationError,
@@ -428,7 +429,14 @@ class UniquePushes:
             await self.events.emit(
                 JobQueueing(envelope.connection, envelope.queue, envelope.job_name, envelope.job)
             )
-        job_id = await driver.push(envelope, conn=conn)
+        if tracing.enabled():  # off: one global read per push
+            with tracing.sending(envelope.queue, envelope.job_name) as span:
+                assert span is not None
+                envelope.meta[tracing.META_KEY] = span.carrier()
+                job_id = await driver.push(envelope, conn=conn)
+                span.sent([job_id])
+        else:
+            job_id = await driver.push(envelope, conn=conn)
         await self.events.emit(
             JobQueued(envelope.connection, envelope.queue, envelope.job_name, job_id)
         )

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from lane_pg import tracing
 from lane_pg.errors import (
     DeleteRequested,
     FailedChildren,
@@ -242,7 +243,16 @@ class JobRunner:
             try:
                 # In this task, not a task of wait_for's own: one task and one event-loop
                 # turn less per job (W3); no timeout, no timer.
-                if timeout is None:
+                if tracing.enabled():  # off: one global read per job, no span
+                    with tracing.processing(
+                        job.queue, job.id, job.name, job.attempts_started, job.options.get("meta")
+                    ):
+                        if timeout is None:
+                            result = await processor(job, context)
+                        else:
+                            async with asyncio.timeout(timeout) as deadline:
+                                result = await processor(job, context)
+                elif timeout is None:
                     result = await processor(job, context)
                 else:
                     async with asyncio.timeout(timeout) as deadline:
