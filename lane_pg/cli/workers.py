@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def queues_of(worker: WorkerInfo) -> str:
-    if worker.meta.get("all_queues") is True:
+    if worker.all_queues:
         return "*"
     return ",".join(worker.queues) or "-"
 

@@ -7,6 +7,9 @@ from datetime import datetime
 
 from lane_pg.types.base import JSON
 
+ALL_QUEUES_META = "all_queues"
+"""The ``meta`` key a worker of every queue (``WorkerConfig.all_queues``) sets to true."""
+
 
 @dataclass(frozen=True, slots=True)
 class WorkerInfo:
@@ -21,3 +24,8 @@ class WorkerInfo:
     heartbeat_at: datetime
     leader: bool = False
     meta: dict[str, JSON] = field(default_factory=dict)
+
+    @property
+    def all_queues(self) -> bool:
+        """It serves every queue of the database (its ``queues`` are then empty)."""
+        return self.meta.get(ALL_QUEUES_META) is True

@@ -192,7 +192,7 @@ class QueueCollector:
         leader = backend.leader
         if leader is not None:
             for worker in await leader.list_workers(LIVE_AFTER):
-                served = stats if worker.meta.get("all_queues") is True else worker.queues
+                served = stats if worker.all_queues else worker.queues
                 for queue in served:
                     workers[queue] = workers.get(queue, 0) + 1
         return stats, workers

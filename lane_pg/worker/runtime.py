@@ -18,6 +18,7 @@ from lane_pg.backend import (
 from lane_pg.backend.failed import FailedJobStore
 from lane_pg.errors import ConfigurationError, InvalidOptions
 from lane_pg.types import ClaimedJob, Lane, QueueDemand
+from lane_pg.types.workers import ALL_QUEUES_META
 from lane_pg.worker import joblog
 from lane_pg.worker.budget import ClaimBudget
 from lane_pg.worker.claiming import wait_for_claim
@@ -184,7 +185,7 @@ class Worker:
             self.worker_id,
             [lane.name for lane in self._lanes],
             self.config.heartbeat_interval,
-            {"concurrency": self.config.concurrency, "all_queues": self.config.all_queues},
+            {"concurrency": self.config.concurrency, ALL_QUEUES_META: self.config.all_queues},
         )
         self.maintenance = MaintenanceScheduler(
             maintenance_tasks(backend, self.config), self.leadership
