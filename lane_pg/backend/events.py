@@ -4,12 +4,14 @@ The rules every backend follows are in ``lane_pg.backend`` (the package docstrin
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from dataclasses import KW_ONLY
 
 from lane_pg.backend.operation import Arguments, Handle, operation, stream_operation
 from lane_pg.errors import InvalidOptions
 from lane_pg.types import (
+    JSON,
     QueueEvent,
     validate_queue_name,
 )
@@ -75,6 +77,41 @@ class SubscribeEvents(Arguments[AsyncIterator[QueueEvent]]):
     poll_interval: float = DEFAULT_EVENT_POLL_INTERVAL
 
 
+class RecordAction(Arguments[int | None]):
+    """Record that an operator did ``action`` (``"pause"``, ``"retry"``, ...) to the
+    queue, or to its job ``job_id``: event ``action {action, actor, ...details}`` in the
+    queue's stream, for an audit of what a dashboard or a script changed. The event's
+    id, or None when nothing was written: a queue that does not exist (nothing is
+    created) or that records no events (``set_queue_events``). ``action`` must be 1 to
+    100 characters and ``details`` a JSON object (its ``action`` and ``actor`` keys are
+    overwritten), else ``InvalidOptions`` and nothing is written."""
+
+    queue: str
+    action: str
+    _: KW_ONLY
+    actor: str | None = None
+    job_id: str | None = None
+    details: dict[str, JSON] | None = None
+
+
+def action_event_data(args: RecordAction) -> dict[str, JSON]:
+    """The checked event data of ``record_action`` (both backends)."""
+    if not isinstance(args.action, str) or not 1 <= len(args.action) <= 100:
+        raise InvalidOptions(f"action must be 1 to 100 characters, got {args.action!r}")
+    if args.details is not None and not isinstance(args.details, dict):
+        raise InvalidOptions(f"details must be a JSON object, got {args.details!r}")
+    if args.actor is not None and not isinstance(args.actor, str):
+        raise InvalidOptions(f"actor must be text, got {args.actor!r}")
+    data: dict[str, JSON] = dict(args.details or {})
+    data["action"] = args.action
+    data["actor"] = args.actor
+    try:
+        json.dumps(data, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidOptions(f"details must be a JSON object: {exc}") from None
+    return data
+
+
 class Events(Handle, name="events"):
     """A queue's retained event stream (EVS-2, EVS-7)."""
 
@@ -82,3 +119,4 @@ class Events(Handle, name="events"):
 
     read_events = operation(ReadEvents)
     subscribe_events = stream_operation(SubscribeEvents)
+    record_action = operation(RecordAction)

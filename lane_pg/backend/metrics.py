@@ -8,7 +8,12 @@ from dataclasses import KW_ONLY
 from datetime import datetime
 
 from lane_pg.backend.operation import Arguments, Handle, operation
-from lane_pg.types.metrics import DEFAULT_JOB_METRICS_RETENTION, JobMetrics, MetricsState
+from lane_pg.types.metrics import (
+    DEFAULT_JOB_METRICS_RETENTION,
+    JobMetrics,
+    MetricsState,
+    ThroughputMinute,
+)
 
 
 class GetMetrics(Arguments[JobMetrics]):
@@ -36,6 +41,17 @@ class CompactMetrics(Arguments[int]):
     now: datetime | None = None
 
 
+class GetThroughput(Arguments[list[ThroughputMinute]]):
+    """The queue's retained completed and failed jobs that finished in this minute or the
+    59 before it (``THROUGHPUT_WINDOW_MINUTES``, UTC minutes, on the backend's clock),
+    counted per minute with their wait and run percentiles, oldest minute first; a minute
+    without any is left out, and a queue that does not exist gives ``[]``. On PostgreSQL
+    these are the rows of the view ``lane.v_throughput`` for the queue. Jobs already
+    deleted by retention are not counted (``get_metrics`` counts every one)."""
+
+    queue: str
+
+
 class Metrics(Handle, name="metrics"):
     """Terminal metrics: every completion and terminal failure (fail_job, a discarded
     retry, stalled recovery, a parent its child fails) counts into its queue's minute."""
@@ -44,3 +60,4 @@ class Metrics(Handle, name="metrics"):
 
     get_metrics = operation(GetMetrics)
     compact_metrics = operation(CompactMetrics)
+    get_throughput = operation(GetThroughput)

@@ -12,7 +12,9 @@ from dataclasses import replace
 
 from lane_pg.backend.events import (
     ReadEvents,
+    RecordAction,
     SubscribeEvents,
+    action_event_data,
     subscription_arguments,
 )
 from lane_pg.errors import InvalidOptions
@@ -44,6 +46,14 @@ class MemoryEvents(MemoryEntity):
             return []
         selected = [event for event in q.events if low <= event.id <= high][: args.limit]
         return [replace(event, data=copy.deepcopy(event.data)) for event in selected]
+
+    async def record_action(self, args: RecordAction) -> int | None:
+        data = action_event_data(args)
+        q = self._store._queues.get(args.queue)
+        if q is None or not q.record_events:
+            return None
+        self._store._emit(q, "action", args.job_id, data, self._store._now(None))
+        return q.events[-1].id
 
     def subscribe_events(self, args: SubscribeEvents) -> AsyncIterator[QueueEvent]:
         after, _ = subscription_arguments(args.queue, args.from_id, args.poll_interval)

@@ -3,15 +3,34 @@ is ``_Store._after_finish``, on every completion and terminal failure."""
 
 from __future__ import annotations
 
-from lane_pg.backend.metrics import CompactMetrics, GetMetrics
+from datetime import datetime, timedelta
+
+from lane_pg.backend.metrics import CompactMetrics, GetMetrics, GetThroughput
 from lane_pg.memory._store import MemoryEntity
 from lane_pg.types.metrics import (
     MINUTE_MS,
+    THROUGHPUT_WINDOW_MINUTES,
     JobMetrics,
+    ThroughputMinute,
     metrics_window,
     validate_data_points,
     validate_metrics_call,
 )
+
+
+def percentile_cont(values: list[float], fraction: float) -> float | None:
+    """PostgreSQL's ``percentile_cont``: linear interpolation between the sorted values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    position = fraction * (len(ordered) - 1)
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def _ms(delta: timedelta) -> float:
+    return delta.total_seconds() * 1000
 
 
 class MemoryMetrics(MemoryEntity):
@@ -38,3 +57,43 @@ class MemoryMetrics(MemoryEntity):
                     q.metrics_folded[state] = q.metrics_folded.get(state, 0) + minutes.pop(minute)
                     folded += 1
         return folded
+
+    async def get_throughput(self, args: GetThroughput) -> list[ThroughputMinute]:
+        """``lane.v_throughput`` of sql/views.sql, over the retained finished jobs."""
+        q = self._store._queues.get(args.queue)
+        if q is None:
+            return []
+        now = self._store._now(None)
+        since = now.replace(second=0, microsecond=0) - timedelta(
+            minutes=THROUGHPUT_WINDOW_MINUTES - 1
+        )
+        minutes: dict[datetime, list[tuple[str, float | None, float | None]]] = {}
+        for state in ("completed", "failed"):
+            for job in q.by_state[state].values():
+                finished = job.finished_at
+                if finished is None or finished < since:
+                    continue
+                started = job.processed_at
+                wait = None if started is None else _ms(started - job.available_at)
+                run = None if started is None else _ms(finished - started)
+                minute = finished.replace(second=0, microsecond=0)
+                minutes.setdefault(minute, []).append((state, wait, run))
+        result = []
+        for minute in sorted(minutes):
+            rows = minutes[minute]
+            waits = [wait for _, wait, _ in rows if wait is not None]
+            runs = [run for _, _, run in rows if run is not None]
+            result.append(
+                ThroughputMinute(
+                    minute,
+                    sum(1 for state, _, _ in rows if state == "completed"),
+                    sum(1 for state, _, _ in rows if state == "failed"),
+                    percentile_cont(waits, 0.5),
+                    percentile_cont(waits, 0.95),
+                    percentile_cont(waits, 0.99),
+                    percentile_cont(runs, 0.5),
+                    percentile_cont(runs, 0.95),
+                    percentile_cont(runs, 0.99),
+                )
+            )
+        return result

@@ -16,13 +16,15 @@ from dataclasses import dataclass
 
 from lane_pg.backend.events import (
     Events,
+    RecordAction,
     SubscribeEvents,
+    action_event_data,
     subscription_arguments,
 )
 from lane_pg.postgres.arguments import event_bound
 from lane_pg.postgres.calls import Entity, Rows, statement
 from lane_pg.postgres.rows import EVENT_COLUMNS, event_from_row
-from lane_pg.types import QueueEvent
+from lane_pg.types import QueueEvent, dumps_json
 
 _BATCH_SPAN = 1023
 """A batch row's sub-events have the ids row id .. row id + 1023 (migration 0007)."""
@@ -51,6 +53,13 @@ class PostgresEvents(Entity, serves=Events):
         start=lambda bound: event_bound(bound, "-"),
         end=lambda bound: event_bound(bound, "+"),
     )
+
+    async def record_action(self, args: RecordAction) -> int | None:
+        data = dumps_json(action_event_data(args), "action details")
+        [row] = await self._db.fetch(
+            "SELECT lane.record_action($1, $2, $3::jsonb) AS id", args.queue, args.job_id, data
+        )
+        return None if row["id"] is None else int(row["id"])
 
     def subscribe_events(self, args: SubscribeEvents) -> AsyncIterator[QueueEvent]:
         return self._follow(

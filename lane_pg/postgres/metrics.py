@@ -7,6 +7,7 @@ from lane_pg.backend.metrics import Metrics
 from lane_pg.postgres.calls import Entity, Rows, statement, value
 from lane_pg.types.metrics import (
     JobMetrics,
+    ThroughputMinute,
     validate_data_points,
     validate_index,
     validate_metrics_state,
@@ -18,6 +19,23 @@ def job_metrics(rows: Rows) -> JobMetrics:
     return JobMetrics(
         row["count"], row["prev_ts"], row["prev_count"], list(row["data"]), row["data_points"]
     )
+
+
+def throughput(rows: Rows) -> list[ThroughputMinute]:
+    return [
+        ThroughputMinute(
+            row["minute"],
+            row["completed"],
+            row["failed"],
+            row["wait_p50_ms"],
+            row["wait_p95_ms"],
+            row["wait_p99_ms"],
+            row["run_p50_ms"],
+            row["run_p95_ms"],
+            row["run_p99_ms"],
+        )
+        for row in rows
+    ]
 
 
 class PostgresMetrics(Entity, serves=Metrics):
@@ -35,4 +53,9 @@ class PostgresMetrics(Entity, serves=Metrics):
         "SELECT lane.compact_metrics($1, $2)",
         result=value,
         max_data_points=validate_data_points,
+    )
+    get_throughput = statement(
+        "SELECT minute, completed, failed, wait_p50_ms, wait_p95_ms, wait_p99_ms,"
+        " run_p50_ms, run_p95_ms, run_p99_ms FROM lane.get_throughput($1)",
+        result=throughput,
     )

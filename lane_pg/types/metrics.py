@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Literal, TypeAlias
 
 from lane_pg.errors import InvalidOptions
@@ -90,3 +91,27 @@ def metrics_window(
     last = min(length + end if end < 0 else end, length - 1)
     data = [minutes.get(newest - i * MINUTE_MS, 0) for i in range(first, last + 1)]
     return JobMetrics(total, newest, total - minutes[newest], data, length)
+
+
+THROUGHPUT_WINDOW_MINUTES = 60
+"""``get_throughput`` and the view ``lane.v_throughput`` cover this minute and the 59
+before it."""
+
+
+@dataclass(frozen=True, slots=True)
+class ThroughputMinute:
+    """One minute (UTC) of a queue's retained finished jobs: how many completed and failed,
+    and percentiles (linear interpolation, as PostgreSQL's ``percentile_cont``) of their
+    wait (started minus due: ``processed_at - available_at``) and run (``finished_at -
+    processed_at``) times in milliseconds; None where no finished job of the minute has
+    the timestamps."""
+
+    minute: datetime
+    completed: int
+    failed: int
+    wait_p50_ms: float | None
+    wait_p95_ms: float | None
+    wait_p99_ms: float | None
+    run_p50_ms: float | None
+    run_p95_ms: float | None
+    run_p99_ms: float | None

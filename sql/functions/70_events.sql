@@ -87,3 +87,16 @@ BEGIN
                         AND l.pid IS DISTINCT FROM pg_backend_pid()  -- prepared ones too
                       ORDER BY 1);
 END $$;
+
+-- An operator's action (a dashboard's pause, retry, ...) as event 'action' of the queue,
+-- for an audit: nothing for a queue that does not exist (none is created) or that records
+-- no events. p_data is the checked event data (action_event_data in
+-- lane_pg/backend/events.py). Returns the event's id, or NULL when none was written.
+CREATE OR REPLACE FUNCTION lane.record_action(p_queue text, p_job_id text, p_data jsonb,
+                                              p_now timestamptz DEFAULT NULL)
+RETURNS bigint LANGUAGE sql AS $$
+    INSERT INTO lane.events (queue, event, job_id, data, created_at)
+    SELECT p_queue, 'action', p_job_id, p_data, coalesce(p_now, clock_timestamp())
+      FROM lane.queues q WHERE q.name = p_queue AND q.record_events
+    RETURNING id
+$$;
