@@ -1,8 +1,8 @@
 """``python -m lane_pg job QUEUE ID`` and ``jobs QUEUE`` as an operator runs them against a
 real database: one job in each situation an operator looks into (completed with a value
 and a log line, failed after two attempts, active under a worker's lease, a flow parent
-and its children, a batch member), the listing by state and name, in JSON and paged, and
-every refusal."""
+and its children, a batch member), the listing by state, the search by name and data, in
+JSON and paged, and every refusal."""
 
 from __future__ import annotations
 
@@ -337,6 +337,13 @@ async def test_jobs_lists_newest_first_by_state_and_name(
         (["--limit", "ten"], "--limit 'ten': expected a page size"),
         (["--limit", "-5"], "--limit '-5': expected a page size"),
         (["--offset", "x"], "--offset 'x': expected a count"),
+        (["--data", "user"], "--data 'user': expected PATH=VALUE, PATH dotted keys"),
+        (["--data", "user..id=1"], "--data 'user..id=1': expected PATH=VALUE"),
+        (["--data", "=1"], "--data '=1': expected PATH=VALUE"),
+        (
+            ["--name", "x", "--offset", "99990", "--limit", "50"],
+            "--offset '99990': expected at most 99950 with --name or --data",
+        ),
     ],
 )
 async def test_jobs_refuses_bad_states_and_counts_with_exit_1(
@@ -346,6 +353,58 @@ async def test_jobs_refuses_bad_states_and_counts_with_exit_1(
     assert (done.returncode, done.stdout) == (1, "")
     assert message in done.stderr
     assert done.stderr.count("\n") == 1
+
+
+def ids_of(stdout: str) -> list[str]:
+    return [line.split("\t")[0] for line in stdout.splitlines()[1:]]
+
+
+async def test_jobs_searches_by_name_and_data_state_by_state_in_full_pages(
+    pg_dsn: str, backend: PostgresBackend
+) -> None:
+    """A page holds --limit matches however many other jobs lie between them; waiting
+    ones in run order, then finished ones newest first."""
+    queue = unique_queue("search")
+    mail: list[str] = []
+    for n in range(8):
+        mail.append((await backend.jobs.add_job(queue, "mail", {"user": {"id": n}})).id)
+        for _ in range(3):
+            await backend.jobs.add_job(queue, "sms", {"user": {"id": n}})
+    text = await backend.jobs.add_job(queue, "mail", {"user": {"id": "4"}})
+    for claimed in await backend.runs.claim_jobs("w", [QueueDemand(queue, 5)], 30):
+        await backend.runs.complete_job(queue, claimed.id, claimed.lock_token or "", None)
+    # mail[0] and mail[1] completed, mail[1] last: newest finished first after the waiting
+    expected = [*mail[2:], text.id, mail[1], mail[0]]
+
+    shown: list[str] = []
+    offset = 0
+    while True:
+        page = await cli("jobs", queue, "--name", "mail", "--limit", "4", "--offset", str(offset),
+                         dsn=pg_dsn)  # fmt: skip
+        assert page.returncode == 0, page.stderr
+        shown += ids_of(page.stdout)
+        if not page.stderr:
+            break
+        assert len(ids_of(page.stdout)) == 4  # a full page, not the mail jobs of 4 read
+        assert page.stderr == (
+            f"lane_pg: matching jobs {offset + 1}-{offset + 4}, more match;"
+            f" next page: --offset {offset + 4}\n"
+        )
+        offset += 4
+    assert shown == expected
+
+    number = await cli("jobs", queue, "--data", "user.id=4", "--name", "mail", dsn=pg_dsn)
+    assert ids_of(number.stdout) == [mail[4]]  # the number 4, not the string "4"
+    string = await cli("jobs", queue, "--data", 'user.id="4"', "--json", dsn=pg_dsn)
+    assert [json.loads(line)["id"] for line in string.stdout.splitlines()] == [text.id]
+    finished = await cli("jobs", queue, "--data", "user.id=1", "--state", "completed",
+                         dsn=pg_dsn)  # fmt: skip
+    assert [row.split("\t")[:3] for row in finished.stdout.splitlines()[1:]] == [
+        [mail[1], "mail", "completed"]
+    ]
+    none = await cli("jobs", queue, "--data", "user.name=ann", dsn=pg_dsn)
+    assert none.stdout.splitlines() == ["\t".join(JOBS_HEADER)]
+    assert none.stderr == f"lane_pg: no matching jobs in queue {queue}\n"
 
 
 async def test_jobs_counts_the_tries_started_of_those_allowed(

@@ -9,11 +9,20 @@ from dataclasses import KW_ONLY
 from datetime import datetime, timedelta
 
 from lane_pg.backend.operation import Arguments, Handle, operation
+from lane_pg.errors import InvalidOptions
 from lane_pg.types import (
+    JSON,
     JobPage,
+    JobSearchPage,
     JobState,
     QueueStats,
 )
+
+MAX_SEARCH_LIMIT = 500
+"""The most jobs one ``search_jobs`` page holds (``lane.search_jobs`` has the same bound)."""
+MAX_SEARCH_OFFSET = 100_000
+"""The deepest ``search_jobs`` offset: a page walks the state's index past every match
+before it, so a deep page is a slow one (``lane.search_jobs`` has the same bound)."""
 
 
 class GetJobCounts(Arguments[dict[JobState, int]]):
@@ -108,6 +117,45 @@ class ListJobs(Arguments[JobPage]):
     limit: int = 20
 
 
+class SearchJobs(Arguments[JobSearchPage]):
+    """A page of one queue's jobs in one state that match every filter given, for the
+    dashboard and ``jobs --name``/``--data``: ``name`` the exact job name; ``data_path``
+    the keys (array elements by their index as text, as PostgreSQL's ``#>``) of a value in
+    the job's data, ``[]`` the whole document, which must equal the JSON value
+    ``data_value`` (jsonb equality: ``1`` equals ``1.0``, ``"42"`` is not ``42``; None is
+    JSON null, and a job whose data lacks the path never matches); ``data_value`` without
+    ``data_path`` is refused. In the state's own order, the one its index keeps, so a page
+    stops early: waiting in claim order, delayed by due time, active oldest first,
+    waiting-children newest first, completed and failed newest finished first. ``has_more``
+    when a match follows the page; no total (counting the matches would read every job of
+    the state). ``InvalidOptions`` for an unknown state, a ``limit`` outside
+    1..``MAX_SEARCH_LIMIT``, an ``offset`` outside 0..``MAX_SEARCH_OFFSET`` or a path
+    element that is not a string; an unknown queue gives an empty page."""
+
+    queue: str
+    state: JobState
+    _: KW_ONLY
+    name: str | None = None
+    data_path: Sequence[str] | None = None
+    data_value: JSON = None
+    offset: int = 0
+    limit: int = 20
+
+
+def search_path(path: Sequence[str] | None) -> list[str] | None:
+    """``SearchJobs.data_path`` as a list; ``InvalidOptions`` unless it is None or a
+    sequence of strings (a string alone is refused: it is not a path of its characters)."""
+    if path is None:
+        return None
+    if isinstance(path, str | bytes) or not isinstance(path, Sequence):
+        raise InvalidOptions(f"data_path must be a list of keys, got {path!r}")
+    keys = list(path)
+    for key in keys:
+        if not isinstance(key, str):
+            raise InvalidOptions(f"data_path keys must be strings, got {key!r} in {keys!r}")
+    return keys
+
+
 class NextDueIn(Arguments[timedelta | None]):
     """Time until the earliest delayed job of these queues (all when None) is due, on
     the backend's clock: zero when one is due already, None when none is delayed."""
@@ -130,4 +178,5 @@ class Reads(Handle, name="reads"):
     get_counts_per_priority = operation(GetCountsPerPriority)
     get_queue_stats = operation(GetQueueStats)
     list_jobs = operation(ListJobs)
+    search_jobs = operation(SearchJobs)
     next_due_in = operation(NextDueIn)

@@ -25,7 +25,7 @@ from lane_pg.backend import (
 from lane_pg.errors import JobNotFound
 from lane_pg.facade.connection import Connection
 from lane_pg.memory import MemoryBackend
-from lane_pg.types import JobOptions, JobPage, JobRow, JobSpec
+from lane_pg.types import JobOptions, JobPage, JobRow, JobSearchPage, JobSpec
 
 
 async def _discarded(arguments: dict[str, Any]) -> JobRow:
@@ -63,6 +63,10 @@ async def _empty_page(arguments: dict[str, Any]) -> JobPage:
     return JobPage([], 0, arguments.get("offset", 0), arguments.get("limit", 0))
 
 
+async def _empty_search(arguments: dict[str, Any]) -> JobSearchPage:
+    return JobSearchPage([], arguments.get("offset", 0), arguments.get("limit", 0), False)
+
+
 async def _no_job(arguments: dict[str, Any]) -> Any:
     raise JobNotFound(f"job {arguments['queue']}/{arguments['job_id']} does not exist")
 
@@ -81,6 +85,7 @@ _ANSWERS: dict[str, Callable[[dict[str, Any]], Awaitable[Any]]] = {
     "list_jobs": _empty_page,
     "list_ready_jobs": _empty_page,
     "list_scheduled_jobs": _empty_page,
+    "search_jobs": _empty_search,
     "claim_jobs": _constant(list),
     "complete_job": _no_job,
     "fail_job": _no_job,

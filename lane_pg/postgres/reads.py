@@ -8,11 +8,27 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import cast
 
-from lane_pg.backend.reads import ListJobs, ListReadyJobs, ListScheduledJobs, Reads
+from lane_pg.backend.reads import (
+    ListJobs,
+    ListReadyJobs,
+    ListScheduledJobs,
+    Reads,
+    SearchJobs,
+    search_path,
+)
 from lane_pg.postgres.arguments import optional_list, server_errors
 from lane_pg.postgres.calls import Entity, Rows, statement, value
 from lane_pg.postgres.rows import JOB_COLUMNS, job_from_row
-from lane_pg.types import ALL_STATES, JobPage, JobRow, JobState, QueueStats, validate_priority
+from lane_pg.types import (
+    ALL_STATES,
+    JobPage,
+    JobRow,
+    JobSearchPage,
+    JobState,
+    QueueStats,
+    dumps_json,
+    validate_priority,
+)
 
 # One statement, so a page and its total come from one snapshot and one instant (the
 # database's clock when ``now`` is None); the LEFT JOIN gives the total an empty page.
@@ -106,6 +122,30 @@ class PostgresReads(Entity, serves=Reads):
                 db.sql("SELECT lane.count_jobs($1, $2::text[])"), args.queue, wanted
             )
         return JobPage([job_from_row(row) for row in rows], total, args.offset, args.limit)
+
+    async def search_jobs(self, args: SearchJobs) -> JobSearchPage:
+        path = search_path(args.data_path)
+        # JSON text cast to jsonb, as every JSON argument; SQL NULL when there is nothing to
+        # compare (the function refuses a value without a path).
+        value = (
+            None
+            if path is None and args.data_value is None
+            else dumps_json(args.data_value, "data_value")
+        )
+        rows = await self._db.fetch(
+            f"SELECT {JOB_COLUMNS} FROM"
+            " lane.search_jobs($1, $2, $3, $4::text[], $5::jsonb, $6, $7) AS j",
+            args.queue,
+            args.state,
+            args.name,
+            path,
+            value,
+            args.offset,
+            args.limit,
+        )
+        # The function returns one row more than the page: it says a match follows.
+        items: list[JobRow] = [job_from_row(row) for row in rows[: args.limit]]
+        return JobSearchPage(items, args.offset, args.limit, len(rows) > args.limit)
 
     next_due_in = statement(
         "SELECT lane.next_due_in_ms($1::text[])", result=millis_delta, queues=optional_list

@@ -128,6 +128,9 @@ from lane_pg.types.pages import (
     JobPage as JobPage,
 )
 from lane_pg.types.pages import (
+    JobSearchPage as JobSearchPage,
+)
+from lane_pg.types.pages import (
     LogEntry as LogEntry,
 )
 from lane_pg.types.pages import (

@@ -18,6 +18,18 @@ class JobPage:
 
 
 @dataclass(frozen=True, slots=True)
+class JobSearchPage:
+    """A page of ``search_jobs``: the matches at ``offset``, at most ``limit`` of them, and
+    whether at least one more match follows. No total: counting the matches of a filter
+    would read every job of the state."""
+
+    items: list[JobRow]
+    offset: int
+    limit: int
+    has_more: bool
+
+
+@dataclass(frozen=True, slots=True)
 class LogEntry:
     ts: datetime
     message: str

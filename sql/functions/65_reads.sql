@@ -113,6 +113,91 @@ BEGIN
     OFFSET p_offset LIMIT p_limit;
 END $$;
 
+-- One queue's jobs in one state matching every filter given (NULL: no filter): the exact
+-- name, and the jsonb value at p_data_path in the job's data (`data #> path = value`, so a
+-- job lacking the path never matches; '{}' is the whole document; a path with a value of
+-- SQL NULL compares to JSON null). p_limit + 1 rows, so the caller knows whether a match
+-- follows its page (lane_pg.backend.reads.SearchJobs; no total: counting the matches would
+-- read every job of the state). The bounds (500, 100000) are MAX_SEARCH_* there.
+-- One branch per state, each with its literal state (lane._count_state) and in the order
+-- of that state's partial index, so the scan stops after p_offset + p_limit + 1 matches:
+-- waiting in claim order (jobs_waiting_idx), delayed by due time (jobs_delayed_idx),
+-- waiting-children newest first (jobs_waiting_children_idx backwards), completed and failed
+-- newest finished first (jobs_finished_idx backwards). `SET enable_sort = off` keeps it so:
+-- the planner guesses a jsonb `=` matches 0.5 % of rows, and with a page larger than the
+-- matches it expects, it fetched the state's every row and sorted them (2,000 rows read
+-- for a page of 6 in tests/postgres/test_search_jobs_plans.py, against 57 in index order).
+-- In index order a page never reads more rows than that plan did, and far fewer when
+-- matches are common. Active jobs have no index by queue: their branch turns sorting back on (until the
+-- function returns) and sorts every queue's active jobs, found through jobs_lease_idx; the
+-- primary key in order would walk the whole table.
+CREATE OR REPLACE FUNCTION lane.search_jobs(p_queue text, p_state text, p_name text,
+                                            p_data_path text[], p_data_value jsonb,
+                                            p_offset integer, p_limit integer)
+RETURNS SETOF lane.jobs LANGUAGE plpgsql STABLE SET enable_sort = off AS $$
+DECLARE
+    v_value jsonb := coalesce(p_data_value, 'null'::jsonb);
+BEGIN
+    PERFORM lane._check_states(ARRAY[p_state]);
+    IF p_offset IS NULL OR p_limit IS NULL OR p_offset NOT BETWEEN 0 AND 100000
+       OR p_limit NOT BETWEEN 1 AND 500 THEN
+        PERFORM lane._fail('LN003', format(
+            'a search page takes an offset of 0 to 100000 and a limit of 1 to 500, got %s and %s',
+            coalesce(p_offset::text, 'NULL'), coalesce(p_limit::text, 'NULL')));
+    END IF;
+    IF p_data_path IS NULL AND p_data_value IS NOT NULL THEN
+        PERFORM lane._fail('LN003', 'a data value to match needs the data path to compare it at');
+    END IF;
+    IF array_position(p_data_path, NULL) IS NOT NULL THEN
+        PERFORM lane._fail('LN003', format('a data path has no NULL key, got %s', p_data_path));
+    END IF;
+    CASE p_state
+    WHEN 'waiting' THEN
+        RETURN QUERY
+        SELECT * FROM lane.jobs j
+         WHERE j.queue = p_queue AND j.state = 'waiting'
+           AND (p_name IS NULL OR j.name = p_name)
+           AND (p_data_path IS NULL OR j.data #> p_data_path = v_value)
+         ORDER BY j.order_key, j.key OFFSET p_offset LIMIT p_limit + 1;
+    WHEN 'delayed' THEN
+        RETURN QUERY
+        SELECT * FROM lane.jobs j
+         WHERE j.queue = p_queue AND j.state = 'delayed'
+           AND (p_name IS NULL OR j.name = p_name)
+           AND (p_data_path IS NULL OR j.data #> p_data_path = v_value)
+         ORDER BY j.available_at, j.key OFFSET p_offset LIMIT p_limit + 1;
+    WHEN 'active' THEN
+        PERFORM set_config('enable_sort', 'on', true);  -- until the function returns
+        RETURN QUERY
+        SELECT * FROM lane.jobs j
+         WHERE j.queue = p_queue AND j.state = 'active'
+           AND (p_name IS NULL OR j.name = p_name)
+           AND (p_data_path IS NULL OR j.data #> p_data_path = v_value)
+         ORDER BY j.key OFFSET p_offset LIMIT p_limit + 1;
+    WHEN 'waiting-children' THEN
+        RETURN QUERY
+        SELECT * FROM lane.jobs j
+         WHERE j.queue = p_queue AND j.state = 'waiting-children'
+           AND (p_name IS NULL OR j.name = p_name)
+           AND (p_data_path IS NULL OR j.data #> p_data_path = v_value)
+         ORDER BY j.key DESC OFFSET p_offset LIMIT p_limit + 1;
+    WHEN 'completed' THEN
+        RETURN QUERY
+        SELECT * FROM lane.jobs j
+         WHERE j.queue = p_queue AND j.state = 'completed'
+           AND (p_name IS NULL OR j.name = p_name)
+           AND (p_data_path IS NULL OR j.data #> p_data_path = v_value)
+         ORDER BY j.finished_at DESC, j.key DESC OFFSET p_offset LIMIT p_limit + 1;
+    WHEN 'failed' THEN
+        RETURN QUERY
+        SELECT * FROM lane.jobs j
+         WHERE j.queue = p_queue AND j.state = 'failed'
+           AND (p_name IS NULL OR j.name = p_name)
+           AND (p_data_path IS NULL OR j.data #> p_data_path = v_value)
+         ORDER BY j.finished_at DESC, j.key DESC OFFSET p_offset LIMIT p_limit + 1;
+    END CASE;
+END $$;
+
 -- MGMT-24: the sum of lane.get_job_counts, with its rules: all six states when p_states
 -- is NULL or empty, a repeated state counted once.
 CREATE OR REPLACE FUNCTION lane.count_jobs(p_queue text, p_states text[])
