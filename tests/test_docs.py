@@ -165,7 +165,6 @@ async def test_readme_guide_end_to_end(migrated_db: str, tmp_path: Path) -> None
         "grace@example.com",
         "alan@example.com",
         "barbara@example.com",
-        "edsger@example.com",
     ):
         assert f"welcome mail to {email}" in worker.stdout, worker.stdout
     states = await _fetch(dsn, "SELECT DISTINCT state FROM lane.jobs WHERE queue = 'mail'")

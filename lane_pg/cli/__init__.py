@@ -33,6 +33,7 @@ COMMANDS: tuple[str, ...] = (
     "job",
     "workers",
     "metrics",
+    "dashboard",
     "pause",
     "resume",
     "retention",

@@ -63,9 +63,11 @@ def _cannot_connect(exc: BaseException) -> bool:
 
 
 @asynccontextmanager
-async def open_backend(dsn_option: str | None, schema: str) -> AsyncIterator[JobQueueBackend]:
-    """A one-connection backend for ``--dsn``/``--schema`` (``lane_pg.backend.connect``),
-    closed on exit.
+async def open_backend(
+    dsn_option: str | None, schema: str, *, max_size: int = 1
+) -> AsyncIterator[JobQueueBackend]:
+    """A backend of ``max_size`` connections (one by default) for ``--dsn``/``--schema``
+    (``lane_pg.backend.connect``), closed on exit.
 
     A URL no backend opens, or one whose parts the driver cannot read, is a
     ``ConfigurationError`` (usage, exit 2); an unreachable server or a missing schema a
@@ -76,7 +78,7 @@ async def open_backend(dsn_option: str | None, schema: str) -> AsyncIterator[Job
     backend_kind(dsn)  # before connecting
     try:
         backend = await asyncio.wait_for(
-            connect(dsn, schema=schema, min_size=1, max_size=1), CONNECT_TIMEOUT_SECONDS
+            connect(dsn, schema=schema, min_size=1, max_size=max_size), CONNECT_TIMEOUT_SECONDS
         )
     except TimeoutError as exc:
         raise CommandError(

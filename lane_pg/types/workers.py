@@ -7,6 +7,10 @@ from datetime import datetime
 
 from lane_pg.types.base import JSON
 
+LIVE_AFTER = 15.0
+"""Seconds since a worker's last heartbeat within which it counts as live (three of the
+worker's 5 s heartbeats): the dashboard and the Prometheus gauges use it."""
+
 ALL_QUEUES_META = "all_queues"
 """The ``meta`` key a worker of every queue (``WorkerConfig.all_queues``) sets to true."""
 
@@ -29,3 +33,14 @@ class WorkerInfo:
     def all_queues(self) -> bool:
         """It serves every queue of the database (its ``queues`` are then empty)."""
         return self.meta.get(ALL_QUEUES_META) is True
+
+
+def workers_per_queue(workers: list[WorkerInfo], queues: list[str]) -> dict[str, int]:
+    """How many of ``workers`` serve each of ``queues`` (a worker of every queue counts for
+    each), zero included."""
+    served: dict[str, int] = dict.fromkeys(queues, 0)
+    for worker in workers:
+        for queue in queues if worker.all_queues else worker.queues:
+            if queue in served:
+                served[queue] += 1
+    return served

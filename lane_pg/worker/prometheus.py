@@ -29,12 +29,11 @@ from typing import Any
 
 from lane_pg.backend import JobQueueBackend
 from lane_pg.types import ALL_STATES, JobRow, JobState
+from lane_pg.types.workers import LIVE_AFTER, workers_per_queue
 from lane_pg.worker.pausing import WorkerHooks
 
 INSTALL_HINT = "Prometheus metrics need prometheus_client: pip install 'lane_pg[prometheus]'"
 SCRAPE_TIMEOUT = 10.0
-LIVE_AFTER = 15.0
-"""Seconds since a worker's last heartbeat within which it counts as live."""
 BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800)
 
 
@@ -188,14 +187,8 @@ class QueueCollector:
         for queue in await backend.queues.list_queues():
             queue_stats = await backend.reads.get_queue_stats(queue)
             stats[queue] = (queue_stats.paused, {str(k): v for k, v in queue_stats.counts.items()})
-        workers: dict[str, int] = {}
-        leader = backend.leader
-        if leader is not None:
-            for worker in await leader.list_workers(LIVE_AFTER):
-                served = stats if worker.all_queues else worker.queues
-                for queue in served:
-                    workers[queue] = workers.get(queue, 0) + 1
-        return stats, workers
+        live = await backend.leader.list_workers(LIVE_AFTER)
+        return stats, workers_per_queue(live, list(stats))
 
 
 def serve_metrics(

@@ -1,0 +1,120 @@
+"""Live updates: one reader per dashboard process, shared by every open page.
+
+While at least one page listens (``/api/stream``, server-sent events), one task reads the
+overview (every queue's counts and pause flag, and the live workers) and sends it to
+each listener when it changed. It reads again when the backend wakes it (PostgreSQL:
+LISTEN on the channel that wakes idle workers, so an added or resumed job shows at
+once), and every ``poll_interval`` seconds otherwise (completions send no notification:
+a NOTIFY on every commit halved concurrent enqueue). With no page open nothing runs, so
+the dashboard costs the queue nothing while nobody looks; many pages cost one reader,
+not one each (Oban Web's per-session refresh queries were a reported load on busy
+databases).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from lane_pg.backend import HasWakeups, JobQueueBackend, WakeupSource
+
+logger = logging.getLogger("lane_pg.dashboard")
+
+Snapshot = dict[str, Any]
+
+
+class LiveHub:
+    """The shared reader behind ``/api/stream``."""
+
+    def __init__(
+        self,
+        backend: Callable[[], Awaitable[JobQueueBackend]],
+        read: Callable[[JobQueueBackend], Awaitable[Snapshot]],
+        poll_interval: float,
+    ) -> None:
+        self._backend = backend
+        self._read = read
+        self._poll_interval = poll_interval
+        self._listeners: set[asyncio.Queue[str]] = set()
+        self._task: asyncio.Task[None] | None = None
+        self._last: str | None = None
+        self.reads = 0
+        """How many snapshots were read (a test checks nothing runs with no listener)."""
+
+    @property
+    def listeners(self) -> int:
+        return len(self._listeners)
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    @contextlib.asynccontextmanager
+    async def listen(self) -> AsyncIterator[asyncio.Queue[str]]:
+        """A queue of snapshot texts for one page: the latest at once, then each change."""
+        inbox: asyncio.Queue[str] = asyncio.Queue(maxsize=4)
+        self._listeners.add(inbox)
+        if self._last is not None:
+            inbox.put_nowait(self._last)
+        if not self.running:
+            self._task = asyncio.create_task(self._run(), name="lane_pg dashboard live")
+        try:
+            yield inbox
+        finally:
+            self._listeners.discard(inbox)
+            if not self._listeners and self._task is not None:
+                self._task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await self._task
+                self._task = None
+                self._last = None
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        backend = await self._backend()
+        wakeups: WakeupSource | None = None
+        if isinstance(backend, HasWakeups):
+            wakeups = backend.wakeups(None, name="lane_pg dashboard", health_interval=30.0)
+            try:
+                await wakeups.start()
+            except Exception as exc:  # polling still works: say so, once
+                logger.warning("dashboard: live wake-ups unavailable, polling only: %s", exc)
+                wakeups = None
+        try:
+            while self._listeners:
+                try:
+                    snapshot = await self._read(backend)
+                    self.reads += 1
+                    text = json.dumps(snapshot, default=str, sort_keys=True)
+                    if text != self._last:
+                        self._last = text
+                        self._send(text)
+                except Exception as exc:
+                    logger.warning("dashboard: reading the overview failed: %s", exc)
+                if wakeups is not None:
+                    if await wakeups.wait(self._poll_interval):
+                        # A burst of adds wakes many times: one read covers them.
+                        await asyncio.sleep(min(0.25, self._poll_interval))
+                else:
+                    await asyncio.sleep(self._poll_interval)
+        finally:
+            if wakeups is not None:
+                with contextlib.suppress(Exception):
+                    await wakeups.close()
+
+    def _send(self, text: str) -> None:
+        for inbox in list(self._listeners):
+            if inbox.full():  # a slow page gets the newest snapshot, not a backlog
+                with contextlib.suppress(asyncio.QueueEmpty):
+                    inbox.get_nowait()
+            inbox.put_nowait(text)

@@ -1,0 +1,66 @@
+"""Live updates: one shared reader while pages listen, none while nobody looks; the
+counts it sends follow the queue, and /metrics serves the queue gauges."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from lane_pg.backend import JobQueueBackend
+from lane_pg.dashboard.live import LiveHub
+from lane_pg.dashboard.reads import overview_snapshot
+from lane_pg.types import JobSpec
+from tests.dashboard.conftest import Browser
+
+
+async def next_snapshot(inbox: asyncio.Queue[str]) -> dict[str, object]:
+    return dict(json.loads(await asyncio.wait_for(inbox.get(), timeout=10)))
+
+
+async def test_the_hub_reads_only_while_someone_listens_and_sends_changes(
+    backend: JobQueueBackend, queue_name: str
+) -> None:
+    async def connected() -> JobQueueBackend:
+        return backend
+
+    hub = LiveHub(connected, overview_snapshot, poll_interval=0.05)
+    await asyncio.sleep(0.2)
+    assert hub.reads == 0 and not hub.running  # nobody looks: nothing is read
+    await backend.add_jobs(queue_name, [JobSpec("a")])
+    async with hub.listen() as first, hub.listen() as second:
+        assert hub.listeners == 2 and hub.running
+        snapshot = await next_snapshot(first)
+        assert snapshot["queues"][queue_name]["counts"]["waiting"] == 1  # type: ignore[index]
+        assert await next_snapshot(second) == snapshot  # one reader, the same snapshot
+        reads = hub.reads
+        while hub.reads < reads + 3:  # noqa: ASYNC110 (the reader polls on ...)
+            await asyncio.sleep(0.02)
+        assert first.empty()  # ... and sends nothing while nothing changed
+        await backend.add_jobs(queue_name, [JobSpec("b")])
+        changed = await next_snapshot(first)
+        assert changed["queues"][queue_name]["counts"]["waiting"] == 2  # type: ignore[index]
+    assert not hub.running and hub.listeners == 0
+    reads = hub.reads
+    await asyncio.sleep(0.2)
+    assert hub.reads == reads  # stopped with the last listener
+    await hub.close()
+
+
+async def test_metrics_endpoint_serves_the_queue_gauges(
+    backend: JobQueueBackend, browser: Browser, queue_name: str
+) -> None:
+    await backend.add_jobs(queue_name, [JobSpec("a"), JobSpec("b"), JobSpec("c")])
+    await backend.pause_queue(queue_name)
+    response = await browser.client.get("/metrics")
+    assert response.status_code == 200
+    families = {f.name: f for f in text_string_to_metric_families(response.text)}
+    jobs = {
+        (s.labels["queue"], s.labels["state"]): s.value
+        for s in families["lane_pg_queue_jobs"].samples
+    }
+    assert jobs[(queue_name, "waiting")] == 3
+    assert jobs[(queue_name, "failed")] == 0  # zeros are emitted too
+    paused = {s.labels["queue"]: s.value for s in families["lane_pg_queue_paused"].samples}
+    assert paused[queue_name] == 1
