@@ -37,6 +37,7 @@ from lane_pg.backend.leader import MAINTENANCE_ROLE
 from lane_pg.types import DEFAULT_PRUNE_BATCH
 from lane_pg.worker import joblog
 from lane_pg.worker.config import WorkerConfig
+from lane_pg.worker.pausing import WorkerHooks
 
 log = logging.getLogger("lane_pg.worker")
 
@@ -260,8 +261,10 @@ async def _run_logged(
             log.info("maintenance %s%s: %s", task.name, when, done)
 
 
-def maintenance_tasks(backend: JobQueueBackend, config: WorkerConfig) -> list[PeriodicTask]:
-    """Today's upkeep, for every queue of the backend."""
+def maintenance_tasks(
+    backend: JobQueueBackend, config: WorkerConfig, hooks: WorkerHooks | None = None
+) -> list[PeriodicTask]:
+    """Today's upkeep, for every queue of the backend; ``hooks`` hear the stalled jobs."""
 
     async def recover() -> str:
         recovered = await backend.maintenance.recover_stalled(
@@ -269,6 +272,11 @@ def maintenance_tasks(backend: JobQueueBackend, config: WorkerConfig) -> list[Pe
         )
         for outcome in recovered:  # a crash or a freeze is a failure too: never silent
             joblog.stalled(outcome.queue, outcome.id, outcome.state, config.worker_id)
+        if recovered and hooks is not None:
+            try:
+                hooks.jobs_stalled(recovered)
+            except Exception as exc:  # a broken listener never stops the upkeep
+                log.warning("a jobs_stalled hook failed: %s", exc)
         return f"{len(recovered)} stalled jobs recovered" if recovered else ""
 
     async def promote() -> str:

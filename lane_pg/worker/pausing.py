@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Protocol, runtime_checkable
 
 from lane_pg.backend import JobQueueBackend
-from lane_pg.types import JobRow, JobState, PauseStatus, QueueDemand
+from lane_pg.types import JobRow, JobState, PauseStatus, QueueDemand, StalledOutcome
 
 log = logging.getLogger("lane_pg.worker")
 
@@ -119,6 +119,11 @@ class WorkerHooks:
         one (job name, outcome) per job, the outcome ``success``, ``retry``,
         ``dead_letter``, ``timeout_retry`` or ``timeout_dead_letter``. Synchronous: it runs
         on the write's error path."""
+
+    def jobs_stalled(self, outcomes: list[StalledOutcome]) -> None:
+        """This worker's stalled recovery (it holds the maintenance role) took back these
+        jobs, whose leases expired: each is ``waiting`` again or ``failed`` for good.
+        Synchronous, told after the recovery's write (each is also logged)."""
 
 
 SIGNAL_INTERVAL = 1.0

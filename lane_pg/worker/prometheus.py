@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from lane_pg.backend import JobQueueBackend
-from lane_pg.types import ALL_STATES, JobRow, JobState
+from lane_pg.types import ALL_STATES, JobRow, JobState, StalledOutcome
 from lane_pg.types.workers import LIVE_AFTER, workers_per_queue
 from lane_pg.worker.pausing import WorkerHooks
 
@@ -66,6 +66,13 @@ class WorkerMetrics:
             "From ready (available) to claimed",
             labels,
             buckets=BUCKETS,
+            registry=registry,
+        )
+        self.stalled = client.Counter(
+            "lane_pg_jobs_stalled",
+            "Jobs whose lease expired, taken back by stalled recovery (outcome: requeued or"
+            " failed); counted by the worker that holds the maintenance role",
+            ["queue", "outcome"],
             registry=registry,
         )
         self.settlement_failures = client.Counter(
@@ -139,6 +146,12 @@ class MetricsHooks(WorkerHooks):
         if self.inner.hears_settlements():
             await self.inner.job_retrying(job, error, delay)
 
+    def jobs_stalled(self, outcomes: list[StalledOutcome]) -> None:
+        for outcome in outcomes:
+            kind = "requeued" if outcome.state == "waiting" else "failed"
+            self.metrics.stalled.labels(outcome.queue, kind).inc()
+        self.inner.jobs_stalled(outcomes)
+
     def settlement_failed(self, operation: str, outcomes: list[tuple[str, str]]) -> None:
         for job_name, outcome in outcomes:
             self.metrics.settlement_failures.labels(operation, job_name, outcome).inc()
@@ -162,7 +175,7 @@ class QueueCollector:
     def collect(self) -> Iterator[Any]:
         client = _client()
         future = asyncio.run_coroutine_threadsafe(self._read(), self.loop)
-        stats, workers = future.result(SCRAPE_TIMEOUT)
+        stats, workers, ages = future.result(SCRAPE_TIMEOUT)
         jobs = client.core.GaugeMetricFamily(
             "lane_pg_queue_jobs", "Jobs in the queue by state", labels=["queue", "state"]
         )
@@ -172,23 +185,39 @@ class QueueCollector:
         live = client.core.GaugeMetricFamily(
             "lane_pg_queue_workers", "Live workers serving the queue", labels=["queue"]
         )
+        oldest = client.core.GaugeMetricFamily(
+            "lane_pg_queue_oldest_job_age_seconds",
+            "How long the job next in line has been ready to run (0: none waiting)",
+            labels=["queue"],
+        )
         for queue, (is_paused, counts) in stats.items():
             for state in ALL_STATES:
                 jobs.add_metric([queue, state], counts.get(state, 0))
             paused.add_metric([queue], 1 if is_paused else 0)
             live.add_metric([queue], workers.get(queue, 0))
+            oldest.add_metric([queue], ages.get(queue, 0.0))
         yield jobs
         yield paused
         yield live
+        yield oldest
 
-    async def _read(self) -> tuple[dict[str, tuple[bool, dict[str, int]]], dict[str, int]]:
+    async def _read(
+        self,
+    ) -> tuple[dict[str, tuple[bool, dict[str, int]]], dict[str, int], dict[str, float]]:
         backend = self.backend
         stats: dict[str, tuple[bool, dict[str, int]]] = {}
+        ages: dict[str, float] = {}
+        now = datetime.now(UTC)
         for queue in await backend.queues.list_queues():
             queue_stats = await backend.reads.get_queue_stats(queue)
             stats[queue] = (queue_stats.paused, {str(k): v for k, v in queue_stats.counts.items()})
+            if queue_stats.waiting:
+                # The head of the line in claim order: one probe of the waiting index.
+                head = await backend.reads.search_jobs(queue, "waiting", limit=1)
+                if head.items:
+                    ages[queue] = max(0.0, (now - head.items[0].available_at).total_seconds())
         live = await backend.leader.list_workers(LIVE_AFTER)
-        return stats, workers_per_queue(live, list(stats))
+        return stats, workers_per_queue(live, list(stats)), ages
 
 
 def serve_metrics(

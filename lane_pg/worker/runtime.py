@@ -188,7 +188,7 @@ class Worker:
             {"concurrency": self.config.concurrency, ALL_QUEUES_META: self.config.all_queues},
         )
         self.maintenance = MaintenanceScheduler(
-            maintenance_tasks(backend, self.config), self.leadership
+            maintenance_tasks(backend, self.config, self.hooks), self.leadership
         )
 
     # ----------------------------------------------------------------- control

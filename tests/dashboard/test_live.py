@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import UTC, datetime, timedelta
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from lane_pg.backend import JobQueueBackend
 from lane_pg.dashboard.live import LiveHub
 from lane_pg.dashboard.reads import overview_snapshot
-from lane_pg.types import JobSpec
+from lane_pg.types import JobSpec, QueueDemand
 from tests.dashboard.conftest import Browser
 
 
@@ -64,3 +65,53 @@ async def test_metrics_endpoint_serves_the_queue_gauges(
     assert jobs[(queue_name, "failed")] == 0  # zeros are emitted too
     paused = {s.labels["queue"]: s.value for s in families["lane_pg_queue_paused"].samples}
     assert paused[queue_name] == 1
+
+
+async def test_metrics_endpoint_gives_the_age_of_the_job_next_in_line(
+    backend: JobQueueBackend, browser: Browser, queue_name: str
+) -> None:
+    an_hour_ago = datetime.now(UTC) - timedelta(hours=1)
+    await backend.add_jobs(queue_name, [JobSpec("old")], now=an_hour_ago)
+    await backend.add_jobs(queue_name, [JobSpec("new")])
+    empty = f"{queue_name}_empty"
+    await backend.pause_queue(empty)  # a queue with nothing waiting
+    response = await browser.client.get("/metrics")
+    families = {f.name: f for f in text_string_to_metric_families(response.text)}
+    ages = {
+        s.labels["queue"]: s.value for s in families["lane_pg_queue_oldest_job_age_seconds"].samples
+    }
+    assert 3590 < ages[queue_name] < 3700
+    assert ages[empty] == 0
+
+
+async def test_stalled_recovery_counts_into_the_stalled_counter(
+    backend: JobQueueBackend, queue_name: str
+) -> None:
+    from prometheus_client import CollectorRegistry
+
+    from lane_pg.worker.config import WorkerConfig
+    from lane_pg.worker.maintenance import maintenance_tasks
+    from lane_pg.worker.pausing import WorkerHooks
+    from lane_pg.worker.prometheus import MetricsHooks, WorkerMetrics
+
+    registry = CollectorRegistry()
+    hooks = MetricsHooks(WorkerHooks(), WorkerMetrics(registry))
+    then = datetime.now(UTC) - timedelta(minutes=5)
+    await backend.add_jobs(
+        queue_name, [JobSpec("a"), JobSpec("b", None, {"attempts": 1})], now=then
+    )
+    claimed = await backend.claim_jobs("gone", [QueueDemand(queue_name, 2)], 30, now=then)
+    assert len(claimed) == 2  # leases that ran out minutes ago: a crashed worker's
+    [recover] = [
+        task
+        for task in maintenance_tasks(backend, WorkerConfig(max_stalled_count=0), hooks)
+        if task.name == "stalled recovery"
+    ]
+    assert "stalled jobs recovered" in await recover.run()  # (other queues: theirs too)
+
+    def count(outcome: str) -> float | None:
+        return registry.get_sample_value(
+            "lane_pg_jobs_stalled_total", {"queue": queue_name, "outcome": outcome}
+        )
+
+    assert count("failed") == 2  # max_stalled_count 0: a first stall fails the job
