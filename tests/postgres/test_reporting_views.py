@@ -433,6 +433,16 @@ async def test_a_per_queue_filter_reads_that_queues_rows_not_the_table_SQLR_6(
     assert report["v_terminal_metrics"]["metrics"][0] == 1200  # its 600 minutes x 2 states
     assert report["v_repeat_schedulers"]["repeat_schedulers"][0] == own // 10  # its delayed
 
+    # The optional GIN index of docs/sql.md: a containment filter on data, across every
+    # queue and state, reads the matching rows through it instead of the whole table.
+    contains = "SELECT id FROM lane.v_jobs WHERE data @> $1::jsonb"
+    assert rows_read(await explain(conn, contains, '{"i": 4242}'))["jobs"][0] >= JOBS // 2
+    await conn.execute("CREATE INDEX jobs_data_idx ON lane.jobs USING gin (data jsonb_path_ops)")
+    await conn.execute("ANALYZE lane.jobs")
+    with_index = rows_read(await explain(conn, contains, '{"i": 4242}'))
+    assert with_index["jobs"][0] <= 6 and "Bitmap Heap Scan" in with_index["jobs"][1]
+    assert await conn.fetch(contains, '{"i": 4242}') == [("r4242",)]
+
 
 def as_user(dsn: str, user: str) -> str:
     """``dsn`` with another user (no password: the test server trusts local users)."""
