@@ -314,7 +314,13 @@ async def main() -> int:
             return 1
     finally:
         await backend.close()
-    return 0 if await facade_demo(dsn) else 1
+    if not await facade_demo(dsn):
+        return 1
+    print(
+        "see these queues in the browser: python -m lane_pg dashboard"
+        " (pip install 'lane_pg[web]'), then open http://127.0.0.1:8080/"
+    )
+    return 0
 
 
 async def process(backend: PostgresBackend, ours: set[str], first_beat: int) -> bool:
