@@ -32,6 +32,7 @@ COMMANDS: tuple[str, ...] = (
     "jobs",
     "job",
     "workers",
+    "top",
     "metrics",
     "dashboard",
     "pause",

@@ -5,6 +5,11 @@ At each scrape it reads every queue's six state counts, its pause flag and its l
 workers (``lane_pg_queue_jobs``, ``lane_pg_queue_paused``, ``lane_pg_queue_workers``: the
 gauges ``worker --metrics-port`` also serves), so one exporter covers a database whatever
 runs its workers. It runs until SIGINT or SIGTERM.
+
+With ``$PROMETHEUS_MULTIPROC_DIR`` set (prometheus_client's multiprocess mode: the worker
+processes of a host, started with the same variable and each its own ``--metrics-port``,
+keep their counters and histograms in files there), it also serves those counters and
+histograms, summed over the processes per label set: one scrape for the host's workers.
 """
 
 from __future__ import annotations
@@ -37,11 +42,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 async def serve(args: argparse.Namespace) -> None:
-    from lane_pg.worker.prometheus import new_registry, serve_metrics
+    from lane_pg.worker.prometheus import add_multiprocess, new_registry, serve_metrics
 
     try:
         registry = new_registry()  # the extra's import: a one-line error without it
-    except ImportError as exc:
+        shared = add_multiprocess(registry)
+    except (ImportError, ValueError) as exc:
         raise CommandError(str(exc)) from None
     if not 0 <= args.port < 65536:
         raise CommandError(f"--port {args.port}: expected a port, 0 to 65535")
@@ -55,6 +61,8 @@ async def serve(args: argparse.Namespace) -> None:
         except OSError as exc:
             raise CommandError(f"--port {args.port}: cannot listen ({exc})") from None
         print(f"lane_pg: metrics at http://{args.host}:{server.server_port}/metrics", flush=True)
+        if shared is not None:
+            print(f"lane_pg: with the worker counters and histograms of {shared}", flush=True)
         try:
             await stop.wait()
         finally:

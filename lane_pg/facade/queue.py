@@ -22,7 +22,6 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from lane_pg import tracing
 from lane_pg.backend import Batches
 from lane_pg.errors import ConfigurationError
 from lane_pg.facade.batches import (
@@ -247,16 +246,7 @@ class QueueFacade(FailedJobs, UniquePushes, ConnectionReads, PausingMixin, SyncP
             await self.events.emit(
                 JobQueueing(envelope.connection, envelope.queue, envelope.job_name, envelope.job)
             )
-        if tracing.enabled():
-            with tracing.sending(first.queue, first.job_name, len(envelopes)) as span:
-                assert span is not None
-                carrier = span.carrier()
-                for envelope in envelopes:
-                    envelope.meta[tracing.META_KEY] = carrier
-                ids = await driver.bulk_push(envelopes, conn=conn)
-                span.sent(ids)
-        else:
-            ids = await driver.bulk_push(envelopes, conn=conn)
+        ids = await self.bulk_push_on(driver, envelopes, conn=conn)
         for envelope, job_id in zip(envelopes, ids, strict=True):
             await self.events.emit(
                 JobQueued(envelope.connection, envelope.queue, envelope.job_name, job_id)

@@ -217,7 +217,7 @@ class UniquePushes:
             driver = self.driver_for(envelope.connection)  # TX-14: an unknown one raises now
             if envelope.debounce is None and await self._shares_database(tx, driver):
                 await self._prepare_queue(tx, driver, envelope.queue)
-                job_id = await driver.push(envelope, conn=tx.conn)
+                job_id = await self.push_on(driver, envelope, conn=tx.conn)
                 tx.defer(
                     Deferred(self._committed(envelope, job_id), DISCARD_NOTHING, _what(envelope))
                 )
@@ -251,7 +251,7 @@ class UniquePushes:
         driver = self.driver_for(envelopes[0].connection)  # TX-14
         if await self._shares_database(tx, driver):
             await self._prepare_queue(tx, driver, envelopes[0].queue)
-            ids = await driver.bulk_push(envelopes, conn=tx.conn)
+            ids = await self.bulk_push_on(driver, envelopes, conn=tx.conn)
             for envelope, job_id in zip(envelopes, ids, strict=True):
                 emit = self._committed(envelope, job_id)
                 tx.defer(Deferred(emit, DISCARD_NOTHING, _what(envelope)))
@@ -429,18 +429,41 @@ class UniquePushes:
             await self.events.emit(
                 JobQueueing(envelope.connection, envelope.queue, envelope.job_name, envelope.job)
             )
-        if tracing.enabled():  # off: one global read per push
-            with tracing.sending(envelope.queue, envelope.job_name) as span:
-                assert span is not None
-                envelope.meta[tracing.META_KEY] = span.carrier()
-                job_id = await driver.push(envelope, conn=conn)
-                span.sent([job_id])
-        else:
-            job_id = await driver.push(envelope, conn=conn)
+        job_id = await self.push_on(driver, envelope, conn=conn)
         await self.events.emit(
             JobQueued(envelope.connection, envelope.queue, envelope.job_name, job_id)
         )
         return job_id
+
+    @staticmethod
+    async def push_on(driver: Connection, envelope: Envelope, *, conn: object | None) -> str:
+        """``driver.push``, in a ``send`` span whose context the job stores when tracing
+        is on (``lane_pg.tracing``)."""
+        if not tracing.enabled():  # off: one global read per push
+            return await driver.push(envelope, conn=conn)
+        with tracing.sending(envelope.queue, envelope.job_name) as span:
+            assert span is not None
+            envelope.meta[tracing.META_KEY] = span.carrier()
+            job_id = await driver.push(envelope, conn=conn)
+            span.sent([job_id])
+        return job_id
+
+    @staticmethod
+    async def bulk_push_on(
+        driver: Connection, envelopes: Sequence[Envelope], *, conn: object | None
+    ) -> list[str]:
+        """``driver.bulk_push``: when tracing is on, in one ``send`` span, each job
+        storing the context of a ``create`` span of its own, the send span's child."""
+        if not tracing.enabled():  # off: one global read per bulk push
+            return await driver.bulk_push(envelopes, conn=conn)
+        first = envelopes[0]
+        with tracing.sending(first.queue, first.job_name, len(envelopes)) as span:
+            assert span is not None
+            for envelope in envelopes:
+                envelope.meta[tracing.META_KEY] = span.create()
+            ids = await driver.bulk_push(envelopes, conn=conn)
+            span.sent(ids)
+        return ids
 
     async def _skipped(self, envelope: Envelope, unique_id: str) -> None:
         await self.events.emit(UniqueJobSkipped(envelope.job_name, unique_id, envelope.connection))

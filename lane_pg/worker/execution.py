@@ -54,6 +54,9 @@ class Running:
     """How long its handler ran (set when it completed, with ``started_at``)."""
     slot_until_written: bool = False
     """Its slot stays taken until its outcome is written (``RunningJobs.settle``)."""
+    trace: object | None = None
+    """Its ``process`` span's context when tracing is on: the parent of its ``settle``
+    span (``lane_pg.tracing``)."""
 
 
 class RunningJobs:
@@ -244,9 +247,16 @@ class JobRunner:
                 # In this task, not a task of wait_for's own: one task and one event-loop
                 # turn less per job (W3); no timeout, no timer.
                 if tracing.enabled():  # off: one global read per job, no span
+                    claimed = job.processed_at
+                    waited = None if claimed is None else (claimed - job.available_at)
                     with tracing.processing(
-                        job.queue, job.id, job.name, job.attempts_started, job.options.get("meta")
-                    ):
+                        job.queue,
+                        job.id,
+                        job.name,
+                        job.attempts_started,
+                        job.options.get("meta"),
+                        None if waited is None else waited.total_seconds(),
+                    ) as running.trace:
                         if timeout is None:
                             result = await processor(job, context)
                         else:

@@ -18,11 +18,19 @@ Two sources, one registry:
 
 The scrape runs in the HTTP server's thread; the reads run on the worker's event loop,
 which the scrape waits for (at most ``SCRAPE_TIMEOUT`` seconds).
+
+Several worker processes on one host: with ``$PROMETHEUS_MULTIPROC_DIR`` set,
+prometheus_client keeps each process's counters and histograms in files there, and
+``add_multiprocess`` puts their sums on the standalone exporter's registry (``python -m
+lane_pg metrics``). There are no gauges among them: the queue gauges are
+``QueueCollector``'s, read at the scrape by the process that serves them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib
+import os
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -34,6 +42,7 @@ from lane_pg.worker.pausing import WorkerHooks
 
 INSTALL_HINT = "Prometheus metrics need prometheus_client: pip install 'lane_pg[prometheus]'"
 SCRAPE_TIMEOUT = 10.0
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800)
 
 
@@ -236,11 +245,35 @@ def new_registry() -> Any:
     return _client().CollectorRegistry()
 
 
+def multiprocess_directory() -> str | None:
+    """``$PROMETHEUS_MULTIPROC_DIR``: set, prometheus_client keeps every process's counters
+    and histograms in files there (it reads the variable when it is first imported)."""
+    return os.environ.get(MULTIPROC_ENV) or None
+
+
+def add_multiprocess(registry: Any) -> str | None:
+    """The counters and histograms of every worker process that wrote to
+    ``$PROMETHEUS_MULTIPROC_DIR``, summed per label set, on ``registry`` (the standalone
+    exporter's); the directory, or None when the variable is not set. Only counters and
+    histograms are kept there: the queue gauges are read at the scrape by the one process
+    that serves them (``QueueCollector``), never summed over processes."""
+    directory = multiprocess_directory()
+    if directory is None:
+        return None
+    multiprocess: Any = importlib.import_module("prometheus_client.multiprocess")
+    try:
+        multiprocess.MultiProcessCollector(registry, path=directory)
+    except ValueError as exc:  # not a directory
+        raise ValueError(f"${MULTIPROC_ENV}={directory}: {exc}") from None
+    return directory
+
+
 __all__ = [
     "INSTALL_HINT",
     "MetricsHooks",
     "QueueCollector",
     "WorkerMetrics",
+    "add_multiprocess",
     "new_registry",
     "serve_metrics",
 ]

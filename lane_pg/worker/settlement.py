@@ -22,8 +22,10 @@ import logging
 import time
 import traceback
 from collections.abc import Awaitable, Sequence
+from itertools import zip_longest
 from typing import TypeAlias
 
+from lane_pg import tracing
 from lane_pg.backend import FailedRecords, JobQueueBackend
 from lane_pg.backend.failed import (
     FailedJobRecord,
@@ -91,6 +93,9 @@ class Settlement:
         """A forced stop: ``release`` lists the jobs it gives back in ``given_back``."""
         self.given_back: list[tuple[str, str]] = []
         """``(queue, id)`` of the jobs ``release`` gave back under a forced stop."""
+        self._carried: dict[Key, object] = {}
+        """The ``process`` span's context of a traced flow parent whose completion was
+        refused (FIN-8): its failure, written next, is settled under it too."""
 
     # ----------------------------------------------------------------- outcomes
     def complete(self, running: Running, result: JSON) -> None:
@@ -140,7 +145,8 @@ class Settlement:
         if self._jobs.get(job.queue, job.id, job.lock_token) is None:
             return  # given back already (a forced stop did not wait for this handler)
         try:
-            await self._backend.runs.give_back_job(job.queue, job.id, job.lock_token, 0)
+            with tracing.settling(running.trace, job.queue, job.id, "released"):
+                await self._backend.runs.give_back_job(job.queue, job.id, job.lock_token, 0)
             if self.record_given_back:
                 self.given_back.append((job.queue, job.id))
             self._counts["released"] += 1
@@ -157,7 +163,8 @@ class Settlement:
         delayed by ``delay`` seconds (A14)."""
         job = running.job
         try:
-            await self._backend.runs.give_back_job(job.queue, job.id, job.lock_token, delay)
+            with tracing.settling(running.trace, job.queue, job.id, "released"):
+                await self._backend.runs.give_back_job(job.queue, job.id, job.lock_token, delay)
             self._counts["released"] += 1
         except Exception as exc:
             log.warning(
@@ -174,7 +181,8 @@ class Settlement:
         without a failed record."""
         job = running.job
         try:
-            await self._backend.runs.discard_job(job.queue, job.id, job.lock_token)
+            with tracing.settling(running.trace, job.queue, job.id, "deleted"):
+                await self._backend.runs.discard_job(job.queue, job.id, job.lock_token)
             self._counts["deleted"] = self._counts.get("deleted", 0) + 1
         except Exception as exc:
             log.warning(
@@ -314,9 +322,13 @@ class Settlement:
     ) -> list[FinalizeOutcome]:
         failed = kind == "failed"
         errors = self._take_errors(batch) if failed else {}
+        traced = tracing.enabled()  # off: one global read per batch
+        started = tracing.clock() if traced else 0
+        raised: Exception | None = None
         try:
             outcomes = await call
         except Exception as exc:
+            raised = exc
             # WORK-16: the jobs stay active under our token; their leases lapse and
             # stalled recovery hands them out again (at-least-once).
             self.failures += len(batch)
@@ -384,6 +396,8 @@ class Settlement:
                     outcome.status,
                     "" if known is None else f"; the run had failed: {describe_error(known[1])}",
                 )
+        if traced:
+            self._trace(batch, outcomes, started, raised)
         hooks = self._hooks
         # One check per batch: with nobody listening, no job is looked at again (W3).
         held: dict[Key, JobRow] | None = (
@@ -398,6 +412,37 @@ class Settlement:
         if hooks is not None and (failed or held is not None):
             await self._tell(batch, outcomes, errors, held)
         return outcomes
+
+    def _trace(
+        self,
+        batch: Sequence[Completion | Failure],
+        outcomes: list[FinalizeOutcome],
+        started: int,
+        raised: Exception | None,
+    ) -> None:
+        """A ``settle`` span per traced job of a written batch, a child of the job's
+        ``process`` span (the run ended before the batch was written)."""
+        for item, outcome in zip_longest(batch, outcomes):
+            if item is None:
+                break
+            key = (item.queue, item.id, item.token)
+            running = self._jobs.get(item.queue, item.id, item.token)
+            parent = self._carried.pop(key, None) if running is None else running.trace
+            if parent is None:
+                continue
+            if outcome is None:
+                settled_as = "unwritten"
+            elif outcome.status == "ok":
+                if isinstance(item, Completion):
+                    settled_as = "completed"
+                else:
+                    settled_as = "failed" if outcome.state == "failed" else "retried"
+            elif outcome.status == "pending_dependencies" and isinstance(item, Completion):
+                settled_as = "pending_dependencies"
+                self._carried[key] = parent
+            else:
+                settled_as = "lost"
+            tracing.settled(parent, item.queue, item.id, settled_as, started, raised)
 
     def _meant(
         self, batch: Sequence[Completion | Failure], errors: dict[Key, Known]

@@ -116,3 +116,72 @@ def _announced(out: Path) -> str | None:
         if line.startswith("lane_pg: metrics at http://"):
             return line
     return None
+
+
+def _samples(port: int) -> list[tuple[str, dict[str, str], float]]:
+    """Every sample of the endpoint, as prometheus_client's parser reads it."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return [
+        (sample.name, dict(sample.labels), sample.value)
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    ]
+
+
+async def test_multiprocess_mode_the_exporter_sums_the_workers_of_a_host(
+    workers: Workers, backend: PostgresBackend, queue_name: str, tmp_path: Path
+) -> None:
+    """Two worker processes write their counters and histograms to one
+    PROMETHEUS_MULTIPROC_DIR; ``python -m lane_pg metrics`` serves them summed per label
+    set, with the queue gauges read once."""
+    other = f"{queue_name}_b"
+    shared = tmp_path / "prometheus"
+    shared.mkdir()
+    env = {"PROMETHEUS_MULTIPROC_DIR": str(shared)}
+    # Real interpreters, not the fork server: prometheus_client reads the variable when
+    # it is first imported.
+    for _ in range(3):
+        await backend.add_job(queue_name, "noop")
+    await backend.add_job(queue_name, "fail", None, {"attempts": 1})
+    first = await workers.run(
+        *queue_args(queue_name), "--burst", "--metrics-port", "0", env=env, unbuffered=False
+    )
+    for _ in range(2):
+        await backend.add_job(queue_name, "noop")
+    await backend.add_job(other, "noop")
+    second = await workers.run(
+        *queue_args(queue_name, other), "--burst", "--metrics-port", "0", env=env,
+        unbuffered=False,
+    )  # fmt: skip
+    assert first.returncode == second.returncode == 0, first.describe() + second.describe()
+    assert "metrics at http://127.0.0.1:" in first.stdout()  # port 0: the one it got, said
+    assert sorted(path.name for path in shared.glob("counter_*.db")) == sorted(
+        f"counter_{worker.pid}.db" for worker in (first, second)
+    )
+
+    out = tmp_path / "metrics.out"
+    environment = {**os.environ, "LANE_PG_DSN": workers.dsn, **env}
+    environment.pop("LANE_PG_SCHEMA", None)
+    exporter = _start_exporter(environment, out)
+    try:
+        line = await eventually(lambda: _announced(out), timeout=30)
+        port = int(line.rsplit(":", 1)[1].split("/")[0])
+        samples = await asyncio.to_thread(_samples, port)
+    finally:
+        exporter.send_signal(signal.SIGTERM)
+        assert await asyncio.to_thread(exporter.wait, 30) == 0
+    assert f"with the worker counters and histograms of {shared}" in out.read_text()
+
+    def values(name: str, **labels: str) -> list[float]:
+        return [v for n, got, v in samples if n == name and got == labels]
+
+    assert values("lane_pg_jobs_completed_total", queue=queue_name) == [5]  # 3 + 2
+    assert values("lane_pg_jobs_failed_total", queue=queue_name) == [1]
+    assert values("lane_pg_jobs_completed_total", queue=other) == [1]
+    assert values("lane_pg_job_wait_seconds_count", queue=queue_name) == [6]
+    assert values("lane_pg_job_run_seconds_count", queue=other) == [1]
+    # The gauges come from the database, once: never summed over the processes.
+    assert values("lane_pg_queue_jobs", queue=queue_name, state="completed") == [5]
+    assert values("lane_pg_queue_jobs", queue=queue_name, state="failed") == [1]
+    assert not any("pid" in labels for _, labels, _ in samples)
