@@ -309,11 +309,3 @@ SELECT f.id,
           LEFT JOIN LATERAL (
               SELECT count(*) AS settled, count(*) FILTER (WHERE x.outcome = 'failed') AS failed
                 FROM lane.batch_settlements x WHERE x.batch_id = b.id) s ON true) f;
-
--- A queue's finished jobs per minute of the last hour with their wait and run
--- percentiles, oldest minute first: the rows of lane.v_throughput, which holds the rule
--- once (here, not in sql/functions/: this file is applied after the functions).
-CREATE OR REPLACE FUNCTION lane.get_throughput(p_queue text)
-RETURNS SETOF lane.v_throughput LANGUAGE sql STABLE AS $$
-    SELECT * FROM lane.v_throughput WHERE queue = p_queue ORDER BY minute
-$$;

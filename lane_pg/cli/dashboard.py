@@ -51,7 +51,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=2.0,
         metavar="SECONDS",
-        help="how often open pages re-read the counts between wake-ups (default: 2)",
+        help="seconds between two reads of the counts for open pages, between wake-ups"
+        " (default: 2 seconds)",
     )
     add_connection_arguments(parser)
 

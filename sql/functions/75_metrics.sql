@@ -149,3 +149,20 @@ BEGIN
     SELECT count(*) INTO v_folded FROM moved;
     RETURN v_folded;
 END $$;
+
+-- A queue's finished jobs per minute of the last hour with their wait and run
+-- percentiles, oldest minute first: the rows of lane.v_throughput (sql/views.sql), which
+-- holds the rule once. PL/pgSQL: its body is not checked against the view at creation
+-- (the views are applied after the functions), and it takes no dependency on the view's
+-- row type, so a downgrade drops the view and this function independently.
+CREATE OR REPLACE FUNCTION lane.get_throughput(p_queue text)
+RETURNS TABLE (minute timestamptz, completed bigint, failed bigint,
+               wait_p50_ms float8, wait_p95_ms float8, wait_p99_ms float8,
+               run_p50_ms float8, run_p95_ms float8, run_p99_ms float8)
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN QUERY
+    SELECT t.minute, t.completed, t.failed, t.wait_p50_ms, t.wait_p95_ms, t.wait_p99_ms,
+           t.run_p50_ms, t.run_p95_ms, t.run_p99_ms
+      FROM lane.v_throughput t WHERE t.queue = p_queue ORDER BY t.minute;
+END $$;
