@@ -213,7 +213,9 @@ async def test_a_second_signal_does_not_wait_for_a_handlers_thread(
     process exits without joining the thread."""
     worker = await workers.start(*queue_args(queue_name), app="tests.worker.thread_app:app")
     job = await backend.add_job(queue_name, "thread_sleep", {"seconds": 300})
-    await wait_for_state(db, queue_name, job.id, "active")
+    # The handler's log line, not the row's state: a claim is committed (active) before
+    # the worker holds the job, and a signal in between finds no job running yet.
+    await until(lambda: _logged(backend, queue_name, job.id))
     worker.send(signal.SIGTERM)
     await until(lambda: _printed(worker.stdout(), "signal again to stop now"))
     worker.send(signal.SIGTERM)
@@ -225,6 +227,10 @@ async def test_a_second_signal_does_not_wait_for_a_handlers_thread(
 
 async def _printed(text: str, line: str) -> bool:
     return line in text
+
+
+async def _logged(backend: PostgresBackend, queue: str, job_id: str) -> bool:
+    return (await backend.get_job_logs(queue, job_id)).count > 0
 
 
 # ------------------------------------------------------------------ start-up order

@@ -16,5 +16,6 @@ app = App()
 
 @app.processor("thread_sleep")
 async def thread_sleep(job: JobRow, ctx: JobContext) -> JSON:
+    await ctx.log("sleeping")  # the handler runs: a test may signal the worker now
     await asyncio.to_thread(time.sleep, float(job.payload["seconds"]))
     return {"slept": job.payload["seconds"]}
