@@ -6,7 +6,8 @@
 >>> result = await future
 
 See ``manager`` for the scheduling rules, ``commands`` for what a command is and how it is
-persisted, ``config`` for lane options and ``events`` for the event stream.
+persisted, ``config`` for lane options, ``events`` for the event stream and ``distributed``
+for running started commands through a partitioned queue.
 """
 
 from __future__ import annotations
@@ -20,6 +21,12 @@ from lane_pg.scheduler.commands import (
     PersistableCommand,
 )
 from lane_pg.scheduler.config import LaneConfig, PriorityBoostConfig, RateLimitConfig
+from lane_pg.scheduler.distributed import (
+    DistributedItem,
+    DistributedQueue,
+    LocalDistributedQueue,
+    partition_for,
+)
 from lane_pg.scheduler.errors import (
     CommandFailed,
     DrainTimeout,
@@ -99,6 +106,8 @@ __all__ = [
     "CommandFuture",
     "DeadLetter",
     "DeadLetterQueue",
+    "DistributedItem",
+    "DistributedQueue",
     "DrainTimeout",
     "EventEmitter",
     "EventFilter",
@@ -116,6 +125,7 @@ __all__ = [
     "LaneStats",
     "LaneStorage",
     "LaneTimeout",
+    "LocalDistributedQueue",
     "LocalMetricsBackend",
     "LocalStorage",
     "ManualClock",
@@ -135,4 +145,5 @@ __all__ = [
     "SystemClock",
     "UnknownCommandType",
     "UnknownLane",
+    "partition_for",
 ]

@@ -15,6 +15,15 @@ another, and is logged when it ends). A failed or timed-out attempt with retries
 gives its slot back and re-enters the lane's queue (in submission order) after the retry
 delay; otherwise it settles as a terminal failure: ``failed`` event, dead letter (DLQ and
 storage), storage removal, then the future.
+
+Distributed queue (LANE-9, ``distributed``): the rules above still decide what starts and
+when, and the slot is taken at that moment (``started`` event). Instead of running the
+attempt at once, the manager enqueues a ``DistributedItem``; one runner task per partition
+(from ``start()`` to ``stop()``) dequeues its partition and runs the attempt, then calls
+``complete`` before the outcome settles. Each attempt is one enqueue/dequeue/complete cycle
+(a retry is a new item). An enqueue that raises fails the command; a complete that raises
+is logged. Runners sleep on an event the manager's own enqueue sets, polling at
+``poll_interval`` for a queue that delivers later or is fed by someone else.
 """
 
 from __future__ import annotations
@@ -40,6 +49,7 @@ from lane_pg.scheduler.commands import (
     payload_of,
 )
 from lane_pg.scheduler.config import LaneConfig, to_seconds
+from lane_pg.scheduler.distributed import DistributedItem, DistributedQueue, partition_for
 from lane_pg.scheduler.errors import (
     CommandFailed,
     DrainTimeout,
@@ -74,6 +84,9 @@ if TYPE_CHECKING:
     from lane_pg.scheduler.monitoring import AlertManager
 
 logger = logging.getLogger("lane_pg.scheduler")
+
+DEFAULT_POLL_INTERVAL = 0.05
+"""Seconds a distributed queue's runner waits on an empty partition before asking again."""
 
 
 class CommandFuture(asyncio.Future[Any]):
@@ -173,6 +186,8 @@ class LaneManager:
         factories: dict[str, CommandFactory] | None = None,
         global_concurrency: int | None = None,
         clock: Clock | None = None,
+        distributed_queue: DistributedQueue | None = None,
+        poll_interval: Duration | None = DEFAULT_POLL_INTERVAL,
     ) -> None:
         if not lanes:
             raise InvalidLaneConfig("a lane manager needs at least one lane")
@@ -182,6 +197,18 @@ class LaneManager:
             or global_concurrency < 1
         ):
             raise InvalidLaneConfig(f"global concurrency must be >= 1: {global_concurrency!r}")
+        if distributed_queue is not None and not isinstance(distributed_queue, DistributedQueue):
+            raise TypeError(
+                "not a distributed queue (enqueue, dequeue, complete, num_partitions,"
+                f" worker_id): {distributed_queue!r}"
+            )
+        poll: float | None = None
+        if poll_interval is not None:
+            poll = to_seconds(poll_interval, "distributed queue poll interval")
+            if poll <= 0:
+                raise InvalidLaneConfig(
+                    f"distributed queue poll interval must be > 0 or None: {poll_interval!r}"
+                )
         self._lanes = {
             name: _Lane(name, priority, config) for name, (config, priority) in lanes.items()
         }
@@ -205,6 +232,12 @@ class LaneManager:
         self._shutting_down = False
         self._observers: list[Callable[[LaneEvent], None]] = []
         self._stopped = False
+        self._distributed = distributed_queue
+        self._poll_interval = poll
+        self._partitions = 0
+        self._dispatched: dict[str, _Entry] = {}  # enqueued, not yet dequeued
+        self._wakeups: list[asyncio.Event] = []
+        self._runners: list[asyncio.Task[None]] = []
 
     @staticmethod
     def builder(emitter: EventEmitter | None = None) -> LaneManagerBuilder:
@@ -231,6 +264,10 @@ class LaneManager:
     @property
     def global_concurrency(self) -> int | None:
         return self._global_limit
+
+    @property
+    def distributed_queue(self) -> DistributedQueue | None:
+        return self._distributed
 
     @property
     def started(self) -> bool:
@@ -271,6 +308,8 @@ class LaneManager:
                 return
             if self._storage is not None:
                 await self._recover(self._storage)
+            if self._distributed is not None:
+                self._start_runners(self._distributed)
             self._started = True
             self._pump()
 
@@ -303,6 +342,10 @@ class LaneManager:
         """
         await self.shutdown()
         self._stopped = True
+        runners, self._runners = self._runners, []
+        for runner in runners:  # first, so none hands a dequeued item to a new task
+            runner.cancel()
+        await asyncio.gather(*runners, return_exceptions=True)
         tasks = list(self._tasks)
         if self._timer is not None:
             tasks.append(self._timer)
@@ -314,6 +357,7 @@ class LaneManager:
             if entry.future is not None:
                 entry.future.cancel()
         self._entries.clear()
+        self._dispatched.clear()
         for lane in self._lanes.values():
             lane.queue.clear()
             lane.retry_waiting = 0
@@ -337,8 +381,9 @@ class LaneManager:
         """Accept ``command`` on lane ``lane_id``; the future settles with its outcome.
 
         Raises ``UnknownLane``, ``ShutdownInProgress``, ``TypeError`` for a non-command and
-        ``InvalidPayload`` for a persistable command whose payload is not JSON. Never waits
-        for a slot or the rate limit (LCFG-6); it awaits only the storage write.
+        ``InvalidPayload`` for a persistable command whose payload is not JSON (when a storage
+        or a distributed queue carries it). Never waits for a slot or the rate limit (LCFG-6);
+        it awaits only the storage write.
         """
         if self._shutting_down:
             raise ShutdownInProgress("the lane manager is shutting down")
@@ -348,7 +393,8 @@ class LaneManager:
         command_id = uuid.uuid4().hex
         command_type = command_type_of(command)
         persisted = self._storage is not None and has_payload(command)
-        payload = check_json(payload_of(command), "command payload") if persisted else None
+        carried = persisted or (self._distributed is not None and has_payload(command))
+        payload = check_json(payload_of(command), "command payload") if carried else None
         if persisted and self._storage is not None:
             self._saving.add(command_id)  # so a concurrent recovery does not load it too
             try:
@@ -486,7 +532,10 @@ class LaneManager:
             command_id=entry.command_id,
             command_type=entry.command_type,
         )
-        self._spawn(self._run(entry))
+        if self._distributed is None:
+            self._spawn(self._run(entry))
+        else:
+            self._spawn(self._dispatch(self._distributed, entry))
 
     def _spawn(self, coro: Any) -> None:
         task: asyncio.Task[None] = asyncio.get_running_loop().create_task(coro)
@@ -525,7 +574,8 @@ class LaneManager:
 
     # -- attempts and settlement ---------------------------------------------------------
 
-    async def _run(self, entry: _Entry) -> None:
+    async def _run(self, entry: _Entry, item: DistributedItem | None = None) -> None:
+        """One attempt and its outcome; ``item``: the distributed queue's, to complete."""
         try:
             value = await self._attempt(entry)
         except asyncio.CancelledError as exc:
@@ -534,14 +584,154 @@ class LaneManager:
             if self._stopped or (task is not None and task.cancelling()):
                 raise
             # The command cancelled itself (nobody cancelled us): a failed attempt.
+            if item is not None:
+                await self._complete(item, exc)
             await self._attempt_failed(entry, exc)
         except Exception as exc:
             self._release(entry.lane)
+            if item is not None:
+                await self._complete(item, exc)
             await self._attempt_failed(entry, exc)
         else:
             self._release(entry.lane)
             self._pump()
+            if item is not None:
+                await self._complete(item, None)
             await self._succeed(entry, value)
+
+    # -- the distributed queue (LANE-9) -------------------------------------------------
+
+    def _start_runners(self, queue: DistributedQueue) -> None:
+        partitions = queue.num_partitions()
+        if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
+            raise InvalidLaneConfig(
+                f"distributed queue {queue!r}: num_partitions() must be >= 1, got {partitions!r}"
+            )
+        self._partitions = partitions
+        self._wakeups = [asyncio.Event() for _ in range(partitions)]
+        loop = asyncio.get_running_loop()
+        self._runners = [
+            loop.create_task(
+                self._runner(queue, partition), name=f"lane-distributed-runner-{partition}"
+            )
+            for partition in range(partitions)
+        ]
+
+    async def _dispatch(self, queue: DistributedQueue, entry: _Entry) -> None:
+        """Hand a started attempt to the distributed queue (its slot is taken)."""
+        item = DistributedItem(
+            command_id=entry.command_id,
+            lane_id=entry.lane.name,
+            priority=entry.lane.priority,
+            command_type=entry.command_type,
+            payload=entry.payload,
+            partition=partition_for(entry.command_id, self._partitions),
+            attempt=entry.retries + 1,
+        )
+        # Registered first: a queue may hand the item to a runner before enqueue returns.
+        self._dispatched[entry.command_id] = entry
+        try:
+            await queue.enqueue(item)
+        except Exception as exc:
+            if self._dispatched.get(entry.command_id) is not entry:
+                logger.exception(
+                    "lane %s: distributed queue %s raised on enqueue of command %s (%s),"
+                    " which it delivered all the same: it runs",
+                    entry.lane.name,
+                    _queue_name(queue),
+                    entry.command_id,
+                    entry.command_type,
+                )
+                return
+            del self._dispatched[entry.command_id]
+            logger.exception(
+                "lane %s: distributed queue %s could not enqueue command %s (%s): it fails",
+                entry.lane.name,
+                _queue_name(queue),
+                entry.command_id,
+                entry.command_type,
+            )
+            self._release(entry.lane)
+            self._pump()
+            await self._fail(entry, exc)
+            return
+        self._wakeups[item.partition].set()
+
+    async def _runner(self, queue: DistributedQueue, partition: int) -> None:
+        """Dequeue ``partition`` until ``stop()``; each item runs as a task of its own."""
+        wakeup = self._wakeups[partition]
+        failures = 0
+        while True:
+            wakeup.clear()  # before dequeue: an enqueue from now on wakes the wait below
+            try:
+                item = await queue.dequeue(partition)
+            except Exception:
+                failures += 1
+                if failures == 1:
+                    logger.exception(
+                        "distributed queue %s: dequeue(%d) raised; retrying",
+                        _queue_name(queue),
+                        partition,
+                    )
+                await self._idle(wakeup, self._poll_interval or DEFAULT_POLL_INTERVAL)
+                continue
+            if failures:
+                logger.warning(
+                    "distributed queue %s: dequeue(%d) works again after %d failure(s)",
+                    _queue_name(queue),
+                    partition,
+                    failures,
+                )
+                failures = 0
+            if item is None:
+                await self._idle(wakeup, self._poll_interval)
+                continue
+            entry = self._dispatched.pop(item.command_id, None)
+            if entry is None:
+                logger.warning(
+                    "distributed queue %s: partition %d returned command %s (%s, lane %s),"
+                    " which this manager is not waiting for: completing it as failed",
+                    _queue_name(queue),
+                    partition,
+                    item.command_id,
+                    item.command_type,
+                    item.lane_id,
+                )
+                await self._complete(
+                    item, LookupError(f"command {item.command_id} is unknown to this manager")
+                )
+                continue
+            self._spawn(self._run(entry, item))
+
+    @staticmethod
+    async def _idle(wakeup: asyncio.Event, seconds: float | None) -> None:
+        """Until ``wakeup`` is set, or ``seconds`` (None: no limit)."""
+        if seconds is None:
+            await wakeup.wait()
+            return
+        try:
+            async with asyncio.timeout(seconds):
+                await wakeup.wait()
+        except TimeoutError:
+            pass
+
+    async def _complete(self, item: DistributedItem, exc: BaseException | None) -> None:
+        queue = self._distributed
+        assert queue is not None
+        try:
+            await queue.complete(
+                item.command_id,
+                success=exc is None,
+                error=None if exc is None else _error_text(exc),
+            )
+        except Exception:
+            logger.exception(
+                "lane %s: distributed queue %s could not complete command %s (%s)",
+                item.lane_id,
+                _queue_name(queue),
+                item.command_id,
+                item.command_type,
+            )
 
     async def _attempt(self, entry: _Entry) -> JSON:
         timeout = entry.lane.config.timeout_seconds
@@ -695,6 +885,13 @@ class LaneManager:
                 logger.exception("lane observer %r raised on %s", observer, key)
 
 
+def _queue_name(queue: DistributedQueue) -> str:
+    try:
+        return repr(queue.worker_id())
+    except Exception:
+        return repr(queue)
+
+
 def _consume_outcome(task: asyncio.Future[Any]) -> None:
     if not task.cancelled():
         task.exception()
@@ -713,6 +910,8 @@ class LaneManagerBuilder:
         self._clock: Clock | None = None
         self._metrics: QueueMetrics | None = None
         self._alerts: AlertManager | None = None
+        self._distributed: DistributedQueue | None = None
+        self._poll_interval: Duration | None = DEFAULT_POLL_INTERVAL
 
     def with_default_lanes(self) -> LaneManagerBuilder:
         """LANE-1: the lanes of ``lane_pg.types.DEFAULT_LANES`` (one shared definition)."""
@@ -770,6 +969,16 @@ class LaneManagerBuilder:
         self._alerts = alerts
         return self
 
+    def with_distributed_queue(
+        self, queue: DistributedQueue, *, poll_interval: Duration | None = DEFAULT_POLL_INTERVAL
+    ) -> LaneManagerBuilder:
+        """Run started commands through ``queue`` (LANE-9): ``LocalDistributedQueue.auto()``
+        or any ``DistributedQueue``. A runner whose partition is empty waits for the
+        manager's next enqueue, or ``poll_interval`` seconds (None: only the former)."""
+        self._distributed = queue
+        self._poll_interval = poll_interval
+        return self
+
     def build(self) -> LaneManager:
         manager = LaneManager(
             dict(self._lanes),
@@ -779,6 +988,8 @@ class LaneManagerBuilder:
             factories=self._factories,
             global_concurrency=self._global,
             clock=self._clock,
+            distributed_queue=self._distributed,
+            poll_interval=self._poll_interval,
         )
         if self._metrics is not None:
             self._metrics.attach(manager)
