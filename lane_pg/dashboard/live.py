@@ -40,6 +40,10 @@ class LiveHub:
         self._read = read
         self._poll_interval = poll_interval
         self._listeners: set[asyncio.Queue[str]] = set()
+        self._new: set[asyncio.Queue[str]] = set()
+        """Listeners that got no snapshot yet: the next read goes to them, changed or not
+        (a cached one could be older than the page they just loaded)."""
+        self._kick = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._last: str | None = None
         self.reads = 0
@@ -55,17 +59,18 @@ class LiveHub:
 
     @contextlib.asynccontextmanager
     async def listen(self) -> AsyncIterator[asyncio.Queue[str]]:
-        """A queue of snapshot texts for one page: the latest at once, then each change."""
+        """A queue of snapshot texts for one page: a fresh read at once, then each change."""
         inbox: asyncio.Queue[str] = asyncio.Queue(maxsize=4)
         self._listeners.add(inbox)
-        if self._last is not None:
-            inbox.put_nowait(self._last)
+        self._new.add(inbox)
+        self._kick.set()
         if not self.running:
             self._task = asyncio.create_task(self._run(), name="lane_pg dashboard live")
         try:
             yield inbox
         finally:
             self._listeners.discard(inbox)
+            self._new.discard(inbox)
             if not self._listeners and self._task is not None:
                 self._task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -98,22 +103,41 @@ class LiveHub:
                     text = json.dumps(snapshot, default=str, sort_keys=True)
                     if text != self._last:
                         self._last = text
-                        self._send(text)
+                        self._send(text, self._listeners)
+                    else:
+                        self._send(text, self._new)
+                    self._new.clear()
                 except Exception as exc:
                     logger.warning("dashboard: reading the overview failed: %s", exc)
-                if wakeups is not None:
-                    if await wakeups.wait(self._poll_interval):
-                        # A burst of adds wakes many times: one read covers them.
-                        await asyncio.sleep(min(0.25, self._poll_interval))
-                else:
-                    await asyncio.sleep(self._poll_interval)
+                if await self._wait(wakeups):
+                    # A burst of adds wakes many times: one read covers them.
+                    await asyncio.sleep(min(0.25, self._poll_interval))
         finally:
             if wakeups is not None:
                 with contextlib.suppress(Exception):
                     await wakeups.close()
 
-    def _send(self, text: str) -> None:
-        for inbox in list(self._listeners):
+    async def _wait(self, wakeups: WakeupSource | None) -> bool:
+        """Until the backend wakes this reader (True), a page joins, or the poll is due."""
+        if self._kick.is_set():
+            self._kick.clear()
+            return False
+        kicked = asyncio.ensure_future(self._kick.wait())
+        waiting = asyncio.ensure_future(
+            wakeups.wait(self._poll_interval)
+            if wakeups is not None
+            else asyncio.sleep(self._poll_interval, False)
+        )
+        try:
+            await asyncio.wait({kicked, waiting}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            kicked.cancel()
+            waiting.cancel()
+        self._kick.clear()
+        return bool(waiting.done() and not waiting.cancelled() and waiting.result())
+
+    def _send(self, text: str, listeners: set[asyncio.Queue[str]]) -> None:
+        for inbox in list(listeners):
             if inbox.full():  # a slow page gets the newest snapshot, not a backlog
                 with contextlib.suppress(asyncio.QueueEmpty):
                     inbox.get_nowait()

@@ -26,7 +26,10 @@ from tests.conftest import NewDatabase, migrate_lane
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 REPO = Path(__file__).resolve().parents[2]
-DOCS = REPO / "docs" / "images"
+SCREENSHOTS = os.environ.get("LANE_PG_SCREENSHOTS")
+"""Where the tests save their screenshots: ``LANE_PG_SCREENSHOTS=docs/images`` refreshes the
+pictures of docs/ (so a plain test run leaves the tree as it was); else a temporary
+directory."""
 playwright_api = pytest.importorskip("playwright.async_api", reason="pip install playwright")
 pytestmark = [
     pytest.mark.skipif(CHROMIUM is None, reason="no chromium: apt-get install chromium"),
@@ -89,6 +92,11 @@ class Site:
     dsn: str
     backend: PostgresBackend
     tmp: Path
+
+    def screenshot(self, name: str) -> str:
+        directory = Path(SCREENSHOTS) if SCREENSHOTS else self.tmp
+        directory.mkdir(parents=True, exist_ok=True)
+        return str(directory / name)
 
 
 @pytest_asyncio.fixture
@@ -170,8 +178,7 @@ async def test_overview_loads_and_its_counts_follow_the_queue_live(
     # A new failure shows without a reload: the stream pushes the new counts.
     await failed_job(site, site.tmp / "never-2")
     await expect(failed).to_have_text("2")
-    DOCS.mkdir(parents=True, exist_ok=True)
-    await page.screenshot(path=str(DOCS / "dashboard-overview.png"), full_page=True)
+    await page.screenshot(path=site.screenshot("dashboard-overview.png"), full_page=True)
 
 
 async def test_filter_jobs_by_a_json_path_and_open_a_job(site: Site, chromium: object) -> None:
@@ -186,7 +193,7 @@ async def test_filter_jobs_by_a_json_path_and_open_a_job(site: Site, chromium: o
     await page.click('#search button[type="submit"]')
     rows = page.locator("#jobs tbody tr[data-job]")
     await expect(rows).to_have_count(1)
-    await page.screenshot(path=str(DOCS / "dashboard-jobs.png"), full_page=True)
+    await page.screenshot(path=site.screenshot("dashboard-jobs.png"), full_page=True)
     await rows.first.locator("a").first.click()
     await expect(page.locator("#data")).to_contain_text('"id": 3')
 
@@ -197,7 +204,7 @@ async def test_retry_a_failed_job_and_see_it_run(site: Site, chromium: object) -
     page = await chromium.new_page(viewport={"width": 1280, "height": 900})  # type: ignore[attr-defined]
     await page.goto(f"{site.url}/queues/payments/jobs/{job_id}")
     await expect(page.locator("#failed-reason")).to_contain_text("the bank is down")
-    await page.screenshot(path=str(DOCS / "dashboard-job.png"), full_page=True)
+    await page.screenshot(path=site.screenshot("dashboard-job.png"), full_page=True)
     marker.write_text("up")
     await page.click('button[data-action="retry"]')
     await expect(page.locator(".notice")).to_contain_text(f"job {job_id} retried")
@@ -218,7 +225,10 @@ async def test_pause_a_queue_and_the_worker_stops_claiming_it(site: Site, chromi
     await page.goto(site.url + "/queues/payments")
     await page.click('button[data-action="pause"]')
     await expect(page.locator(".notice")).to_contain_text("paused")
-    await page.screenshot(path=str(DOCS / "dashboard-queue.png"), full_page=True)
+    # The live stream's first snapshot is read after the page, so it keeps the badge.
+    await expect(page.locator("body[data-live-updates]")).to_have_count(1)
+    await expect(page.locator('h1 [data-live-paused="payments"]')).to_be_visible()
+    await page.screenshot(path=site.screenshot("dashboard-queue.png"), full_page=True)
     assert await site.backend.is_queue_paused("payments")
     [held] = await site.backend.add_jobs("payments", [JobSpec("noop")])
     # The worker serves both queues with one claim: once a job of emails, added after
