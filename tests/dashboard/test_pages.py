@@ -259,3 +259,33 @@ async def test_the_overview_api_and_the_queue_page(
         "/batches"
     )
     await browser.page("/repeats")
+
+
+async def test_mounted_under_a_prefix_in_another_app_its_links_and_redirects_keep_it(
+    backend: JobQueueBackend, queue_name: str
+) -> None:
+    import httpx
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    from lane_pg.dashboard import create_app, full_access
+
+    dashboard = create_app(backend, access=lambda connection: full_access("ops"))
+    host = Starlette(routes=[Mount("/admin/queues", app=dashboard)])
+    await backend.add_jobs(queue_name, [JobSpec("x")])
+    transport = httpx.ASGITransport(app=host)
+    async with httpx.AsyncClient(transport=transport, base_url="http://app.test") as client:
+        html = (await client.get("/admin/queues/")).text
+        assert f'href="/admin/queues/queues/{queue_name}"' in html
+        assert 'src="/admin/queues/static/dashboard.js"' in html
+        assert (await client.get("/admin/queues/static/dashboard.css")).status_code == 200
+        token = re.search(r'data-csrf="([0-9a-f]+)"', html)
+        assert token is not None
+        response = await client.post(
+            "/admin/queues/actions/pause",
+            data={"csrf": token.group(1), "queue": queue_name, "back": f"/queues/{queue_name}"},
+        )
+        assert response.status_code == 303
+        assert response.headers["location"].startswith(f"/admin/queues/queues/{queue_name}?")
+        assert await backend.is_queue_paused(queue_name)
+    await dashboard.state.dashboard.close()
