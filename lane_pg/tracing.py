@@ -4,7 +4,8 @@ install 'lane_pg[otel]'``).
     from opentelemetry.sdk.trace import TracerProvider      # your SDK set-up, as usual
     lane_pg.tracing.enable()                                # in the pushing and the worker process
 
-Once enabled, a push through ``Q`` (``push``, ``later``, ``bulk`` and the rest) records a
+Once enabled, a push through ``Q`` (``push``, ``later``, ``bulk`` and the rest), or an
+add on the caller's connection (``lane_pg.add_job``, ``add_jobs``, their ``_sync`` twins), records a
 ``send {queue}`` span (kind PRODUCER) and stores its context with the job (W3C
 ``traceparent`` in the job's ``options.meta.trace``). A bulk push records one ``send``
 span (``messaging.batch.message_count``) and, as its children, one ``create {queue}`` span

@@ -24,6 +24,7 @@ that driver is already imported, so the dispatch looks at ``sys.modules``.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import sys
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
@@ -32,6 +33,7 @@ from datetime import datetime
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeGuard
 
+from lane_pg import tracing
 from lane_pg.errors import LaneError, translate_error
 from lane_pg.postgres.rows import JOB_COLUMNS, job_from_row
 from lane_pg.postgres.schema import validate_schema_name
@@ -299,6 +301,37 @@ def _jobs(rows: list[dict[str, Any]], expected: int) -> list[JobRow]:
     return [job_from_row(row) for row in rows]
 
 
+# ---------------------------------------------------------------- tracing
+
+
+def _traced(options: Options, carrier: dict[str, str]) -> Options:
+    """``options`` with the push's trace context in ``meta.trace`` (``lane_pg.tracing``):
+    a copy, the caller's object untouched."""
+    if isinstance(options, JobOptions):
+        return dataclasses.replace(
+            options, meta={**(options.meta or {}), tracing.META_KEY: carrier}
+        )
+    document: dict[str, JSON] = dict(options or {})
+    given = document.get("meta")
+    document["meta"] = {**(given if isinstance(given, dict) else {}), tracing.META_KEY: carrier}
+    return document
+
+
+def _bulk_name(specs: Sequence[JobSpec]) -> str:
+    """The job name of a bulk push's span: the jobs' one name, else ``"(mixed)"``."""
+    names = {spec.name for spec in specs}
+    return names.pop() if len(names) == 1 else "(mixed)"
+
+
+def _traced_specs(specs: Sequence[JobSpec], span: tracing.SendSpan) -> list[JobSpec]:
+    return [
+        dataclasses.replace(spec, options=_traced(spec.options, span.create()))
+        if isinstance(spec, JobSpec)
+        else spec
+        for spec in specs
+    ]
+
+
 # ---------------------------------------------------------------- public API
 
 
@@ -316,7 +349,15 @@ async def add_job(
 
     The job (and its wake-up) is visible to others only once the caller commits; a rollback
     discards it. Raises a ``ValidationError`` subclass for bad input (nothing written).
+    With ``lane_pg.tracing`` on, a ``send`` span covers it and the job carries its context.
     """
+    if tracing.enabled():  # off: one global read per add
+        with tracing.sending(queue, name) as span:
+            assert span is not None
+            params = _job_params(queue, name, data, _traced(options, span.carrier()), now)
+            job = _one_job(await fetch_rows(conn, _ADD_JOB, params, schema=schema))
+            span.sent([job.id])
+            return job
     params = _job_params(queue, name, data, options, now)
     return _one_job(await fetch_rows(conn, _ADD_JOB, params, schema=schema))
 
@@ -332,6 +373,13 @@ def add_job_sync(
     now: datetime | None = None,
 ) -> JobRow:
     """Synchronous ``add_job``: a psycopg ``Connection``, SQLAlchemy ``Connection``/``Session``."""
+    if tracing.enabled():
+        with tracing.sending(queue, name) as span:
+            assert span is not None
+            params = _job_params(queue, name, data, _traced(options, span.carrier()), now)
+            job = _one_job(fetch_rows_sync(conn, _ADD_JOB, params, schema=schema))
+            span.sent([job.id])
+            return job
     params = _job_params(queue, name, data, options, now)
     return _one_job(fetch_rows_sync(conn, _ADD_JOB, params, schema=schema))
 
@@ -346,8 +394,17 @@ async def add_jobs(
 ) -> list[JobRow]:
     """Add several jobs in one statement; the snapshots come back in input order.
 
-    Every spec is validated before anything is sent: one bad spec adds none of them.
+    Every spec is validated before anything is sent: one bad spec adds none of them. With
+    ``lane_pg.tracing`` on, a ``send`` span covers them and each job a ``create`` span.
     """
+    if specs and tracing.enabled():
+        _bulk_params(queue, specs, now)  # refused before any span
+        with tracing.sending(queue, _bulk_name(specs), len(specs)) as span:
+            assert span is not None
+            params = _bulk_params(queue, _traced_specs(specs, span), now)
+            jobs = _jobs(await fetch_rows(conn, _ADD_JOBS, params, schema=schema), len(specs))
+            span.sent([job.id for job in jobs])
+            return jobs
     params = _bulk_params(queue, specs, now)
     if not specs:
         return []
@@ -363,6 +420,14 @@ def add_jobs_sync(
     now: datetime | None = None,
 ) -> list[JobRow]:
     """Synchronous ``add_jobs``."""
+    if specs and tracing.enabled():
+        _bulk_params(queue, specs, now)  # refused before any span
+        with tracing.sending(queue, _bulk_name(specs), len(specs)) as span:
+            assert span is not None
+            params = _bulk_params(queue, _traced_specs(specs, span), now)
+            jobs = _jobs(fetch_rows_sync(conn, _ADD_JOBS, params, schema=schema), len(specs))
+            span.sent([job.id for job in jobs])
+            return jobs
     params = _bulk_params(queue, specs, now)
     if not specs:
         return []

@@ -289,3 +289,51 @@ async def test_a_give_back_and_a_delete_are_settled_too(
     assert sorted(settled) == sorted(
         [(released.id, "released"), (deleted.id, "deleted"), (released.id, "completed")]
     )
+
+
+async def test_an_add_inside_the_callers_transaction_is_traced_to_its_run(
+    workers: Workers,
+    backend: PostgresBackend,
+    effects_dsn: str,
+    queue_name: str,
+    tmp_path: Path,
+    exporter: tuple[InMemorySpanExporter, TracerProvider],
+) -> None:
+    import asyncpg
+
+    from lane_pg import JobOptions, JobSpec, add_job, add_jobs
+
+    spans, _ = exporter
+    conn = await asyncpg.connect(effects_dsn)
+    try:
+        async with conn.transaction():
+            one = await add_job(conn, queue_name, "traced", {}, JobOptions(meta={"mine": 1}))
+            many = await add_jobs(conn, queue_name, [JobSpec("traced", {})] * 2)
+    finally:
+        await conn.close()
+    assert one.options["meta"]["mine"] == 1  # the caller's meta is kept beside the trace
+    finished = spans.get_finished_spans()
+    sends = [s for s in finished if s.name == f"send {queue_name}"]
+    creates = [s for s in finished if s.name == f"create {queue_name}"]
+    assert len(sends) == 2 and len(creates) == 2
+    assert sends[0].attributes is not None
+    assert sends[0].attributes["messaging.message.id"] == one.id
+    assert sends[1].attributes is not None
+    assert sends[1].attributes["messaging.batch.message_count"] == 2
+    parent_of = {one.id: format(sends[0].get_span_context().span_id, "016x")}
+    for job, create in zip(many, creates, strict=True):
+        assert create.attributes is not None
+        assert create.attributes["messaging.message.id"] == job.id
+        parent_of[job.id] = format(create.get_span_context().span_id, "016x")
+
+    out = tmp_path / "spans.jsonl"
+    await workers.run(
+        *queue_args(queue_name), "--burst", app="tests.worker.otel_app:app",
+        env={"LANE_PG_TEST_SPANS": str(out)},
+    )  # fmt: skip
+    processed = {
+        span["attributes"]["messaging.message.id"]: span
+        for span in map(json.loads, out.read_text().splitlines())
+        if span["name"].startswith("process ")
+    }
+    assert {job_id: processed[job_id]["parent"] for job_id in parent_of} == parent_of
