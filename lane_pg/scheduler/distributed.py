@@ -15,12 +15,15 @@ so every queue, the manager's wake-ups and other processes agree on an item's pa
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
 import uuid
 import zlib
 from collections import deque
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from lane_pg.scheduler.errors import InvalidLaneConfig
 from lane_pg.types import JSON
@@ -171,3 +174,171 @@ __all__ = [
     "LocalDistributedQueue",
     "partition_for",
 ]
+
+
+# -- the manager's side (lane_pg.scheduler.manager) -------------------------------------
+
+logger = logging.getLogger("lane_pg.scheduler")
+
+DEFAULT_POLL_INTERVAL = 0.05
+"""Seconds a partition runner waits on an empty partition before it asks again (a queue
+fed by someone else than this manager wakes no runner)."""
+
+Entry = TypeVar("Entry")
+
+
+def queue_name(queue: DistributedQueue) -> str:
+    try:
+        return repr(queue.worker_id())
+    except Exception:
+        return repr(queue)
+
+
+class PartitionRunners(Generic[Entry]):
+    """A manager's traffic through its distributed queue: ``dispatch`` hands a started
+    attempt (its lane slot taken) to the queue; one runner task per partition dequeues and
+    hands each item back to the manager (``run``); ``complete`` tells the queue the
+    outcome. The manager keeps deciding what starts and when; this class only moves it."""
+
+    def __init__(
+        self,
+        queue: DistributedQueue,
+        poll_interval: float | None,
+        *,
+        run: Callable[[Entry, DistributedItem], Coroutine[Any, Any, None]],
+        refused: Callable[[Entry, BaseException], Awaitable[None]],
+        spawn: Callable[[Coroutine[Any, Any, None]], None],
+    ) -> None:
+        self.queue = queue
+        self._poll_interval = poll_interval
+        self._run = run
+        self._refused = refused
+        self._spawn = spawn
+        self.partitions = 0
+        self._dispatched: dict[str, Entry] = {}  # enqueued, not yet dequeued
+        self._wakeups: list[asyncio.Event] = []
+        self._runners: list[asyncio.Task[None]] = []
+
+    def start(self) -> None:
+        partitions = self.queue.num_partitions()
+        if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
+            raise InvalidLaneConfig(
+                f"distributed queue {self.queue!r}: num_partitions() must be >= 1,"
+                f" got {partitions!r}"
+            )
+        self.partitions = partitions
+        self._wakeups = [asyncio.Event() for _ in range(partitions)]
+        loop = asyncio.get_running_loop()
+        self._runners = [
+            loop.create_task(self._runner(partition), name=f"lane-distributed-runner-{partition}")
+            for partition in range(partitions)
+        ]
+
+    async def stop(self) -> None:
+        """Cancel the runners (first, so none hands a dequeued item to a new task)."""
+        runners, self._runners = self._runners, []
+        for runner in runners:
+            runner.cancel()
+        await asyncio.gather(*runners, return_exceptions=True)
+        self._dispatched.clear()
+
+    async def dispatch(self, entry: Entry, item: DistributedItem) -> None:
+        """Enqueue ``item``, the attempt of ``entry``; a refused enqueue is ``refused``."""
+        # Registered first: a queue may hand the item to a runner before enqueue returns.
+        self._dispatched[item.command_id] = entry
+        try:
+            await self.queue.enqueue(item)
+        except Exception as exc:
+            if self._dispatched.get(item.command_id) is not entry:
+                logger.exception(
+                    "lane %s: distributed queue %s raised on enqueue of command %s (%s),"
+                    " which it delivered all the same: it runs",
+                    item.lane_id,
+                    queue_name(self.queue),
+                    item.command_id,
+                    item.command_type,
+                )
+                return
+            del self._dispatched[item.command_id]
+            logger.exception(
+                "lane %s: distributed queue %s could not enqueue command %s (%s): it fails",
+                item.lane_id,
+                queue_name(self.queue),
+                item.command_id,
+                item.command_type,
+            )
+            await self._refused(entry, exc)
+            return
+        self._wakeups[item.partition].set()
+
+    async def _runner(self, partition: int) -> None:
+        """Dequeue ``partition`` until ``stop()``; each item runs as a task of its own."""
+        queue, wakeup = self.queue, self._wakeups[partition]
+        failures = 0
+        while True:
+            wakeup.clear()  # before dequeue: an enqueue from now on wakes the wait below
+            try:
+                item = await queue.dequeue(partition)
+            except Exception:
+                failures += 1
+                if failures == 1:
+                    logger.exception(
+                        "distributed queue %s: dequeue(%d) raised; retrying",
+                        queue_name(queue),
+                        partition,
+                    )
+                await _idle(wakeup, self._poll_interval or DEFAULT_POLL_INTERVAL)
+                continue
+            if failures:
+                logger.warning(
+                    "distributed queue %s: dequeue(%d) works again after %d failure(s)",
+                    queue_name(queue),
+                    partition,
+                    failures,
+                )
+                failures = 0
+            if item is None:
+                await _idle(wakeup, self._poll_interval)
+                continue
+            entry = self._dispatched.pop(item.command_id, None)
+            if entry is None:
+                logger.warning(
+                    "distributed queue %s: partition %d returned command %s (%s, lane %s),"
+                    " which this manager is not waiting for: completing it as failed",
+                    queue_name(queue),
+                    partition,
+                    item.command_id,
+                    item.command_type,
+                    item.lane_id,
+                )
+                await self.complete(
+                    item, f"LookupError: command {item.command_id} is unknown to this manager"
+                )
+                continue
+            self._spawn(self._run(entry, item))
+
+    async def complete(self, item: DistributedItem, error: str | None) -> None:
+        """Tell the queue how the attempt ended (``error`` None: it succeeded); logged,
+        never raised, when the queue fails."""
+        try:
+            await self.queue.complete(item.command_id, success=error is None, error=error)
+        except Exception:
+            logger.exception(
+                "lane %s: distributed queue %s could not complete command %s (%s)",
+                item.lane_id,
+                queue_name(self.queue),
+                item.command_id,
+                item.command_type,
+            )
+
+
+async def _idle(wakeup: asyncio.Event, seconds: float | None) -> None:
+    """Until ``wakeup`` is set, or ``seconds`` (None: no limit)."""
+    if seconds is None:
+        await wakeup.wait()
+        return
+    try:
+        async with asyncio.timeout(seconds):
+            await wakeup.wait()
+    except TimeoutError:
+        pass

@@ -49,7 +49,13 @@ from lane_pg.scheduler.commands import (
     payload_of,
 )
 from lane_pg.scheduler.config import LaneConfig, to_seconds
-from lane_pg.scheduler.distributed import DistributedItem, DistributedQueue, partition_for
+from lane_pg.scheduler.distributed import (
+    DEFAULT_POLL_INTERVAL,
+    DistributedItem,
+    DistributedQueue,
+    PartitionRunners,
+    partition_for,
+)
 from lane_pg.scheduler.errors import (
     CommandFailed,
     DrainTimeout,
@@ -85,7 +91,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("lane_pg.scheduler")
 
-DEFAULT_POLL_INTERVAL = 0.05
 """Seconds a distributed queue's runner waits on an empty partition before asking again."""
 
 
@@ -234,10 +239,7 @@ class LaneManager:
         self._stopped = False
         self._distributed = distributed_queue
         self._poll_interval = poll
-        self._partitions = 0
-        self._dispatched: dict[str, _Entry] = {}  # enqueued, not yet dequeued
-        self._wakeups: list[asyncio.Event] = []
-        self._runners: list[asyncio.Task[None]] = []
+        self._runners: PartitionRunners[_Entry] | None = None
 
     @staticmethod
     def builder(emitter: EventEmitter | None = None) -> LaneManagerBuilder:
@@ -309,7 +311,14 @@ class LaneManager:
             if self._storage is not None:
                 await self._recover(self._storage)
             if self._distributed is not None:
-                self._start_runners(self._distributed)
+                self._runners = PartitionRunners(
+                    self._distributed,
+                    self._poll_interval,
+                    run=self._run,
+                    refused=self._not_enqueued,
+                    spawn=self._spawn,
+                )
+                self._runners.start()
             self._started = True
             self._pump()
 
@@ -342,10 +351,8 @@ class LaneManager:
         """
         await self.shutdown()
         self._stopped = True
-        runners, self._runners = self._runners, []
-        for runner in runners:  # first, so none hands a dequeued item to a new task
-            runner.cancel()
-        await asyncio.gather(*runners, return_exceptions=True)
+        if self._runners is not None:  # first, so none hands a dequeued item to a new task
+            await self._runners.stop()
         tasks = list(self._tasks)
         if self._timer is not None:
             tasks.append(self._timer)
@@ -357,7 +364,6 @@ class LaneManager:
             if entry.future is not None:
                 entry.future.cancel()
         self._entries.clear()
-        self._dispatched.clear()
         for lane in self._lanes.values():
             lane.queue.clear()
             lane.retry_waiting = 0
@@ -532,10 +538,10 @@ class LaneManager:
             command_id=entry.command_id,
             command_type=entry.command_type,
         )
-        if self._distributed is None:
+        if self._runners is None:
             self._spawn(self._run(entry))
         else:
-            self._spawn(self._dispatch(self._distributed, entry))
+            self._spawn(self._dispatch(self._runners, entry))
 
     def _spawn(self, coro: Any) -> None:
         task: asyncio.Task[None] = asyncio.get_running_loop().create_task(coro)
@@ -601,23 +607,7 @@ class LaneManager:
 
     # -- the distributed queue (LANE-9) -------------------------------------------------
 
-    def _start_runners(self, queue: DistributedQueue) -> None:
-        partitions = queue.num_partitions()
-        if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
-            raise InvalidLaneConfig(
-                f"distributed queue {queue!r}: num_partitions() must be >= 1, got {partitions!r}"
-            )
-        self._partitions = partitions
-        self._wakeups = [asyncio.Event() for _ in range(partitions)]
-        loop = asyncio.get_running_loop()
-        self._runners = [
-            loop.create_task(
-                self._runner(queue, partition), name=f"lane-distributed-runner-{partition}"
-            )
-            for partition in range(partitions)
-        ]
-
-    async def _dispatch(self, queue: DistributedQueue, entry: _Entry) -> None:
+    async def _dispatch(self, runners: PartitionRunners[_Entry], entry: _Entry) -> None:
         """Hand a started attempt to the distributed queue (its slot is taken)."""
         item = DistributedItem(
             command_id=entry.command_id,
@@ -625,113 +615,20 @@ class LaneManager:
             priority=entry.lane.priority,
             command_type=entry.command_type,
             payload=entry.payload,
-            partition=partition_for(entry.command_id, self._partitions),
+            partition=partition_for(entry.command_id, runners.partitions),
             attempt=entry.retries + 1,
         )
-        # Registered first: a queue may hand the item to a runner before enqueue returns.
-        self._dispatched[entry.command_id] = entry
-        try:
-            await queue.enqueue(item)
-        except Exception as exc:
-            if self._dispatched.get(entry.command_id) is not entry:
-                logger.exception(
-                    "lane %s: distributed queue %s raised on enqueue of command %s (%s),"
-                    " which it delivered all the same: it runs",
-                    entry.lane.name,
-                    _queue_name(queue),
-                    entry.command_id,
-                    entry.command_type,
-                )
-                return
-            del self._dispatched[entry.command_id]
-            logger.exception(
-                "lane %s: distributed queue %s could not enqueue command %s (%s): it fails",
-                entry.lane.name,
-                _queue_name(queue),
-                entry.command_id,
-                entry.command_type,
-            )
-            self._release(entry.lane)
-            self._pump()
-            await self._fail(entry, exc)
-            return
-        self._wakeups[item.partition].set()
+        await runners.dispatch(entry, item)
 
-    async def _runner(self, queue: DistributedQueue, partition: int) -> None:
-        """Dequeue ``partition`` until ``stop()``; each item runs as a task of its own."""
-        wakeup = self._wakeups[partition]
-        failures = 0
-        while True:
-            wakeup.clear()  # before dequeue: an enqueue from now on wakes the wait below
-            try:
-                item = await queue.dequeue(partition)
-            except Exception:
-                failures += 1
-                if failures == 1:
-                    logger.exception(
-                        "distributed queue %s: dequeue(%d) raised; retrying",
-                        _queue_name(queue),
-                        partition,
-                    )
-                await self._idle(wakeup, self._poll_interval or DEFAULT_POLL_INTERVAL)
-                continue
-            if failures:
-                logger.warning(
-                    "distributed queue %s: dequeue(%d) works again after %d failure(s)",
-                    _queue_name(queue),
-                    partition,
-                    failures,
-                )
-                failures = 0
-            if item is None:
-                await self._idle(wakeup, self._poll_interval)
-                continue
-            entry = self._dispatched.pop(item.command_id, None)
-            if entry is None:
-                logger.warning(
-                    "distributed queue %s: partition %d returned command %s (%s, lane %s),"
-                    " which this manager is not waiting for: completing it as failed",
-                    _queue_name(queue),
-                    partition,
-                    item.command_id,
-                    item.command_type,
-                    item.lane_id,
-                )
-                await self._complete(
-                    item, LookupError(f"command {item.command_id} is unknown to this manager")
-                )
-                continue
-            self._spawn(self._run(entry, item))
-
-    @staticmethod
-    async def _idle(wakeup: asyncio.Event, seconds: float | None) -> None:
-        """Until ``wakeup`` is set, or ``seconds`` (None: no limit)."""
-        if seconds is None:
-            await wakeup.wait()
-            return
-        try:
-            async with asyncio.timeout(seconds):
-                await wakeup.wait()
-        except TimeoutError:
-            pass
+    async def _not_enqueued(self, entry: _Entry, exc: BaseException) -> None:
+        self._release(entry.lane)
+        self._pump()
+        await self._fail(entry, exc)
 
     async def _complete(self, item: DistributedItem, exc: BaseException | None) -> None:
-        queue = self._distributed
-        assert queue is not None
-        try:
-            await queue.complete(
-                item.command_id,
-                success=exc is None,
-                error=None if exc is None else _error_text(exc),
-            )
-        except Exception:
-            logger.exception(
-                "lane %s: distributed queue %s could not complete command %s (%s)",
-                item.lane_id,
-                _queue_name(queue),
-                item.command_id,
-                item.command_type,
-            )
+        runners = self._runners
+        assert runners is not None
+        await runners.complete(item, None if exc is None else _error_text(exc))
 
     async def _attempt(self, entry: _Entry) -> JSON:
         timeout = entry.lane.config.timeout_seconds
@@ -883,13 +780,6 @@ class LaneManager:
                 observer(event)
             except Exception:
                 logger.exception("lane observer %r raised on %s", observer, key)
-
-
-def _queue_name(queue: DistributedQueue) -> str:
-    try:
-        return repr(queue.worker_id())
-    except Exception:
-        return repr(queue)
 
 
 def _consume_outcome(task: asyncio.Future[Any]) -> None:
