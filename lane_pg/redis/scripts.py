@@ -1,0 +1,115 @@
+"""Lua scripts: one file per operation under ``lua/``, loaded once, called by SHA.
+
+A script file may pull in shared code with a line ``-- @include name`` (``lua/includes/
+name.lua``); each include is expanded once per script, in place, and an include cycle or
+a missing file is refused at load. Arguments travel as one JSON document (``ARGV[1]``)
+decoded by Redis's cjson, results as one JSON text, so nested values keep their types
+both ways (a Lua table of strings would not).
+
+Calls go through EVALSHA. A server that lost its script cache (a restart, a failover, a
+``SCRIPT FLUSH``) answers NOSCRIPT: the script is loaded again and the call made once
+more, so a flush costs one round trip, never a failed operation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.exceptions import NoScriptError
+
+from lane_pg.errors import ConfigurationError
+from lane_pg.types import JSON
+
+LUA = Path(__file__).parent / "lua"
+INCLUDE = re.compile(r"^--\s*@include\s+([A-Za-z0-9_]+)\s*$", re.MULTILINE)
+
+
+@dataclass(frozen=True, slots=True)
+class Script:
+    """A script with its includes expanded, and its SHA-1 (EVALSHA's key)."""
+
+    name: str
+    source: str
+
+    @property
+    def sha(self) -> str:
+        return hashlib.sha1(self.source.encode(), usedforsecurity=False).hexdigest()
+
+
+def expand(
+    text: str,
+    includes: Path = LUA / "includes",
+    chain: tuple[str, ...] = (),
+    seen: set[str] | None = None,
+) -> str:
+    """``text`` with each ``-- @include name`` replaced by ``includes/name.lua`` (itself
+    expanded), each include once in the whole script; ``ConfigurationError`` for a cycle
+    or a missing file."""
+    done: set[str] = set() if seen is None else seen
+
+    def replace(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name in chain:
+            raise ConfigurationError(f"Lua include cycle: {' -> '.join((*chain, name))}")
+        if name in done:
+            return f"-- (included above: {name})"
+        done.add(name)
+        path = includes / f"{name}.lua"
+        if not path.is_file():
+            raise ConfigurationError(f"Lua include {name!r} not found ({path})")
+        body = expand(path.read_text(encoding="utf-8"), includes, (*chain, name), done)
+        return f"-- begin {name}\n{body.rstrip()}\n-- end {name}"
+
+    return INCLUDE.sub(replace, text)
+
+
+def load_script(name: str, directory: Path = LUA) -> Script:
+    """Script ``name`` of ``directory``, its includes taken from ``lua/includes``."""
+    path = directory / f"{name}.lua"
+    if not path.is_file():
+        raise ConfigurationError(f"no Lua script {name!r} ({path})")
+    return Script(name, expand(path.read_text(encoding="utf-8"), LUA / "includes", (name,)))
+
+
+class Scripts:
+    """The scripts of one client, loaded on first use and again after NOSCRIPT."""
+
+    def __init__(self, client: Redis, directory: Path = LUA) -> None:
+        self._client = client
+        self._directory = directory
+        self._scripts: dict[str, Script] = {}
+        self.loads = 0
+        """SCRIPT LOADs sent (a test checks a flushed cache costs one more)."""
+
+    def script(self, name: str) -> Script:
+        script = self._scripts.get(name)
+        if script is None:
+            script = self._scripts[name] = load_script(name, self._directory)
+        return script
+
+    async def call(self, name: str, keys: Sequence[str], arguments: JSON = None) -> Any:
+        """Run script ``name`` on ``keys`` with ``arguments`` (one JSON document); its
+        JSON result, decoded."""
+        script = self.script(name)
+        argv = json.dumps(arguments, separators=(",", ":"), ensure_ascii=False)
+        try:
+            raw = await self._client.evalsha(script.sha, len(keys), *keys, argv)
+        except NoScriptError:
+            await self._load(script)
+            raw = await self._client.evalsha(script.sha, len(keys), *keys, argv)
+        if isinstance(raw, bytes):
+            raw = raw.decode()
+        return None if raw is None else json.loads(raw)
+
+    async def _load(self, script: Script) -> None:
+        self.loads += 1
+        sha = await self._client.script_load(script.source)
+        if sha != script.sha:  # the server hashes what it was sent: never, but say so
+            raise ConfigurationError(f"script {script.name}: server SHA {sha} != {script.sha}")
