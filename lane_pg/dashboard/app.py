@@ -526,7 +526,9 @@ async def _cancel_batch(backend: JobQueueBackend, fields: dict[str, str]) -> Out
         raise ActionRefused(f"no batch {batch_id}")
     if not await backend.batches.cancel_batch(batch_id):
         raise ActionRefused(f"batch {batch_id} was not cancelled (finished or cancelled)")
-    queue = batch.options.get("queue")
+    # Its event goes to the callback queue (stored on every batch: the first job's
+    # queue unless the batch named one).
+    queue = batch.options.get("callback_queue")
     return (
         queue if isinstance(queue, str) else None,
         None,

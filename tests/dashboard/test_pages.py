@@ -289,3 +289,23 @@ async def test_mounted_under_a_prefix_in_another_app_its_links_and_redirects_kee
         assert response.headers["location"].startswith(f"/admin/queues/queues/{queue_name}?")
         assert await backend.is_queue_paused(queue_name)
     await dashboard.state.dashboard.close()
+
+
+async def test_cancelling_a_batch_is_recorded_on_its_queue(
+    backend: JobQueueBackend, browser: Browser, queue_name: str
+) -> None:
+    import uuid
+
+    from lane_pg.types import QueuedSpec
+
+    batch_id = str(uuid.uuid4())
+    await backend.batches.add_batch(
+        batch_id, "import", [QueuedSpec(queue_name, "row", {"n": n}) for n in range(2)]
+    )
+    html = await browser.page("/batches?state=pending")
+    assert f'<tr id="{batch_id}">' in html and 'data-action="cancel-batch"' in html
+    await browser.post("cancel-batch", batch_id=batch_id, back="/batches")
+    batch = await backend.batches.find_batch(batch_id)
+    assert batch is not None and batch.cancelled_at is not None
+    [event] = [e for e in await backend.read_events(queue_name) if e.event == "action"]
+    assert event.data == {"action": "cancel-batch", "actor": "tester", "batch_id": batch_id}
