@@ -6,12 +6,16 @@ which could evict queue keys."""
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import socket
 import time
+import uuid
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from redis.asyncio import Redis
 from redis.crc import key_slot
 
@@ -179,3 +183,51 @@ async def test_an_unreachable_server_fails_fast() -> None:
     with pytest.raises(Exception, match="onnect"):
         await open_client(f"redis://127.0.0.1:{port}/0", connect_timeout=0.5)
     assert time.monotonic() - started < 5
+
+
+# ---------------------------------------------------------------- the waiting index
+
+PRIORITIES = st.integers(0, 2_097_152)
+MODES = st.sampled_from(["fifo", "lifo", "front"])
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    entries=st.lists(
+        st.tuples(PRIORITIES | st.sampled_from([0, 1, 5]), MODES, st.integers(1, 2**40 - 1)),
+        min_size=1,
+        max_size=25,
+    )
+)
+async def test_the_waiting_index_orders_as_postgresql_orders_waiting_jobs(
+    redis_client: Redis, prefix: str, pg_dsn: str, entries: list[tuple[int, str, int]]
+) -> None:
+    """The members of includes/order.lua, read BYLEX, in the order PostgreSQL's claim reads
+    (lane._order_key, the front at offset 0, then the key), for random priorities, modes
+    and sequence numbers (ties included)."""
+    import asyncpg
+
+    rows = [
+        {"priority": p, "mode": m, "seq": s, "key": n + 1, "id": f"j{n + 1}"}
+        for n, (p, m, s) in enumerate(entries)
+    ]
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        expected = [
+            row["id"]
+            for row in await conn.fetch(
+                "SELECT e.id FROM jsonb_to_recordset($1::jsonb)"
+                " AS e(priority int, mode text, seq bigint, key bigint, id text)"
+                " ORDER BY CASE WHEN e.mode = 'front' THEN e.priority::bigint * 2199023255552"
+                "          ELSE lane._order_key(e.priority, e.mode = 'lifo', e.seq) END, e.key",
+                json.dumps(rows),
+            )
+        ]
+    finally:
+        await conn.close()
+    key = QueueKeys(f"q{uuid.uuid4().hex[:8]}", prefix).waiting
+    result = await Scripts(redis_client, TEST_LUA).call("order_probe", [key], {"entries": rows})
+    assert result["ids"] == expected
+    await redis_client.delete(key)
