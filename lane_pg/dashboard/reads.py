@@ -182,7 +182,7 @@ async def search_jobs(
         found = []
         for queue in queues:
             job = await backend.jobs.get_job(queue, search.job_id)
-            if job is not None and _matches(job, state, search):
+            if job is not None and job.state == state:
                 found.append(job)
         return found[offset : offset + limit], len(found) > offset + limit
     if len(queues) == 1:
@@ -215,19 +215,6 @@ async def search_jobs(
             more = True
             break
     return jobs[offset : offset + limit], more or len(jobs) > offset + limit
-
-
-def _matches(job: JobRow, state: JobState, search: JobSearch) -> bool:
-    if job.state != state or (search.name is not None and job.name != search.name):
-        return False
-    if search.data_path is None:
-        return True
-    value: Any = job.data
-    for key in search.data_path:
-        if not isinstance(value, dict) or key not in value:
-            return False
-        value = value[key]
-    return bool(value == search.data_value and type(value) is type(search.data_value))
 
 
 def shown_json(value: JSON) -> tuple[str, int | None]:

@@ -7,7 +7,8 @@ Terms are separated by spaces (quote a value that holds one). ``data.a.b:V`` mat
 the jobs whose data holds V at ``a.b``: V is read as JSON when it parses (``42``,
 ``true``, ``null``, ``"42"``), else as text, so ``data.user.id:42`` finds the number 42
 and ``data.user.id:"42"`` the text "42". One data term per search (the backend compares
-one path); every term narrows the others.
+one path); every term narrows the others, but ``id:`` goes with ``queue:`` and ``state:``
+only.
 """
 
 from __future__ import annotations
@@ -50,6 +51,10 @@ def parse_search(text: str) -> JobSearch:
         while position < end and text[position].isspace():
             position += 1
         if position >= end:
+            if "job_id" in found and ("name" in found or "data_path" in found):
+                # One job by its id: matching it against a name or data again here would
+                # write the backend's comparison (jsonb equality) a second time.
+                raise SearchError("id: finds one job; search it with queue: and state: only")
             return JobSearch(**found)  # type: ignore[arg-type]
         start = position
         while position < end and not text[position].isspace() and text[position] not in ':"':
