@@ -183,7 +183,7 @@ async def overview(dashboard: Dashboard, request: Request, grant: Grant) -> Resp
     backend = await dashboard.backend()
     workers = await reads.live_workers(backend)
     rows = await reads.queue_rows(backend, workers)
-    per_queue = [await backend.metrics.get_throughput(row.name) for row in rows]
+    per_queue = [await reads.last_hour(backend, row.name) for row in rows]
     recents = {
         row.name: reads.recent(minutes) for row, minutes in zip(rows, per_queue, strict=True)
     }
@@ -208,7 +208,7 @@ async def queue_page(dashboard: Dashboard, request: Request, grant: Grant) -> Re
         return _render(dashboard, request, grant, "missing.html", 404, what=f"queue {queue}")
     stats = await backend.reads.get_queue_stats(queue)
     workers = await reads.live_workers(backend)
-    minutes = await backend.metrics.get_throughput(queue)
+    minutes = await reads.last_hour(backend, queue)
     repeats = await backend.repeats.list_repeats(queue, 0, 99)
     return _render(
         dashboard,

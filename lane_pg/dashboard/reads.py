@@ -16,7 +16,7 @@ from typing import Any
 from lane_pg.backend import JobQueueBackend
 from lane_pg.dashboard.search import JobSearch
 from lane_pg.types import ALL_STATES, JSON, JobRow, JobState, WorkerInfo
-from lane_pg.types.metrics import THROUGHPUT_WINDOW_MINUTES, ThroughputMinute
+from lane_pg.types.metrics import THROUGHPUT_WINDOW_MINUTES, MetricsState, ThroughputMinute
 from lane_pg.types.workers import LIVE_AFTER, workers_per_queue
 
 PAGE_SIZE = 50
@@ -138,6 +138,47 @@ def chart_of(minutes: list[ThroughputMinute], now: datetime | None = None) -> Ch
     )
 
 
+async def last_hour(backend: JobQueueBackend, queue: str) -> list[ThroughputMinute]:
+    """The queue's last hour per minute, oldest first: how many jobs completed and failed
+    from the terminal metrics (``get_metrics``: every job, also one removed on completion),
+    with the wait and run percentiles of the retained ones (``get_throughput``)."""
+    counts: dict[int, list[int]] = {}
+    states: tuple[MetricsState, MetricsState] = ("completed", "failed")
+    for column, state in enumerate(states):
+        metrics = await backend.metrics.get_metrics(queue, state, 0, THROUGHPUT_WINDOW_MINUTES - 1)
+        for back, count in enumerate(metrics.data):
+            if count:
+                minute_ms = metrics.prev_ts - back * 60_000
+                counts.setdefault(minute_ms, [0, 0])[column] += count
+    timed = {
+        int(m.minute.timestamp() * 1000): m for m in await backend.metrics.get_throughput(queue)
+    }
+    minutes = []
+    for minute_ms in sorted(counts.keys() | timed.keys()):
+        completed, failed = counts.get(minute_ms, [0, 0])
+        t = timed.get(minute_ms)
+        minutes.append(
+            ThroughputMinute(
+                datetime.fromtimestamp(minute_ms / 1000, UTC),
+                completed,
+                failed,
+                *(
+                    (None,) * 6
+                    if t is None
+                    else (
+                        t.wait_p50_ms,
+                        t.wait_p95_ms,
+                        t.wait_p99_ms,
+                        t.run_p50_ms,
+                        t.run_p95_ms,
+                        t.run_p99_ms,
+                    )
+                ),
+            )
+        )
+    return minutes
+
+
 def summed(per_queue: list[list[ThroughputMinute]]) -> list[ThroughputMinute]:
     """Every queue's minutes added up (counts only: percentiles do not add)."""
     total: dict[datetime, list[int]] = {}
@@ -153,11 +194,12 @@ def summed(per_queue: list[list[ThroughputMinute]]) -> list[ThroughputMinute]:
 
 
 def recent(minutes: list[ThroughputMinute], now: datetime | None = None) -> dict[str, Any]:
-    """The last five minutes of a queue: jobs finished per minute, and the newest
-    minute's wait and run p95."""
+    """The last five minutes of a queue: jobs finished per minute, and the wait and run
+    p95 of the newest of them with retained jobs to measure."""
     end = (now or datetime.now(UTC)).timestamp()
     last5 = [m for m in minutes if end - m.minute.timestamp() < 5 * 60]
-    newest = minutes[-1] if minutes else None
+    timed = [m for m in last5 if m.wait_p95_ms is not None or m.run_p95_ms is not None]
+    newest = timed[-1] if timed else None
     return {
         "per_minute": round(sum(m.completed + m.failed for m in last5) / 5, 1),
         "wait_p95_ms": None if newest is None else newest.wait_p95_ms,

@@ -309,3 +309,18 @@ async def test_cancelling_a_batch_is_recorded_on_its_queue(
     assert batch is not None and batch.cancelled_at is not None
     [event] = [e for e in await backend.read_events(queue_name) if e.event == "action"]
     assert event.data == {"action": "cancel-batch", "actor": "tester", "batch_id": batch_id}
+
+
+async def test_jobs_removed_on_completion_still_count_in_the_charts(
+    backend: JobQueueBackend, browser: Browser, queue_name: str
+) -> None:
+    specs = [JobSpec("x", None, {"remove_on_complete": True})] * 3
+    await backend.add_jobs(queue_name, specs)
+    claimed = await backend.claim_jobs("w1", [QueueDemand(queue_name, 3)], 30)
+    await backend.complete_jobs(
+        [Completion(queue_name, job.id, job.lock_token or "") for job in claimed]
+    )
+    assert await backend.get_job_counts(queue_name, ["completed"]) == {"completed": 0}
+    html = await browser.page(f"/queues/{queue_name}")
+    assert "3 completed, 0 failed" in html  # this minute's bar, from the terminal metrics
+    assert "0.6 jobs finished per minute" in html
