@@ -136,6 +136,14 @@ async def sleep_job(job: JobRow, ctx: Context) -> JSON:
     return {"slept": job.payload["seconds"], "pid": os.getpid()}
 
 
+async def announced_sleep(job: JobRow, ctx: Context) -> JSON:
+    """``sleep`` that first records a ``started`` effect: a test waiting for it knows the
+    worker counts the job as running (a job's ``active`` row commits before the worker
+    has read the claim's answer)."""
+    await record(job, "started")
+    return await sleep_job(job, ctx)
+
+
 async def die(job: JobRow, ctx: Context) -> JSON:
     """Kills every worker that takes it (after recording that it ran)."""
     await record(job, "die")
@@ -292,6 +300,7 @@ PROCESSORS: dict[str, Processor] = {
     "noop": noop,
     "record": record_job,
     "sleep": sleep_job,
+    "announced_sleep": announced_sleep,
     "die": die,
     "die_first": die_first,
     "fail": fail,
