@@ -90,3 +90,20 @@ async def queue_snapshot(
     counts = await backend.get_job_counts(queue)
     seen = [(event.id, event.event, event.job_id) for event in await events(backend, queue)]
     return counts, seen
+
+
+async def open_test_redis(url: str) -> Any:
+    """A client of the test Redis server, or a skip saying why within a second when it
+    cannot be reached (TEST-8: an unreachable server never hangs the suite)."""
+    import pytest
+    from redis.asyncio import Redis
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+
+    client = Redis.from_url(url, socket_connect_timeout=1.0, socket_timeout=10.0)
+    try:
+        await client.ping()
+    except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+        await client.aclose()
+        pytest.skip(f"no Redis at {url} ({exc}); set LANE_PG_TEST_REDIS")
+    return client

@@ -40,6 +40,23 @@ def resume_after(from_id: object) -> int | None:
     raise InvalidOptions(f"from_id must be '$' or a non-negative event id, got {from_id!r}")
 
 
+MAX_EVENT_ID = 2**63 - 1
+"""The largest event id (a bigint)."""
+
+
+def event_bound(value: str | int) -> int:
+    """An inclusive ``read_events`` bound: ``"-"`` is below every id and ``"+"`` above."""
+    if value == "-":
+        return 0
+    if value == "+":
+        return MAX_EVENT_ID
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.isascii() and value.isdigit():
+        return int(value)
+    raise InvalidOptions(f"event id bound must be '-', '+' or an integer id, got {value!r}")
+
+
 def validate_poll_interval(poll_interval: object) -> float:
     if (
         isinstance(poll_interval, bool)

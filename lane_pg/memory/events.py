@@ -15,32 +15,18 @@ from lane_pg.backend.events import (
     RecordAction,
     SubscribeEvents,
     action_event_data,
+    event_bound,
     subscription_arguments,
 )
-from lane_pg.errors import InvalidOptions
-from lane_pg.memory._records import _MAX_EVENT_ID
 from lane_pg.memory._store import MemoryEntity
 from lane_pg.types import QueueEvent
-
-
-def _event_bound(value: str | int) -> int:
-    """An inclusive event-id bound: ``"-"`` is below every id and ``"+"`` above."""
-    if value == "-":
-        return 0
-    if value == "+":
-        return _MAX_EVENT_ID
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.isascii() and value.isdigit():
-        return int(value)
-    raise InvalidOptions(f"event id bound must be '-', '+' or an integer id, got {value!r}")
 
 
 class MemoryEvents(MemoryEntity):
     """``read_events`` and ``subscribe_events`` over the store's event lists."""
 
     async def read_events(self, args: ReadEvents) -> list[QueueEvent]:
-        low, high = _event_bound(args.start), _event_bound(args.end)
+        low, high = event_bound(args.start), event_bound(args.end)
         q = self._store._queues.get(args.queue)
         if q is None or args.limit <= 0:
             return []

@@ -7,6 +7,7 @@ compare exactly) and every time-dependent call passes ``now=clock.at(offset)``.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
@@ -14,9 +15,64 @@ import pytest
 import pytest_asyncio
 
 from lane_pg.backend import JobQueueBackend
-from tests.helpers import Clock
+from tests.helpers import Clock, open_test_redis
 
-BACKENDS = ["memory", "postgres"]
+BACKENDS = ["memory", "postgres", "redis"]
+
+REDIS_READY: dict[str, dict[str, str]] = {
+    "test_add": {
+        "test_generated_ids_are_increasing_decimal_strings_ADD_2": "ids count per queue"
+        " on Redis (one hash tag, one cluster slot), not across queues",
+    },
+    "test_claim": {
+        "test_claim_promotes_while_paused_but_claims_nothing_CLAIM_2_PAUSE_12": "pause_queue",
+        "test_paused_queue_gives_nothing_and_changes_nothing_PAUSE_1": "pause_queue",
+        "test_renew_leases_returns_failures_and_extends_valid_CLAIM_5_CLAIM_6": "recover_stalled",
+        "test_renew_after_expiry_before_recovery_keeps_job_CLAIM_5": "recover_stalled",
+    },
+    "test_finish": {
+        "test_old_token_after_recovery_and_reclaim_FIN_9_CLAIM_4": "recover_stalled",
+        "test_old_token_after_recovery_before_reclaim_FIN_9": "recover_stalled",
+        "test_remove_on_complete_true_RET_2": "add_job_log",
+        "test_stalled_terminal_failure_applies_retention_STALL_3_RET_2": "recover_stalled",
+    },
+    "test_order": {
+        "test_promoted_jobs_take_a_fresh_sequence_ORD_2": "promote_due_jobs",
+        "test_due_jobs_promoted_in_available_at_order_ORD_2": "promote_due_jobs",
+        "test_manual_retry_lands_after_existing_fifo_ORD_4": "retry_job",
+        "test_stalled_requeue_takes_normal_position_ORD_4_STALL_3": "recover_stalled",
+        "test_promoted_lifo_job_is_newest_lifo_ORD_2": "promote_job",
+        "test_priority_of_active_job_applies_on_release_ORD_3_MGMT_9": "update_job_priority",
+    },
+    "test_retry": {
+        "test_attempt_counters_RETRY_5": "recover_stalled",
+        "test_uncapped_exponential_backoff_stays_bounded_RETRY_1_FIN_3": "promote_job",
+    },
+    "test_give_back": {},
+    # module: {test: why it does not run on Redis, or the operation it needs that Redis
+    # lacks yet}, reviewed; a module not named here does not run on Redis at all.
+}
+"""Where the Redis backend stands: the conformance modules it runs, each with the tests
+it cannot pass yet. The Redis backend is not a URL scheme until this list is whole."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect the Redis runs of tests ``REDIS_READY`` does not admit."""
+    kept: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and callspec.params.get("backend_kind") == "redis":
+            module = item.module.__name__.rsplit(".", 1)[-1] if item.module else ""
+            pending = REDIS_READY.get(module)
+            name = item.originalname if isinstance(item, pytest.Function) else item.name
+            if pending is None or name in pending:
+                dropped.append(item)
+                continue
+        kept.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
 
 
 @pytest.fixture
@@ -48,12 +104,18 @@ def shared_postgres(backend_kind: str, request: pytest.FixtureRequest) -> JobQue
 
 
 @pytest_asyncio.fixture
-async def backend(shared_postgres: JobQueueBackend | None) -> AsyncIterator[JobQueueBackend]:
-    """A connected backend of each kind: a fresh MemoryBackend per test, and the session's
+async def backend(
+    shared_postgres: JobQueueBackend | None, backend_kind: str, request: pytest.FixtureRequest
+) -> AsyncIterator[JobQueueBackend]:
+    """A connected backend of each kind: a fresh MemoryBackend per test, the session's
     shared PostgresBackend (``pg_backend``; tests isolate by queue name and never close
-    it)."""
+    it), and a RedisBackend under a key prefix of the test's own (its keys deleted after)."""
     if shared_postgres is not None:
         yield shared_postgres
+        return
+    if backend_kind == "redis":
+        async for redis_backend in _redis_backend(request.getfixturevalue("redis_url")):
+            yield redis_backend
         return
     from lane_pg.memory import MemoryBackend
 
@@ -62,3 +124,17 @@ async def backend(shared_postgres: JobQueueBackend | None) -> AsyncIterator[JobQ
         yield memory
     finally:
         await memory.close()
+
+
+async def _redis_backend(url: str) -> AsyncIterator[JobQueueBackend]:
+    from lane_pg.redis.backend import RedisBackend
+
+    client = await open_test_redis(url)
+    prefix = f"t{uuid.uuid4().hex[:12]}"
+    backend = RedisBackend(client, prefix=prefix, owns_client=False)
+    try:
+        yield backend
+    finally:
+        async for key in client.scan_iter(match=f"{{{prefix}[:}}]*", count=1000):
+            await client.delete(key)
+        await client.aclose()

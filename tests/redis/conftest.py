@@ -8,21 +8,15 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator
 
-import pytest
 import pytest_asyncio
 from redis.asyncio import Redis
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from tests.helpers import open_test_redis
 
 
 @pytest_asyncio.fixture
 async def redis_client(redis_url: str) -> AsyncIterator[Redis]:
-    client = Redis.from_url(redis_url, socket_connect_timeout=1.0, socket_timeout=5.0)
-    try:
-        await client.ping()
-    except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
-        await client.aclose()
-        pytest.skip(f"no Redis at {redis_url} ({exc}); set LANE_PG_TEST_REDIS")
+    client: Redis = await open_test_redis(redis_url)
     try:
         yield client
     finally:

@@ -64,6 +64,14 @@ def test_every_shipped_script_loads_with_its_includes() -> None:
         assert len(script.sha) == 40
 
 
+async def test_every_shipped_script_compiles_on_the_server(redis_client: Redis) -> None:
+    """SCRIPT LOAD compiles a script: a Lua syntax error in any file or include fails
+    here, not in the first call that happens to need it."""
+    for path in sorted(LUA.glob("*.lua")):
+        script = load_script(path.stem)
+        assert await redis_client.script_load(script.source) == script.sha, path.name
+
+
 # ------------------------------------------------------------------------- calls
 
 

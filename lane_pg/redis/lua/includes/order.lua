@@ -8,17 +8,19 @@
 -- ahead of one with (bullmq #2081).
 local LANE_HALF = 1099511627776  -- 2^40
 
--- mode: 'fifo', 'lifo' or 'front' (released to the front of its priority).
-local function lane_order_member(priority, mode, seq, key, id)
-  local offset
+-- The offset within the priority's bucket; mode: 'fifo', 'lifo' or 'front' (released to
+-- the front of its priority).
+local function lane_order_offset(mode, seq)
   if mode == 'front' then
-    offset = 0
+    return 0
   elseif mode == 'lifo' then
-    offset = LANE_HALF - seq
-  else
-    offset = LANE_HALF + seq
+    return LANE_HALF - seq
   end
-  return string.format('%07d%013d%016d:%s', priority, offset, key, id)
+  return LANE_HALF + seq
+end
+
+local function lane_order_member(priority, mode, seq, key, id)
+  return string.format('%07d%013d%016d:%s', priority, lane_order_offset(mode, seq), key, id)
 end
 
 -- The job id of a waiting-index member.

@@ -1,0 +1,71 @@
+-- lane.claim_jobs for one queue (the client visits a claim's queues in order, one call
+-- each, since each queue is its own cluster slot): promotes every due delayed job first,
+-- even when the queue is paused (CLAIM-3, PAUSE-12), then moves up to `limit` waiting jobs
+-- to active in claim order, each under one of the client's fresh `tokens`, with
+-- `active {prev: waiting}`. Returns {jobs, next_due}: the claimed jobs in claim order and
+-- the due time of the earliest delayed job left (nil when none), which an idle claimer
+-- sleeps until.
+-- @include json
+-- @include now
+-- @include events
+
+local args = lane_args()
+local now = lane_now(args.now)
+local result = {jobs = {}, next_due = cjson.null}
+
+local function next_due()
+  local first = redis.call('ZRANGE', lane_key('delayed'), 0, 0, 'WITHSCORES')
+  if #first == 0 then
+    return cjson.null
+  end
+  return tonumber(first[2])
+end
+
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return lane_result(result)
+end
+
+-- Due delayed jobs to waiting, by (due time, key), waking no one (CLAIM-3).
+local due = redis.call('ZRANGE', lane_key('delayed'), '-inf', now, 'BYSCORE')
+for _, member in ipairs(due) do
+  local job = lane_job(string.sub(member, 18))
+  lane_unindex(job)
+  lane_enqueue(job)
+  lane_emit('waiting', job.id, {prev = 'delayed'}, now)
+end
+
+local paused = redis.call('HMGET', KEYS[1], 'paused', 'paused_all')
+local is_paused = paused[1] == '1' or paused[2] == '1'
+if args.pause_as_paused ~= nil and args.pause_as_paused ~= cjson.null then
+  is_paused = args.pause_as_paused or paused[2] == '1'
+end
+if is_paused and not args.ignore_pause then
+  result.next_due = next_due()
+  return lane_result(result)
+end
+
+local limit = math.min(args.limit, #args.tokens)
+if limit > 0 then
+  local members = redis.call('ZRANGE', lane_key('waiting'), 0, limit - 1)
+  local expires = now + args.lease_ms
+  for i, member in ipairs(members) do
+    local job = lane_job(lane_member_id(member))
+    lane_unindex(job)
+    lane_job_set(job, {state = 'active', lock_token = args.tokens[i], worker_id = args.worker_id,
+                       processed_at = now, lease_expires_at = expires,
+                       attempts_started = tonumber(job.attempts_started) + 1})
+    lane_index(job, expires)
+    lane_emit('active', job.id, {prev = 'waiting'}, now)
+    result.jobs[i] = job
+  end
+  -- BZPOPMIN woke one claimer: wake the next while jobs are left (PostgreSQL's NOTIFY
+  -- reaches every listener at once).
+  if #members > 0 and redis.call('ZCARD', lane_key('waiting')) > 0 then
+    lane_wake()
+  end
+end
+result.next_due = next_due()
+if #result.jobs == 0 then
+  result.jobs = cjson.null  -- cjson writes an empty table as {}; the client reads null as []
+end
+return lane_result(result)

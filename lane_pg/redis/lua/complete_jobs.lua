@@ -1,0 +1,20 @@
+-- lane.complete_jobs for one queue's items [id, token, result JSON text]: each item active
+-- under its token completes (FIN-1); any other is reported and left unchanged. Returns,
+-- per item, [status, state, job?] (the job only with `want_jobs`, for complete_job).
+-- @include json
+-- @include now
+-- @include finish
+
+local args = lane_args()
+local now = lane_now(args.now)
+local out = {}
+for i, item in ipairs(args.items) do
+  local job, refused = lane_owned(item[1], item[2])
+  if job == nil then
+    out[i] = {refused}
+  else
+    local snapshot = lane_complete(job, item[3], now)
+    out[i] = {'ok', 'completed', args.want_jobs and snapshot or nil}
+  end
+end
+return lane_result(out)

@@ -1,0 +1,62 @@
+-- A queue's events: the stream `<tag>:events`, one entry per event, with ids `0-<n>` from
+-- the queue's counter `<tag>:event_id`, so an event's id is the integer n (QueueEvent.id)
+-- and ids increase along the stream. XADD trims it with MAXLEN ~ (the queue's
+-- `events_max`, default LANE_EVENTS_MAX), so the stream never grows without bound. A queue
+-- whose `record_events` is '0' writes none (lane._emit).
+-- @include job
+
+local LANE_EVENTS_MAX = 10000
+local lane_events_on = nil
+
+local function lane_records_events()
+  if lane_events_on == nil then
+    lane_events_on = lane_meta('record_events', '1') ~= '0'
+  end
+  return lane_events_on
+end
+
+-- Emits `event` with data given as JSON text (a payload inside stays as it was sent).
+local function lane_emit_raw(event, job_id, data_json, now)
+  if not lane_records_events() then
+    return nil
+  end
+  local n = redis.call('INCR', lane_key('event_id'))
+  redis.call('XADD', lane_key('events'), 'MAXLEN', '~',
+             tonumber(lane_meta('events_max', LANE_EVENTS_MAX)), '0-' .. n,
+             'e', event, 'j', job_id or '', 'd', data_json, 't', now)
+  return n
+end
+
+-- Emits `event` with data from a table of plain values (strings, numbers, booleans).
+local function lane_emit(event, job_id, data, now)
+  local text = '{}'
+  if data ~= nil and next(data) ~= nil then
+    text = cjson.encode(data)
+  end
+  return lane_emit_raw(event, job_id, text, now)
+end
+
+-- OBS-6: one more job finished in `state` in the minute of `now`.
+local function lane_count_finished(state, count, now)
+  local minute = math.floor(now / 60000) * 60000
+  redis.call('HINCRBY', lane_key('metrics:' .. state), minute, count)
+end
+
+-- Wakes the queue's idle claimers: a member in the marker set they block on (BZPOPMIN).
+local function lane_wake()
+  redis.call('ZADD', lane_key('marker'), 0, '0')
+end
+
+-- FIN-7: `drained` when the queue has no waiting and no active job left.
+local function lane_drained_check(now)
+  if redis.call('ZCARD', lane_key('waiting')) == 0
+     and redis.call('ZCARD', lane_key('active')) == 0 then
+    lane_emit('drained', nil, nil, now)
+  end
+end
+
+-- A job due at `due` was stored: claimers wake now and, finding nothing due yet, sleep until
+-- the earliest due time their claim reports (next_due), as PostgreSQL's workers do.
+local function lane_wake_at(due)
+  lane_wake()
+end

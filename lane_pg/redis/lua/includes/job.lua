@@ -1,0 +1,136 @@
+-- A queue's keys and its job records. Every script's KEYS[1] is the queue's meta key
+-- (`{prefix:queue}:meta`): it routes the call to the queue's cluster slot, and every other
+-- key the script touches is built from the same tag, so it lies in that slot too.
+--
+-- A job is the hash `<tag>:job:<id>`, one field per column of lane.jobs (absent = NULL);
+-- JSON columns (data, options, progress, return_value, backoff, stacktrace) hold the JSON
+-- text the caller sent and are never decoded here, so a payload keeps its exact numbers and
+-- its empty arrays (cjson would turn 2^60 into a float and [] into {}). Times are epoch
+-- milliseconds. Each state has an index: `waiting` (scores 0, read BYLEX, order.lua),
+-- `delayed` (due time), `active` (lease expiry), `waiting-children` (0), `completed` and
+-- `failed` (finish time); the member is `lane_set_member(key, id)` in all but `waiting`,
+-- whose member the job keeps in its field `wm`, so equal scores tie by key as in SQL.
+-- @include order
+
+local LANE_TAG = string.sub(KEYS[1], 1, -6)  -- KEYS[1] minus ':meta'
+
+local function lane_key(name)
+  return LANE_TAG .. ':' .. name
+end
+
+local function lane_job_key(id)
+  return LANE_TAG .. ':job:' .. id
+end
+
+local function lane_set_member(key, id)
+  return string.format('%016d:%s', key, id)
+end
+
+local LANE_INDEX = {
+  ['waiting'] = 'waiting', ['delayed'] = 'delayed', ['active'] = 'active',
+  ['waiting-children'] = 'waiting-children', ['completed'] = 'completed', ['failed'] = 'failed',
+}
+
+-- The job as a table of its fields (strings), or nil.
+local function lane_job(id)
+  local raw = redis.call('HGETALL', lane_job_key(id))
+  if #raw == 0 then
+    return nil
+  end
+  local job = {}
+  for i = 1, #raw, 2 do
+    job[raw[i]] = raw[i + 1]
+  end
+  return job
+end
+
+-- Writes the given fields (false clears one) to the job's hash and to `job`.
+local function lane_job_set(job, fields)
+  local set, clear = {}, {}
+  for name, value in pairs(fields) do
+    if value == false then
+      clear[#clear + 1] = name
+      job[name] = nil
+    else
+      if type(value) == 'number' then
+        value = string.format('%d', value)  -- tostring would print 1.7e+12 past 14 digits
+      end
+      set[#set + 1] = name
+      set[#set + 1] = tostring(value)
+      job[name] = tostring(value)
+    end
+  end
+  if #set > 0 then
+    redis.call('HSET', lane_job_key(job.id), unpack(set))
+  end
+  if #clear > 0 then
+    redis.call('HDEL', lane_job_key(job.id), unpack(clear))
+  end
+end
+
+local function lane_unindex(job)
+  if job.state == 'waiting' then
+    redis.call('ZREM', lane_key('waiting'), job.wm)
+  else
+    redis.call('ZREM', lane_key(LANE_INDEX[job.state]), lane_set_member(job.key, job.id))
+  end
+end
+
+-- Puts the job in its state's index; `score` is the due time (delayed), the lease expiry
+-- (active) or the finish time (completed, failed).
+local function lane_index(job, score)
+  if job.state == 'waiting' then
+    redis.call('ZADD', lane_key('waiting'), 0, job.wm)
+  else
+    redis.call('ZADD', lane_key(LANE_INDEX[job.state]), score or 0,
+               lane_set_member(job.key, job.id))
+  end
+end
+
+-- The next value of the queue's enqueue sequence (ORD-2).
+local function lane_next_seq()
+  return redis.call('INCR', lane_key('seq'))
+end
+
+-- Moves a job (out of its index already, or new) into waiting with a fresh sequence: `mode`
+-- 'front' for a release to the front of its priority, else the job's FIFO/LIFO order.
+local function lane_enqueue(job, mode)
+  local seq = lane_next_seq()
+  if mode == nil then
+    mode = (job.lifo == '1') and 'lifo' or 'fifo'
+  end
+  local member = lane_order_member(tonumber(job.priority), mode, seq, tonumber(job.key), job.id)
+  lane_job_set(job, {state = 'waiting', seq = seq, order_offset = lane_order_offset(mode, seq),
+                     wm = member})
+  lane_index(job)
+end
+
+-- A copy of the job's fields (a snapshot that later changes to `job` leave as it is).
+local function lane_copy(job)
+  local copy = {}
+  for name, value in pairs(job) do
+    copy[name] = value
+  end
+  return copy
+end
+
+-- Deletes a job's records: its hash, its index entry and its logs.
+local function lane_delete(job)
+  lane_unindex(job)
+  redis.call('DEL', lane_job_key(job.id), lane_key('logs:' .. job.id))
+end
+
+-- The queue's setting `name` (meta hash), or `default`.
+local function lane_meta(name, default)
+  local value = redis.call('HGET', KEYS[1], name)
+  if value == false then
+    return default
+  end
+  return value
+end
+
+-- Creates the queue's meta hash on first use (a queue exists once it has one). The list of
+-- queues is another slot's key, so the client records the name there, not the script.
+local function lane_ensure_queue(now)
+  redis.call('HSETNX', KEYS[1], 'created_at', now)
+end

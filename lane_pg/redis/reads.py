@@ -1,0 +1,177 @@
+"""Counting and listing a queue's jobs on Redis (MGMT-2, MGMT-23..27, INSP): the state
+indexes' sizes and members, read in one MULTI so that counts come from one instant."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from lane_pg.backend.reads import (
+    CountPendingJobs,
+    CountReadyJobs,
+    CountScheduledJobs,
+    GetCountsPerPriority,
+    GetJobCount,
+    GetJobCounts,
+    GetQueueStats,
+    ListJobs,
+    ListReadyJobs,
+    ListScheduledJobs,
+    NextDueIn,
+)
+from lane_pg.redis.backend import RedisEntity
+from lane_pg.redis.rows import (
+    check_state,
+    job_row,
+    member_job,
+    non_negative_int,
+)
+from lane_pg.types import ALL_STATES, JobPage, JobRow, JobState, QueueStats, validate_priority
+
+
+class RedisReads(RedisEntity):
+    """The ``reads`` handle on Redis."""
+
+    async def get_job_counts(self, args: GetJobCounts) -> dict[JobState, int]:
+        wanted = list(dict.fromkeys(check_state(state) for state in (args.states or ALL_STATES)))
+        keys = self._backend.keys(args.queue)
+        async with self._backend.client.pipeline(transaction=True) as pipe:
+            for state in wanted:
+                pipe.zcard(keys.key(state))
+            counts = await pipe.execute()
+        return {state: int(count) for state, count in zip(wanted, counts, strict=True)}
+
+    async def get_job_count(self, args: GetJobCount) -> int:
+        return sum((await self.get_job_counts(GetJobCounts(args.queue, args.states))).values())
+
+    async def count_pending_jobs(self, args: CountPendingJobs) -> int:
+        states: list[JobState] = ["waiting", "delayed", "waiting-children"]
+        return await self.get_job_count(GetJobCount(args.queue, states))
+
+    async def get_queue_stats(self, args: GetQueueStats) -> QueueStats:
+        keys = self._backend.keys(args.queue)
+        async with self._backend.client.pipeline(transaction=True) as pipe:
+            pipe.hget(keys.meta, "paused")
+            for state in ALL_STATES:
+                pipe.zcard(keys.key(state))
+            paused, *counts = await pipe.execute()
+        return QueueStats.from_counts(
+            paused == b"1", {state: int(n) for state, n in zip(ALL_STATES, counts, strict=True)}
+        )
+
+    async def _due_split(self, queue: str, now: datetime | None) -> tuple[int, int, int]:
+        """Waiting, due delayed and not-yet-due delayed counts at ``now`` (the server's
+        clock when None)."""
+        keys = self._backend.keys(queue)
+        client = self._backend.client
+        moment = await self._backend.now_ms(now)
+        async with client.pipeline(transaction=True) as pipe:
+            pipe.zcard(keys.waiting)
+            pipe.zcount(keys.delayed, "-inf", moment)
+            pipe.zcount(keys.delayed, f"({moment}", "+inf")
+            waiting, due, later = await pipe.execute()
+        return int(waiting), int(due), int(later)
+
+    async def count_ready_jobs(self, args: CountReadyJobs) -> int:
+        waiting, due, _ = await self._due_split(args.queue, args.now)
+        return waiting + due
+
+    async def count_scheduled_jobs(self, args: CountScheduledJobs) -> int:
+        return (await self._due_split(args.queue, args.now))[2]
+
+    async def _members(self, queue: str, states: list[JobState]) -> list[tuple[int, int, str]]:
+        """(state rank, key, id) of every job of ``states``."""
+        keys = self._backend.keys(queue)
+        async with self._backend.client.pipeline(transaction=True) as pipe:
+            for state in states:
+                pipe.zrange(keys.key(state), 0, -1)
+            found = await pipe.execute()
+        return [
+            (ALL_STATES.index(state), *member_job(state, member.decode()))
+            for state, members in zip(states, found, strict=True)
+            for member in members
+        ]
+
+    async def _rows(self, queue: str, ids: list[str]) -> list[JobRow]:
+        """The jobs of ``ids`` still stored, in that order."""
+        keys = self._backend.keys(queue)
+        async with self._backend.client.pipeline(transaction=False) as pipe:
+            for job_id in ids:
+                pipe.hgetall(keys.job(job_id))
+            hashes: list[dict[bytes, bytes]] = await pipe.execute()
+        return [
+            job_row(queue, {k.decode(): v.decode() for k, v in raw.items()})
+            for raw in hashes
+            if raw
+        ]
+
+    async def list_jobs(self, args: ListJobs) -> JobPage:
+        wanted = [
+            s for s in ALL_STATES if s in {check_state(s) for s in (args.states or ALL_STATES)}
+        ]
+        offset = non_negative_int(args.offset, "offset")
+        limit = non_negative_int(args.limit, "limit")
+        matches = sorted(await self._members(args.queue, wanted), reverse=args.descending)
+        page = [job_id for _, _, job_id in matches[offset : offset + limit]]
+        return JobPage(await self._rows(args.queue, page), len(matches), offset, limit)
+
+    async def _readiness_page(
+        self, queue: str, ready: bool, offset: int, limit: int, now: datetime | None
+    ) -> JobPage:
+        non_negative_int(offset, "offset")
+        non_negative_int(limit, "limit")
+        keys = self._backend.keys(queue)
+        client = self._backend.client
+        moment = await self._backend.now_ms(now)
+        async with client.pipeline(transaction=True) as pipe:
+            pipe.zrange(keys.waiting, 0, -1)
+            if ready:
+                pipe.zrange(keys.delayed, "-inf", moment, byscore=True)
+            else:
+                pipe.zrange(keys.delayed, f"({moment}", "+inf", byscore=True)
+            waiting, delayed = await pipe.execute()
+        matches: list[tuple[int, int, str]] = []
+        if ready:
+            matches += [(0, *member_job("waiting", m.decode())) for m in waiting]
+        matches += [(1, *member_job("delayed", m.decode())) for m in delayed]
+        matches.sort()
+        page = [job_id for _, _, job_id in matches[offset : offset + limit]]
+        return JobPage(await self._rows(queue, page), len(matches), offset, limit)
+
+    async def list_ready_jobs(self, args: ListReadyJobs) -> JobPage:
+        return await self._readiness_page(args.queue, True, args.offset, args.limit, args.now)
+
+    async def list_scheduled_jobs(self, args: ListScheduledJobs) -> JobPage:
+        return await self._readiness_page(args.queue, False, args.offset, args.limit, args.now)
+
+    async def get_counts_per_priority(self, args: GetCountsPerPriority) -> dict[int, int]:
+        wanted = [validate_priority(priority) for priority in args.priorities]
+        keys = self._backend.keys(args.queue)
+        async with self._backend.client.pipeline(transaction=True) as pipe:
+            for priority in wanted:
+                # A waiting member starts with its priority in 7 digits (order.lua).
+                low = f"[{priority:07d}"
+                high = f"({priority + 1:07d}"
+                pipe.zlexcount(keys.waiting, low, high)
+            counts = await pipe.execute()
+        return {p: int(n) for p, n in zip(wanted, counts, strict=True)}
+
+    async def next_due_in(self, args: NextDueIn) -> timedelta | None:
+        client = self._backend.client
+        queues: list[str]
+        if args.queues is None:
+            members: Any = await client.smembers(self._backend.queues_key)
+            queues = sorted(m.decode() for m in members)
+        else:
+            queues = list(args.queues)
+        earliest: float | None = None
+        for queue in queues:
+            first: list[Any] = await client.zrange(
+                self._backend.keys(queue).delayed, 0, 0, withscores=True
+            )
+            if first and (earliest is None or first[0][1] < earliest):
+                earliest = first[0][1]
+        if earliest is None:
+            return None
+        now = await self._backend.now_ms(None)
+        return timedelta(milliseconds=max(int(earliest) - now, 0))
