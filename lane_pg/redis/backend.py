@@ -20,7 +20,7 @@ from typing import Any, NoReturn
 
 from redis.asyncio import Redis
 
-from lane_pg.backend import JobQueueBackend
+from lane_pg.backend import JobQueueBackend, WakeupSource
 from lane_pg.errors import JobNotFound, LockMismatch
 from lane_pg.redis.keys import DEFAULT_PREFIX, QueueKeys, validate_prefix
 from lane_pg.redis.rows import epoch_ms
@@ -88,6 +88,15 @@ class RedisBackend(JobQueueBackend):
         if queue not in self._registered:
             await self.client.sadd(self.queues_key, queue)
             self._registered.add(queue)
+
+    def wakeups(
+        self, queues: Sequence[str] | None, *, name: str, health_interval: float
+    ) -> WakeupSource:
+        """A ``BZPOPMIN`` on the markers of ``queues`` (``lane_pg.redis.wakeups``); its
+        block window is ``health_interval``, so a dead connection shows within it."""
+        from lane_pg.redis.wakeups import RedisWakeups
+
+        return RedisWakeups(self, queues, name=name, block=min(health_interval, 5.0))
 
     async def close(self) -> None:
         if self._owns_client:

@@ -49,6 +49,28 @@ REDIS_READY: dict[str, dict[str, str]] = {
         "test_uncapped_exponential_backoff_stays_bounded_RETRY_1_FIN_3": "promote_job",
     },
     "test_give_back": {},
+    "test_worker_lifecycle": {},
+    "test_worker_modes": {
+        "test_run_once_blocking_wakes_for_a_delayed_job_when_due_WORK_5": "next_claim_in",
+        "test_the_attempts_guard_runs_in_every_mode_WORK_13_STALL_7": "recover_stalled",
+        "test_a_worker_that_is_not_pausable_claims_from_a_paused_queue_PAUSE_10": "pause_queue",
+        "test_claim_next_blocking_wakes_for_a_delayed_job_when_due_CLAIM_7": "next_claim_in",
+        "test_claim_next_blocking_sleeps_out_a_rate_limit_CLAIM_11": "next_claim_in",
+    },
+    "test_worker_runtime": {
+        "test_results_map_to_complete_and_fail_WORK_3_WORK_10_RETRY_7_RETRY_8": (
+            "update_job_progress"
+        ),
+        "test_lost_lease_is_flagged_and_the_result_not_written_WORK_8_WORK_9": "recover_stalled",
+        "test_lost_lease_can_cancel_the_run_when_configured": "recover_stalled",
+        "test_a_worker_that_claims_back_its_own_job_tracks_both_runs_WORK_8_CLAIM_4": (
+            "recover_stalled"
+        ),
+    },
+    "test_worker_support": {
+        "test_list_queues_includes_added_and_paused_queues": "list_queues",
+        "test_trim_events_keeps_the_newest_max_events_EVS_3": "trim_events",
+    },
     # module: {test: why it does not run on Redis, or the operation it needs that Redis
     # lacks yet}, reviewed; a module not named here does not run on Redis at all.
 }

@@ -30,5 +30,5 @@ async def prefix(redis_client: Redis) -> AsyncIterator[str]:
     try:
         yield name
     finally:
-        async for key in redis_client.scan_iter(match=f"{{{name}:*", count=500):
+        async for key in redis_client.scan_iter(match=f"{{{name}[:}}]*", count=500):
             await redis_client.delete(key)

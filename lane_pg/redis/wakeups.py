@@ -1,0 +1,169 @@
+"""Waking idle workers on Redis (a ``WakeupSource``): ``BZPOPMIN`` on the queues' markers.
+
+A script that makes a job ready adds the member ``0`` to its queue's marker set
+(``lane_wake`` in ``lua/includes/events.lua``); a worker with nothing to do blocks on the
+markers of its queues on a connection of its own. ``BZPOPMIN`` hands a marker to one
+blocked worker only, unlike PostgreSQL's NOTIFY, which reaches every listener; so a claim
+that leaves jobs behind adds the marker again (``claim_jobs.lua``), waking the next idle
+worker in turn, and a marker popped when nobody in this process was waiting any more (the
+worker found work meanwhile) is put back for another worker.
+
+Only a speed-up, as LISTEN is: the worker also polls, so a lost wake-up costs latency, never
+a job. The connection's socket timeout exceeds the block window: with a shorter one the
+client gives up on a healthy blocked call (redis-py #2807). A lost connection is replaced
+with backoff and jitter, and the worker is woken once after each reconnect to cover the gap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from redis.asyncio import ConnectionPool, Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+if TYPE_CHECKING:
+    from lane_pg.redis.backend import RedisBackend
+
+log = logging.getLogger("lane_pg.redis.wakeups")
+
+_RECONNECT_MIN = 0.05
+_RECONNECT_MAX = 5.0
+_SOCKET_MARGIN = 5.0
+"""Seconds the socket timeout exceeds the block window by."""
+
+
+class RedisWakeups:
+    """Wakes a worker when one of its queues (every queue when None) may have work."""
+
+    def __init__(
+        self,
+        backend: RedisBackend,
+        queues: Sequence[str] | None,
+        *,
+        name: str,
+        block: float = 5.0,
+    ) -> None:
+        self._backend = backend
+        self._queues = None if queues is None else list(dict.fromkeys(queues))
+        self._name = name
+        self._block = max(block, 0.1)
+        self._wake = asyncio.Event()
+        self._waiters = 0
+        self._someone_waits = asyncio.Event()
+        self._client: Redis | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._closing = False
+        self.reconnects = 0
+        """How many times the blocking connection was replaced (for tests and logs)."""
+
+    def _open(self) -> Redis:
+        """A client of one connection to the backend's server, its socket timeout past
+        the block window."""
+        pool = self._backend.client.connection_pool
+        kwargs: dict[str, Any] = dict(pool.connection_kwargs)
+        kwargs["socket_timeout"] = self._block + _SOCKET_MARGIN
+        kwargs["client_name"] = self._name.replace(" ", "_")[:60]
+        return Redis(
+            connection_pool=ConnectionPool(
+                connection_class=pool.connection_class, max_connections=1, **kwargs
+            )
+        )
+
+    async def start(self) -> None:
+        """Connect (raising when Redis is unreachable) and start the blocking loop."""
+        client = self._open()
+        try:
+            await client.ping()
+        except BaseException:
+            await _discard(client)
+            raise
+        self._client = client
+        self._task = asyncio.create_task(self._serve(), name="lane_pg-redis-wakeups")
+
+    async def close(self) -> None:
+        self._closing = True
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self._client is not None:
+            await _discard(self._client)
+            self._client = None
+
+    def wake(self) -> None:
+        """Wake the waiting worker from inside the process (a slot freed, a stop)."""
+        self._wake.set()
+
+    async def wait(self, timeout: float | None) -> bool:  # noqa: ASYNC109 (bounded poll)
+        """Wait for a wake-up or ``timeout`` seconds; True when woken."""
+        self._waiters += 1
+        self._someone_waits.set()
+        try:
+            async with asyncio.timeout(timeout):
+                await self._wake.wait()
+        except TimeoutError:
+            return False
+        finally:
+            self._waiters -= 1
+            if self._waiters == 0:
+                self._someone_waits.clear()
+            self._wake.clear()
+        return True
+
+    async def _markers(self) -> list[str]:
+        backend = self._backend
+        queues = self._queues
+        if queues is None:
+            members: Any = await backend.client.smembers(backend.queues_key)
+            queues = sorted(m.decode() if isinstance(m, bytes) else m for m in members)
+        return [backend.keys(queue).marker for queue in queues]
+
+    async def _serve(self) -> None:
+        delay = _RECONNECT_MIN
+        while not self._closing:
+            await self._someone_waits.wait()  # block only for a worker that waits
+            try:
+                markers = await self._markers()
+                if not markers:
+                    await asyncio.sleep(self._block)
+                    continue
+                assert self._client is not None
+                popped: Any = await self._client.bzpopmin(markers, timeout=self._block)
+                delay = _RECONNECT_MIN
+            except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+                delay = await self._reconnect(exc, delay)
+                continue
+            if popped is None:
+                continue
+            if self._waiters > 0:
+                self._wake.set()
+            else:  # found work meanwhile: leave the wake-up to another idle worker
+                key = popped[0].decode() if isinstance(popped[0], bytes) else popped[0]
+                with contextlib.suppress(RedisConnectionError, RedisTimeoutError, OSError):
+                    await self._backend.client.zadd(key, {"0": 0})
+
+    async def _reconnect(self, exc: BaseException, delay: float) -> float:
+        """Replace the blocking connection after ``delay`` (with jitter); the next delay."""
+        log.warning("Redis wake-up connection lost (%s); reconnecting in %.2fs", exc, delay)
+        old, self._client = self._client, None
+        if old is not None:
+            await _discard(old)
+        await asyncio.sleep(delay * random.uniform(0.5, 1.5))
+        self._client = self._open()
+        self.reconnects += 1
+        self._wake.set()  # cover what may have been missed while it was down
+        return min(delay * 2, _RECONNECT_MAX)
+
+
+async def _discard(client: Redis) -> None:
+    """Close the client and its one connection, also one blocked in BZPOPMIN (a client
+    given a pool leaves the pool open on ``aclose``)."""
+    with contextlib.suppress(Exception):
+        await client.aclose()
+        await client.connection_pool.disconnect()
