@@ -17,7 +17,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import asyncpg
 
-from benchmarks import enqueue, flows, health, limits, processing, repeat, sustained
+from benchmarks import (
+    enqueue,
+    flows,
+    health,
+    limits,
+    processing,
+    redis_workloads,
+    repeat,
+    sustained,
+)
 from benchmarks.common import (
     Reporter,
     bench_dsn,
@@ -27,7 +36,11 @@ from benchmarks.common import (
     server_settings,
 )
 
-WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6", "D1", "R1", "W7", "F1", "F2")
+WORKLOADS = (
+    "W1", "W2", "W3", "W4", "W5", "W6", "D1", "R1", "W7", "F1", "F2",
+    "RW1", "RW2", "RW3", "RW4", "RW6",
+)  # fmt: skip
+"""RW*: the same workloads on the Redis backend, beside a raw-Redis baseline."""
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -112,43 +125,60 @@ async def main(args: argparse.Namespace) -> int:
     finally:
         await conn.close()
     runs = args.runs
+    only = args.only
     concurrency: int | None = None if args.w3_concurrency == "auto" else int(args.w3_concurrency)
     try:
-        if "W1" in args.only:
+        if "W1" in only:
             await enqueue.w1(rep, runs, 500 if quick else 5000)
-        if "D1" in args.only:
+        if "D1" in only:
             await enqueue.d1(rep, runs, 500 if quick else 5000)
-        if "W2" in args.only:
+        if "W2" in only:
             await enqueue.w2(rep, runs, 10_000 if quick else 100_000, 1000)
-        if "W3" in args.only:
+        if "W3" in only:
             concurrency = await processing.w3(rep, runs, 2000 if quick else 20_000, concurrency)
         elif concurrency is None:
             concurrency = processing.DEFAULT_CONCURRENCY
-        if "W4" in args.only:
+        if "W4" in only:
             await processing.w4(rep, runs, 100 if quick else 500, concurrency)
-        if "R1" in args.only:
+        if "R1" in only:
             await repeat.r1(rep, 10.0 if quick else 60.0, concurrency)
-        if "W5" in args.only:
+        if "W5" in only:
             duration = args.w5_duration or (12.0 if quick else 60.0)
             rates = [int(r) for r in args.w5_rates.split(",")]
             await sustained.w5(rep, duration, rates, concurrency)
-        if "W6" in args.only:
+        if "W6" in only:
             total = args.w6_total or (20_000 if quick else 1_000_000)
             size = args.w6_round or (10_000 if quick else 100_000)
             await health.w6(rep, total, size, concurrency, args.w6_raw, args.w6_all_variants)
-        if "W7" in args.only:
+        if "W7" in only:
             limited = args.w7_limited or (2000 if quick else 5000)
             await limits.w7(rep, runs, 5000 if quick else 20_000, limited, concurrency)
-        if "F1" in args.only:
+        if "F1" in only:
             count = args.f1_flows or (100 if quick else 1000)
             await flows.f1(rep, runs, count, 10, concurrency)
-        if "F2" in args.only:
+        if "F2" in only:
             await flows.f2(rep, runs, args.f2_children or (1000 if quick else 10_000), concurrency)
+        await _redis(rep, args)
     finally:
         if not args.keep_db:
             await drop_database()
     progress(f"done in {time.monotonic() - started:.0f}s")
     return 0
+
+
+async def _redis(rep: Reporter, args: argparse.Namespace) -> None:
+    """The RW* workloads (``benchmarks/redis_workloads.py``)."""
+    quick, runs, only = args.quick, args.runs, args.only
+    if "RW1" in only:
+        await redis_workloads.rw1(rep, runs, 500 if quick else 5000)
+    if "RW2" in only:
+        await redis_workloads.rw2(rep, runs, 10_000 if quick else 100_000, 1000)
+    if "RW3" in only:
+        await redis_workloads.rw3(rep, runs, 2000 if quick else 20_000)
+    if "RW4" in only:
+        await redis_workloads.rw4(rep, runs, 100 if quick else 500)
+    if "RW6" in only:
+        await redis_workloads.rw6(rep, 20_000 if quick else 200_000, 10_000 if quick else 50_000)
 
 
 if __name__ == "__main__":
