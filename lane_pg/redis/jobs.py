@@ -1,7 +1,8 @@
 """Adding, reading and changing single jobs (ADD, MGMT) on Redis: ``add_jobs.lua`` stores,
 a job's hash is read with one HGETALL, and each management operation is the script of its
 name (``promote_job.lua``, ``retry_job.lua``, ...). The arguments are checked here first, as
-``lane_pg.memory`` checks them, so a refused call runs no script."""
+``lane_pg.memory`` checks them, so an invalid one runs no script; what a script refuses (a
+missing job, a state, a lost lease) it answers before writing anything."""
 
 from __future__ import annotations
 
