@@ -43,6 +43,7 @@ class RedisBackend(JobQueueBackend):
     ) -> None:
         from lane_pg.redis.events import RedisEvents
         from lane_pg.redis.jobs import RedisJobs
+        from lane_pg.redis.logs import RedisLogs
         from lane_pg.redis.reads import RedisReads
         from lane_pg.redis.runs import RedisRuns
 
@@ -55,6 +56,7 @@ class RedisBackend(JobQueueBackend):
         self._serve(
             {
                 "jobs": RedisJobs(self),
+                "logs": RedisLogs(self),
                 "runs": RedisRuns(self),
                 "events": RedisEvents(self),
                 "reads": RedisReads(self),

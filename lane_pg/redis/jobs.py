@@ -1,5 +1,8 @@
-"""Adding and reading single jobs (ADD, MGMT) on Redis: ``add_jobs.lua`` stores, a job's
-hash is read with one HGETALL."""
+"""Adding, reading and changing single jobs (ADD, MGMT) on Redis: ``add_jobs.lua`` stores,
+a job's hash is read with one HGETALL, and each management operation is the script of its
+name (``promote_job.lua``, ``retry_job.lua``, ...). The arguments are checked here first, as
+``lane_pg.memory`` checks them, so an invalid one runs no script; what a script refuses (a
+missing job, a state, a lost lease) it answers before writing anything."""
 
 from __future__ import annotations
 
@@ -7,17 +10,45 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from lane_pg.backend.jobs import AddJob, AddJobs, GetJob, GetJobFinishedResult, GetJobState
-from lane_pg.redis.backend import RedisEntity
-from lane_pg.redis.rows import SpecFields, epoch_ms, job_row, spec_fields
+from lane_pg.backend.jobs import (
+    AddJob,
+    AddJobs,
+    GetJob,
+    GetJobFinishedResult,
+    GetJobState,
+    PromoteJob,
+    RemoveJob,
+    RescheduleJob,
+    RetryJob,
+    SaveJobStacktrace,
+    UpdateJobData,
+    UpdateJobPriority,
+    UpdateJobProgress,
+)
+from lane_pg.errors import InvalidOptions, JobLocked, JobStateConflict
+from lane_pg.redis.backend import RedisEntity, refused
+from lane_pg.redis.rows import (
+    SpecFields,
+    canonical_token,
+    dump,
+    epoch_ms,
+    from_ms,
+    job_row,
+    spec_fields,
+)
 from lane_pg.types import (
+    JSON,
     Completed,
     Failed,
     FinishedResult,
     JobRow,
     JobState,
     NotFinished,
+    check_json,
+    to_millis,
+    validate_priority,
     validate_queue_name,
+    validate_stacktrace,
 )
 
 
@@ -27,6 +58,16 @@ def _supported(spec: SpecFields) -> None:
         raise NotImplementedError(
             "deduplication and repeat are not available on the Redis backend yet"
         )
+
+
+def fence(token: str | None) -> str | None:
+    """A write's token as the scripts compare it: None for an administrator's write, else
+    the canonical UUID text ('' for a text that is no UUID: it matches no job)."""
+    return None if token is None else canonical_token(token) or ""
+
+
+_NOT_DELAYED = ", not delayed: cannot "
+_NOT_FINISHED = ": only completed or failed jobs can be retried"
 
 
 class RedisJobs(RedisEntity):
@@ -86,3 +127,92 @@ class RedisJobs(RedisEntity):
         if row.state == "failed":
             return Failed(row.failed_reason or "")
         return NotFinished(row.state)
+
+    async def _change(
+        self, script: str, queue: str, job_id: str, arguments: dict[str, JSON]
+    ) -> Any:
+        """Run a management script on job ``job_id``: its answer, ``[status, ...]``, after
+        ``not_found`` / ``lock_mismatch`` were raised."""
+        validate_queue_name(queue)
+        answer = await self._backend.call(script, queue, {"id": job_id, **arguments})
+        if answer[0] in ("not_found", "lock_mismatch"):
+            refused(answer[0], queue, job_id)
+        return answer
+
+    async def _changed(
+        self, script: str, queue: str, job_id: str, arguments: dict[str, JSON], conflict: str = ""
+    ) -> JobRow:
+        """The job a management script changed. A state it refused raises
+        ``JobStateConflict``: "job <id> is <state>" and ``conflict`` (SQL's wording)."""
+        answer = await self._change(script, queue, job_id, arguments)
+        if answer[0] == "conflict":
+            raise JobStateConflict(f"job {job_id} is {answer[1]}{conflict}")
+        return job_row(queue, answer[1])
+
+    async def promote_job(self, args: PromoteJob) -> JobRow:
+        now = epoch_ms(args.now)
+        return await self._changed(
+            "promote_job", args.queue, args.job_id, {"now": now}, _NOT_DELAYED + "promote it"
+        )
+
+    async def reschedule_job(self, args: RescheduleJob) -> JobRow:
+        delay_ms = to_millis(args.delay, "delay")
+        return await self._changed(
+            "reschedule_job",
+            args.queue,
+            args.job_id,
+            {"delay_ms": delay_ms, "now": epoch_ms(args.now)},
+            _NOT_DELAYED + "reschedule it",
+        )
+
+    async def retry_job(self, args: RetryJob) -> JobRow:
+        now = epoch_ms(args.now)
+        return await self._changed(
+            "retry_job", args.queue, args.job_id, {"now": now}, _NOT_FINISHED
+        )
+
+    async def remove_job(self, args: RemoveJob) -> bool:
+        answer = await self._change(
+            "remove_job", args.queue, args.job_id, {"now": epoch_ms(args.now)}
+        )
+        if answer[0] == "locked":
+            raise JobLocked(
+                f"job {args.job_id} is active under a lease until {from_ms(answer[1])}:"
+                " it cannot be removed"
+            )
+        return bool(answer[0] == "ok")
+
+    async def update_job_data(self, args: UpdateJobData) -> JobRow:
+        data = dump(check_json(args.data, "data"))
+        return await self._changed(
+            "update_job_data", args.queue, args.job_id, {"data": data, "token": fence(args.token)}
+        )
+
+    async def update_job_progress(self, args: UpdateJobProgress) -> JobRow:
+        progress = dump(check_json(args.progress, "progress"))
+        return await self._changed(
+            "update_job_progress",
+            args.queue,
+            args.job_id,
+            {"progress": progress, "token": fence(args.token), "now": epoch_ms(args.now)},
+        )
+
+    async def update_job_priority(self, args: UpdateJobPriority) -> JobRow:
+        validate_priority(args.priority)
+        if args.lifo is not None and not isinstance(args.lifo, bool):
+            raise InvalidOptions(f"lifo must be a boolean or None, got {args.lifo!r}")
+        return await self._changed(
+            "update_job_priority",
+            args.queue,
+            args.job_id,
+            {"priority": args.priority, "lifo": args.lifo},
+        )
+
+    async def save_job_stacktrace(self, args: SaveJobStacktrace) -> JobRow:
+        entries, reason = validate_stacktrace(args.stacktrace, args.failed_reason)
+        return await self._changed(
+            "save_job_stacktrace",
+            args.queue,
+            args.job_id,
+            {"stacktrace": dump(entries), "reason": reason},
+        )

@@ -133,7 +133,10 @@ def job_row(queue: str, fields: Mapping[str, str]) -> JobRow:
         state=_state(fields["state"]),
         priority=priority,
         lifo=fields["lifo"] == "1",
-        order_key=priority * PRIORITY_BUCKET + int(fields["order_offset"]),
+        # A job out of waiting keeps the priority its order key was built with until it
+        # moves into waiting again (update_job_priority.lua), as lane.jobs.order_key does.
+        order_key=int(fields.get("order_priority", priority)) * PRIORITY_BUCKET
+        + int(fields["order_offset"]),
         enqueued_seq=None if seq is None else int(seq),
         created_at=from_ms(fields["created_at"]),
         available_at=from_ms(fields["available_at"]),

@@ -33,20 +33,16 @@ REDIS_READY: dict[str, dict[str, str]] = {
     "test_finish": {
         "test_old_token_after_recovery_and_reclaim_FIN_9_CLAIM_4": "recover_stalled",
         "test_old_token_after_recovery_before_reclaim_FIN_9": "recover_stalled",
-        "test_remove_on_complete_true_RET_2": "add_job_log",
         "test_stalled_terminal_failure_applies_retention_STALL_3_RET_2": "recover_stalled",
     },
     "test_order": {
         "test_promoted_jobs_take_a_fresh_sequence_ORD_2": "promote_due_jobs",
         "test_due_jobs_promoted_in_available_at_order_ORD_2": "promote_due_jobs",
-        "test_manual_retry_lands_after_existing_fifo_ORD_4": "retry_job",
         "test_stalled_requeue_takes_normal_position_ORD_4_STALL_3": "recover_stalled",
-        "test_promoted_lifo_job_is_newest_lifo_ORD_2": "promote_job",
-        "test_priority_of_active_job_applies_on_release_ORD_3_MGMT_9": "update_job_priority",
+        "test_promoted_lifo_job_is_newest_lifo_ORD_2": "promote_due_jobs",
     },
     "test_retry": {
         "test_attempt_counters_RETRY_5": "recover_stalled",
-        "test_uncapped_exponential_backoff_stays_bounded_RETRY_1_FIN_3": "promote_job",
     },
     "test_give_back": {},
     "test_worker_lifecycle": {},
@@ -58,9 +54,6 @@ REDIS_READY: dict[str, dict[str, str]] = {
         "test_claim_next_blocking_sleeps_out_a_rate_limit_CLAIM_11": "next_claim_in",
     },
     "test_worker_runtime": {
-        "test_results_map_to_complete_and_fail_WORK_3_WORK_10_RETRY_7_RETRY_8": (
-            "update_job_progress"
-        ),
         "test_lost_lease_is_flagged_and_the_result_not_written_WORK_8_WORK_9": "recover_stalled",
         "test_lost_lease_can_cancel_the_run_when_configured": "recover_stalled",
         "test_a_worker_that_claims_back_its_own_job_tracks_both_runs_WORK_8_CLAIM_4": (
@@ -71,6 +64,26 @@ REDIS_READY: dict[str, dict[str, str]] = {
         "test_list_queues_includes_added_and_paused_queues": "list_queues",
         "test_trim_events_keeps_the_newest_max_events_EVS_3": "trim_events",
     },
+    "test_management": {
+        "test_promote_due_counts_due_jobs_only_MGMT_4": "promote_due_jobs",
+        "test_promote_due_all_queues_MGMT_4": "promote_due_jobs",
+        "test_reschedule_keeps_a_repeat_occurrences_options_MGMT_5_REP_14": "repeat",
+        "test_retry_resets_stalled_count_MGMT_8": "recover_stalled",
+        "test_remove_missing_cleans_the_dedup_owner_left_naming_it_MGMT_16": "deduplication",
+    },
+    "test_logs": {},
+    "test_unknown_jobs": {},
+    "test_context_writes": {
+        "test_stale_token_writes_are_refused_and_change_nothing_WORK_9_CLAIM_4": "recover_stalled",
+        "test_current_token_and_tokenless_admin_writes_work_MGMT_10_MGMT_11_MGMT_13": (
+            "recover_stalled"
+        ),
+        "test_context_of_a_taken_over_run_gets_lease_lost_and_is_marked_lost_WORK_9": (
+            "recover_stalled"
+        ),
+        "test_context_of_the_current_run_writes_with_its_token_WORK_9": "recover_stalled",
+    },
+    "test_sync_handlers": {},
     # module: {test: why it does not run on Redis, or the operation it needs that Redis
     # lacks yet}, reviewed; a module not named here does not run on Redis at all.
 }

@@ -126,3 +126,15 @@ async def test_logs_are_per_job_MGMT_13(
     assert messages(await backend.get_job_logs(queue_name, "same")) == ["for a"]
     assert messages(await backend.get_job_logs(queue_b, "same")) == ["for b"]
     assert (await backend.get_job_logs(queue_name, other.id)).count == 0
+
+
+async def test_a_message_is_kept_as_written_MGMT_13(
+    backend: JobQueueBackend, queue_name: str, clock: Clock
+) -> None:
+    job = await backend.add_job(queue_name, "n", now=clock.at(0))
+    written = ["12:30: a:b", "", 'line one\nline "two" \\ é ✓ 😀', "   "]
+    for i, message in enumerate(written):
+        await backend.add_job_log(queue_name, job.id, message, now=clock.at(i + 1))
+    page = await backend.get_job_logs(queue_name, job.id, asc=False)
+    assert messages(page) == written[::-1]
+    assert [entry.ts for entry in page.logs] == [clock.at(i) for i in range(4, 0, -1)]

@@ -561,6 +561,27 @@ async def test_update_priority_of_delayed_job_applies_after_promotion_MGMT_9(
     assert [job.id for job in claimed] == [delayed.id, waiting.id]
 
 
+async def test_update_priority_out_of_waiting_keeps_the_order_key_MGMT_9(
+    backend: JobQueueBackend, queue_name: str, clock: Clock
+) -> None:
+    """Only a move into waiting builds the order key: a delayed or active job keeps the
+    one it has (the priority it was built with) until then."""
+    delayed = await backend.add_job(
+        queue_name, "d", None, {"priority": 9, "delay_ms": 1000}, now=clock.at(0)
+    )
+    await backend.add_job(queue_name, "a", None, {"priority": 4}, now=clock.at(0))
+    active = await claim(backend, queue_name, clock, 0.5)
+    for job in (delayed, active):
+        await backend.update_job_priority(queue_name, job.id, 2, now=clock.at(0.6))
+        changed = await backend.update_job_priority(queue_name, job.id, 1, now=clock.at(0.7))
+        assert (changed.priority, changed.order_key) == (1, job.order_key)
+    promoted = await backend.promote_job(queue_name, delayed.id, now=clock.at(0.8))
+    assert promoted.priority == 1 and promoted.order_key != delayed.order_key
+    requeued = await backend.update_job_priority(queue_name, delayed.id, 9, now=clock.at(0.9))
+    claimed = await claim(backend, queue_name, clock, 1)
+    assert (claimed.id, claimed.order_key) == (delayed.id, requeued.order_key)
+
+
 async def test_update_priority_missing_job_MGMT_9(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:

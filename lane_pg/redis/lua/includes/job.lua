@@ -100,8 +100,9 @@ local function lane_enqueue(job, mode)
     mode = (job.lifo == '1') and 'lifo' or 'fifo'
   end
   local member = lane_order_member(tonumber(job.priority), mode, seq, tonumber(job.key), job.id)
+  -- order_priority (update_job_priority.lua) goes: the new key is built with the priority.
   lane_job_set(job, {state = 'waiting', seq = seq, order_offset = lane_order_offset(mode, seq),
-                     wm = member})
+                     wm = member, order_priority = false})
   lane_index(job)
 end
 
