@@ -61,6 +61,9 @@ REDIS_READY: dict[str, dict[str, str]] = {
             "trim_events"
         ),
     },
+    "test_worker_support": {
+        "test_trim_events_keeps_the_newest_max_events_EVS_3": "trim_events",
+    },
     "test_retention_default": {
         "test_prune_keeps_the_newest_keep_completed_RET_1": "prune_finished",
         "test_prune_orders_ties_in_finished_at_by_creation_RET_1": "prune_finished",

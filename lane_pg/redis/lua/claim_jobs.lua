@@ -38,10 +38,12 @@ for _, member in ipairs(due) do
   lane_emit('waiting', job.id, {prev = 'delayed'}, now)
 end
 
-local paused = redis.call('HMGET', KEYS[1], 'paused', 'paused_all')
-local is_paused = paused[1] == '1' or paused[2] == '1'
+-- The pause flags and the limits in one read (a plain queue has none of the limits).
+local meta = redis.call('HMGET', KEYS[1], 'paused', 'paused_all', 'rate_max',
+                        'rate_duration_ms', 'max_active', 'rate_blocked_until')
+local is_paused = meta[1] == '1' or meta[2] == '1'
 if args.pause_as_paused ~= nil and args.pause_as_paused ~= cjson.null then
-  is_paused = args.pause_as_paused or paused[2] == '1'
+  is_paused = args.pause_as_paused or meta[2] == '1'
 end
 if is_paused and not args.ignore_pause then
   result.next_due = next_due()
@@ -49,9 +51,7 @@ if is_paused and not args.ignore_pause then
 end
 
 -- RATE-6, then RATE-4/7/9: a job not taken keeps its state and attempts.
-local limits = redis.call('HMGET', KEYS[1], 'rate_max', 'rate_duration_ms', 'max_active',
-                          'rate_blocked_until')
-if limits[4] and tonumber(limits[4]) > now then
+if meta[6] and tonumber(meta[6]) > now then
   result.next_due = next_due()
   return lane_result(result)
 end
@@ -59,9 +59,11 @@ local limit = math.min(args.limit, #args.tokens)
 local window_ms = nil
 local capped = false
 local local_max = lane_given(args.rate_max)
-if limits[1] or limits[3] or local_max ~= nil then
+if meta[3] or meta[5] or local_max ~= nil then
   local allowed
-  allowed, window_ms = lane_limited_claim(limit, limits, local_max, lane_given(args.rate_ms), now)
+  allowed, window_ms = lane_limited_claim(limit, tonumber(meta[3]), tonumber(meta[4]),
+                                          tonumber(meta[5]), local_max,
+                                          lane_given(args.rate_ms), now)
   capped = allowed < limit
   limit = math.max(allowed, 0)
 end

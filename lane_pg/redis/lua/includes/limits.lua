@@ -21,15 +21,14 @@ end
 
 -- How many of `want` jobs a claim may take at `now` (RATE-4/7/9): min(want, free slots
 -- under max_active, what the rate window has left), and the window the claim is logged
--- under (nil when no rate limit applies). `limits` is {rate_max, rate_duration_ms,
--- max_active} as HMGET read them; `local_max` / `local_ms` the worker-local limit, which
--- wins over the queue's (RATE-3). A maxed claim reads no rate capacity (RATE-9).
-local function lane_limited_claim(want, limits, local_max, local_ms, now)
+-- under (nil when no rate limit applies). `rate_max` / `rate_ms` are the queue's shared
+-- limit, `local_max` / `local_ms` the worker-local one, which wins (RATE-3); nil when
+-- unset, as `max_active`. A maxed claim reads no rate capacity (RATE-9).
+local function lane_limited_claim(want, rate_max, rate_ms, max_active, local_max, local_ms, now)
   local allowed = want
-  if limits[3] then
-    allowed = math.min(allowed, tonumber(limits[3]) - redis.call('ZCARD', lane_key('active')))
+  if max_active ~= nil then
+    allowed = math.min(allowed, max_active - redis.call('ZCARD', lane_key('active')))
   end
-  local rate_max, rate_ms = tonumber(limits[1]), tonumber(limits[2])
   if local_max ~= nil then
     rate_max, rate_ms = local_max, local_ms
   end
@@ -38,7 +37,8 @@ local function lane_limited_claim(want, limits, local_max, local_ms, now)
   end
   local log = lane_claim_log_key()
   local start = now - rate_ms
-  local old = redis.call('ZRANGE', log, '-inf', start, 'BYSCORE', 'WITHSCORES')
+  local old = redis.call('ZRANGE', log, '-inf', string.format('%d', start), 'BYSCORE',
+                        'WITHSCORES')
   for i = 1, #old, 2 do
     local window = tonumber(string.match(old[i], '^%d+:(%d+):'))
     if tonumber(old[i + 1]) <= now - window then
