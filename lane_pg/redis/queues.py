@@ -51,15 +51,11 @@ KEEP_ALL = "all"
 """A retention bound of None (keep every finished job of that state) in the meta hash."""
 
 
-def _text(value: Any) -> str | None:
-    return None if value is None else value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _keep(value: Any, default: int) -> int | None:
-    text = _text(value)
-    if text is None:
+def _keep(value: bytes | None, default: int) -> int | None:
+    """A stored retention bound: absent is the default, ``all`` None."""
+    if value is None:
         return default
-    return None if text == KEEP_ALL else int(text)
+    return None if value.decode() == KEEP_ALL else int(value)
 
 
 async def known_queues(backend: RedisBackend) -> list[str]:
@@ -122,9 +118,8 @@ class RedisQueues(RedisEntity):
     async def get_queue_retention(self, args: GetQueueRetention) -> QueueRetention:
         validate_queue_name(args.queue)
         meta = self._backend.keys(args.queue).meta
-        completed, failed = await self._backend.client.hmget(
-            meta, ["keep_completed", "keep_failed"]
-        )
+        stored: Any = await self._backend.client.hmget(meta, ["keep_completed", "keep_failed"])
+        completed, failed = stored
         return QueueRetention(
             _keep(completed, DEFAULT_KEEP_COMPLETED), _keep(failed, DEFAULT_KEEP_FAILED)
         )
@@ -163,8 +158,8 @@ class RedisQueues(RedisEntity):
                 pipe.hget(backend.keys(name).meta, "paused")
             (paused_all, restart_at), *flags = await pipe.execute()
         paused = frozenset(name for name, flag in zip(names, flags, strict=True) if flag == b"1")
-        restart = _text(restart_at)
-        return PauseStatus(paused_all == b"1", paused, None if restart is None else int(restart))
+        restart = None if restart_at is None else int(restart_at)
+        return PauseStatus(paused_all == b"1", paused, restart)
 
     async def list_queues(self, args: ListQueues) -> list[str]:
         return await known_queues(self._backend)
