@@ -43,7 +43,9 @@ class RedisBackend(JobQueueBackend):
     ) -> None:
         from lane_pg.redis.events import RedisEvents
         from lane_pg.redis.jobs import RedisJobs
+        from lane_pg.redis.limits import RedisLimits
         from lane_pg.redis.logs import RedisLogs
+        from lane_pg.redis.queues import RedisQueues
         from lane_pg.redis.reads import RedisReads
         from lane_pg.redis.runs import RedisRuns
 
@@ -60,6 +62,8 @@ class RedisBackend(JobQueueBackend):
                 "runs": RedisRuns(self),
                 "events": RedisEvents(self),
                 "reads": RedisReads(self),
+                "queues": RedisQueues(self),
+                "limits": RedisLimits(self),
             },
             default=NotYet(),
         )
@@ -85,10 +89,17 @@ class RedisBackend(JobQueueBackend):
         seconds, micros = await self.client.time()
         return int(seconds) * 1000 + int(micros) // 1000
 
+    @property
+    def settings_key(self) -> str:
+        """The connection-wide settings (``paused_all`` and its generation
+        ``pause_epoch``, ``restart_at``), in the slot of ``queues_key``."""
+        return f"{{{self.prefix}}}:settings"
+
     async def register(self, queue: str) -> None:
-        """Record ``queue`` in the set of queues (once per process and queue)."""
+        """Record ``queue`` in the set of queues (once per process and queue) and give it
+        the connection-wide pause as it stands (PAUSE-4, ``lane_pg.redis.queues``)."""
         if queue not in self._registered:
-            await self.client.sadd(self.queues_key, queue)
+            await self.take_switch(queue, await self.enlist(queue))
             self._registered.add(queue)
 
     def wakeups(
@@ -99,6 +110,22 @@ class RedisBackend(JobQueueBackend):
         from lane_pg.redis.wakeups import RedisWakeups
 
         return RedisWakeups(self, queues, name=name, block=min(health_interval, 5.0))
+
+    async def enlist(self, queue: str) -> tuple[bool, int] | None:
+        """Add ``queue`` to the set of queues and read the connection-wide pause, in one
+        MULTI: a ``pause_all`` either finds the queue in the set or was read here. The
+        switch as (paused, generation), None when it was never used."""
+        async with self.client.pipeline(transaction=True) as pipe:
+            pipe.sadd(self.queues_key, queue)
+            pipe.hmget(self.settings_key, ["paused_all", "pause_epoch"])
+            _, (paused, epoch) = await pipe.execute()
+        return None if epoch is None else (paused == b"1", int(epoch))
+
+    async def take_switch(self, queue: str, switch: tuple[bool, int] | None) -> None:
+        """Give ``queue`` the switch ``enlist`` read (a later flip's value stays)."""
+        if switch is not None:
+            paused, epoch = switch
+            await self.call("pause_all", queue, {"paused": paused, "epoch": epoch, "wake": False})
 
     async def close(self) -> None:
         if self._owns_client:

@@ -20,6 +20,7 @@ from lane_pg.backend.runs import (
 )
 from lane_pg.errors import InvalidOptions
 from lane_pg.redis.backend import RedisEntity, by_queue, refused
+from lane_pg.redis.limits import checked_limit
 from lane_pg.redis.rows import canonical_token, dump, epoch_ms, job_row
 from lane_pg.types import (
     ClaimedJob,
@@ -50,8 +51,7 @@ class RedisRuns(RedisEntity):
 
     async def claim_jobs(self, args: ClaimJobs) -> list[ClaimedJob]:
         lease_ms = _positive_lease(args.lease)
-        if args.rate_limit is not None:
-            raise NotImplementedError("a worker-local rate limit is not available on Redis yet")
+        local = checked_limit(args.rate_limit, "rate_limit")
         now = epoch_ms(args.now)
         backend = self._backend
         claimed: list[ClaimedJob] = []
@@ -78,6 +78,8 @@ class RedisRuns(RedisEntity):
                     "tokens": [str(uuid.uuid4()) for _ in range(room)],
                     "ignore_pause": args.ignore_pause,
                     "pause_as_paused": pause_as,
+                    "rate_max": None if local is None else local.max,
+                    "rate_ms": None if local is None else local.duration_ms,
                 },
             )
             for fields in answer["jobs"] or []:

@@ -25,8 +25,6 @@ REDIS_READY: dict[str, dict[str, str]] = {
         " on Redis (one hash tag, one cluster slot), not across queues",
     },
     "test_claim": {
-        "test_claim_promotes_while_paused_but_claims_nothing_CLAIM_2_PAUSE_12": "pause_queue",
-        "test_paused_queue_gives_nothing_and_changes_nothing_PAUSE_1": "pause_queue",
         "test_renew_leases_returns_failures_and_extends_valid_CLAIM_5_CLAIM_6": "recover_stalled",
         "test_renew_after_expiry_before_recovery_keeps_job_CLAIM_5": "recover_stalled",
     },
@@ -47,11 +45,7 @@ REDIS_READY: dict[str, dict[str, str]] = {
     "test_give_back": {},
     "test_worker_lifecycle": {},
     "test_worker_modes": {
-        "test_run_once_blocking_wakes_for_a_delayed_job_when_due_WORK_5": "next_claim_in",
         "test_the_attempts_guard_runs_in_every_mode_WORK_13_STALL_7": "recover_stalled",
-        "test_a_worker_that_is_not_pausable_claims_from_a_paused_queue_PAUSE_10": "pause_queue",
-        "test_claim_next_blocking_wakes_for_a_delayed_job_when_due_CLAIM_7": "next_claim_in",
-        "test_claim_next_blocking_sleeps_out_a_rate_limit_CLAIM_11": "next_claim_in",
     },
     "test_worker_runtime": {
         "test_lost_lease_is_flagged_and_the_result_not_written_WORK_8_WORK_9": "recover_stalled",
@@ -59,10 +53,6 @@ REDIS_READY: dict[str, dict[str, str]] = {
         "test_a_worker_that_claims_back_its_own_job_tracks_both_runs_WORK_8_CLAIM_4": (
             "recover_stalled"
         ),
-    },
-    "test_worker_support": {
-        "test_list_queues_includes_added_and_paused_queues": "list_queues",
-        "test_trim_events_keeps_the_newest_max_events_EVS_3": "trim_events",
     },
     "test_management": {
         "test_promote_due_counts_due_jobs_only_MGMT_4": "promote_due_jobs",
@@ -84,6 +74,36 @@ REDIS_READY: dict[str, dict[str, str]] = {
         "test_context_of_the_current_run_writes_with_its_token_WORK_9": "recover_stalled",
     },
     "test_sync_handlers": {},
+    "test_pause": {
+        "test_delayed_promotion_goes_on_while_paused_PAUSE_12": "promote_due_jobs",
+    },
+    "test_pause_all": {},
+    "test_rate_limits": {},
+    "test_queue_events": {
+        "test_recording_off_writes_no_events_while_another_queue_records_EVS_4": (
+            "update_job_progress, reschedule_job, promote_job, promote_due_jobs, retry_job,"
+            " recover_stalled, remove_job"
+        ),
+        "test_turning_recording_off_keeps_what_was_written_and_on_records_again_EVS_2": (
+            "trim_events"
+        ),
+    },
+    "test_worker_support": {
+        "test_trim_events_keeps_the_newest_max_events_EVS_3": "trim_events",
+    },
+    "test_retention_default": {
+        "test_prune_keeps_the_newest_keep_completed_RET_1": "prune_finished",
+        "test_prune_orders_ties_in_finished_at_by_creation_RET_1": "prune_finished",
+        "test_none_keeps_every_finished_job_RET_1": "prune_finished",
+        "test_completed_and_failed_bounds_are_independent_RET_1": "prune_finished",
+        "test_batch_limits_each_queue_and_state_RET_1": "prune_finished",
+        "test_queue_within_its_bound_is_untouched_RET_1": "prune_finished",
+        "test_negative_bounds_are_refused_and_change_nothing_RET_1": "prune_finished",
+        "test_pruned_jobs_lose_their_logs_RET_1": "prune_finished, add_job_log",
+        "test_unfinished_jobs_are_never_pruned_RET_1": "prune_finished",
+        "test_pruning_writes_no_events_RET_1_EVS_5": "prune_finished",
+        "test_per_job_retention_applies_first_then_the_queue_bound_RET_2_RET_3": ("prune_finished"),
+    },
     # module: {test: why it does not run on Redis, or the operation it needs that Redis
     # lacks yet}, reviewed; a module not named here does not run on Redis at all.
 }

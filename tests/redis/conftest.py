@@ -25,7 +25,8 @@ async def redis_client(redis_url: str) -> AsyncIterator[Redis]:
 
 @pytest_asyncio.fixture
 async def prefix(redis_client: Redis) -> AsyncIterator[str]:
-    """A key prefix no other test uses; its keys are deleted at the end."""
+    """A key prefix no other test uses; its keys (the queues' ``{name:queue}:...`` and the
+    connection-wide ``{name}:...``) are deleted at the end."""
     name = f"t{uuid.uuid4().hex[:12]}"
     try:
         yield name

@@ -4,10 +4,14 @@
 -- to active in claim order, each under one of the client's fresh `tokens`, with
 -- `active {prev: waiting}`. Returns {jobs, next_due}: the claimed jobs in claim order and
 -- the due time of the earliest delayed job left (nil when none), which an idle claimer
--- sleeps until.
+-- sleeps until. Limits (includes/limits.lua): a queue blocked by rate_limit_claims_for
+-- yields nothing (RATE-6); under max_active or a rate limit (`rate_max` / `rate_ms`, the
+-- worker-local one, else the queue's) the claim takes min(limit, free slots, rate
+-- capacity), nothing at all when maxed, and logs what it took under a rate limit.
 -- @include json
 -- @include now
 -- @include events
+-- @include limits
 
 local args = lane_args()
 local now = lane_now(args.now)
@@ -34,17 +38,35 @@ for _, member in ipairs(due) do
   lane_emit('waiting', job.id, {prev = 'delayed'}, now)
 end
 
-local paused = redis.call('HMGET', KEYS[1], 'paused', 'paused_all')
-local is_paused = paused[1] == '1' or paused[2] == '1'
+-- The pause flags and the limits in one read (a plain queue has none of the limits).
+local meta = redis.call('HMGET', KEYS[1], 'paused', 'paused_all', 'rate_max',
+                        'rate_duration_ms', 'max_active', 'rate_blocked_until')
+local is_paused = meta[1] == '1' or meta[2] == '1'
 if args.pause_as_paused ~= nil and args.pause_as_paused ~= cjson.null then
-  is_paused = args.pause_as_paused or paused[2] == '1'
+  is_paused = args.pause_as_paused or meta[2] == '1'
 end
 if is_paused and not args.ignore_pause then
   result.next_due = next_due()
   return lane_result(result)
 end
 
+-- RATE-6, then RATE-4/7/9: a job not taken keeps its state and attempts.
+if meta[6] and tonumber(meta[6]) > now then
+  result.next_due = next_due()
+  return lane_result(result)
+end
 local limit = math.min(args.limit, #args.tokens)
+local window_ms = nil
+local capped = false
+local local_max = lane_given(args.rate_max)
+if meta[3] or meta[5] or local_max ~= nil then
+  local allowed
+  allowed, window_ms = lane_limited_claim(limit, tonumber(meta[3]), tonumber(meta[4]),
+                                          tonumber(meta[5]), local_max,
+                                          lane_given(args.rate_ms), now)
+  capped = allowed < limit
+  limit = math.max(allowed, 0)
+end
 if limit > 0 then
   local members = redis.call('ZRANGE', lane_key('waiting'), 0, limit - 1)
   local expires = now + args.lease_ms
@@ -58,9 +80,13 @@ if limit > 0 then
     lane_emit('active', job.id, {prev = 'waiting'}, now)
     result.jobs[i] = job
   end
+  if window_ms ~= nil and #members > 0 then
+    lane_log_claim(now, #members, window_ms, args.tokens[1])
+  end
   -- BZPOPMIN woke one claimer: wake the next while jobs are left (PostgreSQL's NOTIFY
-  -- reaches every listener at once).
-  if #members > 0 and redis.call('ZCARD', lane_key('waiting')) > 0 then
+  -- reaches every listener at once), unless the limits stopped this claim short: the next
+  -- would find the same limit.
+  if #members > 0 and not capped and redis.call('ZCARD', lane_key('waiting')) > 0 then
     lane_wake()
   end
 end

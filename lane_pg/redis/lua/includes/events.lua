@@ -47,10 +47,15 @@ local function lane_wake()
   redis.call('ZADD', lane_key('marker'), 0, '0')
 end
 
--- FIN-7: `drained` when the queue has no waiting and no active job left.
+-- FIN-7: `drained` when the queue has no waiting and no active job left. A job stopped
+-- being active: with waiting jobs left, a queue under max_active wakes the claimers the
+-- ceiling held back (CLAIM-9, lane._wake_if_capped).
 local function lane_drained_check(now)
-  if redis.call('ZCARD', lane_key('waiting')) == 0
-     and redis.call('ZCARD', lane_key('active')) == 0 then
+  if redis.call('ZCARD', lane_key('waiting')) > 0 then
+    if redis.call('HEXISTS', KEYS[1], 'max_active') == 1 then
+      lane_wake()
+    end
+  elseif redis.call('ZCARD', lane_key('active')) == 0 then
     lane_emit('drained', nil, nil, now)
   end
 end
