@@ -4,7 +4,9 @@
 ``postgresql://`` ``postgres://`` ``PostgresBackend`` (an asyncpg pool; the schema version is
                                   checked)
 ``memory://``                     a new, empty ``MemoryBackend`` (in this process only)
-``redis://`` ``rediss://``        not available yet: ``ConfigurationError``
+``redis://`` ``rediss://``        ``RedisBackend`` (the server checked: noeviction, version);
+                                  its keys under the prefix ``?prefix=NAME`` (default
+                                  ``lane``); flows, batches and chains not yet
 no URL (None or "")               ``$LANE_PG_DSN``, else the embedded PostgreSQL in
                                   ``./.lane_pg`` (``lane_pg.postgres.embedded``)
 =============================== ===========================================================
@@ -28,6 +30,7 @@ import importlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, cast
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from lane_pg.errors import ConfigurationError
 
@@ -44,13 +47,20 @@ __all__ = [
     "connect",
     "failed_store_of",
     "redact_url",
+    "redis_url_parts",
     "resolve_url",
     "validate_schema",
 ]
 
-BackendKind: TypeAlias = Literal["postgres", "memory"]
+BackendKind: TypeAlias = Literal["postgres", "memory", "redis"]
 
-ACCEPTED_SCHEMES: tuple[str, ...] = ("postgresql://", "postgres://", "memory://")
+ACCEPTED_SCHEMES: tuple[str, ...] = (
+    "postgresql://",
+    "postgres://",
+    "redis://",
+    "rediss://",
+    "memory://",
+)
 _KINDS: dict[str, BackendKind] = {"postgresql": "postgres", "postgres": "postgres"}
 _REDIS = ("redis", "rediss")
 
@@ -80,6 +90,9 @@ BACKENDS: dict[str, BackendEntry] = {
         failed_store="lane_pg.postgres.failed:DatabaseFailedJobStore",
     ),
     "memory": BackendEntry("lane_pg.memory:open_memory", "memory"),
+    "redis": BackendEntry(
+        "lane_pg.redis.backend:open_redis", "Redis", "(or pip install 'lane_pg[redis]')"
+    ),
 }
 """Backend kind (``backend_kind``) -> its opener, for ``connect``."""
 
@@ -125,15 +138,23 @@ def backend_kind(url: str) -> BackendKind:
             )
         return "memory"
     if scheme in _REDIS:
-        raise ConfigurationError(
-            f"{redact_url(url)!r}: the Redis backend is not available yet; use a"
-            " postgresql:// URL (or memory:// for an in-process store)"
-        )
+        return "redis"
     raise ConfigurationError(
         f"invalid DSN {redact_url(url)!r}: expected a URL starting with"
         f" {', '.join(ACCEPTED_SCHEMES[:-1])} or {ACCEPTED_SCHEMES[-1]}"
         " (e.g. postgresql://user:password@host:5432/dbname)"
     )
+
+
+def redis_url_parts(url: str) -> tuple[str, str]:
+    """A ``redis://`` URL without its ``prefix`` query parameter, and that prefix (default
+    ``lane``): the key prefix is lane_pg's, and the Redis client refuses parameters it does
+    not know."""
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    prefixes = [value for key, value in query if key == "prefix"]
+    rest = urlencode([(key, value) for key, value in query if key != "prefix"])
+    return urlunsplit(parts._replace(query=rest)), prefixes[-1] if prefixes else "lane"
 
 
 def validate_schema(schema: str) -> str:
@@ -171,7 +192,8 @@ async def connect(
     """Open the backend ``url`` names (see the module docstring); the caller closes it.
 
     ``schema``, ``min_size``/``max_size`` (the pool) and ``check_schema`` are PostgreSQL's;
-    the memory backend has no schema and no pool.
+    the memory backend has no schema and no pool; Redis takes its key prefix from the URL
+    (``?prefix=``) and sizes its pool by ``max_size``.
     """
     resolved = resolve_url(url)
     kind = backend_kind(resolved)

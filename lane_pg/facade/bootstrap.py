@@ -8,12 +8,14 @@ is touched, so a boot error changes nothing. ``bootstrap_default()`` always wire
 
 =================================== ==========================================================
 ``LANE_PG_DRIVER``                  the default connection's driver: ``postgres`` (aliases
-                                    ``postgresql``, ``database``), ``memory``, ``local``,
-                                    ``sync``, ``null``, ``failover``; ``redis`` is not
-                                    available yet (a ``ConfigurationError``). Unset:
+                                    ``postgresql``, ``database``), ``redis``, ``memory``,
+                                    ``local``, ``sync``, ``null``, ``failover``. Unset:
                                     ``postgres``.
 ``LANE_PG_DSN``, ``LANE_PG_SCHEMA`` the postgres driver's store; no DSN: the embedded server
                                     (A12 as DESIGN.md decided), resolved on first use
+``LANE_PG_REDIS_URL``               the redis driver's server, ``redis://host:port/db``
+                                    (``?prefix=NAME`` for a key prefix other than ``lane``);
+                                    default ``redis://127.0.0.1:6379/0``
 ``LANE_PG_LOCAL_PATH``              the local driver's snapshot file (``lane_pg_local.json``)
 ``LANE_PG_VISIBILITY_TIMEOUT_SECS`` the lease of a driver's reservations (60)
 ``LANE_PG_CONNECTIONS``             more connections, ``postgres,memory``: one per entry,
@@ -58,7 +60,12 @@ from lane_pg.facade.failed import default_failed_store
 from lane_pg.facade.failover import FailoverDriver
 from lane_pg.facade.null import NullDriver
 from lane_pg.facade.queue import Q, QueueFacade
-from lane_pg.facade.stores import local_store, postgres_store, refuse_shared_stores
+from lane_pg.facade.stores import (
+    local_store,
+    postgres_store,
+    redis_store,
+    refuse_shared_stores,
+)
 from lane_pg.facade.sync import SyncDriver
 from lane_pg.memory import MemoryBackend
 from lane_pg.memory.local import LocalBackend
@@ -78,9 +85,7 @@ DRIVER_NAMES: tuple[str, ...] = (
     "failover",
 )
 """Every name ``LANE_PG_DRIVER`` accepts (CONN-2)."""
-_NOT_YET = {
-    "redis": "the Redis backend is not available yet (a later issue); use postgres",
-}
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 DEFAULT_LOCAL_PATH = "lane_pg_local.json"
 _LABEL_VARIABLE = re.compile(r"[^A-Z0-9]")
 
@@ -103,6 +108,16 @@ class _Wiring:
         driver = BackendDriver.lazy(
             dsn, "postgres", schema=schema, visibility_timeout=self.visibility_secs
         )
+        self.stores[key] = driver
+        return driver
+
+    def redis(self, url: str) -> Connection:
+        """The redis driver of ``url`` (one per server and prefix, like ``postgres``)."""
+        key = redis_store(url)
+        existing = self.stores.get(key)
+        if existing is not None:
+            return existing
+        driver = BackendDriver.lazy(url, "redis", visibility_timeout=self.visibility_secs)
         self.stores[key] = driver
         return driver
 
@@ -151,14 +166,17 @@ def _build(kind: str, wiring: _Wiring, *, prefix: str = "") -> Connection:
     def setting(name: str) -> str | None:
         return (prefix and env.get(f"{prefix}{name}")) or env.get(f"LANE_PG_{name}") or None
 
-    if kind in _NOT_YET:
-        raise ConfigurationError(f"queue driver {kind!r}: {_NOT_YET[kind]}")
     if kind == "postgres":
         schema = validate_schema(setting("SCHEMA") or "lane")
         dsn = setting("DSN")
         if dsn:
             backend_kind(dsn)  # a malformed or unsupported URL fails boot, not the first push
         return wiring.postgres(dsn, schema)
+    if kind == "redis":
+        url = setting("REDIS_URL") or DEFAULT_REDIS_URL
+        if backend_kind(url) != "redis":
+            raise ConfigurationError(f"LANE_PG_REDIS_URL={url!r}: expected a redis:// URL")
+        return wiring.redis(url)
     if kind == "memory":
         return BackendDriver(MemoryBackend(), "memory", visibility_timeout=wiring.visibility_secs)
     if kind == "local":

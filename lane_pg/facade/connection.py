@@ -53,10 +53,11 @@ from pathlib import Path
 from typing import Any, ClassVar, Final, Literal, TypeAlias, TypeVar, cast
 
 from lane_pg.backend import JobQueueBackend, Transactions, connect
+from lane_pg.backend.url import backend_kind
 from lane_pg.errors import ConfigurationError, JobNotFound, LockMismatch
 from lane_pg.facade.envelope import Envelope
 from lane_pg.facade.events import Events
-from lane_pg.facade.stores import StoreKey, local_store, postgres_store
+from lane_pg.facade.stores import StoreKey, local_store, postgres_store, redis_store
 from lane_pg.types import JSON, Duration, JobRow, JobState, PauseStatus, QueueDemand, to_millis
 
 SIZE_STATES: tuple[JobState, ...] = ("waiting", "delayed", "active", "waiting-children")
@@ -193,7 +194,8 @@ class Connection:
         (``url`` None: ``$LANE_PG_DSN``, else the embedded server, resolved then)."""
         driver = BackendDriver(None, driver_name, visibility_timeout=visibility_timeout)
         driver._url, driver._schema, driver._lazy = url, schema, True
-        driver._store = postgres_store(url, schema)
+        redis = url is not None and backend_kind(url) == "redis"
+        driver._store = redis_store(url) if redis and url else postgres_store(url, schema)
         return driver
 
     @classmethod

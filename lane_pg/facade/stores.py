@@ -37,6 +37,14 @@ def postgres_store(dsn: str | None, schema: str) -> StoreKey:
     return ("postgres", text, schema)
 
 
+def redis_store(url: str) -> StoreKey:
+    """The key of a Redis store: the server's URL and the key prefix (``?prefix=``)."""
+    from lane_pg.backend.url import redis_url_parts
+
+    base, prefix = redis_url_parts(url)
+    return ("redis", base, prefix)
+
+
 def local_store(path: str | Path) -> StoreKey:
     return ("local", str(Path(path).absolute()), "")
 

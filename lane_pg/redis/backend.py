@@ -21,6 +21,7 @@ from typing import Any, NoReturn
 from redis.asyncio import Redis
 
 from lane_pg.backend import JobQueueBackend, WakeupSource
+from lane_pg.backend.url import redis_url_parts
 from lane_pg.errors import JobNotFound, LockMismatch
 from lane_pg.redis.keys import DEFAULT_PREFIX, QueueKeys, validate_prefix
 from lane_pg.redis.rows import epoch_ms
@@ -130,6 +131,26 @@ class RedisBackend(JobQueueBackend):
     async def close(self) -> None:
         if self._owns_client:
             await self.client.aclose()
+
+
+async def open_redis(
+    url: str,
+    *,
+    schema: str = "lane",
+    min_size: int = 1,
+    max_size: int = 10,
+    check_schema: bool = True,
+) -> RedisBackend:
+    """``RedisBackend`` for ``redis://host:port/db?prefix=NAME`` (``lane_pg.connect``):
+    the server refused unless it keeps every key (``noeviction``) and runs a version the
+    scripts need (``lane_pg.redis.server``). ``prefix`` (default ``lane``) puts the
+    queues' keys under ``{NAME:queue}``; PostgreSQL's ``schema`` does not apply."""
+    from lane_pg.redis.server import open_client
+
+    base, prefix = redis_url_parts(url)
+    validate_prefix(prefix)
+    client = await open_client(base, max_connections=max(max_size, 1))
+    return RedisBackend(client, prefix=prefix)
 
 
 class RedisEntity:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis
 from redis.exceptions import ResponseError
 
 from lane_pg.errors import ConfigurationError
@@ -84,11 +84,18 @@ async def check_server(client: Redis) -> ServerFacts:
     return facts
 
 
-async def open_client(url: str, *, connect_timeout: float = 5.0, check: bool = True) -> Redis:
+async def open_client(
+    url: str, *, connect_timeout: float = 5.0, check: bool = True, max_connections: int = 10
+) -> Redis:
     """A client for ``url`` (``redis://host:port/db``), its server checked; the caller
     closes it (``await client.aclose()``). An unreachable server fails within
     ``connect_timeout`` seconds."""
-    client = Redis.from_url(url, socket_connect_timeout=connect_timeout)
+    # A blocking pool: a burst of calls beyond max_connections waits for a free connection
+    # (the plain pool raises "Too many connections" instead).
+    pool = BlockingConnectionPool.from_url(
+        url, socket_connect_timeout=connect_timeout, max_connections=max_connections, timeout=30
+    )
+    client = Redis.from_pool(pool)
     try:
         await client.ping()
         if check:

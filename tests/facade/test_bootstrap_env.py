@@ -132,10 +132,9 @@ def test_a_worker_never_falls_back_to_memory_A12() -> None:
 @pytest.mark.parametrize(
     ("env", "match"),
     [
-        ({"LANE_PG_DRIVER": "redis"}, "Redis backend is not available yet"),
+        ({"LANE_PG_DRIVER": "redis", "LANE_PG_REDIS_URL": "postgresql://x/y"}, "redis:// URL"),
         ({"LANE_PG_SCHEMA": "bad-name"}, "schema"),
         ({"LANE_PG_DSN": "mysql://x@y/z"}, "invalid DSN"),
-        ({"LANE_PG_DSN": "redis://localhost"}, "Redis backend is not available yet"),
         ({"LANE_PG_VISIBILITY_TIMEOUT_SECS": "soon"}, "VISIBILITY_TIMEOUT"),
         ({"LANE_PG_VISIBILITY_TIMEOUT_SECS": "0"}, "VISIBILITY_TIMEOUT"),
         ({"LANE_PG_VISIBILITY_TIMEOUT_SECS": "-5"}, "VISIBILITY_TIMEOUT"),
@@ -196,7 +195,6 @@ async def test_an_alias_reaches_the_same_store_CONN_11() -> None:
         (",", "none empty"),
         ("memory,memory", "'memory' is given twice"),
         ("postgres,database", "'postgres' is given twice"),
-        ("redis", "Redis backend is not available yet"),
     ],
 )
 def test_a_bad_connection_entry_fails_boot_everywhere_CONN_10(entries: str, match: str) -> None:
@@ -245,7 +243,7 @@ def test_a_failover_entry_shares_the_store_of_another_connection_CONN_11() -> No
         ({"LANE_PG_FAILOVER_CONNECTIONS": "memory,failover"}, "cannot contain failover"),
         ({"LANE_PG_FAILOVER_CONNECTIONS": "memory,rabbit"}, "unknown driver 'rabbit'"),
         ({"LANE_PG_FAILOVER_CONNECTIONS": "memory,x:rabbit"}, "unknown driver 'rabbit'"),
-        ({"LANE_PG_FAILOVER_CONNECTIONS": "memory,redis"}, "Redis backend is not available"),
+        ({"LANE_PG_FAILOVER_CONNECTIONS": "a:redis,b:redis"}, "are the same store"),
         ({"LANE_PG_FAILOVER_CONNECTIONS": "memory,,null"}, "none empty"),
         ({"LANE_PG_FAILOVER_CONNECTIONS": ":memory"}, "has no label"),
         ({"LANE_PG_FAILOVER_CONNECTIONS": "a:memory,a:null"}, "'a' and 'a' read the same"),
@@ -277,3 +275,12 @@ def test_each_failover_misconfiguration_fails_boot_FOV_2_CONN_11(
     env: dict[str, str], match: str
 ) -> None:
     _refused({"LANE_PG_DRIVER": "failover", **env}, match)
+
+
+def test_the_redis_driver_names_its_server_and_prefix_CONN_2() -> None:
+    facade = _boot(
+        {"LANE_PG_DRIVER": "redis", "LANE_PG_REDIS_URL": "redis://cache:6379/1?prefix=jobs"}
+    )
+    driver = facade.driver()
+    assert driver.driver_name == "redis"
+    assert driver.store_key == ("redis", "redis://cache:6379/1", "jobs")
