@@ -41,6 +41,7 @@ class RedisBackend(JobQueueBackend):
         rng: random.Random | None = None,
         owns_client: bool = True,
     ) -> None:
+        from lane_pg.redis.cleanup import RedisCleanup
         from lane_pg.redis.events import RedisEvents
         from lane_pg.redis.jobs import RedisJobs
         from lane_pg.redis.reads import RedisReads
@@ -58,6 +59,7 @@ class RedisBackend(JobQueueBackend):
                 "runs": RedisRuns(self),
                 "events": RedisEvents(self),
                 "reads": RedisReads(self),
+                "cleanup": RedisCleanup(self),
             },
             default=NotYet(),
         )
@@ -88,6 +90,14 @@ class RedisBackend(JobQueueBackend):
         if queue not in self._registered:
             await self.client.sadd(self.queues_key, queue)
             self._registered.add(queue)
+
+    async def unregister(self, queue: str) -> None:
+        """Drop ``queue`` from the set of queues once it is gone (obliterated), unless a
+        job added since has created it again."""
+        await self.client.srem(self.queues_key, queue)
+        self._registered.discard(queue)
+        if await self.client.exists(self.keys(queue).meta):
+            await self.register(queue)
 
     async def close(self) -> None:
         if self._owns_client:

@@ -3,6 +3,7 @@ indexes' sizes and members, read in one MULTI so that counts come from one insta
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -18,6 +19,9 @@ from lane_pg.backend.reads import (
     ListReadyJobs,
     ListScheduledJobs,
     NextDueIn,
+    SearchFilter,
+    SearchJobs,
+    search_filter,
 )
 from lane_pg.redis.backend import RedisEntity
 from lane_pg.redis.rows import (
@@ -26,7 +30,24 @@ from lane_pg.redis.rows import (
     member_job,
     non_negative_int,
 )
-from lane_pg.types import ALL_STATES, JobPage, JobRow, JobState, QueueStats, validate_priority
+from lane_pg.types import (
+    ALL_STATES,
+    JobPage,
+    JobRow,
+    JobSearchPage,
+    JobState,
+    QueueStats,
+    validate_priority,
+)
+
+_SEARCH_NEWEST_FIRST: frozenset[JobState] = frozenset({"waiting-children", "completed", "failed"})
+"""The states ``search_jobs`` reads from their index's end (lane.search_jobs' order)."""
+_SEARCH_BATCH = 200
+"""Jobs read per round trip of a search: a page stops early, a deep one takes a few."""
+
+
+def _is_match(row: JobRow, search: SearchFilter) -> bool:
+    return row.state == search.state and search.matches(row.name, row.data)
 
 
 class RedisReads(RedisEntity):
@@ -155,6 +176,51 @@ class RedisReads(RedisEntity):
                 pipe.zlexcount(keys.waiting, low, high)
             counts = await pipe.execute()
         return {p: int(n) for p, n in zip(wanted, counts, strict=True)}
+
+    async def search_jobs(self, args: SearchJobs) -> JobSearchPage:
+        """The state's index in lane.search_jobs' order, read in batches of job hashes
+        matched here (the JSON rules live once, in ``lane_pg.backend.reads``) until the
+        page and one match more are found. A job that left the state between the index
+        read and its hash read is skipped, as a later snapshot would not show it."""
+        search = search_filter(args)
+        skip = search.offset  # matches before the page, counted, not kept
+        page: list[JobRow] = []  # the page's matches and one more: has_more
+        async for batch in self._search_batches(args.queue, search):
+            for row in await self._rows(args.queue, batch):
+                if not _is_match(row, search):
+                    continue
+                if skip:
+                    skip -= 1
+                else:
+                    page.append(row)
+            if len(page) > search.limit:
+                break
+        return JobSearchPage(
+            page[: search.limit], search.offset, search.limit, len(page) > search.limit
+        )
+
+    async def _search_batches(self, queue: str, search: SearchFilter) -> AsyncIterator[list[str]]:
+        """The ids of the state's jobs in search order, a batch at a time."""
+        key = self._backend.keys(queue).key(search.state)
+        client = self._backend.client
+        if search.state == "active":
+            # Scored by lease expiry, searched oldest first (by key): active jobs are as
+            # many as the workers run, so the whole index is read and sorted.
+            members: Any = await client.zrange(key, 0, -1)
+            ids = [
+                job_id for _, job_id in sorted(member_job("active", m.decode()) for m in members)
+            ]
+            for start in range(0, len(ids), _SEARCH_BATCH):
+                yield ids[start : start + _SEARCH_BATCH]
+            return
+        reverse = search.state in _SEARCH_NEWEST_FIRST
+        start = 0
+        while True:
+            members = await client.zrange(key, start, start + _SEARCH_BATCH - 1, desc=reverse)
+            if not members:
+                return
+            yield [member_job(search.state, m.decode())[1] for m in members]
+            start += len(members)
 
     async def next_due_in(self, args: NextDueIn) -> timedelta | None:
         client = self._backend.client
