@@ -7,6 +7,8 @@ from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
 from typing import Any
 
+from redis.asyncio import Redis
+
 from lane_pg.backend.reads import (
     CountPendingJobs,
     CountReadyJobs,
@@ -40,10 +42,68 @@ from lane_pg.types import (
     validate_priority,
 )
 
-_SEARCH_NEWEST_FIRST: frozenset[JobState] = frozenset({"waiting-children", "completed", "failed"})
-"""The states ``search_jobs`` reads from their index's end (lane.search_jobs' order)."""
 _SEARCH_BATCH = 200
 """Jobs read per round trip of a search: a page stops early, a deep one takes a few."""
+
+
+async def _lex_batches(client: Redis, key: str, newest_first: bool) -> AsyncIterator[list[str]]:
+    """The members of an index whose scores are all 0 (waiting, waiting-children), in
+    member order (from the end when ``newest_first``), a batch at a time."""
+    last: str | None = None
+    while True:
+        if newest_first:
+            high = "+" if last is None else f"({last}"
+            found: Any = await client.zrange(
+                key, high, "-", desc=True, bylex=True, offset=0, num=_SEARCH_BATCH
+            )
+        else:
+            low = "-" if last is None else f"({last}"
+            found = await client.zrange(key, low, "+", bylex=True, offset=0, num=_SEARCH_BATCH)
+        if not found:
+            return
+        batch = [member.decode() for member in found]
+        yield batch
+        last = batch[-1]
+
+
+async def _score_batches(client: Redis, key: str, newest_first: bool) -> AsyncIterator[list[str]]:
+    """The members of a scored index (delayed by due time, completed and failed by finish
+    time; ties by member, that is by key) in (score, member) order, from the end when
+    ``newest_first``, a batch at a time. A batch goes on after the last (score, member)
+    read: the rest of that score's members, then the next scores."""
+    last: tuple[int, str] | None = None
+    while True:
+        batch: list[str] = []
+        if last is None:
+            low, high = "-inf", "+inf"
+        else:
+            score, member = last
+            same: Any = await client.zrange(key, score, score, byscore=True)
+            batch = [m.decode() for m in same]
+            batch = (
+                [m for m in reversed(batch) if m < member]
+                if newest_first
+                else [m for m in batch if m > member]
+            )
+            low, high = ("-inf", f"({score}") if newest_first else (f"({score}", "+inf")
+        found: Any = await client.zrange(
+            key,
+            high if newest_first else low,
+            low if newest_first else high,
+            desc=newest_first,
+            byscore=True,
+            offset=0,
+            num=_SEARCH_BATCH,
+            withscores=True,
+        )
+        batch += [m.decode() for m, _ in found]
+        if not batch:
+            return
+        yield batch
+        if found:
+            last = (int(found[-1][1]), found[-1][0].decode())
+        else:  # only the rest of the last score: nothing after it
+            return
 
 
 def _is_match(row: JobRow, search: SearchFilter) -> bool:
@@ -200,27 +260,28 @@ class RedisReads(RedisEntity):
         )
 
     async def _search_batches(self, queue: str, search: SearchFilter) -> AsyncIterator[list[str]]:
-        """The ids of the state's jobs in search order, a batch at a time."""
+        """The ids of the state's jobs in search order, a batch at a time. Each batch
+        starts after the last member read, not at a rank, so jobs that enter or leave
+        the index meanwhile (claims take from the head of waiting) neither repeat a job
+        nor skip one."""
         key = self._backend.keys(queue).key(search.state)
         client = self._backend.client
-        if search.state == "active":
+        state = search.state
+        if state == "active":
             # Scored by lease expiry, searched oldest first (by key): active jobs are as
             # many as the workers run, so the whole index is read and sorted.
             members: Any = await client.zrange(key, 0, -1)
-            ids = [
-                job_id for _, job_id in sorted(member_job("active", m.decode()) for m in members)
-            ]
+            ids = [job_id for _, job_id in sorted(member_job(state, m.decode()) for m in members)]
             for start in range(0, len(ids), _SEARCH_BATCH):
                 yield ids[start : start + _SEARCH_BATCH]
             return
-        reverse = search.state in _SEARCH_NEWEST_FIRST
-        start = 0
-        while True:
-            members = await client.zrange(key, start, start + _SEARCH_BATCH - 1, desc=reverse)
-            if not members:
-                return
-            yield [member_job(search.state, m.decode())[1] for m in members]
-            start += len(members)
+        batches = (
+            _lex_batches(client, key, state == "waiting-children")
+            if state in ("waiting", "waiting-children")
+            else _score_batches(client, key, state in ("completed", "failed"))
+        )
+        async for batch in batches:
+            yield [member_job(state, member)[1] for member in batch]
 
     async def next_due_in(self, args: NextDueIn) -> timedelta | None:
         client = self._backend.client

@@ -1,6 +1,7 @@
 """``search_jobs`` on Redis where the conformance suite cannot look yet (its order test
-needs flows for waiting-children): the order of every other state's index, and pages
-whose matches span several batches of job hashes."""
+needs flows for waiting-children): the order of every other state's index, pages whose
+matches span several batches of job hashes, ties of one score longer than a batch, and a
+walk that jobs leave while it reads."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ from datetime import UTC, datetime
 import pytest_asyncio
 from redis.asyncio import Redis
 
-from lane_pg.backend.reads import MAX_SEARCH_LIMIT
+from lane_pg.backend.reads import MAX_SEARCH_LIMIT, SearchJobs, search_filter
 from lane_pg.redis.backend import RedisBackend
-from lane_pg.types import JobSpec, LeaseRef, QueueDemand
+from lane_pg.redis.reads import RedisReads
+from lane_pg.types import Completion, JobSpec, LeaseRef, QueueDemand
 from tests.helpers import Clock
 
 QUEUE = "search"
@@ -76,3 +78,40 @@ async def test_pages_across_batches_of_hashes(backend: RedisBackend) -> None:
     assert ([job.id for job in last.items], last.has_more) == (matching[200:], False)
     everything = await backend.search_jobs(QUEUE, "waiting", limit=MAX_SEARCH_LIMIT)
     assert len(everything.items) == MAX_SEARCH_LIMIT and everything.has_more
+
+
+async def test_ties_of_one_score_longer_than_a_batch_are_read_once_each(
+    backend: RedisBackend,
+) -> None:
+    """Jobs due, or finished, at one instant share one score: batches go on within it."""
+    now = datetime.now(UTC)
+    clock = Clock(now.replace(microsecond=now.microsecond // 1000 * 1000))
+    delayed = await backend.add_jobs(
+        QUEUE, [JobSpec("d", None, {"delay_ms": 60_000})] * 450, now=clock.at(0)
+    )
+    assert await search(backend, QUEUE, "delayed") == [job.id for job in delayed]
+
+    await backend.add_jobs("run", [JobSpec("n")] * 450, now=clock.at(0))
+    claimed = await backend.claim_jobs("w", [QueueDemand("run", 450)], 30, now=clock.at(1))
+    await backend.complete_jobs(
+        [Completion("run", job.id, job.lock_token or "") for job in claimed], now=clock.at(2)
+    )
+    newest_first = sorted((job.id for job in claimed), key=int, reverse=True)
+    assert await search(backend, "run", "completed") == newest_first
+    page = await backend.search_jobs("run", "completed", offset=190, limit=30)
+    assert [job.id for job in page.items] == newest_first[190:220]
+
+
+async def test_jobs_leaving_the_head_while_a_search_reads_skip_no_job(
+    backend: RedisBackend,
+) -> None:
+    """Claims take jobs from the head of waiting while a search walks it: the next batch
+    starts after the last member read, where a rank would now skip as many jobs."""
+    added = await backend.add_jobs(QUEUE, [JobSpec("n")] * 450)
+    batches = RedisReads(backend)._search_batches(
+        QUEUE, search_filter(SearchJobs(QUEUE, "waiting"))
+    )
+    first = await anext(batches)
+    await backend.claim_jobs("w", [QueueDemand(QUEUE, 100)], 30)
+    rest = [job_id async for batch in batches for job_id in batch]
+    assert first + rest == [job.id for job in added]

@@ -21,16 +21,18 @@ end
 -- index order, at most `limit` (nil: all). Completed and failed: finished before `cut` (the
 -- index's score); active: expired leases only (MGMT-19, the index's score is the lease's
 -- end), started before `cut`; waiting (claim order) and delayed (due order): added before
--- `cut`.
+-- `cut`. (Times go into commands through string.format('%d'): `..` would print a number past
+-- 14 digits as 1.7e+14.)
 local function lane_removable(state, cut, limit, now)
   local index = lane_key(state)
   local chosen = {}
   if state == 'completed' or state == 'failed' then
     local members
     if limit ~= nil then
-      members = redis.call('ZRANGE', index, '-inf', '(' .. cut, 'BYSCORE', 'LIMIT', 0, limit)
+      members = redis.call('ZRANGE', index, '-inf', string.format('(%d', cut), 'BYSCORE',
+                           'LIMIT', 0, limit)
     else
-      members = redis.call('ZRANGE', index, '-inf', '(' .. cut, 'BYSCORE')
+      members = redis.call('ZRANGE', index, '-inf', string.format('(%d', cut), 'BYSCORE')
     end
     for i, member in ipairs(members) do
       chosen[i] = lane_index_id(state, member)
@@ -42,8 +44,8 @@ local function lane_removable(state, cut, limit, now)
   while true do
     local members
     if state == 'active' then
-      members = redis.call('ZRANGE', index, '-inf', '(' .. now, 'BYSCORE', 'LIMIT', offset,
-                           LANE_PAGE)
+      members = redis.call('ZRANGE', index, '-inf', string.format('(%d', now), 'BYSCORE',
+                           'LIMIT', offset, LANE_PAGE)
     else
       members = redis.call('ZRANGE', index, offset, offset + LANE_PAGE - 1)
     end
