@@ -19,7 +19,7 @@ from lane_pg.backend.cleanup import (
 )
 from lane_pg.errors import JobStateConflict
 from lane_pg.redis.backend import RedisEntity
-from lane_pg.redis.rows import epoch_ms, job_row
+from lane_pg.redis.rows import epoch_ms, job_row, script_list
 from lane_pg.types import (
     JobRow,
     to_millis,
@@ -59,7 +59,7 @@ class RedisCleanup(RedisEntity):
             args.queue,
             {"state": state, "grace_ms": grace_ms, "limit": limit, "now": epoch_ms(args.now)},
         )
-        return [job_row(args.queue, fields) for fields in _json_list(hashes)]
+        return [job_row(args.queue, fields) for fields in script_list(hashes)]
 
     async def clear_queues(self, args: ClearQueues) -> int:
         names = clear_queue_names(args.queues)
@@ -135,8 +135,3 @@ class RedisCleanup(RedisEntity):
                 yield queue, ids
             if cursor == 0:
                 return
-
-
-def _json_list(value: Any) -> list[Any]:
-    """A script's list result: Redis's cjson encodes an empty table as ``{}``."""
-    return value if isinstance(value, list) else []

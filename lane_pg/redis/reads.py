@@ -3,6 +3,7 @@ indexes' sizes and members, read in one MULTI so that counts come from one insta
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
 from typing import Any
@@ -31,6 +32,7 @@ from lane_pg.redis.rows import (
     job_row,
     member_job,
     non_negative_int,
+    script_list,
 )
 from lane_pg.types import (
     ALL_STATES,
@@ -42,7 +44,7 @@ from lane_pg.types import (
     validate_priority,
 )
 
-_SEARCH_BATCH = 200
+_SEARCH_BATCH = 500
 """Jobs read per round trip of a search: a page stops early, a deep one takes a few."""
 
 
@@ -106,8 +108,12 @@ async def _score_batches(client: Redis, key: str, newest_first: bool) -> AsyncIt
             return
 
 
-def _is_match(row: JobRow, search: SearchFilter) -> bool:
-    return row.state == search.state and search.matches(row.name, row.data)
+def _is_match(values: list[str], search: SearchFilter) -> bool:
+    """Whether a job's [state, name, data] (``lua/search_jobs.lua``) is a match."""
+    state, name, data = values
+    if state != search.state:
+        return False  # gone, or left the state
+    return search.matches(name, json.loads(data) if search.path is not None else None)
 
 
 class RedisReads(RedisEntity):
@@ -238,25 +244,33 @@ class RedisReads(RedisEntity):
         return {p: int(n) for p, n in zip(wanted, counts, strict=True)}
 
     async def search_jobs(self, args: SearchJobs) -> JobSearchPage:
-        """The state's index in lane.search_jobs' order, read in batches of job hashes
-        matched here (the JSON rules live once, in ``lane_pg.backend.reads``) until the
-        page and one match more are found. A job that left the state between the index
-        read and its hash read is skipped, as a later snapshot would not show it."""
+        """The state's index in lane.search_jobs' order, read in batches: of each job
+        its state, name and (with a data filter) data text (``lua/search_jobs.lua``),
+        matched here (the JSON rules live once, in ``lane_pg.backend.reads``), until the
+        page and one match more are found; then the page's hashes. Not one snapshot, as
+        in SQL: a job that left the state before its fields or its hash were read is
+        left out (a page may then hold one match fewer)."""
         search = search_filter(args)
         skip = search.offset  # matches before the page, counted, not kept
-        page: list[JobRow] = []  # the page's matches and one more: has_more
+        page: list[str] = []  # the ids of the page's matches and one more: has_more
         async for batch in self._search_batches(args.queue, search):
-            for row in await self._rows(args.queue, batch):
-                if not _is_match(row, search):
+            found = script_list(
+                await self._backend.call(
+                    "search_jobs", args.queue, {"ids": batch, "data": search.path is not None}
+                )
+            )
+            for job_id, values in zip(batch, found, strict=True):
+                if not _is_match(values, search):
                     continue
                 if skip:
                     skip -= 1
                 else:
-                    page.append(row)
+                    page.append(job_id)
             if len(page) > search.limit:
                 break
+        rows = [row for row in await self._rows(args.queue, page) if row.state == search.state]
         return JobSearchPage(
-            page[: search.limit], search.offset, search.limit, len(page) > search.limit
+            rows[: search.limit], search.offset, search.limit, len(page) > search.limit
         )
 
     async def _search_batches(self, queue: str, search: SearchFilter) -> AsyncIterator[list[str]]:
