@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import uuid
 import sys
+import uuid
 from pathlib import Path
 
 import pytest

@@ -4,18 +4,22 @@ The rules every backend follows are in ``lane_pg.backend`` (the package docstrin
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Sequence
-from dataclasses import KW_ONLY
+from dataclasses import KW_ONLY, dataclass
 from datetime import datetime, timedelta
 
 from lane_pg.backend.operation import Arguments, Handle, operation
 from lane_pg.errors import InvalidOptions
 from lane_pg.types import (
+    ALL_STATES,
     JSON,
     JobPage,
     JobSearchPage,
     JobState,
     QueueStats,
+    dumps_json,
 )
 
 MAX_SEARCH_LIMIT = 500
@@ -154,6 +158,110 @@ def search_path(path: Sequence[str] | None) -> list[str] | None:
         if not isinstance(key, str):
             raise InvalidOptions(f"data_path keys must be strings, got {key!r} in {keys!r}")
     return keys
+
+
+@dataclass(frozen=True, slots=True)
+class SearchFilter:
+    """A checked ``search_jobs`` request, as the backends that match in Python (memory,
+    Redis) read it; PostgreSQL's ``lane.search_jobs`` makes the same checks in SQL."""
+
+    state: JobState
+    name: str | None
+    path: list[str] | None
+    """None: no data filter; ``[]``: the whole document."""
+    wanted: JSON
+    offset: int
+    limit: int
+
+    def matches(self, name: str, data: JSON) -> bool:
+        """Whether a job of this name and data is a match (``data`` is not read when
+        there is no ``path``)."""
+        if self.name is not None and name != self.name:
+            return False
+        return self.path is None or json_holds(data, self.path, self.wanted)
+
+
+def search_filter(args: SearchJobs) -> SearchFilter:
+    """``args`` checked as ``lane.search_jobs`` checks them; ``InvalidOptions`` else."""
+    path = search_path(args.data_path)
+    # A JSON round trip, as the jsonb cast: tuples become lists, keys strings.
+    wanted: JSON = (
+        None
+        if path is None and args.data_value is None
+        else json.loads(dumps_json(args.data_value, "data_value"))
+    )
+    if args.state not in ALL_STATES:
+        raise InvalidOptions(f"unknown job state {args.state!r}; use one of {list(ALL_STATES)}")
+    offset, limit = args.offset, args.limit
+    if not (_is_int(offset) and 0 <= offset <= MAX_SEARCH_OFFSET) or not (
+        _is_int(limit) and 1 <= limit <= MAX_SEARCH_LIMIT
+    ):
+        raise InvalidOptions(
+            f"a search page takes an offset of 0 to {MAX_SEARCH_OFFSET} and a limit of 1"
+            f" to {MAX_SEARCH_LIMIT}, got {offset!r} and {limit!r}"
+        )
+    if path is None and wanted is not None:
+        raise InvalidOptions("a data value to match needs the data path to compare it at")
+    return SearchFilter(args.state, args.name, path, wanted, offset, limit)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+MISSING = object()
+"""What ``json_at_path`` finds where PostgreSQL's ``#>`` gives SQL NULL (never JSON null)."""
+
+# An array element's index as PostgreSQL's `#>` reads it (strtoint): leading white space,
+# a sign, decimal digits and nothing after; an int32, INT_MIN excepted.
+_ARRAY_INDEX = re.compile(r"[ \t\n\v\f\r]*[+-]?[0-9]+")
+
+
+def json_at_path(document: JSON, path: list[str]) -> object:
+    """``document #> path``: the value at ``path`` (object keys, array indexes; negative
+    ones count from the end), or ``MISSING``."""
+    found: object = document
+    for key in path:
+        if isinstance(found, dict):
+            if key not in found:
+                return MISSING
+            found = found[key]
+        elif isinstance(found, list):
+            if not _ARRAY_INDEX.fullmatch(key):
+                return MISSING
+            index = int(key)
+            if not -(2**31) < index < 2**31:
+                return MISSING
+            if index < 0:
+                index += len(found)
+            if not 0 <= index < len(found):
+                return MISSING
+            found = found[index]
+        else:
+            return MISSING
+    return found
+
+
+def json_holds(document: JSON, path: list[str], wanted: JSON) -> bool:
+    """``document #> path = wanted``: false where the path leads nowhere (SQL NULL)."""
+    found = json_at_path(document, path)
+    return found is not MISSING and jsonb_equal(found, wanted)
+
+
+def jsonb_equal(a: object, b: object) -> bool:
+    """jsonb ``=``: numbers by value (``1`` equals ``1.0``), never a boolean and a number
+    (Python's ``True == 1``), objects whatever their key order."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(jsonb_equal(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(jsonb_equal(a[k], b[k]) for k in a)
+    if a is None or b is None:
+        return a is b
+    return type(a) is type(b) and a == b
 
 
 class NextDueIn(Arguments[timedelta | None]):

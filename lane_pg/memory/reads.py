@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from lane_pg.backend.reads import (
-    MAX_SEARCH_LIMIT,
-    MAX_SEARCH_OFFSET,
     CountPendingJobs,
     CountReadyJobs,
     CountScheduledJobs,
@@ -21,25 +18,21 @@ from lane_pg.backend.reads import (
     ListScheduledJobs,
     NextDueIn,
     SearchJobs,
-    search_path,
+    search_filter,
 )
-from lane_pg.errors import InvalidOptions
 from lane_pg.memory._records import (
     PRIORITY_BUCKET,
     _check_state,
-    _json_copy,
     _non_negative_int,
     _Record,
 )
 from lane_pg.memory._store import MemoryEntity
 from lane_pg.types import (
     ALL_STATES,
-    JSON,
     JobPage,
     JobSearchPage,
     JobState,
     QueueStats,
-    check_json,
     validate_priority,
 )
 
@@ -52,60 +45,6 @@ _SEARCH_ORDER: dict[JobState, tuple[Callable[[_Record], tuple[object, ...]], boo
     "completed": (lambda j: (j.finished_at, j.key), True),
     "failed": (lambda j: (j.finished_at, j.key), True),
 }
-
-_MISSING = object()
-"""What ``_at_path`` finds where PostgreSQL's ``#>`` gives SQL NULL (never JSON null)."""
-
-# An array element's index as PostgreSQL's `#>` reads it (strtoint): leading white space,
-# a sign, decimal digits and nothing after; an int32, INT_MIN excepted.
-_ARRAY_INDEX = re.compile(r"[ \t\n\v\f\r]*[+-]?[0-9]+")
-
-
-def _at_path(document: JSON, path: list[str]) -> object:
-    """``document #> path``: the value at ``path`` (object keys, array indexes; negative
-    ones count from the end), or ``_MISSING``."""
-    found: object = document
-    for key in path:
-        if isinstance(found, dict):
-            if key not in found:
-                return _MISSING
-            found = found[key]
-        elif isinstance(found, list):
-            if not _ARRAY_INDEX.fullmatch(key):
-                return _MISSING
-            index = int(key)
-            if not -(2**31) < index < 2**31:
-                return _MISSING
-            if index < 0:
-                index += len(found)
-            if not 0 <= index < len(found):
-                return _MISSING
-            found = found[index]
-        else:
-            return _MISSING
-    return found
-
-
-def _holds(document: JSON, path: list[str], wanted: JSON) -> bool:
-    """``document #> path = wanted``: false where the path leads nowhere (SQL NULL)."""
-    found = _at_path(document, path)
-    return found is not _MISSING and _jsonb_equal(found, wanted)
-
-
-def _jsonb_equal(a: object, b: object) -> bool:
-    """jsonb ``=``: numbers by value (``1`` equals ``1.0``), never a boolean and a number
-    (Python's ``True == 1``), objects whatever their key order."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return type(a) is type(b) and a == b
-    if isinstance(a, int | float) and isinstance(b, int | float):
-        return a == b
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_jsonb_equal(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_jsonb_equal(a[k], b[k]) for k in a)
-    if a is None or b is None:
-        return a is b
-    return type(a) is type(b) and a == b
 
 
 class MemoryReads(MemoryEntity):
@@ -191,33 +130,13 @@ class MemoryReads(MemoryEntity):
 
     async def search_jobs(self, args: SearchJobs) -> JobSearchPage:
         """lane.search_jobs."""
-        path = search_path(args.data_path)
-        wanted = (
-            None
-            if path is None and args.data_value is None
-            else _json_copy(check_json(args.data_value, "data_value"))
-        )
-        state = _check_state(args.state)
-        offset, limit = args.offset, args.limit
-        if not (_is_int(offset) and 0 <= offset <= MAX_SEARCH_OFFSET) or not (
-            _is_int(limit) and 1 <= limit <= MAX_SEARCH_LIMIT
-        ):
-            raise InvalidOptions(
-                f"a search page takes an offset of 0 to {MAX_SEARCH_OFFSET} and a limit of 1"
-                f" to {MAX_SEARCH_LIMIT}, got {offset!r} and {limit!r}"
-            )
-        if path is None and wanted is not None:
-            raise InvalidOptions("a data value to match needs the data path to compare it at")
+        search = search_filter(args)
         q = self._store._queues.get(args.queue)
-        jobs = [] if q is None else q.by_state[state].values()
-        matches = [
-            job
-            for job in jobs
-            if (args.name is None or job.name == args.name)
-            and (path is None or _holds(job.data, path, wanted))
-        ]
-        order, newest_first = _SEARCH_ORDER[state]
+        jobs = [] if q is None else q.by_state[search.state].values()
+        matches = [job for job in jobs if search.matches(job.name, job.data)]
+        order, newest_first = _SEARCH_ORDER[search.state]
         matches.sort(key=order, reverse=newest_first)
+        offset, limit = search.offset, search.limit
         page = matches[offset : offset + limit + 1]
         return JobSearchPage(
             [job.snapshot() for job in page[:limit]], offset, limit, len(page) > limit
@@ -232,7 +151,3 @@ class MemoryReads(MemoryEntity):
         if not due:
             return None
         return max(min(due) - self._store._now(None), timedelta(0))
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)

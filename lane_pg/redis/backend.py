@@ -42,6 +42,7 @@ class RedisBackend(JobQueueBackend):
         rng: random.Random | None = None,
         owns_client: bool = True,
     ) -> None:
+        from lane_pg.redis.cleanup import RedisCleanup
         from lane_pg.redis.events import RedisEvents
         from lane_pg.redis.jobs import RedisJobs
         from lane_pg.redis.limits import RedisLimits
@@ -65,6 +66,7 @@ class RedisBackend(JobQueueBackend):
                 "reads": RedisReads(self),
                 "queues": RedisQueues(self),
                 "limits": RedisLimits(self),
+                "cleanup": RedisCleanup(self),
             },
             default=NotYet(),
         )
@@ -127,6 +129,14 @@ class RedisBackend(JobQueueBackend):
         if switch is not None:
             paused, epoch = switch
             await self.call("pause_all", queue, {"paused": paused, "epoch": epoch, "wake": False})
+
+    async def unregister(self, queue: str) -> None:
+        """Drop ``queue`` from the set of queues once it is gone (obliterated), unless a
+        job added since has created it again."""
+        await self.client.srem(self.queues_key, queue)
+        self._registered.discard(queue)
+        if await self.client.exists(self.keys(queue).meta):
+            await self.register(queue)
 
     async def close(self) -> None:
         if self._owns_client:

@@ -39,7 +39,7 @@ class RedisEvents(RedisEntity):
 
     async def read_events(self, args: ReadEvents) -> list[QueueEvent]:
         low, high = event_bound(args.start), event_bound(args.end)
-        if args.limit <= 0 or high < max(low, 1):
+        if args.limit <= 0 or high < max(low, 1) or low > MAX_EVENT_ID:
             return []
         key = self._backend.keys(args.queue).events
         entries: Any = await self._backend.client.xrange(
@@ -66,6 +66,7 @@ class RedisEvents(RedisEntity):
         if after is None:  # "$": the end of the stream as iteration starts
             last: Any = await client.xrevrange(key, count=1)
             after = int(last[0][0].decode().split("-")[1]) if last else 0
+        after = min(after, MAX_EVENT_ID)  # no event id is larger (nor is a stream id)
         while True:
             entries: Any = await client.xrange(key, f"(0-{after}" if after else "-", "+", count=500)
             if not entries:

@@ -3,8 +3,12 @@ indexes' sizes and members, read in one MULTI so that counts come from one insta
 
 from __future__ import annotations
 
+import json
+from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
 from typing import Any
+
+from redis.asyncio import Redis
 
 from lane_pg.backend.reads import (
     CountPendingJobs,
@@ -18,6 +22,9 @@ from lane_pg.backend.reads import (
     ListReadyJobs,
     ListScheduledJobs,
     NextDueIn,
+    SearchFilter,
+    SearchJobs,
+    search_filter,
 )
 from lane_pg.redis.backend import RedisEntity
 from lane_pg.redis.rows import (
@@ -25,8 +32,88 @@ from lane_pg.redis.rows import (
     job_row,
     member_job,
     non_negative_int,
+    script_list,
 )
-from lane_pg.types import ALL_STATES, JobPage, JobRow, JobState, QueueStats, validate_priority
+from lane_pg.types import (
+    ALL_STATES,
+    JobPage,
+    JobRow,
+    JobSearchPage,
+    JobState,
+    QueueStats,
+    validate_priority,
+)
+
+_SEARCH_BATCH = 500
+"""Jobs read per round trip of a search: a page stops early, a deep one takes a few."""
+
+
+async def _lex_batches(client: Redis, key: str, newest_first: bool) -> AsyncIterator[list[str]]:
+    """The members of an index whose scores are all 0 (waiting, waiting-children), in
+    member order (from the end when ``newest_first``), a batch at a time."""
+    last: str | None = None
+    while True:
+        if newest_first:
+            high = "+" if last is None else f"({last}"
+            found: Any = await client.zrange(
+                key, high, "-", desc=True, bylex=True, offset=0, num=_SEARCH_BATCH
+            )
+        else:
+            low = "-" if last is None else f"({last}"
+            found = await client.zrange(key, low, "+", bylex=True, offset=0, num=_SEARCH_BATCH)
+        if not found:
+            return
+        batch = [member.decode() for member in found]
+        yield batch
+        last = batch[-1]
+
+
+async def _score_batches(client: Redis, key: str, newest_first: bool) -> AsyncIterator[list[str]]:
+    """The members of a scored index (delayed by due time, completed and failed by finish
+    time; ties by member, that is by key) in (score, member) order, from the end when
+    ``newest_first``, a batch at a time. A batch goes on after the last (score, member)
+    read: the rest of that score's members, then the next scores."""
+    last: tuple[int, str] | None = None
+    while True:
+        batch: list[str] = []
+        if last is None:
+            low, high = "-inf", "+inf"
+        else:
+            score, member = last
+            same: Any = await client.zrange(key, score, score, byscore=True)
+            batch = [m.decode() for m in same]
+            batch = (
+                [m for m in reversed(batch) if m < member]
+                if newest_first
+                else [m for m in batch if m > member]
+            )
+            low, high = ("-inf", f"({score}") if newest_first else (f"({score}", "+inf")
+        found: Any = await client.zrange(
+            key,
+            high if newest_first else low,
+            low if newest_first else high,
+            desc=newest_first,
+            byscore=True,
+            offset=0,
+            num=_SEARCH_BATCH,
+            withscores=True,
+        )
+        batch += [m.decode() for m, _ in found]
+        if not batch:
+            return
+        yield batch
+        if found:
+            last = (int(found[-1][1]), found[-1][0].decode())
+        else:  # only the rest of the last score: nothing after it
+            return
+
+
+def _is_match(values: list[str], search: SearchFilter) -> bool:
+    """Whether a job's [state, name, data] (``lua/search_jobs.lua``) is a match."""
+    state, name, data = values
+    if state != search.state:
+        return False  # gone, or left the state
+    return search.matches(name, json.loads(data) if search.path is not None else None)
 
 
 class RedisReads(RedisEntity):
@@ -155,6 +242,60 @@ class RedisReads(RedisEntity):
                 pipe.zlexcount(keys.waiting, low, high)
             counts = await pipe.execute()
         return {p: int(n) for p, n in zip(wanted, counts, strict=True)}
+
+    async def search_jobs(self, args: SearchJobs) -> JobSearchPage:
+        """The state's index in lane.search_jobs' order, read in batches: of each job
+        its state, name and (with a data filter) data text (``lua/search_jobs.lua``),
+        matched here (the JSON rules live once, in ``lane_pg.backend.reads``), until the
+        page and one match more are found; then the page's hashes. Not one snapshot, as
+        in SQL: a job that left the state before its fields or its hash were read is
+        left out (a page may then hold one match fewer)."""
+        search = search_filter(args)
+        skip = search.offset  # matches before the page, counted, not kept
+        page: list[str] = []  # the ids of the page's matches and one more: has_more
+        async for batch in self._search_batches(args.queue, search):
+            found = script_list(
+                await self._backend.call(
+                    "search_jobs", args.queue, {"ids": batch, "data": search.path is not None}
+                )
+            )
+            for job_id, values in zip(batch, found, strict=True):
+                if not _is_match(values, search):
+                    continue
+                if skip:
+                    skip -= 1
+                else:
+                    page.append(job_id)
+            if len(page) > search.limit:
+                break
+        rows = [row for row in await self._rows(args.queue, page) if row.state == search.state]
+        return JobSearchPage(
+            rows[: search.limit], search.offset, search.limit, len(page) > search.limit
+        )
+
+    async def _search_batches(self, queue: str, search: SearchFilter) -> AsyncIterator[list[str]]:
+        """The ids of the state's jobs in search order, a batch at a time. Each batch
+        starts after the last member read, not at a rank, so jobs that enter or leave
+        the index meanwhile (claims take from the head of waiting) neither repeat a job
+        nor skip one."""
+        key = self._backend.keys(queue).key(search.state)
+        client = self._backend.client
+        state = search.state
+        if state == "active":
+            # Scored by lease expiry, searched oldest first (by key): active jobs are as
+            # many as the workers run, so the whole index is read and sorted.
+            members: Any = await client.zrange(key, 0, -1)
+            ids = [job_id for _, job_id in sorted(member_job(state, m.decode()) for m in members)]
+            for start in range(0, len(ids), _SEARCH_BATCH):
+                yield ids[start : start + _SEARCH_BATCH]
+            return
+        batches = (
+            _lex_batches(client, key, state == "waiting-children")
+            if state in ("waiting", "waiting-children")
+            else _score_batches(client, key, state in ("completed", "failed"))
+        )
+        async for batch in batches:
+            yield [member_job(state, member)[1] for member in batch]
 
     async def next_due_in(self, args: NextDueIn) -> timedelta | None:
         client = self._backend.client

@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from lane_pg.errors import InvalidOptions
 from lane_pg.options import ParsedOptions, RetentionRule
@@ -51,6 +52,11 @@ def from_ms(value: str | int) -> datetime:
 def dump(value: JSON) -> str:
     """JSON text as the scripts store it (compact; the same text ``json.loads`` reads)."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def script_list(value: object) -> list[Any]:
+    """A script's list result: Redis's cjson encodes an empty table as ``{}``."""
+    return value if isinstance(value, list) else []
 
 
 def canonical_token(token: str) -> str | None:

@@ -104,6 +104,44 @@ REDIS_READY: dict[str, dict[str, str]] = {
         "test_pruning_writes_no_events_RET_1_EVS_5": "prune_finished",
         "test_per_job_retention_applies_first_then_the_queue_bound_RET_2_RET_3": ("prune_finished"),
     },
+    "test_cleanup": {
+        # mixed_queue adds jobs with a deduplication id and two repeat series
+        "test_drain_removes_waiting_jobs_only_MGMT_17": "deduplication, repeat, add_job_log",
+        "test_drain_with_delayed_keeps_the_repeat_owners_MGMT_17_REP_16": "deduplication,"
+        " repeat (get_repeat)",
+        "test_clean_keeps_the_repeat_owner_MGMT_20_REP_16": "repeat (count_repeats)",
+        "test_clear_queues_empties_them_in_one_call_A16": "deduplication, repeat, add_flow",
+        "test_obliterate_refuses_active_jobs_and_stays_paused_MGMT_21": "deduplication,"
+        " repeat, is_queue_paused",
+        "test_obliterate_forced_deletes_everything_of_the_queue_MGMT_21": "deduplication,"
+        " repeat, set_queue_retention, is_queue_paused, list_queues",
+        "test_obliterate_without_active_jobs_MGMT_21": "is_queue_paused",
+        "test_remove_orphaned_owner_rows_MGMT_22": "deduplication (remove_deduplication_key)",
+        "test_job_count_sums_the_counts_MGMT_24": "deduplication, repeat",
+        "test_count_pending_jobs_MGMT_25": "deduplication, repeat, add_flow",
+        "test_stats_show_the_pause_flag_with_the_counts_PAUSE_13_MGMT_27": "deduplication,"
+        " repeat, pause_queue",
+        "test_age_retention_is_applied_only_when_a_later_job_finishes_RET_4": "promote_due_jobs",
+    },
+    "test_reads": {
+        "test_state_through_a_lifecycle_STATE_2": "remove_job",
+    },
+    "test_search_jobs": {
+        "test_each_state_in_the_order_of_its_index": "add_flow (tests/redis/test_search.py"
+        " checks the other states' order on Redis)",
+    },
+    "test_events": {
+        "test_event_catalogue_scenario_EVS_4": "update_job_progress, recover_stalled,"
+        " remove_job, pause_queue",
+        "test_refused_calls_write_no_events_EVS_4": "promote_job",
+    },
+    "test_subscribe_events": {},
+    "test_throughput_and_actions": {
+        "test_throughput_counts_each_minute_with_wait_and_run_percentiles": "get_throughput",
+        "test_throughput_of_a_queue_without_finished_jobs_is_empty": "get_throughput",
+        "test_an_action_on_a_missing_or_silent_queue_writes_nothing": "list_queues,"
+        " set_queue_events",
+    },
     # module: {test: why it does not run on Redis, or the operation it needs that Redis
     # lacks yet}, reviewed; a module not named here does not run on Redis at all.
 }

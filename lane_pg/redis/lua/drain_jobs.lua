@@ -1,0 +1,16 @@
+-- lane.drain_jobs (MGMT-17): removes the queue's waiting jobs and, with `delayed`, its
+-- delayed ones, all chosen before any goes; active, waiting-children and finished jobs
+-- stay. A queue that does not exist stays so (nothing is written). Returns how many went.
+-- (No repeat series exist on Redis yet, so no series owner is there to keep, REP-16.)
+-- @include json
+-- @include now
+-- @include cleanup
+
+local args = lane_args()
+local now = lane_now(args.now)
+local ids = lane_removable('waiting', nil, nil, now)
+if args.delayed then
+  lane_extend(ids, lane_removable('delayed', nil, nil, now))
+end
+lane_check_removable(ids)
+return lane_result(lane_remove_ids(ids, now))
