@@ -43,6 +43,10 @@ class RedisBackend(JobQueueBackend):
     ) -> None:
         from lane_pg.redis.events import RedisEvents
         from lane_pg.redis.jobs import RedisJobs
+        from lane_pg.redis.leader import RedisLeader
+        from lane_pg.redis.locks import RedisLocks
+        from lane_pg.redis.maintenance import RedisMaintenance
+        from lane_pg.redis.metrics import RedisMetrics
         from lane_pg.redis.reads import RedisReads
         from lane_pg.redis.runs import RedisRuns
 
@@ -58,6 +62,10 @@ class RedisBackend(JobQueueBackend):
                 "runs": RedisRuns(self),
                 "events": RedisEvents(self),
                 "reads": RedisReads(self),
+                "maintenance": RedisMaintenance(self),
+                "metrics": RedisMetrics(self),
+                "leader": RedisLeader(self),
+                "locks": RedisLocks(self),
             },
             default=NotYet(),
         )
