@@ -18,11 +18,14 @@ local expired = redis.call('ZRANGE', lane_key('active'), '-inf', '(' .. now, 'BY
 table.sort(expired)  -- members are '<key, 16 digits>:<id>': key order
 local out = {}
 local woken = false
-for _, member in ipairs(expired) do
-  local job = lane_job(string.sub(member, 18))
-  lane_job_set(job, {stalled_count = tonumber(job.stalled_count) + 1})
+local function recover(job)
+  local stalled = tonumber(job.stalled_count) + 1
+  if stalled > args.max_stalled_count then
+    lane_check_plain(job)  -- refuse before this job's first write (a script is no transaction)
+  end
+  lane_job_set(job, {stalled_count = stalled})
   lane_emit('stalled', job.id, {reason = 'lease expired'}, now)
-  if tonumber(job.stalled_count) <= args.max_stalled_count then
+  if stalled <= args.max_stalled_count then
     lane_unindex(job)
     lane_end_lease(job)
     lane_enqueue(job)
@@ -32,6 +35,15 @@ for _, member in ipairs(expired) do
     lane_fail_terminal(job, LANE_STALLED_REASON, now)
   end
   out[#out + 1] = {job.id, job.state}
+end
+
+for _, member in ipairs(expired) do
+  local job = lane_job(string.sub(member, 18))
+  if job == nil then  -- an index entry without its job (never written so): drop it
+    redis.call('ZREM', lane_key('active'), member)
+  else
+    recover(job)
+  end
 end
 if woken then
   lane_wake()
