@@ -25,10 +25,10 @@ from lane_pg.backend.locks import (
     RecordThrottleOutcome,
     ReleaseLock,
 )
-from lane_pg.errors import InvalidOptions, ValidationError
+from lane_pg.errors import InvalidOptions, InvalidQueueName, ValidationError
 from lane_pg.redis.backend import RedisEntity, refused
 from lane_pg.redis.rows import canonical_token, epoch_ms
-from lane_pg.types import Duration, to_millis
+from lane_pg.types import Duration, to_millis, validate_queue_name
 
 TAKEOVER_ATTEMPTS = 8
 """Holders an ``acquire_lock`` call checks before it answers False: each later one took
@@ -68,6 +68,10 @@ class RedisLocks(RedisEntity):
 
     async def _run_of(self, queue: str, job_id: str) -> tuple[str | None, str | None, str | None]:
         """The job's (key, state, lock_token), all None when there is no such job."""
+        try:
+            validate_queue_name(queue)
+        except InvalidQueueName:
+            return None, None, None
         fields = await self._backend.client.hmget(
             self._backend.keys(queue).job(job_id), ["key", "state", "lock_token"]
         )

@@ -9,9 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 from lane_pg.backend.metrics import CompactMetrics, GetMetrics, GetThroughput
+from lane_pg.errors import InvalidQueueName
 from lane_pg.redis.backend import RedisEntity
 from lane_pg.redis.maintenance import selected_queues
 from lane_pg.redis.rows import from_ms
+from lane_pg.types import validate_queue_name
 from lane_pg.types.metrics import (
     MINUTE_MS,
     THROUGHPUT_WINDOW_MINUTES,
@@ -30,6 +32,14 @@ def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
+def _is_queue_name(queue: str) -> bool:
+    try:
+        validate_queue_name(queue)
+    except InvalidQueueName:
+        return False
+    return True
+
+
 def percentile_cont(values: list[float], fraction: float) -> float | None:
     """PostgreSQL's ``percentile_cont``: linear interpolation between the sorted values."""
     if not values:
@@ -46,6 +56,8 @@ class RedisMetrics(RedisEntity):
 
     async def get_metrics(self, args: GetMetrics) -> JobMetrics:
         validate_metrics_call(args.state, args.start, args.end, args.max_data_points)
+        if not _is_queue_name(args.queue):  # no such queue: zeros, as PostgreSQL answers
+            return metrics_window({}, 0, args.start, args.end, args.max_data_points)
         key = self._backend.keys(args.queue).key(f"metrics:{args.state}")
         raw: dict[Any, Any] = await self._backend.client.hgetall(key)
         minutes: dict[int, int] = {}
@@ -69,6 +81,8 @@ class RedisMetrics(RedisEntity):
     async def get_throughput(self, args: GetThroughput) -> list[ThroughputMinute]:
         """``lane.v_throughput`` of sql/views.sql over the retained finished jobs, the
         window on the server's clock."""
+        if not _is_queue_name(args.queue):
+            return []
         backend = self._backend
         now = await backend.now_ms(None)
         since = now - now % MINUTE_MS - (THROUGHPUT_WINDOW_MINUTES - 1) * MINUTE_MS
