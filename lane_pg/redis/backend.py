@@ -45,8 +45,12 @@ class RedisBackend(JobQueueBackend):
         from lane_pg.redis.cleanup import RedisCleanup
         from lane_pg.redis.events import RedisEvents
         from lane_pg.redis.jobs import RedisJobs
+        from lane_pg.redis.leader import RedisLeader
         from lane_pg.redis.limits import RedisLimits
+        from lane_pg.redis.locks import RedisLocks
         from lane_pg.redis.logs import RedisLogs
+        from lane_pg.redis.maintenance import RedisMaintenance
+        from lane_pg.redis.metrics import RedisMetrics
         from lane_pg.redis.queues import RedisQueues
         from lane_pg.redis.reads import RedisReads
         from lane_pg.redis.runs import RedisRuns
@@ -67,6 +71,10 @@ class RedisBackend(JobQueueBackend):
                 "queues": RedisQueues(self),
                 "limits": RedisLimits(self),
                 "cleanup": RedisCleanup(self),
+                "maintenance": RedisMaintenance(self),
+                "metrics": RedisMetrics(self),
+                "leader": RedisLeader(self),
+                "locks": RedisLocks(self),
             },
             default=NotYet(),
         )

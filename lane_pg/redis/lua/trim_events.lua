@@ -1,0 +1,11 @@
+-- lane.trim_events for one queue (EVS-3): its event stream trimmed exactly to the queue's
+-- `events_max` (meta field, default LANE_EVENTS_MAX), the newest kept (XADD's MAXLEN ~
+-- leaves a little more between passes). Returns how many events went.
+-- @include json
+-- @include events
+
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return lane_result(0)
+end
+local keep = tonumber(lane_meta('events_max', LANE_EVENTS_MAX))
+return lane_result(redis.call('XTRIM', lane_key('events'), 'MAXLEN', keep))
