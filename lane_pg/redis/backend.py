@@ -13,6 +13,7 @@ on it whole (``tests/conformance``'s Redis exclusions list what is left).
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
@@ -20,7 +21,7 @@ from typing import Any, NoReturn
 
 from redis.asyncio import Redis
 
-from lane_pg.backend import JobQueueBackend, WakeupSource
+from lane_pg.backend import JobQueueBackend, OperationCall, WakeupSource
 from lane_pg.backend.url import redis_url_parts
 from lane_pg.errors import JobNotFound, LockMismatch
 from lane_pg.redis.keys import DEFAULT_PREFIX, QueueKeys, validate_prefix
@@ -78,6 +79,7 @@ class RedisBackend(JobQueueBackend):
             },
             default=NotYet(),
         )
+        self.hooks.add(honour_cancellation)
 
     def keys(self, queue: str) -> QueueKeys:
         return QueueKeys(queue, self.prefix)
@@ -169,6 +171,27 @@ async def open_redis(
     validate_prefix(prefix)
     client = await open_client(base, max_connections=max(max_size, 1))
     return RedisBackend(client, prefix=prefix)
+
+
+async def honour_cancellation(call: OperationCall, proceed: Callable[[], Awaitable[Any]]) -> Any:
+    """Every operation: a call whose task was cancelled meanwhile ends in
+    ``CancelledError``. redis-py's asyncio client can return normally (or raise an error
+    of its own) from a command it was cancelled in, and a loop that logs errors and goes
+    on then outlived its worker's stop (the worker waited 30 s for its maintenance
+    loops): before this, a script of 30 stops hung within its first 20, after it none did."""
+    try:
+        result = await proceed()
+    except Exception:
+        _raise_if_cancelled()
+        raise
+    _raise_if_cancelled()
+    return result
+
+
+def _raise_if_cancelled() -> None:
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
 
 
 class RedisEntity:
