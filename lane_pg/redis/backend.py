@@ -41,9 +41,11 @@ class RedisBackend(JobQueueBackend):
         rng: random.Random | None = None,
         owns_client: bool = True,
     ) -> None:
+        from lane_pg.redis.dedup import RedisDedup
         from lane_pg.redis.events import RedisEvents
         from lane_pg.redis.jobs import RedisJobs
         from lane_pg.redis.reads import RedisReads
+        from lane_pg.redis.repeats import RedisRepeats
         from lane_pg.redis.runs import RedisRuns
 
         self.client = client
@@ -58,6 +60,8 @@ class RedisBackend(JobQueueBackend):
                 "runs": RedisRuns(self),
                 "events": RedisEvents(self),
                 "reads": RedisReads(self),
+                "dedup": RedisDedup(self),
+                "repeats": RedisRepeats(self),
             },
             default=NotYet(),
         )
