@@ -23,6 +23,7 @@ from lane_pg.errors import (
     InvalidOptions,
     JobLocked,
     JobStateConflict,
+    RepeatConflict,
 )
 from lane_pg.options import ParsedOptions
 from lane_pg.redis.backend import RedisBackend, RedisEntity
@@ -122,6 +123,7 @@ def raise_refusal(answer: Any) -> None:
         "invalid": InvalidOptions,
         "state_conflict": JobStateConflict,
         "locked": JobLocked,
+        "repeat_conflict": RepeatConflict,
     }
     raise errors[str(answer["error"])](str(answer["message"]))
 

@@ -11,7 +11,7 @@ local ids = {}
 for i, item in ipairs(args.items) do
   ids[i] = item[1]
 end
-local needs = lane_finish_ticks(args, ids, now)  -- a series' next cron tick (owners.lua)
+local needs = lane_finish_ticks(args, ids, now, true)  -- cron matches (owners.lua)
 if needs ~= nil then
   return lane_result(needs)
 end

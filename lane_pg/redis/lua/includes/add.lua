@@ -81,6 +81,37 @@ local function lane_dedup_take(dedup, spec, key, id, now, in_call, later)
   return holder
 end
 
+-- A series row made whole (REP-13) for `spec`, owned by the job (`id`, `key`) due at
+-- `next_at`, its first occurrence.
+local function lane_series_create(spec, id, key, next_at, now)
+  local series = spec.series
+  local fields = {'job_id', id, 'job_key', key, 'name', spec.name, 'count', '1',
+                  'start_at', string.format('%d', now), 'next_at', string.format('%d', next_at),
+                  'options', spec.options, 'template', cjson.encode(spec)}
+  for _, name in ipairs({'every_ms', 'pattern', 'tz', 'limit', 'end_at'}) do
+    local value = lane_given(series[name])
+    if value ~= nil then
+      if type(value) == 'number' then
+        value = string.format('%d', value)
+      end
+      fields[#fields + 1] = name
+      fields[#fields + 1] = value
+    end
+  end
+  redis.call('DEL', lane_series_key(series.key))
+  redis.call('HSET', lane_series_key(series.key), unpack(fields))
+  redis.call('SADD', lane_key('repeats'), series.key)
+end
+
+-- A cron match the script was not given: a caller that skipped its check (lane_add_check,
+-- lane_finish_ticks), never a reason to store a wrong time or none.
+local function lane_check_ticks(missing, series_key)
+  if missing then
+    error('lane_pg: the cron match of series ' .. series_key .. ' was not computed: check'
+          .. ' with lane_finish_ticks or lane_add_check before writing')
+  end
+end
+
 -- lane._repeat_take: the series' live owner (`duplicated` on it), or the tick the new job
 -- is due at as the series' next occurrence; neither when the series has no occurrence
 -- left (a client add checks that first: lane_add_check).
@@ -93,7 +124,8 @@ local function lane_repeat_take(series, spec, key, id, now)
       return nil, owner
     end
     if lane_series_completed(series.key, row) ~= nil then
-      local following = lane_repeat_next(row, tonumber(row.next_at), now)
+      local following, missing = lane_repeat_next(row, tonumber(row.next_at), now)
+      lane_check_ticks(missing, series.key)
       if following == nil then
         return nil, nil
       end
@@ -103,26 +135,12 @@ local function lane_repeat_take(series, spec, key, id, now)
       return following, nil
     end
   end
-  local first = lane_repeat_next(series, nil, now)
+  local first, missing = lane_repeat_next(series, nil, now)
+  lane_check_ticks(missing, series.key)
   if first == nil then
     return nil, nil
   end
-  local fields = {'job_id', id, 'job_key', key, 'name', spec.name, 'count', '1',
-                  'start_at', string.format('%d', now), 'next_at', string.format('%d', first),
-                  'options', spec.options, 'template', cjson.encode(spec)}
-  for _, name in ipairs({'every_ms', 'pattern', 'tz', 'limit', 'end_at'}) do
-    local value = lane_given(series[name])
-    if value ~= nil then
-      if type(value) == 'number' then
-        value = string.format('%d', value)
-      end
-      fields[#fields + 1] = name
-      fields[#fields + 1] = value
-    end
-  end
-  redis.call('DEL', lane_series_key(series.key))  -- rebuilt whole (REP-13)
-  redis.call('HSET', lane_series_key(series.key), unpack(fields))
-  redis.call('SADD', lane_key('repeats'), series.key)
+  lane_series_create(spec, id, key, first, now)
   return first, nil
 end
 
@@ -195,11 +213,16 @@ local function lane_add_specs(specs, now)
             job[name] = tostring(spec[name])
           end
         end
-        if dedup ~= nil then
+        if dedup ~= nil then  -- dedup_spec and series_spec: what a retry reclaims from
           job.dedup_id = dedup.id
+          job.dedup_spec = cjson.encode(dedup)
         end
         if series ~= nil then
           job.repeat_key = series.key
+          job.series_spec = cjson.encode(series)
+        end
+        if custom ~= nil then
+          job.custom_id = '1'
         end
         local fields = {}
         for name, value in pairs(job) do
@@ -273,16 +296,18 @@ local function lane_add_check(args, specs, now)
         return {error = 'dedup_conflict', message = 'deduplication id ' .. cjson.encode(dedup.id)
                 .. ' is reserved by a pending push until ' .. owner.expires_at}
       end
-      if owner ~= nil and owner.next ~= nil then
-        local kept = lane_given(cjson.decode(owner.next).series)
-        if kept ~= nil then
-          lane_series_needs(kept.key, kept, now, needs)
-        end
-      end
     end
     local series = lane_given(spec.series)
     if series ~= nil then
-      lane_series_needs(series.key, series, now, needs)
+      local row = lane_series(series.key)
+      if row ~= nil and row.pattern ~= nil and lane_series_owner(series.key, row) == nil
+         and lane_series_completed(series.key, row) ~= nil then
+        needs[#needs + 1] = {row.pattern, row.tz or cjson.null,
+                             math.max(tonumber(row.next_at), now)}
+      end
+      if lane_given(series.pattern) ~= nil then
+        needs[#needs + 1] = {series.pattern, series.tz or cjson.null, now}
+      end
     end
   end
   local answer = lane_ticks_answer(args.cron, needs, now)
@@ -336,7 +361,13 @@ local function lane_repeat_finish(job, now)
     return
   end
   local limit = tonumber(row.limit) or LANE_MAX_INT
-  if tonumber(row.count) >= limit or lane_repeat_next(row, tonumber(row.next_at), now) == nil then
+  if tonumber(row.count) >= limit then
+    lane_series_delete(job.repeat_key)
+    return
+  end
+  local following, missing = lane_repeat_next(row, tonumber(row.next_at), now)
+  lane_check_ticks(missing, job.repeat_key)
+  if following == nil then
     lane_series_delete(job.repeat_key)
     return
   end
@@ -352,4 +383,79 @@ local function lane_repeat_release(job)
   if row ~= nil and row.job_key == job.key then
     lane_series_delete(job.repeat_key)
   end
+end
+
+-- The spec a stored job was added from, as far as a series template needs it (its delay
+-- is 0: a repeat document refuses delay_ms).
+local function lane_spec_of(job)
+  local spec = {name = job.name, data = job.data, options = job.options,
+                priority = tonumber(job.priority), lifo = job.lifo == '1', delay_ms = 0,
+                attempts = tonumber(job.max_attempts), backoff = job.backoff,
+                timeout_ms = tonumber(job.timeout_ms), roc = job.roc, rof = job.rof}
+  if job.custom_id == '1' then
+    spec.id = job.id
+  end
+  if job.dedup_spec ~= nil then
+    spec.dedup = cjson.decode(job.dedup_spec)
+  end
+  if job.series_spec ~= nil then
+    spec.series = cjson.decode(job.series_spec)
+  end
+  return spec
+end
+
+-- What retry_job does to a retried job's owners, checked for every job of the call with
+-- `apply` false before any is applied: nil, or the refusal {error = 'dedup_conflict' |
+-- 'repeat_conflict', message} (DeduplicationConflict, RepeatConflict).
+-- * DEDUP-13 (lane._dedup_reclaim): the job takes its dedup id back, its TTL counted from
+--   `now`; refused while a reservation or another live owner holds it. A unique job
+--   neither takes back nor checks its lock (A9; the retry drops its token from the
+--   options and from `dedup_spec` itself).
+-- * REP-15 (lane._repeat_reclaim): the job owns its series again (the row is made anew
+--   when its failure ended it); refused while another unfinished occurrence owns it.
+local function lane_owners_reclaim(job, now, apply)
+  if job.dedup_spec ~= nil then
+    local dedup = cjson.decode(job.dedup_spec)
+    if dedup.kind ~= 'unique' then
+      local owner = lane_owner(job.dedup_id)
+      if owner ~= nil and lane_owner_reserved(owner, now) then
+        return {error = 'dedup_conflict', message = 'deduplication id '
+                .. cjson.encode(job.dedup_id) .. ' is reserved by a pending push: job '
+                .. job.id .. ' cannot be retried until it is released'}
+      end
+      if owner ~= nil and owner.job_key ~= job.key then
+        local holder = lane_owner_job(job.dedup_id, owner, now)
+        if holder ~= nil then
+          return {error = 'dedup_conflict', message = 'deduplication id '
+                  .. cjson.encode(job.dedup_id) .. ' is held by job ' .. holder.id .. ': job '
+                  .. job.id .. ' cannot be retried until it is released'}
+        end
+      end
+      if apply then
+        local ttl = lane_given(dedup.ttl_ms)
+        lane_owner_write(job.dedup_id, {
+          kind = 'dedup', job_id = job.id, job_key = job.key,
+          expires_at = ttl ~= nil and now + ttl, keep_last = dedup.keep_last and '1',
+          token = lane_given(dedup.token) or false, created_at = now})
+      end
+    end
+  end
+  if job.repeat_key ~= nil then
+    local row = lane_series(job.repeat_key)
+    if row ~= nil then
+      local owner = lane_series_owner(job.repeat_key, row)
+      if owner ~= nil and owner.key ~= job.key then
+        return {error = 'repeat_conflict', message = 'repeat series '
+                .. cjson.encode(job.repeat_key) .. ' is owned by job ' .. owner.id .. ': job '
+                .. job.id .. ' cannot be retried while it runs'}
+      end
+      if apply then
+        redis.call('HSET', lane_series_key(job.repeat_key), 'job_id', job.id, 'job_key', job.key,
+                   'next_at', string.format('%d', now))
+      end
+    elseif apply and job.series_spec ~= nil then
+      lane_series_create(lane_spec_of(job), job.id, job.key, now, now)
+    end
+  end
+  return nil
 end

@@ -254,8 +254,8 @@ end
 
 -- ------------------------------------------------------------------- schedule checks
 
--- The cron matches finishing `job` may need (its series' successor, or the kept next
--- job's series), as lane_tick_id triples, added to `needs`.
+-- The cron matches storing a job of the series `series_key` may need: the successor of
+-- its row's owner, and `first` (the job's own schedule) starting it anew.
 local function lane_series_needs(series_key, first, now, needs)
   local row = lane_series(series_key)
   if row ~= nil and row.pattern ~= nil then
@@ -267,15 +267,20 @@ local function lane_series_needs(series_key, first, now, needs)
   end
 end
 
-local function lane_finish_needs(job, now, needs)
-  if job.repeat_key ~= nil then
-    lane_series_needs(job.repeat_key, nil, now, needs)
+-- What finishing `job` may need: its series' successor (`completing` only: a terminal
+-- failure ends the series) and the series of a next job its dedup owner kept.
+local function lane_finish_needs(job, now, needs, completing)
+  if completing and job.repeat_key ~= nil then
+    local row = lane_series(job.repeat_key)
+    if row ~= nil and row.job_key == job.key and row.pattern ~= nil then
+      needs[#needs + 1] = {row.pattern, row.tz or cjson.null,
+                           math.max(tonumber(row.next_at), now)}
+    end
   end
   if job.dedup_id ~= nil then
     local owner = lane_owner(job.dedup_id)
     if owner ~= nil and owner.job_key == job.key and owner.next ~= nil then
-      local spec = cjson.decode(owner.next)
-      local series = lane_given(spec.series)
+      local series = lane_given(cjson.decode(owner.next).series)
       if series ~= nil then
         lane_series_needs(series.key, series, now, needs)
       end
@@ -302,14 +307,15 @@ local function lane_ticks_answer(given, needs, now)
   return {lane_ticks = missing, now = now}
 end
 
--- For the finishing scripts (complete, fail, stall): the cron matches finishing the
--- active jobs `ids` may need, or nil when `args.cron` has them all.
-local function lane_finish_ticks(args, ids, now)
+-- For the finishing scripts (complete, fail, stall), before they write: the cron matches
+-- finishing the active jobs `ids` may need (`completing`: they complete), or nil when
+-- `args.cron` has them all.
+local function lane_finish_ticks(args, ids, now, completing)
   local needs = {}
   for _, id in ipairs(ids) do
     local job = lane_job(id)
     if job ~= nil and job.state == 'active' then
-      lane_finish_needs(job, now, needs)
+      lane_finish_needs(job, now, needs, completing)
     end
   end
   return lane_ticks_answer(args.cron, needs, now)
