@@ -44,6 +44,7 @@ class RedisBackend(JobQueueBackend):
         owns_client: bool = True,
     ) -> None:
         from lane_pg.redis.cleanup import RedisCleanup
+        from lane_pg.redis.dedup import RedisDedup
         from lane_pg.redis.events import RedisEvents
         from lane_pg.redis.jobs import RedisJobs
         from lane_pg.redis.leader import RedisLeader
@@ -54,6 +55,7 @@ class RedisBackend(JobQueueBackend):
         from lane_pg.redis.metrics import RedisMetrics
         from lane_pg.redis.queues import RedisQueues
         from lane_pg.redis.reads import RedisReads
+        from lane_pg.redis.repeats import RedisRepeats
         from lane_pg.redis.runs import RedisRuns
 
         self.client = client
@@ -76,6 +78,8 @@ class RedisBackend(JobQueueBackend):
                 "metrics": RedisMetrics(self),
                 "leader": RedisLeader(self),
                 "locks": RedisLocks(self),
+                "dedup": RedisDedup(self),
+                "repeats": RedisRepeats(self),
             },
             default=NotYet(),
         )
@@ -174,23 +178,26 @@ async def open_redis(
 
 
 async def honour_cancellation(call: OperationCall, proceed: Callable[[], Awaitable[Any]]) -> Any:
-    """Every operation: a call whose task was cancelled meanwhile ends in
+    """Every operation: a call whose task is cancelled while it runs ends in
     ``CancelledError``. redis-py's asyncio client can return normally (or raise an error
     of its own) from a command it was cancelled in, and a loop that logs errors and goes
     on then outlived its worker's stop (the worker waited 30 s for its maintenance
-    loops): before this, a script of 30 stops hung within its first 20, after it none did."""
+    loops): before this, a script of 30 stops hung within its first 20, after it none
+    did. Only a cancellation that arrives during the call counts: a task that caught an
+    earlier one and goes on (a forced stop giving its job back) is let through."""
+    task = asyncio.current_task()
+    before = 0 if task is None else task.cancelling()
     try:
         result = await proceed()
     except Exception:
-        _raise_if_cancelled()
+        _raise_if_cancelled(task, before)
         raise
-    _raise_if_cancelled()
+    _raise_if_cancelled(task, before)
     return result
 
 
-def _raise_if_cancelled() -> None:
-    task = asyncio.current_task()
-    if task is not None and task.cancelling():
+def _raise_if_cancelled(task: asyncio.Task[Any] | None, before: int) -> None:
+    if task is not None and task.cancelling() > before:
         raise asyncio.CancelledError
 
 

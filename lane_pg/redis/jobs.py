@@ -1,6 +1,7 @@
-"""Adding, reading and changing single jobs (ADD, MGMT) on Redis: ``add_jobs.lua`` stores,
-a job's hash is read with one HGETALL, and each management operation is the script of its
-name (``promote_job.lua``, ``retry_job.lua``, ...). The arguments are checked here first, as
+"""Adding, reading and changing single jobs (ADD, MGMT) on Redis: ``add_jobs.lua`` stores
+(with the deduplication and series claims of ``includes/add.lua``), a job's hash is read
+with one HGETALL, and each management operation is the script of its name
+(``promote_job.lua``, ``retry_job.lua``, ...). The arguments are checked here first, as
 ``lane_pg.memory`` checks them, so an invalid one runs no script; what a script refuses (a
 missing job, a state, a lost lease) it answers before writing anything."""
 
@@ -52,12 +53,20 @@ from lane_pg.types import (
 )
 
 
-def _supported(spec: SpecFields) -> None:
-    parsed = spec.parsed
-    if parsed.deduplication is not None or parsed.repeat is not None:
-        raise NotImplementedError(
-            "deduplication and repeat are not available on the Redis backend yet"
-        )
+def checked_specs(specs: list[tuple[str, Any, Any]]) -> list[SpecFields]:
+    """Each spec checked (``lane_pg.options``) with the fields ``includes/add.lua`` stores,
+    its deduplication and series parts included. Flows are not on Redis yet, so no spec
+    here is a flow node (a kept next job never has a parent or children)."""
+    from lane_pg.redis.dedup import dedup_fields
+    from lane_pg.redis.repeats import series_fields
+
+    checked = []
+    for name, data, options in specs:
+        spec = spec_fields(name, data, options)
+        spec.fields["dedup"] = dedup_fields(spec.parsed)
+        spec.fields["series"] = series_fields(name, spec.parsed)
+        checked.append(spec)
+    return checked
 
 
 def fence(token: str | None) -> str | None:
@@ -83,19 +92,26 @@ class RedisJobs(RedisEntity):
     async def _add(
         self, queue: str, specs: list[tuple[str, Any, Any]], now: datetime | None
     ) -> list[JobRow]:
+        from lane_pg.redis.repeats import call_scheduled, first_ticks, raise_refusal
+
         validate_queue_name(queue)
-        checked = [spec_fields(name, data, options) for name, data, options in specs]
-        for spec in checked:
-            _supported(spec)
+        checked = checked_specs(specs)
         if not checked:
             return []
         backend = self._backend
+        moment = epoch_ms(now)
+        cron: dict[str, int | None] = {}
+        if any(spec.parsed.repeat is not None for spec in checked):
+            moment = await backend.now_ms(now)  # ADD-13 and the first ticks, at one instant
+            cron = first_ticks([(spec.fields["name"], spec.parsed) for spec in checked], moment)
         await backend.register(queue)
-        rows = await backend.call(
+        rows = await call_scheduled(
+            backend,
             "add_jobs",
             queue,
-            {"now": epoch_ms(now), "specs": [spec.fields for spec in checked]},
+            {"now": moment, "specs": [spec.fields for spec in checked], "cron": cron},
         )
+        raise_refusal(rows)
         return [job_row(queue, fields) for fields in rows]
 
     async def _fields(self, queue: str, job_id: str) -> dict[str, str] | None:

@@ -21,6 +21,7 @@ from lane_pg.backend.runs import (
 from lane_pg.errors import InvalidOptions
 from lane_pg.redis.backend import RedisEntity, by_queue, refused
 from lane_pg.redis.limits import checked_limit
+from lane_pg.redis.repeats import call_scheduled
 from lane_pg.redis.rows import canonical_token, dump, epoch_ms, job_row
 from lane_pg.types import (
     ClaimedJob,
@@ -104,7 +105,8 @@ class RedisRuns(RedisEntity):
     async def _settle(
         self, script: str, queue: str, items: list[Any], now: datetime | None, *, want_jobs: bool
     ) -> list[list[Any]]:
-        answer = await self._backend.call(
+        answer = await call_scheduled(  # a series' next cron tick: lane_pg.redis.repeats
+            self._backend,
             script,
             queue,
             {"items": items, "now": epoch_ms(now), "want_jobs": want_jobs},

@@ -12,6 +12,7 @@ from lane_pg.backend import JobQueueBackend
 from lane_pg.errors import InvalidOptions, JobLocked, JobStateConflict, RepeatConflict
 from lane_pg.memory import MemoryBackend
 from lane_pg.postgres.backend import PostgresBackend
+from lane_pg.redis.backend import RedisBackend
 from lane_pg.types import ALL_STATES, JobOptions, JobRow, JobSpec, QueueDemand
 from lane_pg.types.schedule import RepeatOptions
 from tests.helpers import Clock, events, job_event_list
@@ -256,6 +257,13 @@ async def delete_behind_the_backends_back(
     if isinstance(backend, MemoryBackend):
         q, job = backend._require(queue, job_id)
         backend._delete(q, job)
+    elif isinstance(backend, RedisBackend):
+        keys = backend.keys(queue)
+        fields = await backend.client.hgetall(keys.job(job_id))
+        state = fields[b"state"].decode()
+        member = fields[b"wm"] if state == "waiting" else f"{int(fields[b'key']):016d}:{job_id}"
+        await backend.client.zrem(keys.key(state), member)
+        await backend.client.delete(keys.job(job_id))
     else:
         assert isinstance(backend, PostgresBackend)
         await backend.database.fetch(
@@ -269,6 +277,9 @@ async def stored_series(backend: JobQueueBackend, queue: str) -> list[str]:
     if isinstance(backend, MemoryBackend):
         q = backend._queues.get(queue)
         return sorted(() if q is None else q.series)
+    if isinstance(backend, RedisBackend):
+        members = await backend.client.smembers(backend.keys(queue).key("repeats"))
+        return sorted(member.decode() for member in members)
     assert isinstance(backend, PostgresBackend)
     rows = await backend.database.fetch(
         "SELECT key FROM lane.repeat_schedulers WHERE queue = $1 ORDER BY key", queue

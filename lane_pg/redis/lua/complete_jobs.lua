@@ -7,6 +7,14 @@
 
 local args = lane_args()
 local now = lane_now(args.now)
+local ids = {}
+for i, item in ipairs(args.items) do
+  ids[i] = item[1]
+end
+local needs = lane_finish_ticks(args, ids, now, true)  -- cron matches (owners.lua)
+if needs ~= nil then
+  return lane_result(needs)
+end
 local out = {}
 for i, item in ipairs(args.items) do
   local job, refused = lane_owned(item[1], item[2])

@@ -14,6 +14,14 @@ end
 
 local args = lane_args()
 local now = lane_now(args.now)
+local ids = {}
+for i, item in ipairs(args.items) do
+  ids[i] = item.id
+end
+local needs = lane_finish_ticks(args, ids, now, false)  -- cron matches (owners.lua)
+if needs ~= nil then
+  return lane_result(needs)
+end
 local out = {}
 for i, item in ipairs(args.items) do
   local job, refused = lane_owned(item.id, item.token)

@@ -2,6 +2,7 @@
 -- completed and failed, and what follows each (retention, per-minute metrics, drained), as
 -- lane._complete and lane._fail_terminal do them.
 -- @include events
+-- @include add
 
 -- The job `id` if it is active under `token`, else nil and 'not_found' or 'lock_mismatch'
 -- (lane._owned_job). The client sends tokens in canonical UUID text (or '' for a text that
@@ -78,7 +79,7 @@ end
 -- The parts of the job model the Redis backend does not hold yet refuse to finish rather
 -- than finish half (no such job can be added on Redis yet: the client refuses the options).
 local function lane_check_plain(job)
-  if job.dedup_id or job.repeat_key or job.parent_id or job.batch_id then
+  if job.parent_id or job.batch_id then
     error('lane_pg: this job uses a feature the Redis backend does not support yet')
   end
 end
@@ -92,6 +93,8 @@ local function lane_complete(job, result, now)
   lane_index(job, now)
   lane_emit_raw('completed', job.id, '{"prev":"active","returnvalue":' .. result .. '}', now)
   local snapshot = lane_copy(job)
+  lane_dedup_finish(job, now)
+  lane_repeat_finish(job, now)
   lane_after_finish(job, job.roc, now)
   return snapshot
 end
@@ -109,6 +112,8 @@ local function lane_fail_terminal(job, reason, now)
     lane_emit('retries-exhausted', job.id, {attemptsMade = tonumber(job.attempts_made)}, now)
   end
   local snapshot = lane_copy(job)
+  lane_dedup_finish(job, now)
+  lane_repeat_release(job)
   lane_after_finish(job, job.rof, now)
   return snapshot
 end
