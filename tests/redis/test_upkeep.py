@@ -13,6 +13,7 @@ import pytest_asyncio
 from redis.asyncio import Redis
 
 from lane_pg.redis.backend import RedisBackend
+from lane_pg.redis.queues import KEEP_ALL
 from lane_pg.types import JobRow, JobSpec, QueueDemand
 from tests.helpers import Clock
 
@@ -58,7 +59,7 @@ async def test_prune_finished_reads_the_retention_meta_fields(
     assert [job.id for job in (await backend.list_jobs(queue, ["completed"])).items] == ids[3:]
     assert not await redis_client.exists(keys.job(ids[0]), keys.key(f"logs:{ids[0]}"))
 
-    await redis_client.hset(keys.meta, "keep_completed", "none")  # keep all
+    await redis_client.hset(keys.meta, "keep_completed", KEEP_ALL)  # keep all
     await _finish(backend, queue, 2, clock)
     assert await backend.prune_finished(None) == 0
     await redis_client.hset(keys.meta, "keep_completed", "0")
