@@ -20,7 +20,9 @@ import inspect
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# Python put this file's directory first on the path, where tests/redis would be found as
+# the `redis` package of a page that uses the Redis client: the repository root instead.
+sys.path[0] = str(Path(__file__).resolve().parents[1])
 
 from tests.docs_blocks import Block, python_blocks
 

@@ -50,6 +50,7 @@ __all__ = [
     "redis_url_parts",
     "resolve_url",
     "validate_schema",
+    "with_redis_prefix",
 ]
 
 BackendKind: TypeAlias = Literal["postgres", "memory", "redis"]
@@ -155,6 +156,14 @@ def redis_url_parts(url: str) -> tuple[str, str]:
     prefixes = [value for key, value in query if key == "prefix"]
     rest = urlencode([(key, value) for key, value in query if key != "prefix"])
     return urlunsplit(parts._replace(query=rest)), prefixes[-1] if prefixes else "lane"
+
+
+def with_redis_prefix(url: str, prefix: str) -> str:
+    """``url`` with its key prefix set to ``prefix`` (checked when the backend opens)."""
+    base, _ = redis_url_parts(url)
+    parts = urlsplit(base)
+    query = [*parse_qsl(parts.query, keep_blank_values=True), ("prefix", prefix)]
+    return urlunsplit(parts._replace(query=urlencode(query)))
 
 
 def validate_schema(schema: str) -> str:

@@ -16,6 +16,7 @@ is touched, so a boot error changes nothing. ``bootstrap_default()`` always wire
 ``LANE_PG_REDIS_URL``               the redis driver's server, ``redis://host:port/db``
                                     (``?prefix=NAME`` for a key prefix other than ``lane``);
                                     default ``redis://127.0.0.1:6379/0``
+``LANE_PG_REDIS_NAMESPACE``         the redis driver's key prefix (wins over ``?prefix=``)
 ``LANE_PG_LOCAL_PATH``              the local driver's snapshot file (``lane_pg_local.json``)
 ``LANE_PG_VISIBILITY_TIMEOUT_SECS`` the lease of a driver's reservations (60)
 ``LANE_PG_CONNECTIONS``             more connections, ``postgres,memory``: one per entry,
@@ -53,7 +54,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lane_pg.backend import JobQueueBackend
-from lane_pg.backend.url import backend_kind, validate_schema
+from lane_pg.backend.url import backend_kind, validate_schema, with_redis_prefix
 from lane_pg.errors import ConfigurationError
 from lane_pg.facade.connection import BackendDriver, Connection, visibility_timeout_of
 from lane_pg.facade.failed import default_failed_store
@@ -176,6 +177,9 @@ def _build(kind: str, wiring: _Wiring, *, prefix: str = "") -> Connection:
         url = setting("REDIS_URL") or DEFAULT_REDIS_URL
         if backend_kind(url) != "redis":
             raise ConfigurationError(f"LANE_PG_REDIS_URL={url!r}: expected a redis:// URL")
+        namespace = setting("REDIS_NAMESPACE")
+        if namespace:
+            url = with_redis_prefix(url, namespace)
         return wiring.redis(url)
     if kind == "memory":
         return BackendDriver(MemoryBackend(), "memory", visibility_timeout=wiring.visibility_secs)

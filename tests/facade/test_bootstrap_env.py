@@ -284,3 +284,14 @@ def test_the_redis_driver_names_its_server_and_prefix_CONN_2() -> None:
     driver = facade.driver()
     assert driver.driver_name == "redis"
     assert driver.store_key == ("redis", "redis://cache:6379/1", "jobs")
+
+
+def test_the_redis_namespace_variable_sets_the_key_prefix_CONN_3() -> None:
+    facade = _boot(
+        {
+            "LANE_PG_DRIVER": "redis",
+            "LANE_PG_REDIS_URL": "redis://cache:6379/1?prefix=jobs",
+            "LANE_PG_REDIS_NAMESPACE": "billing",
+        }
+    )
+    assert facade.driver().store_key == ("redis", "redis://cache:6379/1", "billing")
