@@ -24,7 +24,7 @@ from pathlib import Path
 # the `redis` package of a page that uses the Redis client: the repository root instead.
 sys.path[0] = str(Path(__file__).resolve().parents[1])
 
-from tests.docs_blocks import Block, python_blocks
+from tests.docs_blocks import Block, python_blocks  # noqa: E402 - after the path fix
 
 
 def _module_name(path: str) -> str:
