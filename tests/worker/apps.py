@@ -106,7 +106,8 @@ _writer = _EffectWriter()
 
 
 def _dsn() -> str:
-    return os.environ["LANE_PG_DSN"]
+    # The effects table is PostgreSQL's, also for a worker whose queue is on Redis.
+    return os.environ.get("LANE_PG_TEST_EFFECTS_DSN") or os.environ["LANE_PG_DSN"]
 
 
 async def record(job: JobRow, note: str = "done") -> None:
