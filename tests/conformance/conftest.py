@@ -39,7 +39,6 @@ REDIS_READY: dict[str, dict[str, str]] = {
     "test_worker_modes": {},
     "test_worker_runtime": {},
     "test_management": {
-        "test_remove_missing_cleans_the_dedup_owner_left_naming_it_MGMT_16": "deduplication",
         "test_reschedule_keeps_a_repeat_occurrences_options_MGMT_5_REP_14": "repeat",
     },
     "test_logs": {},
@@ -92,26 +91,17 @@ REDIS_READY: dict[str, dict[str, str]] = {
         ),
     },
     "test_dedup": {
-        "test_ttl_runs_out_while_the_owner_waits_DEDUP_4": "remove_job",
         "test_replace_delayed_keeps_a_delayed_flow_parent_DEDUP_7": "add_flow",
         "test_keep_last_after_terminal_failure_and_after_stalling_DEDUP_9": "recover_stalled",
-        "test_removal_releases_the_owner_and_its_kept_job_DEDUP_12": "remove_job",
-        "test_retry_reclaims_the_id_DEDUP_13": "retry_job",
-        "test_retry_refused_while_another_job_holds_the_id_DEDUP_13": "retry_job",
-        "test_retry_refused_by_a_retained_ttl_owner_DEDUP_13": "retry_job",
     },
-    "test_dedup_tokens": {
-        "test_retry_cannot_reclaim_a_reserved_id_TX_10": "retry_job",
-    },
+    "test_dedup_tokens": {},
     "test_debounce_windows": {
         "test_a_dispatch_no_longer_delayed_is_superseded_UNIQ_11": "promote_job",
         "test_a_delayed_flow_parent_is_superseded_not_removed_UNIQ_11_DEDUP_7": "add_flow",
         "test_max_wait_flushes_from_the_bursts_first_dispatch_UNIQ_10": "promote_job",
     },
     "test_repeat": {
-        "test_removing_the_owner_ends_the_series_REP_7": "remove_job",
         "test_moving_the_owner_moves_next_at_REP_14": "reschedule_job",
-        "test_retry_of_an_occurrence_REP_15": "retry_job",
         "test_a_stalled_occurrence_is_requeued_not_duplicated_REP_2": "recover_stalled",
     },
     "test_unique_locks": {
@@ -123,9 +113,6 @@ REDIS_READY: dict[str, dict[str, str]] = {
         "test_a_bulk_add_of_unique_ids_is_one_lock_per_connection_UNIQ_1_DEDUP_20": (
             _UNIQUE_PER_TAG
         ),
-        "test_retry_neither_takes_nor_checks_a_live_lock_A9": "retry_job",
-        "test_retry_after_expiry_leaves_a_later_owner_alone_A9_UNIQ_7": "retry_job",
-        "test_retry_of_a_plain_deduplicated_job_still_reclaims_DEDUP_13": "retry_job",
     },
     # module: {test: why it does not run on Redis, or the operation it needs that Redis
     # lacks yet}, reviewed; a module not named here does not run on Redis at all.
