@@ -76,15 +76,9 @@ REDIS_READY: dict[str, dict[str, str]] = {
         "test_discard_removes_the_claimed_job_without_a_failure_MW_2": "discard_job",
     },
     "test_metrics": {},
-    "test_stalled": {
-        "test_repeat_owner_is_requeued_past_the_stall_limit_STALL_5": (
-            "add_job's repeat option (and then the STALL-5 series-owner check in"
-            " recover_stalled.lua)"
-        ),
-    },
+    "test_stalled": {},
     "test_dedup": {
         "test_replace_delayed_keeps_a_delayed_flow_parent_DEDUP_7": "add_flow",
-        "test_keep_last_after_terminal_failure_and_after_stalling_DEDUP_9": "recover_stalled",
     },
     "test_dedup_tokens": {},
     "test_debounce_windows": {
@@ -94,7 +88,6 @@ REDIS_READY: dict[str, dict[str, str]] = {
     },
     "test_repeat": {
         "test_moving_the_owner_moves_next_at_REP_14": "reschedule_job",
-        "test_a_stalled_occurrence_is_requeued_not_duplicated_REP_2": "recover_stalled",
     },
     "test_unique_locks": {
         "test_one_unique_lock_per_connection_across_queues_UNIQ_1": _UNIQUE_PER_TAG,
