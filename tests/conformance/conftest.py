@@ -71,10 +71,7 @@ REDIS_READY: dict[str, dict[str, str]] = {
     "test_subscribe_events": {},
     "test_throughput_and_actions": {},
     "test_leadership": {},
-    "test_locks": {
-        "test_discard_refusals_change_nothing_MW_2": "discard_job",
-        "test_discard_removes_the_claimed_job_without_a_failure_MW_2": "discard_job",
-    },
+    "test_locks": {},
     "test_metrics": {},
     "test_stalled": {},
     "test_dedup": {
