@@ -38,9 +38,7 @@ REDIS_READY: dict[str, dict[str, str]] = {
     "test_worker_lifecycle": {},
     "test_worker_modes": {},
     "test_worker_runtime": {},
-    "test_management": {
-        "test_reschedule_keeps_a_repeat_occurrences_options_MGMT_5_REP_14": "repeat",
-    },
+    "test_management": {},
     "test_logs": {},
     "test_unknown_jobs": {},
     "test_context_writes": {},
@@ -79,13 +77,9 @@ REDIS_READY: dict[str, dict[str, str]] = {
     },
     "test_dedup_tokens": {},
     "test_debounce_windows": {
-        "test_a_dispatch_no_longer_delayed_is_superseded_UNIQ_11": "promote_job",
         "test_a_delayed_flow_parent_is_superseded_not_removed_UNIQ_11_DEDUP_7": "add_flow",
-        "test_max_wait_flushes_from_the_bursts_first_dispatch_UNIQ_10": "promote_job",
     },
-    "test_repeat": {
-        "test_moving_the_owner_moves_next_at_REP_14": "reschedule_job",
-    },
+    "test_repeat": {},
     "test_unique_locks": {
         "test_one_unique_lock_per_connection_across_queues_UNIQ_1": _UNIQUE_PER_TAG,
         "test_queue_scoped_ids_share_a_queue_with_unique_ones_only_DEDUP_1_UNIQ_1": (
