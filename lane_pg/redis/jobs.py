@@ -185,6 +185,7 @@ class RedisJobs(RedisEntity):
     async def retry_job(self, args: RetryJob) -> JobRow:
         from lane_pg.redis.repeats import raise_refusal
 
+        validate_queue_name(args.queue)
         now = epoch_ms(args.now)
         while True:
             # A unique job loses its owner token (A9): the options text without it is made
@@ -194,7 +195,6 @@ class RedisJobs(RedisEntity):
             arguments: dict[str, JSON] = {"now": now, "options_was": stored}
             if stored is not None:
                 arguments["options"] = dump(_without_dedup_token(json.loads(stored)))
-            validate_queue_name(args.queue)
             answer = await self._backend.call(
                 "retry_job", args.queue, {"id": args.job_id, **arguments}
             )
