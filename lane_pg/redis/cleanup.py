@@ -1,6 +1,7 @@
 """Removing many jobs on Redis (MGMT-17..22): one script per queue for a drain, a clean or
 a clear (``lua/drain_jobs.lua``, ``clean_jobs.lua``, ``clear_queues.lua``), an obliterate
-in bounded steps (``obliterate_queue.lua``), and the orphaned log lines found by SCAN
+in bounded steps (``obliterate_queue.lua``), and the orphaned log lines found by SCAN,
+then the owner rows and series left without their job, queue by queue
 (``remove_orphaned.lua``). The arguments are checked here, with the checks the other
 backends make, before any script runs."""
 
@@ -18,7 +19,7 @@ from lane_pg.backend.cleanup import (
     clear_queue_names,
 )
 from lane_pg.errors import JobStateConflict
-from lane_pg.redis.backend import RedisEntity
+from lane_pg.redis.backend import RedisBackend, RedisEntity
 from lane_pg.redis.rows import epoch_ms, job_row, script_list
 from lane_pg.types import (
     JobRow,
@@ -35,6 +36,12 @@ the server for its whole length (as lane._remove_in_chunks's 1,000 bound a state
 ORPHAN_SCAN = 1000
 """Keys a SCAN call looks at when ``remove_orphaned`` is given no ``count``."""
 _NO_LIMIT = 2**31 - 1
+
+
+async def backend_queues(backend: RedisBackend) -> list[bytes]:
+    """Every queue's name the backend has registered."""
+    names: Any = await backend.client.smembers(backend.queues_key)
+    return list(names)
 
 
 class RedisCleanup(RedisEntity):
@@ -110,8 +117,23 @@ class RedisCleanup(RedisEntity):
                 break
             limit = _NO_LIMIT if left is None else left - removed
             removed += int(
-                await self._backend.call("remove_orphaned", queue, {"ids": ids, "limit": limit})
+                await self._backend.call(
+                    "remove_orphaned", queue, {"part": "logs", "ids": ids, "limit": limit}
+                )
             )
+        # Then owner rows of every queue, then series, each by (queue, key), as in SQL.
+        now = epoch_ms(args.now)
+        queues = sorted(raw.decode() for raw in await backend_queues(self._backend))
+        for part in ("owners", "series"):
+            for queue in queues:
+                if left is not None and removed >= left:
+                    return removed
+                limit = _NO_LIMIT if left is None else left - removed
+                removed += int(
+                    await self._backend.call(
+                        "remove_orphaned", queue, {"part": part, "limit": limit, "now": now}
+                    )
+                )
         return removed
 
     async def _log_keys(self, count: int) -> AsyncIterator[tuple[str, list[str]]]:

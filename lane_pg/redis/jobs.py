@@ -7,6 +7,7 @@ missing job, a state, a lost lease) it answers before writing anything."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -182,10 +183,29 @@ class RedisJobs(RedisEntity):
         )
 
     async def retry_job(self, args: RetryJob) -> JobRow:
+        from lane_pg.redis.repeats import raise_refusal
+
+        validate_queue_name(args.queue)
         now = epoch_ms(args.now)
-        return await self._changed(
-            "retry_job", args.queue, args.job_id, {"now": now}, _NOT_FINISHED
-        )
+        while True:
+            # A unique job loses its owner token (A9): the options text without it is made
+            # here (a script never decodes user JSON), checked against the stored text.
+            fields = await self._fields(args.queue, args.job_id)
+            stored = None if fields is None else fields.get("options")
+            arguments: dict[str, JSON] = {"now": now, "options_was": stored}
+            if stored is not None:
+                arguments["options"] = dump(_without_dedup_token(json.loads(stored)))
+            answer = await self._backend.call(
+                "retry_job", args.queue, {"id": args.job_id, **arguments}
+            )
+            raise_refusal(answer)
+            if answer[0] == "not_found":
+                refused("not_found", args.queue, args.job_id)
+            if answer[0] == "stale":
+                continue
+            if answer[0] == "conflict":
+                raise JobStateConflict(f"job {args.job_id} is {answer[1]}{_NOT_FINISHED}")
+            return job_row(args.queue, answer[1])
 
     async def remove_job(self, args: RemoveJob) -> bool:
         answer = await self._change(
@@ -232,3 +252,11 @@ class RedisJobs(RedisEntity):
             args.job_id,
             {"stacktrace": dump(entries), "reason": reason},
         )
+
+
+def _without_dedup_token(options: Any) -> Any:
+    """Job options whose ``deduplication`` has no ``token`` (a retried unique job, A9)."""
+    dedup = options.get("deduplication") if isinstance(options, dict) else None
+    if not isinstance(dedup, dict):
+        return options
+    return {**options, "deduplication": {k: v for k, v in dedup.items() if k != "token"}}

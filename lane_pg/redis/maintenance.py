@@ -10,6 +10,7 @@ from lane_pg.backend.maintenance import PromoteDueJobs, PruneFinished, RecoverSt
 from lane_pg.errors import InvalidQueueName
 from lane_pg.redis.backend import RedisBackend, RedisEntity
 from lane_pg.redis.queues import KEEP_ALL
+from lane_pg.redis.repeats import call_scheduled
 from lane_pg.types import (
     DEFAULT_KEEP_COMPLETED,
     DEFAULT_KEEP_FAILED,
@@ -43,7 +44,8 @@ class RedisMaintenance(RedisEntity):
         now = await backend.now_ms(args.now)  # one instant for every queue of the pass
         outcomes: list[StalledOutcome] = []
         for queue in await selected_queues(backend, args.queues):
-            recovered = await backend.call(
+            recovered = await call_scheduled(
+                backend,
                 "recover_stalled",
                 queue,
                 {"now": now, "max_stalled_count": args.max_stalled_count},

@@ -12,6 +12,7 @@ from lane_pg.backend.runs import (
     CompleteJob,
     CompleteJobs,
     DelayJob,
+    DiscardJob,
     FailJob,
     FailJobs,
     GiveBackJob,
@@ -211,3 +212,12 @@ class RedisRuns(RedisEntity):
         return await self._move(
             args.queue, args.job_id, args.token, delay_ms or None, args.now, give_back=True
         )
+
+    async def discard_job(self, args: DiscardJob) -> None:
+        answer = await self._backend.call(
+            "discard_job",
+            args.queue,
+            {"id": args.job_id, "token": _token(args.token), "now": epoch_ms(args.now)},
+        )
+        if answer[0] != "ok":
+            refused(answer[0], args.queue, args.job_id)

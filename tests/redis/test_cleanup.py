@@ -17,7 +17,15 @@ from redis.exceptions import ResponseError
 from lane_pg.errors import JobStateConflict
 from lane_pg.redis import cleanup
 from lane_pg.redis.backend import RedisBackend
-from lane_pg.types import JobRow, JobSpec, QueueDemand
+from lane_pg.types import (
+    DeduplicationOptions,
+    JobOptions,
+    JobRateLimit,
+    JobRow,
+    JobSpec,
+    QueueDemand,
+    RepeatOptions,
+)
 from tests.helpers import Clock
 
 QUEUE = "emails"
@@ -136,7 +144,22 @@ async def test_obliterate_refuses_active_jobs_after_pausing_then_deletes_every_k
     assert [e.event for e in await backend.read_events(QUEUE, last_event + 1)] == ["paused"]
     assert await states(backend) == before
 
-    assert await backend.obliterate_queue(QUEUE, force=True, now=clock.at(5)) == len(ids)
+    # Owner rows and series go too: a plain owner, a TTL owner, a reservation, a series.
+    await backend.add_job(QUEUE, "o", None, JobOptions(deduplication="plain"), now=clock.at(4))
+    ttl = JobOptions(deduplication=DeduplicationOptions("ttl", ttl=60))
+    await backend.add_job(QUEUE, "t", None, ttl, now=clock.at(4))
+    assert await backend.reserve_deduplication_key(QUEUE, "held", "t1", 60, now=clock.at(4))
+    series = JobOptions(repeat=RepeatOptions.every(60, key="beat"))
+    await backend.add_job(QUEUE, "r", None, series, now=clock.at(4))
+    # And the claim log a rate-limited claim writes.
+    await backend.set_claim_rate_limit(QUEUE, JobRateLimit(100, 60_000))
+    claimed = await backend.claim_jobs(
+        "w", [QueueDemand(QUEUE, 1)], 30, now=clock.at(4), ignore_pause=True
+    )
+    assert claimed  # the queue is paused by the refused obliterate above
+    assert await redis_client.exists(backend.keys(QUEUE).key("claims"))
+
+    assert await backend.obliterate_queue(QUEUE, force=True, now=clock.at(5)) == len(ids) + 3
 
     # The two counters stay, so ids are never reused (PostgreSQL's sequences are global).
     assert await queue_keys(redis_client, backend) == {
@@ -179,10 +202,10 @@ async def test_a_job_whose_removal_redis_cannot_do_whole_refuses_the_call_before
     backend: RedisBackend, redis_client: Redis, clock: Clock
 ) -> None:
     """No such job can be added on Redis yet; one written by hand stands for the first
-    that a later feature adds, whose removal has more to do (its deduplication owner)."""
+    that a later feature adds, whose removal has more to do (its flow parent)."""
     plain = await backend.add_job(QUEUE, "p", None, now=clock.at(0))
     owner = await backend.add_job(QUEUE, "o", None, now=clock.at(0))
-    await redis_client.hset(backend.keys(QUEUE).job(owner.id), "dedup_id", "dd")
+    await redis_client.hset(backend.keys(QUEUE).job(owner.id), "parent_id", "elsewhere")
     before = await backend.read_events(QUEUE)
 
     with pytest.raises(ResponseError, match="does not support yet"):

@@ -66,3 +66,37 @@ async def test_an_interval_successor_needs_no_round_trip(redis_client: Redis, pr
     info = await backend.get_repeat("q", "n:every:7000")
     assert info is not None
     assert info.next_at == START + timedelta(milliseconds=7000 * 1_000_004)
+
+
+async def test_a_stall_that_stores_a_kept_cron_job_asks_for_its_tick_first(
+    redis_client: Redis, prefix: str
+) -> None:
+    """The owner of a keep-last id fails for good on stalling; the duplicate it kept is a
+    cron series' first occurrence, stored in the same script once the client gave its
+    match (recover_stalled.lua through call_scheduled)."""
+    backend = RedisBackend(redis_client, prefix=prefix, owns_client=False)
+    keep = {"deduplication": {"id": "d", "keep_last_if_active": True}}
+    owner = await backend.add_job("q", "n", None, keep, now=START)
+    [running] = await backend.claim_jobs("w", [QueueDemand("q", 1)], 30, now=START)
+    kept = await backend.add_job("q", "n", None, {**keep, **HOURLY}, now=START)
+    assert kept.id == owner.id == running.id
+    late = START + timedelta(minutes=40)
+    events_before = await redis_client.xlen(backend.keys("q").events)
+
+    answer = await backend.call(
+        "recover_stalled", "q", {"now": epoch_ms(late), "max_stalled_count": 0}
+    )
+    assert ["15 * * * *", "Europe/Berlin", epoch_ms(late)] in answer["lane_ticks"]
+    assert (await backend.get_job("q", owner.id)).state == "active"
+    assert await redis_client.xlen(backend.keys("q").events) == events_before
+
+    outcome = await backend.recover_stalled(["q"], max_stalled_count=0, now=late)
+    assert [(o.id, o.state) for o in outcome] == [(owner.id, "failed")]
+    successor_id = await backend.get_deduplication_job_id("q", "d")
+    assert successor_id is not None and successor_id != owner.id
+    successor = await backend.get_job("q", successor_id)
+    assert successor is not None
+    assert (successor.state, successor.available_at) == (
+        "delayed",
+        datetime(2026, 3, 29, 0, 15, tzinfo=UTC),
+    )

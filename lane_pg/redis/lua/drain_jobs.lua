@@ -1,7 +1,7 @@
 -- lane.drain_jobs (MGMT-17): removes the queue's waiting jobs and, with `delayed`, its
 -- delayed ones, all chosen before any goes; active, waiting-children and finished jobs
--- stay. A queue that does not exist stays so (nothing is written). Returns how many went.
--- (No repeat series exist on Redis yet, so no series owner is there to keep, REP-16.)
+-- stay, and so does a series' owner occurrence (REP-16). A queue that does not exist stays
+-- so (nothing is written). Returns how many went.
 -- @include json
 -- @include now
 -- @include cleanup

@@ -7,6 +7,9 @@
 -- queue, as lane.obliterate_queue deletes the events its removals wrote). The step that
 -- finds every index empty deletes the queue's own keys, so the queue no longer exists; a
 -- job added between steps (the queue is paused, adds are not) goes in a later step.
+-- The dedup owners and series go too: each job's with it, and in the last step the rows
+-- left naming no job (a TTL owner, a reservation: the members of `dedup-expiry`; an owner
+-- without a TTL names a job, released with it) and every series of `repeats`.
 -- Not deleted: the counters of job keys (`ids`) and event ids (`event_id`), so a new queue
 -- of this name never reuses an id (PostgreSQL's sequences are global: a subscriber's
 -- resume point or a failed-job record never names a newer job or event). Returns
@@ -21,6 +24,7 @@
 local LANE_QUEUE_KEYS = {
   'meta', 'events', 'seq', 'marker', 'metrics:completed', 'metrics:failed',
   'waiting', 'delayed', 'active', 'waiting-children', 'completed', 'failed',
+  'dedup-expiry', 'repeats', 'claims',
 }
 local LANE_STATES = {'waiting', 'delayed', 'active', 'waiting-children', 'completed', 'failed'}
 
@@ -50,6 +54,8 @@ for _, state in ipairs(LANE_STATES) do
 end
 lane_check_removable(ids)
 for _, job in ipairs(doomed) do
+  local f = redis.call('HMGET', lane_job_key(job[3]), 'key', 'dedup_id', 'repeat_key')
+  lane_release_owners({key = f[1], dedup_id = f[2] or nil, repeat_key = f[3] or nil}, now)
   redis.call('ZREM', lane_key(job[1]), job[2])
   redis.call('DEL', lane_job_key(job[3]), lane_key('logs:' .. job[3]))
 end
@@ -58,6 +64,12 @@ for _, state in ipairs(LANE_STATES) do
   if redis.call('ZCARD', lane_key(state)) > 0 then
     return lane_result({'more', #doomed})
   end
+end
+for _, dedup_id in ipairs(redis.call('ZRANGE', lane_key('dedup-expiry'), 0, -1)) do
+  redis.call('DEL', lane_owner_key(dedup_id))
+end
+for _, series_key in ipairs(redis.call('SMEMBERS', lane_key('repeats'))) do
+  redis.call('DEL', lane_series_key(series_key))
 end
 local keys = {}
 for i, name in ipairs(LANE_QUEUE_KEYS) do

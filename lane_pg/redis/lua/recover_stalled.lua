@@ -4,8 +4,12 @@
 -- PostgreSQL (one pass, no candidate set). Each gets stalled_count + 1 and `stalled
 -- {reason}`; within `max_stalled_count` it goes back to waiting at its normal position
 -- (`waiting {prev: active}`, claimers woken), past it it fails for good with the stalled
--- reason (lane_fail_terminal: `failed`, retention, metrics, `drained`). The lost run stays
--- counted in attempts_started (STALL-6). Returns [[id, state], ...] in key order.
+-- reason (lane_fail_terminal: `failed`, its dedup owner and series released, retention,
+-- metrics, `drained`), unless it owns its repeat series: that one is requeued whatever
+-- its count, since failing it would end the schedule (STALL-5). The lost run stays counted
+-- in attempts_started (STALL-6). Before any write, the cron matches a kept next job's
+-- series may need are asked for (lane_finish_ticks: {lane_ticks, now}, the client's
+-- call_scheduled answers). Returns [[id, state], ...] in key order.
 -- @include json
 -- @include now
 -- @include finish
@@ -14,18 +18,48 @@ local LANE_STALLED_REASON = 'job stalled more than allowable limit'
 
 local args = lane_args()
 local now = lane_now(args.now)
-local expired = redis.call('ZRANGE', lane_key('active'), '-inf', '(' .. now, 'BYSCORE')
+local expired = redis.call('ZRANGE', lane_key('active'), '-inf', string.format('(%d', now),
+                           'BYSCORE')
 table.sort(expired)  -- members are '<key, 16 digits>:<id>': key order
+local ids = {}
+for i, member in ipairs(expired) do
+  ids[i] = string.sub(member, 18)
+end
+local asked = lane_finish_ticks(args, ids, now, false)
+if asked ~= nil then
+  return lane_result(asked)
+end
+
+-- STALL-5: the occurrence its series names.
+local function lane_owns_its_series(job)
+  if job.repeat_key == nil then
+    return false
+  end
+  local row = lane_series(job.repeat_key)
+  return row ~= nil and row.job_key == job.key and lane_series_owner(job.repeat_key, row) ~= nil
+end
+
+local function lane_fails(job)
+  return tonumber(job.stalled_count) + 1 > args.max_stalled_count
+         and not lane_owns_its_series(job)
+end
+
+-- Refuse (a flow's or batch's job, not on Redis yet) before the first write of the call:
+-- a script is no transaction.
+for _, id in ipairs(ids) do
+  local job = lane_job(id)
+  if job ~= nil and lane_fails(job) then
+    lane_check_plain(job)
+  end
+end
+
 local out = {}
 local woken = false
 local function recover(job)
-  local stalled = tonumber(job.stalled_count) + 1
-  if stalled > args.max_stalled_count then
-    lane_check_plain(job)  -- refuse before this job's first write (a script is no transaction)
-  end
-  lane_job_set(job, {stalled_count = stalled})
+  local fails = lane_fails(job)
+  lane_job_set(job, {stalled_count = tonumber(job.stalled_count) + 1})
   lane_emit('stalled', job.id, {reason = 'lease expired'}, now)
-  if stalled <= args.max_stalled_count then
+  if not fails then
     lane_unindex(job)
     lane_end_lease(job)
     lane_enqueue(job)
@@ -37,8 +71,8 @@ local function recover(job)
   out[#out + 1] = {job.id, job.state}
 end
 
-for _, member in ipairs(expired) do
-  local job = lane_job(string.sub(member, 18))
+for i, member in ipairs(expired) do
+  local job = lane_job(ids[i])
   if job == nil then  -- an index entry without its job (never written so): drop it
     redis.call('ZREM', lane_key('active'), member)
   else

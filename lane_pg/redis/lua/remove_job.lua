@@ -1,7 +1,8 @@
 -- lane.remove_job (MGMT-16): deletes a job and its logs, event `removed {prev}`; an active
--- job whose lease has not expired is refused. A missing job gives 'missing': nothing names
--- it on Redis yet (lane._forget_missing_job's dedup owners and repeat series are not held
--- here), and a job of those features is refused (lane_manage_plain). Returns [status]:
+-- job whose lease has not expired is refused; its dedup owner and series are released
+-- (lane_remove_standalone). A missing job gives 'missing', after the owner rows and series
+-- left naming it are dropped (lane_forget_missing_job); a flow's or batch's job is refused
+-- (lane_manage_plain). Returns [status]:
 -- 'ok', 'missing', or 'locked' with the lease's expiry.
 -- @include json
 -- @include now
@@ -11,6 +12,7 @@ local args = lane_args()
 local now = lane_now(args.now)
 local job = lane_job(args.id)
 if job == nil then
+  lane_forget_missing_job(args.id)
   return lane_result({'missing'})
 end
 if job.state == 'active' and job.lease_expires_at ~= nil
@@ -18,6 +20,5 @@ if job.state == 'active' and job.lease_expires_at ~= nil
   return lane_result({'locked', tonumber(job.lease_expires_at)})
 end
 lane_manage_plain(job)
-lane_emit('removed', job.id, {prev = job.state}, now)
-lane_delete(job)
+lane_remove_standalone(job, now)
 return lane_result({'ok'})

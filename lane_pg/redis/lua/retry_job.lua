@@ -1,8 +1,12 @@
 -- lane.retry_job (MGMT-8): a completed or failed job back to waiting with a fresh sequence,
 -- its result, reason, stack trace, timestamps and counters reset; event `waiting {prev}`.
--- Deduplication (DEDUP-13), repeat series (REP-15) and flows (FLOW-27) are not on Redis
--- yet: a job of theirs is refused (lane_manage_plain). Returns [status, job] as
--- promote_job.lua.
+-- Its dedup id and series are taken back first (DEDUP-13, REP-15: lane_owners_reclaim,
+-- checked whole before it applies); a refusal is answered as {error, message} with nothing
+-- written. A unique job (A9) loses its owner token: the client sends the job's options
+-- text it read (`options_was`) and that text without the token (`options`), since a script
+-- never decodes user JSON; when the stored text is no longer `options_was` the answer is
+-- ['stale'] and the client reads again. Flows (FLOW-27) are not on Redis yet: a job of
+-- theirs is refused (lane_manage_plain). Returns [status, job] as promote_job.lua.
 -- @include json
 -- @include now
 -- @include manage
@@ -17,6 +21,25 @@ if job.state ~= 'completed' and job.state ~= 'failed' then
   return lane_result({'conflict', job.state})
 end
 lane_manage_plain(job)
+local unique_spec = nil
+if job.dedup_spec ~= nil then
+  local dedup = cjson.decode(job.dedup_spec)
+  if dedup.kind == 'unique' then
+    if job.options ~= args.options_was then
+      return lane_result({'stale'})
+    end
+    dedup.token = nil
+    unique_spec = cjson.encode(dedup)
+  end
+end
+local refusal = lane_owners_reclaim(job, now, false)
+if refusal ~= nil then
+  return lane_result(refusal)
+end
+lane_owners_reclaim(job, now, true)
+if unique_spec ~= nil then
+  lane_job_set(job, {options = args.options, dedup_spec = unique_spec})
+end
 local prev = job.state
 lane_unindex(job)
 lane_job_set(job, {failed_reason = false, return_value = false, processed_at = false,

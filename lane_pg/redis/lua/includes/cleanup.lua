@@ -1,10 +1,11 @@
 -- Removing many jobs (42_cleanup.sql): which jobs a drain or a clean may take, in the order
 -- of their state's index (lane._removable_keys), and their removal as lane._remove_jobs
--- does it for the job model Redis holds so far: `removed {prev}` per job, then its hash,
--- index entry and logs. Jobs with a deduplication id, a repeat series, a flow (a parent
--- waiting for children, a child) or a batch cannot be added on Redis yet; their removal
--- has more to do (owners, series, parents), so a call that meets one refuses before it
--- writes anything (lane_check_removable), rather than removing it half.
+-- does it for the job model Redis holds so far: `removed {prev}` per job, its dedup owner
+-- and series released (lane_release_owners), then its hash, index entry and logs. A repeat
+-- series' owner occurrence is kept by drains and cleans (REP-16, MGMT-20). Jobs of a flow
+-- (a parent waiting for children, a child) or a batch cannot be added on Redis yet; their
+-- removal has more to do (parents), so a call that meets one refuses before it writes
+-- anything (lane_check_removable), rather than removing it half.
 -- @include finish
 
 local LANE_PAGE = 1000  -- index members read per ZRANGE
@@ -17,8 +18,17 @@ local function lane_index_id(state, member)
   return string.sub(member, 18)
 end
 
+-- lane._is_repeat_owner: the job `id` is the occurrence its series names.
+local function lane_is_repeat_owner(id)
+  local f = redis.call('HMGET', lane_job_key(id), 'repeat_key', 'key')
+  if not f[1] then
+    return false
+  end
+  return redis.call('HGET', lane_series_key(f[1]), 'job_key') == f[2]
+end
+
 -- The ids of the jobs of `state` a drain (`cut` nil) or a clean may remove, in the state's
--- index order, at most `limit` (nil: all). Completed and failed: finished before `cut` (the
+-- index order, at most `limit` (nil: all), a series' owner occurrence left. Completed and failed: finished before `cut` (the
 -- index's score); active: expired leases only (MGMT-19, the index's score is the lease's
 -- end), started before `cut`; waiting (claim order) and delayed (due order): added before
 -- `cut`. (Times go into commands through string.format('%d'): `..` would print a number past
@@ -56,6 +66,7 @@ local function lane_removable(state, cut, limit, now)
         local moment = redis.call('HGET', lane_job_key(id), field)
         taken = moment ~= false and tonumber(moment) < cut
       end
+      taken = taken and not lane_is_repeat_owner(id)
       if taken then
         chosen[#chosen + 1] = id
         if limit ~= nil and #chosen >= limit then
@@ -88,10 +99,14 @@ end
 local function lane_remove_ids(ids, now)
   local removed = 0
   for _, id in ipairs(ids) do
-    local f = redis.call('HMGET', lane_job_key(id), 'state', 'key', 'wm')
+    local f = redis.call('HMGET', lane_job_key(id), 'state', 'key', 'wm', 'dedup_id',
+                         'repeat_key')
     if f[1] then
+      local job = {id = id, state = f[1], key = f[2], wm = f[3], dedup_id = f[4] or nil,
+                   repeat_key = f[5] or nil}
       lane_emit('removed', id, {prev = f[1]}, now)
-      lane_delete({id = id, state = f[1], key = f[2], wm = f[3]})
+      lane_release_owners(job, now)
+      lane_delete(job)
       removed = removed + 1
     end
   end

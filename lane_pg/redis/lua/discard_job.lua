@@ -1,0 +1,21 @@
+-- lane.discard_job (MW-2): the job active under `token` is removed as remove_job removes
+-- one (`removed {prev: active}`, its dedup owner and series released: lane_remove_standalone),
+-- without a failed record; a queue under max_active wakes its claimers, a slot being free
+-- (CLAIM-9, lane._wake_if_capped). A flow's or batch's job is refused (lane_manage_plain).
+-- Returns [status]: 'ok', 'not_found' or 'lock_mismatch' (nothing written).
+-- @include json
+-- @include now
+-- @include manage
+
+local args = lane_args()
+local now = lane_now(args.now)
+local job, refused = lane_owned(args.id, args.token)
+if job == nil then
+  return lane_result({refused})
+end
+lane_manage_plain(job)
+lane_remove_standalone(job, now)
+if redis.call('HEXISTS', KEYS[1], 'max_active') == 1 then
+  lane_wake()
+end
+return lane_result({'ok'})
