@@ -56,7 +56,9 @@ from dataclasses import KW_ONLY, dataclass
 from datetime import datetime
 
 from lane_pg.backend.operation import Arguments, Handle, operation
-from lane_pg.types import JSON, Duration, JobOptions, JobRow
+from lane_pg.errors import InvalidOptions
+from lane_pg.options import MAX_DURATION_MS, Deduplication, ParsedOptions
+from lane_pg.types import JSON, Duration, JobOptions, JobRow, to_millis
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,3 +156,27 @@ class Dedup(Handle, name="dedup"):
     reserve_deduplication_key = operation(ReserveDeduplicationKey)
     release_deduplication_key = operation(ReleaseDeduplicationKey)
     add_debounced_job = operation(AddDebouncedJob)
+
+
+def debounced_add_wait(
+    parsed: ParsedOptions, max_wait: Duration | None
+) -> tuple[Deduplication, int | None]:
+    """``add_debounced_job``'s checks of a parsed spec (both backends): its deduplication
+    and its max wait in milliseconds (None: none); ``InvalidOptions`` for a spec without
+    deduplication id and token, a unique or keep-last one, or a max wait outside
+    1 ms..MAX_DURATION_MS."""
+    dedup = parsed.deduplication
+    max_wait_ms = None if max_wait is None else to_millis(max_wait, "max_wait")
+    if (
+        dedup is None
+        or dedup.token is None
+        or dedup.kind == "unique"
+        or dedup.keep_last_if_active
+        or (max_wait_ms is not None and not 1 <= max_wait_ms <= MAX_DURATION_MS)
+    ):
+        raise InvalidOptions(
+            'a debounced add needs deduplication {"id", "token"} (not unique, not'
+            f" keep-last) and a max wait of 1..{MAX_DURATION_MS} ms or none, got"
+            f" {parsed.document.get('deduplication')} and {max_wait_ms}"
+        )
+    return dedup, max_wait_ms

@@ -12,6 +12,7 @@ from lane_pg.backend.dedup import (
     ReleaseDeduplicationKey,
     RemoveDeduplicationKey,
     ReserveDeduplicationKey,
+    debounced_add_wait,
 )
 from lane_pg.errors import InvalidOptions
 from lane_pg.memory._owners import _replaceable
@@ -103,20 +104,7 @@ class MemoryDedup(MemoryEntity):
         written in one step."""
         validate_queue_name(args.queue)
         new = _parse_spec(args.name, args.data, args.options)
-        dedup = new.options.parsed.deduplication
-        max_wait_ms = None if args.max_wait is None else to_millis(args.max_wait, "max_wait")
-        if (
-            dedup is None
-            or dedup.token is None
-            or dedup.kind == "unique"
-            or dedup.keep_last_if_active
-            or (max_wait_ms is not None and not 1 <= max_wait_ms <= MAX_DURATION_MS)
-        ):
-            raise InvalidOptions(
-                'a debounced add needs deduplication {"id", "token"} (not unique, not'
-                f" keep-last) and a max wait of 1..{MAX_DURATION_MS} ms or none, got"
-                f" {new.options.parsed.document.get('deduplication')} and {max_wait_ms}"
-            )
+        dedup, max_wait_ms = debounced_add_wait(new.options.parsed, args.max_wait)
         moment = self._store._now(args.now)
         check_series_left([new], moment)
         q = self._store._queue(args.queue)

@@ -13,20 +13,10 @@ from lane_pg.types.metrics import (
     JobMetrics,
     ThroughputMinute,
     metrics_window,
+    throughput_minute,
     validate_data_points,
     validate_metrics_call,
 )
-
-
-def percentile_cont(values: list[float], fraction: float) -> float | None:
-    """PostgreSQL's ``percentile_cont``: linear interpolation between the sorted values."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    position = fraction * (len(ordered) - 1)
-    low = int(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
 def _ms(delta: timedelta) -> float:
@@ -80,20 +70,5 @@ class MemoryMetrics(MemoryEntity):
                 minutes.setdefault(minute, []).append((state, wait, run))
         result = []
         for minute in sorted(minutes):
-            rows = minutes[minute]
-            waits = [wait for _, wait, _ in rows if wait is not None]
-            runs = [run for _, _, run in rows if run is not None]
-            result.append(
-                ThroughputMinute(
-                    minute,
-                    sum(1 for state, _, _ in rows if state == "completed"),
-                    sum(1 for state, _, _ in rows if state == "failed"),
-                    percentile_cont(waits, 0.5),
-                    percentile_cont(waits, 0.95),
-                    percentile_cont(waits, 0.99),
-                    percentile_cont(runs, 0.5),
-                    percentile_cont(runs, 0.95),
-                    percentile_cont(runs, 0.99),
-                )
-            )
+            result.append(throughput_minute(minute, minutes[minute]))
         return result

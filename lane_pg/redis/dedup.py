@@ -18,6 +18,7 @@ from lane_pg.backend.dedup import (
     ReleaseDeduplicationKey,
     RemoveDeduplicationKey,
     ReserveDeduplicationKey,
+    debounced_add_wait,
 )
 from lane_pg.errors import InvalidOptions
 from lane_pg.options import MAX_DURATION_MS, MAX_JOB_ID_LENGTH, ParsedOptions
@@ -126,20 +127,7 @@ class RedisDedup(RedisEntity):
 
         validate_queue_name(args.queue)
         [spec] = checked_specs([(args.name, args.data, args.options)])
-        dedup = spec.parsed.deduplication
-        max_wait_ms = None if args.max_wait is None else to_millis(args.max_wait, "max_wait")
-        if (
-            dedup is None
-            or dedup.token is None
-            or dedup.kind == "unique"
-            or dedup.keep_last_if_active
-            or (max_wait_ms is not None and not 1 <= max_wait_ms <= MAX_DURATION_MS)
-        ):
-            raise InvalidOptions(
-                'a debounced add needs deduplication {"id", "token"} (not unique, not'
-                f" keep-last) and a max wait of 1..{MAX_DURATION_MS} ms or none, got"
-                f" {spec.parsed.document.get('deduplication')} and {max_wait_ms}"
-            )
+        _, max_wait_ms = debounced_add_wait(spec.parsed, args.max_wait)
         document = {**spec.parsed.document, "delay_ms": 0}
         del document["deduplication"]
         [flushed] = checked_specs([(args.name, args.data, document)])

@@ -20,6 +20,7 @@ from lane_pg.types.metrics import (
     JobMetrics,
     ThroughputMinute,
     metrics_window,
+    throughput_minute,
     validate_data_points,
     validate_metrics_call,
 )
@@ -38,17 +39,6 @@ def _is_queue_name(queue: str) -> bool:
     except InvalidQueueName:
         return False
     return True
-
-
-def percentile_cont(values: list[float], fraction: float) -> float | None:
-    """PostgreSQL's ``percentile_cont``: linear interpolation between the sorted values."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    position = fraction * (len(ordered) - 1)
-    low = int(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
 class RedisMetrics(RedisEntity):
@@ -97,20 +87,5 @@ class RedisMetrics(RedisEntity):
             minutes.setdefault(finished - finished % MINUTE_MS, []).append((state, wait, run))
         result: list[ThroughputMinute] = []
         for minute in sorted(minutes):
-            jobs = minutes[minute]
-            waits = [wait for _, wait, _ in jobs if wait is not None]
-            runs = [run for _, _, run in jobs if run is not None]
-            result.append(
-                ThroughputMinute(
-                    from_ms(minute),
-                    sum(1 for state, _, _ in jobs if state == "completed"),
-                    sum(1 for state, _, _ in jobs if state == "failed"),
-                    percentile_cont(waits, 0.5),
-                    percentile_cont(waits, 0.95),
-                    percentile_cont(waits, 0.99),
-                    percentile_cont(runs, 0.5),
-                    percentile_cont(runs, 0.95),
-                    percentile_cont(runs, 0.99),
-                )
-            )
+            result.append(throughput_minute(from_ms(minute), minutes[minute]))
         return result

@@ -115,3 +115,35 @@ class ThroughputMinute:
     run_p50_ms: float | None
     run_p95_ms: float | None
     run_p99_ms: float | None
+
+
+def percentile_cont(values: list[float], fraction: float) -> float | None:
+    """PostgreSQL's ``percentile_cont``: linear interpolation between the sorted values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    position = fraction * (len(ordered) - 1)
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def throughput_minute(
+    minute: datetime, jobs: list[tuple[str, float | None, float | None]]
+) -> ThroughputMinute:
+    """One minute of ``lane.v_throughput`` from its finished jobs' (state, wait ms, run ms):
+    the counts per state and the wait and run percentiles (a backend without SQL computes
+    them so; PostgreSQL's view is the rule)."""
+    waits = [wait for _, wait, _ in jobs if wait is not None]
+    runs = [run for _, _, run in jobs if run is not None]
+    return ThroughputMinute(
+        minute,
+        sum(1 for state, _, _ in jobs if state == "completed"),
+        sum(1 for state, _, _ in jobs if state == "failed"),
+        percentile_cont(waits, 0.5),
+        percentile_cont(waits, 0.95),
+        percentile_cont(waits, 0.99),
+        percentile_cont(runs, 0.5),
+        percentile_cont(runs, 0.95),
+        percentile_cont(runs, 0.99),
+    )
