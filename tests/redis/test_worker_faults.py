@@ -245,3 +245,41 @@ async def test_a_redis_restart_mid_drain_loses_no_job(
     # At least once: a job that finished while the server died may run twice; no more
     # than the workers' concurrency could have held at the kill.
     assert sum(n - 1 for n in done.values()) <= 8
+
+
+async def test_a_script_flush_mid_drain_costs_reloads_not_jobs(
+    own_server: OwnServer,
+    effects: asyncpg.Connection,
+    effects_dsn: str,
+    queue: str,
+    tmp_path: Path,
+) -> None:
+    """The server forgets every script (as after a restart or a failover) while two
+    workers drain: their next calls answer NOSCRIPT, load the script again and go on."""
+    url = f"redis://127.0.0.1:{own_server.port}/0"
+    client = Redis.from_url(url)
+    backend = RedisBackend(client, prefix="lane")
+    total = 300
+    jobs = await backend.add_jobs(
+        queue, [JobSpec("sleep", {"seconds": 0.01}) for _ in range(total)]
+    )
+    workers = _spawner(url, effects_dsn, tmp_path, queue)
+    try:
+        runs = [workers.spawn(*queue_args(queue), "--concurrency", "1") for _ in range(2)]
+
+        async def some_done() -> bool:
+            return len(await _done(effects, queue)) >= 30
+
+        await eventually(some_done, timeout=30)
+        await client.script_flush()
+        assert len(await _done(effects, queue)) < total  # flushed mid-drain
+
+        async def all_done() -> bool:
+            return len(await _done(effects, queue)) == total
+
+        await eventually(all_done, timeout=60, interval=0.2)
+        assert all(worker.alive() for worker in runs)
+    finally:
+        workers.close()
+        await backend.close()
+    assert await _done(effects, queue) == {job.id: 1 for job in jobs}
