@@ -46,6 +46,7 @@ class RedisBackend(JobQueueBackend):
         from lane_pg.redis.cleanup import RedisCleanup
         from lane_pg.redis.dedup import RedisDedup
         from lane_pg.redis.events import RedisEvents
+        from lane_pg.redis.flows import RedisFlows
         from lane_pg.redis.jobs import RedisJobs
         from lane_pg.redis.leader import RedisLeader
         from lane_pg.redis.limits import RedisLimits
@@ -80,6 +81,7 @@ class RedisBackend(JobQueueBackend):
                 "locks": RedisLocks(self),
                 "dedup": RedisDedup(self),
                 "repeats": RedisRepeats(self),
+                "flows": RedisFlows(self),
             },
             default=NotYet(),
         )

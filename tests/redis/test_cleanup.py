@@ -202,10 +202,10 @@ async def test_a_job_whose_removal_redis_cannot_do_whole_refuses_the_call_before
     backend: RedisBackend, redis_client: Redis, clock: Clock
 ) -> None:
     """No such job can be added on Redis yet; one written by hand stands for the first
-    that a later feature adds, whose removal has more to do (its flow parent)."""
+    that a later feature adds, whose removal has more to do (its batch)."""
     plain = await backend.add_job(QUEUE, "p", None, now=clock.at(0))
     owner = await backend.add_job(QUEUE, "o", None, now=clock.at(0))
-    await redis_client.hset(backend.keys(QUEUE).job(owner.id), "parent_id", "elsewhere")
+    await redis_client.hset(backend.keys(QUEUE).job(owner.id), "batch_id", "elsewhere")
     before = await backend.read_events(QUEUE)
 
     with pytest.raises(ResponseError, match="does not support yet"):

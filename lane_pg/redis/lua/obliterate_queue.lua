@@ -53,11 +53,21 @@ for _, state in ipairs(LANE_STATES) do
   end
 end
 lane_check_removable(ids)
+local jobs = {}
 for _, job in ipairs(doomed) do
-  local f = redis.call('HMGET', lane_job_key(job[3]), 'key', 'dedup_id', 'repeat_key')
-  lane_release_owners({key = f[1], dedup_id = f[2] or nil, repeat_key = f[3] or nil}, now)
+  local found = lane_job(job[3])
+  if found ~= nil then
+    jobs[#jobs + 1] = found
+    lane_release_owners(found, now)
+  end
+end
+lane_flow_removed(jobs, now)  -- FLOW-26: a parent in another queue is told
+for _, job in ipairs(doomed) do
   redis.call('ZREM', lane_key(job[1]), job[2])
-  redis.call('DEL', lane_job_key(job[3]), lane_key('logs:' .. job[3]))
+  local found = lane_job(job[3])
+  if found ~= nil then
+    lane_delete(found)  -- where it is now (a parent here may have been released)
+  end
 end
 
 for _, state in ipairs(LANE_STATES) do

@@ -148,9 +148,13 @@ end
 -- the job that keeps its custom id, dedup id or series (false when a series the spec
 -- would continue has no occurrence left). Events as lane._store_jobs writes them: every
 -- `added`, then every `waiting`, then every `delayed`, then those of specs that met a job
--- of this call; a spec meeting a stored job writes its events at once.
-local function lane_add_specs(specs, now)
+-- of this call; a spec meeting a stored job writes its events at once. `flow`
+-- (includes/flows.lua) names the parent the new jobs are children of ({parent_queue,
+-- parent_id, ptag}) and which of them wait for children of their own (`holds`); the second
+-- result tells, per spec, whether its job is new.
+local function lane_add_specs(specs, now, flow)
   local results = {}
+  local fresh = {}
   local added = {}      -- jobs this call stores, in input order
   local by_custom = {}  -- custom id -> its job, for ids this call stores
   local in_call = {}    -- id -> key of the jobs this call stores
@@ -224,13 +228,19 @@ local function lane_add_specs(specs, now)
         if custom ~= nil then
           job.custom_id = '1'
         end
+        if flow ~= nil and flow.parent_id ~= nil then
+          job.parent_queue, job.parent_id, job.ptag = flow.parent_queue, flow.parent_id, flow.ptag
+        end
         local fields = {}
         for name, value in pairs(job) do
           fields[#fields + 1] = name
           fields[#fields + 1] = value
         end
         redis.call('HSET', lane_job_key(id), unpack(fields))
-        if due > now then
+        if flow ~= nil and flow.holds[i] then  -- a parent takes its sequence when released
+          lane_job_set(job, {state = 'waiting-children', deps_pending = 0})
+          lane_index(job)
+        elseif due > now then
           lane_job_set(job, {state = 'delayed'})
           lane_index(job, due)
           if min_due == nil or due < min_due then
@@ -249,9 +259,11 @@ local function lane_add_specs(specs, now)
           started[series.key] = job
         end
         stored = job
+        fresh[i] = true
       end
     end
     results[i] = stored or false
+    fresh[i] = fresh[i] or false
   end
 
   for _, job in ipairs(added) do
@@ -267,6 +279,11 @@ local function lane_add_specs(specs, now)
       lane_emit('delayed', job.id, {delay = tonumber(job.available_at)}, now)
     end
   end
+  for _, job in ipairs(added) do
+    if job.state == 'waiting-children' then
+      lane_emit('waiting-children', job.id, nil, now)
+    end
+  end
   for _, event in ipairs(later) do
     lane_emit(event[1], event[2], event[3], now)
   end
@@ -276,7 +293,7 @@ local function lane_add_specs(specs, now)
   elseif min_due ~= nil then
     lane_wake_at(min_due)
   end
-  return results
+  return results, fresh
 end
 
 -- Before a client's add writes anything: nil when it may go on, else the answer to return

@@ -3,6 +3,7 @@
 -- lane._complete and lane._fail_terminal do them.
 -- @include events
 -- @include add
+-- @include flows
 
 -- The job `id` if it is active under `token`, else nil and 'not_found' or 'lock_mismatch'
 -- (lane._owned_job). The client sends tokens in canonical UUID text (or '' for a text that
@@ -65,6 +66,7 @@ local function lane_apply_retention(job, policy_text, now)
   for _, member in ipairs(doomed) do
     local id = string.sub(member, 18)
     redis.call('DEL', lane_job_key(id), lane_key('logs:' .. id))
+    redis.call('DEL', lane_deps_keys(string.format('%d', tonumber(string.sub(member, 1, 16)))))
   end
 end
 
@@ -79,7 +81,7 @@ end
 -- The parts of the job model the Redis backend does not hold yet refuse to finish rather
 -- than finish half (no such job can be added on Redis yet: the client refuses the options).
 local function lane_check_plain(job)
-  if job.parent_id or job.batch_id then
+  if job.batch_id then
     error('lane_pg: this job uses a feature the Redis backend does not support yet')
   end
 end
@@ -95,6 +97,7 @@ local function lane_complete(job, result, now)
   local snapshot = lane_copy(job)
   lane_dedup_finish(job, now)
   lane_repeat_finish(job, now)
+  lane_flow_resolve({job}, 'completed', now)
   lane_after_finish(job, job.roc, now)
   return snapshot
 end
@@ -114,9 +117,11 @@ local function lane_fail_terminal(job, reason, now)
   local snapshot = lane_copy(job)
   lane_dedup_finish(job, now)
   lane_repeat_release(job)
+  lane_flow_resolve({job}, 'failed', now)
   lane_after_finish(job, job.rof, now)
   return snapshot
 end
+LANE_FLOW.fail_terminal = lane_fail_terminal
 
 -- Milliseconds to wait after failed attempt `attempt` (lane._backoff_ms, Backoff.delay_for);
 -- `uniform` is the client's draw in [0, 1) for the jitter.

@@ -17,7 +17,7 @@
 -- a script that may need one checks first (lane_schedule_needs) and, when one is missing,
 -- returns {lane_ticks = needs, now = now} before it writes anything; the client computes
 -- them and calls again at that `now` (lane_pg.redis.repeats.call_scheduled).
--- @include events
+-- @include flows
 
 local LANE_MAX_INT = 2147483647
 local LANE_LAST_MS = 253402300799999  -- 9999-12-31T23:59:59.999Z
@@ -243,12 +243,13 @@ local function lane_release_owners(job, now)
   end
 end
 
--- A standalone job removed by an owner rule (replace_delayed, upsert, remove_repeat):
--- `removed {prev}`, its owners released, its records deleted (lane._remove_jobs for a
--- job with no flow or batch, which Redis does not hold yet).
+-- A job removed on its own (remove_job, or an owner rule: replace_delayed, upsert,
+-- remove_repeat): `removed {prev}`, its owners released, a pending flow child told to its
+-- parent (FLOW-26), its records deleted (lane._remove_jobs for one job with no batch).
 local function lane_remove_standalone(job, now)
   lane_emit('removed', job.id, {prev = job.state}, now)
   lane_release_owners(job, now)
+  lane_flow_removed({job}, now)
   lane_delete(job)
 end
 

@@ -1,0 +1,56 @@
+-- lane.remove_unprocessed_children (FLOW-24, sql/functions/18_flows_inspect.sql): the
+-- parent `id`'s pending children nobody runs or holds (waiting, delayed, waiting-children)
+-- are removed as lane._remove_jobs removes them, releasing the parent when nothing is
+-- pending; their rows stay, as missing. Returns {'ok', [[queue, job], ...]} (the removed
+-- jobs as they were) or {'not_found'}.
+-- @include json
+-- @include now
+-- @include cleanup
+
+local args = lane_args()
+local now = lane_now(args.now)
+local parent = lane_job(args.id)
+if parent == nil then
+  return lane_result({'not_found'})
+end
+local refs = redis.call('ZRANGE', lane_key('deps:' .. parent.key .. ':unprocessed'), 0, -1)
+local doomed, by_tag, tags = {}, {}, {}
+for _, ref in ipairs(refs) do
+  local dep = lane_dep_get(parent.key, ref)
+  if dep ~= nil and dep.child_key ~= nil then
+    local queue = string.match(ref, '^([^\n]*)\n')
+    local id = string.sub(ref, #queue + 2)
+    local child = lane_in(dep.child_tag, lane_job, id)
+    if child ~= nil and child.key == dep.child_key and (child.state == 'waiting'
+       or child.state == 'delayed' or child.state == 'waiting-children') then
+      doomed[#doomed + 1] = {queue, lane_copy(child)}
+      if by_tag[dep.child_tag] == nil then
+        by_tag[dep.child_tag] = {}
+        tags[#tags + 1] = dep.child_tag
+      end
+      table.insert(by_tag[dep.child_tag], child)
+    end
+  end
+end
+for _, tag in ipairs(tags) do
+  lane_in(tag, function()
+    local ids = {}
+    for i, child in ipairs(by_tag[tag]) do
+      ids[i] = child.id
+    end
+    lane_check_removable(ids)
+  end)
+end
+for _, tag in ipairs(tags) do
+  lane_in(tag, function()
+    local ids = {}
+    for i, child in ipairs(by_tag[tag]) do
+      ids[i] = child.id
+    end
+    lane_remove_ids(ids, now)
+  end)
+end
+if #doomed == 0 then
+  return lane_result({'ok', {}})
+end
+return lane_result({'ok', doomed})
