@@ -22,7 +22,9 @@ if refused ~= nil then
   return lane_result(refused)
 end
 lane_ensure_queue(now)
-local results, fresh = lane_add_specs({root.spec}, now, {holds = {#root.children > 0}})
+local results, fresh = lane_add_specs({root.spec}, now, {
+  queue = root.queue, holds = {#root.children > 0}, children = {root.children},
+  policies = {'fail'}})
 local record = results[1]
 local stored = {}
 if record and (fresh[1] or record.id == custom) then

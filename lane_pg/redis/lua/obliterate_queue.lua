@@ -58,8 +58,11 @@ for _, job in ipairs(doomed) do
   local found = lane_job(job[3])
   if found ~= nil then
     jobs[#jobs + 1] = found
-    lane_release_owners(found, now)
+    LANE_REMOVING[LANE_TAG .. '\n' .. found.key] = true
   end
+end
+for _, job in ipairs(jobs) do
+  lane_release_owners(job, now)
 end
 lane_flow_removed(jobs, now)  -- FLOW-26: a parent in another queue is told
 for _, job in ipairs(doomed) do

@@ -13,7 +13,7 @@ local args = lane_args()
 local now = lane_now(args.now)
 local job = lane_job(args.id)
 if job == nil then
-  lane_forget_missing_job(args.id)
+  lane_forget_missing_job(args.id, now)
   return lane_result({'missing'})
 end
 if job.state == 'active' and job.lease_expires_at ~= nil

@@ -9,6 +9,7 @@
 
 local args = lane_args()
 local now = lane_now(args.now)
+local LANE_TAG_OF_PARENT = LANE_TAG
 local parent = lane_job(args.id)
 if parent == nil then
   return lane_result({'not_found'})
@@ -49,6 +50,24 @@ for _, tag in ipairs(tags) do
     end
     lane_remove_ids(ids, now)
   end)
+end
+-- DEDUP-18: the kept next jobs it waits for are dropped too (their rows keep the owner).
+for _, ref in ipairs(redis.call('ZRANGE', lane_key('deps:' .. parent.key .. ':unprocessed'), 0, -1)) do
+  local dep = lane_dep_get(parent.key, ref)
+  if dep ~= nil and dep.child_key == nil then
+    local dedup_id = string.sub(ref, #string.match(ref, '^([^\n]*)\n') + 4)
+    lane_in(dep.child_tag, function()
+      local owner = lane_owner(dedup_id)
+      local _, waiting = lane_waiting_parent(owner)
+      if waiting ~= nil and waiting.key == parent.key
+         and string.match(owner.next_parent, '^([^\n]*)\n') == LANE_TAG_OF_PARENT then
+        lane_dedup_next_dropped(dedup_id, owner, now)
+        for _, name in ipairs({'next', 'next_parent', 'next_queue', 'next_policy', 'next_children'}) do
+          redis.call('HDEL', lane_owner_key(dedup_id), name)
+        end
+      end
+    end)
+  end
 end
 if #doomed == 0 then
   return lane_result({'ok', {}})

@@ -15,7 +15,7 @@
 -- lane._dedup_take for the new job (`key`, `id`) of `spec`: nil when the new job owns the
 -- id now, else the job that keeps it. `in_call` (id -> key) names the jobs this call
 -- stored, whose events wait: the pair for a duplicate of one waits too (`later`).
-local function lane_dedup_take(dedup, spec, key, id, now, in_call, later)
+local function lane_dedup_take(dedup, spec, key, id, now, in_call, later, node)
   local dedup_id = dedup.id
   local token = lane_given(dedup.token)
   local ttl = lane_given(dedup.ttl_ms)
@@ -48,6 +48,9 @@ local function lane_dedup_take(dedup, spec, key, id, now, in_call, later)
     holder = lane_owner_job(dedup_id, owner, now)
   end
   if holder == nil then  -- none, or a row that no longer blocks (DEDUP-15, A10)
+    if owner ~= nil then
+      lane_dedup_next_dropped(dedup_id, owner, now)
+    end
     lane_owner_write(dedup_id, fresh)
     return nil
   end
@@ -65,10 +68,32 @@ local function lane_dedup_take(dedup, spec, key, id, now, in_call, later)
     end
     lane_owner_write(dedup_id, fresh)
     lane_remove_standalone(holder, now)
+    lane_dedup_next_dropped(dedup_id, owner, now)
     lane_dedup_events(id, dedup_id, holder.id, now)
     return nil
   end
   if not unique and dedup.keep_last and holder.state == 'active' then
+    -- DEDUP-18, -19: a flow node keeps where it goes; its parent waits for it, and the
+    -- placeholder of a replaced candidate for another parent goes.
+    local next_parent = false
+    if node ~= nil and node.parent ~= nil then
+      local p = node.parent
+      next_parent = p.tag .. '\n' .. p.queue .. '\n' .. p.id .. '\n' .. p.key
+      local tag = LANE_TAG
+      lane_in(p.tag, function()
+        lane_flow_hold(lane_job(p.id), node.queue, tag, dedup_id, node.policy)
+      end)
+    end
+    if (owner.next_parent or false) ~= next_parent then
+      lane_dedup_next_dropped(dedup_id, owner, now)
+    end
+    owner.next_parent = next_parent
+    owner.next_queue = node ~= nil and node.queue or false
+    owner.next_policy = node ~= nil and node.policy or false
+    owner.next_children = false
+    if node ~= nil and node.children ~= nil and #node.children > 0 then
+      owner.next_children = cjson.encode(node.children)
+    end
     owner.next = cjson.encode(spec)  -- only the latest is kept (DEDUP-9)
     owner.keep_last = '1'
     owner.expires_at = nil
@@ -185,7 +210,16 @@ local function lane_add_specs(specs, now, flow)
       local series = lane_given(spec.series)
       local due = now + spec.delay_ms
       if dedup ~= nil then
-        stored = lane_dedup_take(dedup, spec, key, id, now, in_call, later)
+        local node = nil
+        if flow ~= nil then
+          node = {queue = flow.queue, policy = flow.policies and flow.policies[i],
+                  children = flow.children and flow.children[i]}
+          if flow.parent_id ~= nil then
+            node.parent = {tag = flow.ptag, queue = flow.parent_queue, id = flow.parent_id,
+                           key = flow.parent_key}
+          end
+        end
+        stored = lane_dedup_take(dedup, spec, key, id, now, in_call, later, node)
       end
       if stored == nil and series ~= nil then
         local first = started[series.key]
@@ -362,7 +396,9 @@ local function lane_dedup_finish(job, now)
      or tonumber(owner.expires_at) <= now then
     lane_owner_delete(job.dedup_id)
   end
-  if owner.next ~= nil then
+  if owner.next ~= nil and (owner.next_parent ~= nil or owner.next_children ~= nil) then
+    LANE_FLOW.materialise(job.dedup_id, owner, now)  -- DEDUP-18, -19 (flows_add.lua)
+  elseif owner.next ~= nil then
     lane_add_specs({cjson.decode(owner.next)}, now)
   end
 end
@@ -449,6 +485,9 @@ local function lane_owners_reclaim(job, now, apply)
         end
       end
       if apply then
+        if owner ~= nil then
+          lane_dedup_next_dropped(job.dedup_id, owner, now)
+        end
         local ttl = lane_given(dedup.ttl_ms)
         lane_owner_write(job.dedup_id, {
           kind = 'dedup', job_id = job.id, job_key = job.key,

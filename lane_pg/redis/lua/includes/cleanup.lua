@@ -103,9 +103,13 @@ local function lane_remove_ids(ids, now)
     end
   end
   for _, job in ipairs(jobs) do
+    LANE_REMOVING[LANE_TAG .. '\n' .. job.key] = true  -- a parent going too is not released
+  end
+  for _, job in ipairs(jobs) do
     lane_release_owners(job, now)
   end
   lane_flow_removed(jobs, now)
+  LANE_REMOVING = {}
   for _, job in ipairs(jobs) do
     lane_delete(lane_job(job.id) or job)  -- a parent among them may have moved since
   end

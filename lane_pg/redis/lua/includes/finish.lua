@@ -3,7 +3,7 @@
 -- lane._complete and lane._fail_terminal do them.
 -- @include events
 -- @include add
--- @include flows
+-- @include flows_add
 
 -- The job `id` if it is active under `token`, else nil and 'not_found' or 'lock_mismatch'
 -- (lane._owned_job). The client sends tokens in canonical UUID text (or '' for a text that

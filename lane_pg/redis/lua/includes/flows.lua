@@ -269,3 +269,84 @@ local function lane_flow_removed(jobs, now)
     lane_flow_resolve(pending, 'removed', now)
   end
 end
+
+-- ------------------------------------------------ kept next jobs of a flow (DEDUP-18, -19)
+-- A flow node kept as a running dedup owner's next job (keep-last) is stored when the
+-- owner finishes. Its owner row keeps where it goes: `next_queue` (the owner's queue),
+-- `next_policy`, `next_children` (its nodes, JSON) and, for a child, `next_parent`
+-- (`<tag>\n<queue>\n<id>\n<key>`); the parent waits for it under a placeholder row
+-- (`<queue>\n0:<dedup id>`, no child key: ids starting `0:` are never a job's).
+
+local LANE_ATTACHING = nil  -- `<tag>\n<key>` of the parent whose children are being added
+local LANE_REMOVING = {}    -- `<tag>\n<key>` of the jobs a removal deletes
+
+local function lane_placeholder_ref(queue, dedup_id)
+  return lane_dep_ref(queue, '0:' .. dedup_id)
+end
+
+-- lane._flow_hold (in the parent's queue): the parent waits for the kept next job of
+-- `dedup_id` of `queue`; a later candidate for the same parent keeps the row, its policy new.
+local function lane_flow_hold(parent, queue, tag, dedup_id, policy)
+  local ref = lane_placeholder_ref(queue, dedup_id)
+  local dep = lane_dep_get(parent.key, ref)
+  if dep ~= nil then
+    dep.policy = policy
+    lane_dep_put(parent.key, dep, dep.bucket)
+    return
+  end
+  local seq = redis.call('HINCRBY', lane_job_key(parent.id), 'deps_seq', 1)
+  lane_dep_put(parent.key, {ref = ref, bucket = 'unprocessed', policy = policy, seq = seq,
+                            child_key = nil, child_tag = tag}, nil)
+  redis.call('HINCRBY', lane_job_key(parent.id), 'deps_pending', 1)
+end
+
+-- The parent (its tag and job table) a kept next job was to join, while it exists.
+local function lane_waiting_parent(owner)
+  if owner == nil or owner.next_parent == nil then
+    return nil, nil
+  end
+  local tag, queue, id, key = string.match(owner.next_parent, '^([^\n]*)\n([^\n]*)\n(.*)\n([^\n]*)$')
+  local parent = lane_in(tag, lane_job, id)
+  if parent == nil or parent.key ~= key then
+    return nil, nil
+  end
+  return tag, parent
+end
+
+-- The placeholder for `dedup_id` of `queue` leaves the parent's pending set, if there (in
+-- the parent's queue).
+local function lane_take_placeholder(parent, queue, dedup_id)
+  local ref = lane_placeholder_ref(queue, dedup_id)
+  local dep = lane_dep_get(parent.key, ref)
+  if dep == nil or dep.bucket ~= 'unprocessed' then
+    return false
+  end
+  local base = 'deps:' .. parent.key
+  redis.call('HDEL', lane_key(base), ref)
+  redis.call('ZREM', lane_key(base .. ':unprocessed'), ref)
+  local pending = redis.call('HINCRBY', lane_job_key(parent.id), 'deps_pending', -1)
+  parent.deps_pending = tostring(pending)
+  return true
+end
+
+-- lane._dedup_next_dropped: the kept next job of the owner row `owner` (of `dedup_id`, in
+-- the current queue) will never be stored: its parent no longer waits for it, and is
+-- released when nothing else is pending (unless its children are being added right now,
+-- or it is being removed: those callers look once they are done).
+local function lane_dedup_next_dropped(dedup_id, owner, now)
+  local tag, parent = lane_waiting_parent(owner)
+  if parent == nil then
+    return
+  end
+  local where = tag .. '\n' .. parent.key
+  if LANE_REMOVING[where] then
+    return
+  end
+  lane_in(tag, function()
+    if lane_take_placeholder(parent, owner.next_queue, dedup_id)
+       and parent.state == 'waiting-children' and tonumber(parent.deps_pending) <= 0
+       and LANE_ATTACHING ~= where then
+      lane_flow_release({{tag, parent.id}}, now)
+    end
+  end)
+end

@@ -36,9 +36,17 @@ local function lane_flow_attach(parent, ptag, pqueue, nodes, path, now, stored)
         specs[i] = nodes[ord].spec
         holds[i] = #nodes[ord].children > 0
       end
-      local results, fresh = lane_add_specs(specs, now, {parent_queue = pqueue,
-                                                         parent_id = parent.id, ptag = ptag,
-                                                         holds = holds})
+      local policies, children = {}, {}
+      for i, ord in ipairs(ords) do
+        policies[i] = nodes[ord].policy
+        children[i] = nodes[ord].children
+      end
+      local saved = LANE_ATTACHING
+      LANE_ATTACHING = ptag .. '\n' .. parent.key
+      local results, fresh = lane_add_specs(specs, now, {
+        queue = queue, parent_queue = pqueue, parent_id = parent.id, ptag = ptag,
+        parent_key = parent.key, holds = holds, policies = policies, children = children})
+      LANE_ATTACHING = saved
       for i, ord in ipairs(ords) do
         local node = nodes[ord]
         local record = results[i]
@@ -117,8 +125,8 @@ end
 local function lane_flow_conflict(nodes, pqueue, pid, args, now)
   for _, node in ipairs(nodes) do
     local answer = lane_in(node.tag, function()
-      local refused = lane_add_check(args, {node.spec}, now)
-      if refused ~= nil then
+      local refused = args and lane_add_check(args, {node.spec}, now)
+      if refused then
         return refused
       end
       local custom = lane_given(node.spec.id)
@@ -157,3 +165,41 @@ local function lane_flow_rows(stored)
   end
   return rows
 end
+
+-- lane._flow_materialise (DEDUP-18, -19): the kept next job of `dedup_id` (its owner row
+-- `owner`, of the current queue, just deleted by lane_dedup_finish) stored as the flow node
+-- it was: under the parent that still waits for it in its placeholder's place (attached as
+-- any child, children of its own included), else as a flow of its own. A node whose custom
+-- id (or one below it) is another parent's child is a duplicate of it (ADD-3): the owner's
+-- finish stands.
+local function lane_flow_materialise(dedup_id, owner, now)
+  local spec = cjson.decode(owner.next)
+  local children = {}
+  if owner.next_children ~= nil then
+    children = cjson.decode(owner.next_children)
+  end
+  local queue = owner.next_queue
+  local node = {queue = queue, tag = LANE_TAG, spec = spec, policy = owner.next_policy or 'fail',
+                children = children}
+  local tag, parent = lane_waiting_parent(owner)
+  if parent ~= nil and lane_in(tag, lane_take_placeholder, parent, queue, dedup_id) then
+    local pqueue = string.match(owner.next_parent, '^[^\n]*\n([^\n]*)\n')
+    if lane_flow_conflict({node}, pqueue, parent.id, nil, now) ~= nil then
+      lane_emit('duplicated', lane_given(spec.id), nil, now)
+      lane_in(tag, function()
+        local current = lane_job(parent.id)
+        if current.state == 'waiting-children' and tonumber(current.deps_pending) <= 0 then
+          lane_flow_release({{tag, current.id}}, now)
+        end
+      end)
+    else
+      lane_flow_attach(parent, tag, pqueue, {node}, {}, now, {})
+    end
+    return
+  end
+  local results, fresh = lane_add_specs({spec}, now, {queue = queue, holds = {#children > 0}})
+  if #children > 0 and fresh[1] then
+    lane_flow_attach(results[1], LANE_TAG, queue, children, {}, now, {})
+  end
+end
+LANE_FLOW.materialise = lane_flow_materialise

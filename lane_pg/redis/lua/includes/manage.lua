@@ -31,10 +31,10 @@ end
 -- job (finish, removal), so only a TTL owner (DEDUP-5: it outlives the job retention
 -- deleted) can be left: those are the members of `dedup-expiry`. Its kept next job goes
 -- with its row. Logs go with their job here.
-local function lane_forget_missing_job(id)
+local function lane_forget_missing_job(id, now)
   for _, dedup_id in ipairs(redis.call('ZRANGE', lane_key('dedup-expiry'), 0, -1)) do
     if redis.call('HGET', lane_owner_key(dedup_id), 'job_id') == id then
-      lane_owner_delete(dedup_id)
+      lane_owner_delete(dedup_id, now)
     end
   end
   for _, series_key in ipairs(redis.call('SORT', lane_key('repeats'), 'ALPHA')) do

@@ -138,7 +138,15 @@ local function lane_owner_write(dedup_id, owner)
   end
 end
 
-local function lane_owner_delete(dedup_id)
+-- Deletes the owner row of `dedup_id`; with `now`, a kept next job's parent stops waiting
+-- for it (DEDUP-18: lane._dedup_next_dropped). Without, the caller stores it (a finish).
+local function lane_owner_delete(dedup_id, now)
+  if now ~= nil then
+    local owner = lane_owner(dedup_id)
+    if owner ~= nil and owner.next_parent ~= nil then
+      lane_dedup_next_dropped(dedup_id, owner, now)
+    end
+  end
   redis.call('DEL', lane_owner_key(dedup_id))
   redis.call('ZREM', lane_key('dedup-expiry'), dedup_id)
 end
@@ -232,7 +240,7 @@ local function lane_release_owners(job, now)
   if job.dedup_id ~= nil then
     local owner = lane_owner(job.dedup_id)
     if owner ~= nil and owner.job_key == job.key then
-      lane_owner_delete(job.dedup_id)
+      lane_owner_delete(job.dedup_id, now)
     end
   end
   if job.repeat_key ~= nil then
