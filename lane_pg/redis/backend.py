@@ -95,9 +95,13 @@ class RedisBackend(JobQueueBackend):
         """The set of every queue's name (in its own slot: scripts never touch it)."""
         return f"{{{self.prefix}}}:queues"
 
-    async def call(self, script: str, queue: str, arguments: JSON) -> Any:
-        """Run ``script`` on ``queue``'s keys (KEYS[1] is its meta key)."""
-        return await self.scripts.call(script, [self.keys(queue).meta], arguments)
+    async def call(
+        self, script: str, queue: str, arguments: JSON, others: Sequence[str] = ()
+    ) -> Any:
+        """Run ``script`` on ``queue``'s keys (KEYS[1] is its meta key); ``others``: the
+        queues a flow's script also reaches, their meta keys after it."""
+        keys = [self.keys(queue).meta] + [self.keys(name).meta for name in others]
+        return await self.scripts.call(script, keys, arguments)
 
     async def now_ms(self, now: datetime | None) -> int:
         """``now`` in epoch milliseconds, else the server's clock (TIME), as the scripts

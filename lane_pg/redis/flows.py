@@ -92,24 +92,15 @@ class RedisFlows(RedisEntity):
 
     async def _call(self, script: str, queue: str, queues: list[str], arguments: Any) -> Any:
         """``script`` with every queue of the flow registered and their meta keys in KEYS
-        (the first is ``queue``'s), cron matches answered (``call_scheduled``)."""
-        from lane_pg.redis.repeats import _ROUNDS, _solve
+        (the first is ``queue``'s), cron matches answered; a refusal raised."""
+        from lane_pg.redis.repeats import call_scheduled
 
-        backend = self._backend
         for name in queues:
-            await backend.register(name)
-        keys = [backend.keys(queue).meta] + [
-            backend.keys(name).meta for name in queues if name != queue
-        ]
-        for _ in range(_ROUNDS):
-            answer = await backend.scripts.call(script, keys, arguments)
-            if not (isinstance(answer, dict) and "lane_ticks" in answer):
-                _raise(answer)
-                return answer
-            cron = dict(arguments.get("cron") or {})
-            cron.update(_solve(answer["lane_ticks"]))
-            arguments = {**arguments, "now": int(answer["now"]), "cron": cron}
-        raise InvalidOptions(f"script {script} kept asking for cron matches")
+            await self._backend.register(name)
+        others = [name for name in queues if name != queue]
+        answer = await call_scheduled(self._backend, script, queue, arguments, others)
+        _raise(answer)
+        return answer
 
     async def add_flow(self, args: AddFlow) -> Flow:
         from lane_pg.redis.repeats import first_ticks

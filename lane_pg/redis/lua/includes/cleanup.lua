@@ -111,7 +111,10 @@ local function lane_remove_ids(ids, now)
   lane_flow_removed(jobs, now)
   LANE_REMOVING = {}
   for _, job in ipairs(jobs) do
-    lane_delete(lane_job(job.id) or job)  -- a parent among them may have moved since
+    if job.deps_pending ~= nil then  -- a parent among them may have moved since
+      job = lane_job(job.id) or job
+    end
+    lane_delete(job)
   end
   return #jobs
 end
