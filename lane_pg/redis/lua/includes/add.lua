@@ -73,27 +73,7 @@ local function lane_dedup_take(dedup, spec, key, id, now, in_call, later, node)
     return nil
   end
   if not unique and dedup.keep_last and holder.state == 'active' then
-    -- DEDUP-18, -19: a flow node keeps where it goes; its parent waits for it, and the
-    -- placeholder of a replaced candidate for another parent goes.
-    local next_parent = false
-    if node ~= nil and node.parent ~= nil then
-      local p = node.parent
-      next_parent = p.tag .. '\n' .. p.queue .. '\n' .. p.id .. '\n' .. p.key
-      local tag = LANE_TAG
-      lane_in(p.tag, function()
-        lane_flow_hold(lane_job(p.id), node.queue, tag, dedup_id, node.policy)
-      end)
-    end
-    if (owner.next_parent or false) ~= next_parent then
-      lane_dedup_next_dropped(dedup_id, owner, now)
-    end
-    owner.next_parent = next_parent
-    owner.next_queue = node ~= nil and node.queue or false
-    owner.next_policy = node ~= nil and node.policy or false
-    owner.next_children = false
-    if node ~= nil and node.children ~= nil and #node.children > 0 then
-      owner.next_children = cjson.encode(node.children)
-    end
+    lane_flow_keep_next(dedup_id, owner, node, now)  -- DEDUP-18, -19
     owner.next = cjson.encode(spec)  -- only the latest is kept (DEDUP-9)
     owner.keep_last = '1'
     owner.expires_at = nil
@@ -173,10 +153,12 @@ end
 -- the job that keeps its custom id, dedup id or series (false when a series the spec
 -- would continue has no occurrence left). Events as lane._store_jobs writes them: every
 -- `added`, then every `waiting`, then every `delayed`, then those of specs that met a job
--- of this call; a spec meeting a stored job writes its events at once. `flow`
--- (includes/flows.lua) names the parent the new jobs are children of ({parent_queue,
--- parent_id, ptag}) and which of them wait for children of their own (`holds`); the second
--- result tells, per spec, whether its job is new.
+-- of this call, then every `waiting-children`; a spec meeting a stored job writes its
+-- events at once. `flow` (flows.lua, flows_add.lua) says the specs are flow nodes of the
+-- current queue (`queue`): the parent they are children of, if any (`parent_queue`,
+-- `parent_id`, `ptag`, `parent_key`), and per spec whether it waits for children of its
+-- own (`holds`), its policy and its child nodes (`policies`, `children`: what a kept next
+-- job keeps). The second result tells, per spec, whether its job is new.
 local function lane_add_specs(specs, now, flow)
   local results = {}
   local fresh = {}
@@ -210,16 +192,8 @@ local function lane_add_specs(specs, now, flow)
       local series = lane_given(spec.series)
       local due = now + spec.delay_ms
       if dedup ~= nil then
-        local node = nil
-        if flow ~= nil then
-          node = {queue = flow.queue, policy = flow.policies and flow.policies[i],
-                  children = flow.children and flow.children[i]}
-          if flow.parent_id ~= nil then
-            node.parent = {tag = flow.ptag, queue = flow.parent_queue, id = flow.parent_id,
-                           key = flow.parent_key}
-          end
-        end
-        stored = lane_dedup_take(dedup, spec, key, id, now, in_call, later, node)
+        stored = lane_dedup_take(dedup, spec, key, id, now, in_call, later,
+                                 lane_flow_node(flow, i))
       end
       if stored == nil and series ~= nil then
         local first = started[series.key]
@@ -262,9 +236,7 @@ local function lane_add_specs(specs, now, flow)
         if custom ~= nil then
           job.custom_id = '1'
         end
-        if flow ~= nil and flow.parent_id ~= nil then
-          job.parent_queue, job.parent_id, job.ptag = flow.parent_queue, flow.parent_id, flow.ptag
-        end
+        lane_flow_child(job, flow)
         local fields = {}
         for name, value in pairs(job) do
           fields[#fields + 1] = name

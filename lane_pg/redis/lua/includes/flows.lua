@@ -350,3 +350,51 @@ local function lane_dedup_next_dropped(dedup_id, owner, now)
     end
   end)
 end
+
+-- For the add path (add.lua): the flow node of spec `i` of a call adding children of
+-- `flow` (see lane_add_specs), or nil.
+local function lane_flow_node(flow, i)
+  if flow == nil then
+    return nil
+  end
+  local node = {queue = flow.queue, policy = flow.policies and flow.policies[i],
+                children = flow.children and flow.children[i]}
+  if flow.parent_id ~= nil then
+    node.parent = {tag = flow.ptag, queue = flow.parent_queue, id = flow.parent_id,
+                   key = flow.parent_key}
+  end
+  return node
+end
+
+-- For the add path: a new job (its fields, not yet written) is a child of `flow`'s parent.
+local function lane_flow_child(job, flow)
+  if flow ~= nil and flow.parent_id ~= nil then
+    job.parent_queue, job.parent_id, job.ptag = flow.parent_queue, flow.parent_id, flow.ptag
+  end
+end
+
+-- lane._dedup_take's keep-last for a flow node `node` (nil: a plain job) kept as the
+-- running owner's next job: the owner row (`owner`, written by the caller) keeps where the
+-- node goes, its parent waits for it, and the placeholder of a replaced candidate for
+-- another parent goes (DEDUP-18, -19).
+local function lane_flow_keep_next(dedup_id, owner, node, now)
+  local next_parent = false
+  if node ~= nil and node.parent ~= nil then
+    local p = node.parent
+    next_parent = p.tag .. '\n' .. p.queue .. '\n' .. p.id .. '\n' .. p.key
+    local tag = LANE_TAG
+    lane_in(p.tag, function()
+      lane_flow_hold(lane_job(p.id), node.queue, tag, dedup_id, node.policy)
+    end)
+  end
+  if (owner.next_parent or false) ~= next_parent then
+    lane_dedup_next_dropped(dedup_id, owner, now)
+  end
+  owner.next_parent = next_parent
+  owner.next_queue = node ~= nil and node.queue or false
+  owner.next_policy = node ~= nil and node.policy or false
+  owner.next_children = false
+  if node ~= nil and node.children ~= nil and #node.children > 0 then
+    owner.next_children = cjson.encode(node.children)
+  end
+end
