@@ -31,13 +31,10 @@ local function lane_flow_attach(parent, ptag, pqueue, nodes, path, now, stored)
     local tag = nodes[ords[1]].tag
     lane_in(tag, function()
       lane_ensure_queue(now)
-      local specs, holds = {}, {}
+      local specs, holds, policies, children = {}, {}, {}, {}
       for i, ord in ipairs(ords) do
         specs[i] = nodes[ord].spec
         holds[i] = #nodes[ord].children > 0
-      end
-      local policies, children = {}, {}
-      for i, ord in ipairs(ords) do
         policies[i] = nodes[ord].policy
         children[i] = nodes[ord].children
       end
