@@ -3,9 +3,11 @@
 Redis Cluster puts a key in the slot of the part between its first ``{`` and ``}``, and a
 script may only touch keys of one slot. All keys of queue ``emails`` under prefix
 ``lane`` start with ``{lane:emails}``, so every script of that queue runs on one node. An
-operation that spans queues (a flow, a chain or a batch across queues) is refused unless
-the queues share a tag (``check_one_slot``), rather than failing half-way with CROSSSLOT
-(bullmq #459, #2589).
+operation that spans queues (a chain or a batch across queues) is refused unless the
+queues share a tag (``check_one_slot``), rather than failing half-way with CROSSSLOT
+(bullmq #459, #2589). A flow across queues is allowed where one script reaches every key
+(a standalone server) and, on a cluster, refused unless its queues share a slot
+(``lane_pg.redis.flows``).
 """
 
 from __future__ import annotations
