@@ -43,6 +43,7 @@ class RedisBackend(JobQueueBackend):
         rng: random.Random | None = None,
         owns_client: bool = True,
     ) -> None:
+        from lane_pg.redis.batches import RedisBatches
         from lane_pg.redis.cleanup import RedisCleanup
         from lane_pg.redis.dedup import RedisDedup
         from lane_pg.redis.events import RedisEvents
@@ -64,6 +65,7 @@ class RedisBackend(JobQueueBackend):
         self.rng = rng or random.Random()
         self._owns_client = owns_client
         self._registered: set[str] = set()
+        self._cluster: bool | None = None
         self._serve(
             {
                 "jobs": RedisJobs(self),
@@ -80,10 +82,19 @@ class RedisBackend(JobQueueBackend):
                 "locks": RedisLocks(self),
                 "dedup": RedisDedup(self),
                 "repeats": RedisRepeats(self),
+                "batches": RedisBatches(self),
             },
             default=NotYet(),
         )
         self.hooks.add(honour_cancellation)
+
+    async def is_cluster(self) -> bool:
+        """Whether the server runs Redis Cluster (``INFO cluster``, read once): there a
+        script reaches one slot only, so a batch or chain across slots is refused."""
+        if self._cluster is None:
+            info: Any = await self.client.info("cluster")
+            self._cluster = str(info.get("cluster_enabled", 0)) == "1"
+        return self._cluster
 
     def keys(self, queue: str) -> QueueKeys:
         return QueueKeys(queue, self.prefix)

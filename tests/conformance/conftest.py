@@ -80,6 +80,8 @@ REDIS_READY: dict[str, dict[str, str]] = {
         "test_a_delayed_flow_parent_is_superseded_not_removed_UNIQ_11_DEDUP_7": "add_flow",
     },
     "test_repeat": {},
+    "test_batches": {},
+    "test_chains": {},
     "test_operations": {
         "test_every_backend_serves_every_handle_with_the_declared_parameters": (
             "the operations Redis lacks yet (flows, chains, batches: add_chain first) answer"

@@ -15,6 +15,7 @@ if job == nil then
 end
 lane_manage_plain(job)
 lane_remove_standalone(job, now)
+lane_batch_removed(job, now)  -- BATCH-9
 if redis.call('HEXISTS', KEYS[1], 'max_active') == 1 then
   lane_wake()
 end

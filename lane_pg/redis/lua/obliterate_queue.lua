@@ -54,10 +54,13 @@ for _, state in ipairs(LANE_STATES) do
 end
 lane_check_removable(ids)
 for _, job in ipairs(doomed) do
-  local f = redis.call('HMGET', lane_job_key(job[3]), 'key', 'dedup_id', 'repeat_key')
+  local f = redis.call('HMGET', lane_job_key(job[3]), 'key', 'dedup_id', 'repeat_key',
+                       'batch_id', 'batch_tag', 'queue')
   lane_release_owners({key = f[1], dedup_id = f[2] or nil, repeat_key = f[3] or nil}, now)
   redis.call('ZREM', lane_key(job[1]), job[2])
   redis.call('DEL', lane_job_key(job[3]), lane_key('logs:' .. job[3]))
+  lane_batch_removed({id = job[3], state = job[1], batch_id = f[4] or nil,
+                      batch_tag = f[5] or nil, queue = f[6] or nil}, now)  -- BATCH-9
 end
 
 for _, state in ipairs(LANE_STATES) do

@@ -21,4 +21,5 @@ if job.state == 'active' and job.lease_expires_at ~= nil
 end
 lane_manage_plain(job)
 lane_remove_standalone(job, now)
+lane_batch_removed(job, now)  -- BATCH-9
 return lane_result({'ok'})

@@ -86,11 +86,11 @@ end
 local function lane_check_removable(ids)
   for _, id in ipairs(ids) do
     local f = redis.call('HMGET', lane_job_key(id), 'state', 'dedup_id', 'repeat_key',
-                         'parent_id', 'batch_id')
+                         'parent_id')
     if f[1] == 'waiting-children' then
       error('lane_pg: removing a flow parent is not available on the Redis backend yet')
     end
-    lane_check_plain({dedup_id = f[2], repeat_key = f[3], parent_id = f[4], batch_id = f[5]})
+    lane_check_plain({dedup_id = f[2], repeat_key = f[3], parent_id = f[4]})
   end
 end
 
@@ -100,13 +100,15 @@ local function lane_remove_ids(ids, now)
   local removed = 0
   for _, id in ipairs(ids) do
     local f = redis.call('HMGET', lane_job_key(id), 'state', 'key', 'wm', 'dedup_id',
-                         'repeat_key')
+                         'repeat_key', 'batch_id', 'batch_tag', 'queue')
     if f[1] then
       local job = {id = id, state = f[1], key = f[2], wm = f[3], dedup_id = f[4] or nil,
-                   repeat_key = f[5] or nil}
+                   repeat_key = f[5] or nil, batch_id = f[6] or nil, batch_tag = f[7] or nil,
+                   queue = f[8] or nil}
       lane_emit('removed', id, {prev = f[1]}, now)
       lane_release_owners(job, now)
       lane_delete(job)
+      lane_batch_removed(job, now)
       removed = removed + 1
     end
   end

@@ -52,7 +52,7 @@ end
 -- ceiling held back (CLAIM-9, lane._wake_if_capped).
 local function lane_drained_check(now)
   if redis.call('ZCARD', lane_key('waiting')) > 0 then
-    if redis.call('HEXISTS', KEYS[1], 'max_active') == 1 then
+    if redis.call('HEXISTS', lane_key('meta'), 'max_active') == 1 then
       lane_wake()
     end
   elseif redis.call('ZCARD', lane_key('active')) == 0 then

@@ -3,6 +3,8 @@
 -- lane._complete and lane._fail_terminal do them.
 -- @include events
 -- @include add
+-- @include batches
+-- @include chains
 
 -- The job `id` if it is active under `token`, else nil and 'not_found' or 'lock_mismatch'
 -- (lane._owned_job). The client sends tokens in canonical UUID text (or '' for a text that
@@ -79,7 +81,7 @@ end
 -- The parts of the job model the Redis backend does not hold yet refuse to finish rather
 -- than finish half (no such job can be added on Redis yet: the client refuses the options).
 local function lane_check_plain(job)
-  if job.parent_id or job.batch_id then
+  if job.parent_id then
     error('lane_pg: this job uses a feature the Redis backend does not support yet')
   end
 end
@@ -95,6 +97,8 @@ local function lane_complete(job, result, now)
   local snapshot = lane_copy(job)
   lane_dedup_finish(job, now)
   lane_repeat_finish(job, now)
+  lane_batch_settle(job, 'completed', now)  -- BATCH-5, CHAIN-1: in this script
+  lane_chain_advance(job, now)
   lane_after_finish(job, job.roc, now)
   return snapshot
 end
@@ -114,6 +118,8 @@ local function lane_fail_terminal(job, reason, now)
   local snapshot = lane_copy(job)
   lane_dedup_finish(job, now)
   lane_repeat_release(job)
+  lane_batch_settle(job, 'failed', now)  -- BATCH-5, before retention
+  lane_chain_broken(job, now)
   lane_after_finish(job, job.rof, now)
   return snapshot
 end

@@ -121,9 +121,10 @@ local function lane_delete(job)
   redis.call('DEL', lane_job_key(job.id), lane_key('logs:' .. job.id))
 end
 
--- The queue's setting `name` (meta hash), or `default`.
+-- The queue's setting `name` (meta hash), or `default`. (`lane_key('meta')`, not KEYS[1]:
+-- a batch's or chain's settlement adds jobs to another queue, across.lua.)
 local function lane_meta(name, default)
-  local value = redis.call('HGET', KEYS[1], name)
+  local value = redis.call('HGET', lane_key('meta'), name)
   if value == false then
     return default
   end
@@ -133,5 +134,5 @@ end
 -- Creates the queue's meta hash on first use (a queue exists once it has one). The list of
 -- queues is another slot's key, so the client records the name there, not the script.
 local function lane_ensure_queue(now)
-  redis.call('HSETNX', KEYS[1], 'created_at', now)
+  redis.call('HSETNX', lane_key('meta'), 'created_at', now)
 end

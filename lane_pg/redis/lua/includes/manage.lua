@@ -16,12 +16,12 @@ local function lane_writable(id, token)
   return lane_owned(id, token)
 end
 
--- The parts of the job model the Redis backend does not hold yet (flows, batches) refuse
+-- The parts of the job model the Redis backend does not hold yet (flows) refuse
 -- the management operations that would have to update them, rather than doing half the
 -- work; no such job can be added on Redis yet. Deduplication owners and repeat series are
 -- held (owners.lua): the scripts update them.
 local function lane_manage_plain(job)
-  if job.parent_id or job.batch_id or job.deps_pending then
+  if job.parent_id or job.deps_pending then
     error('lane_pg: this job uses a feature the Redis backend does not support yet')
   end
 end
