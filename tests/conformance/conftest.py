@@ -84,8 +84,8 @@ REDIS_READY: dict[str, dict[str, str]] = {
     "test_chains": {},
     "test_operations": {
         "test_every_backend_serves_every_handle_with_the_declared_parameters": (
-            "the operations Redis lacks yet (flows, chains, batches: add_chain first) answer"
-            " NotImplementedError from a generic stand-in, not an implementation of each"
+            "the operations Redis lacks yet (flows) answer NotImplementedError from a generic"
+            " stand-in, not an implementation of each"
         ),
     },
     "test_options_agree": {},

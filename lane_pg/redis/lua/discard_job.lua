@@ -1,7 +1,8 @@
 -- lane.discard_job (MW-2): the job active under `token` is removed as remove_job removes
 -- one (`removed {prev: active}`, its dedup owner and series released: lane_remove_standalone),
 -- without a failed record; a queue under max_active wakes its claimers, a slot being free
--- (CLAIM-9, lane._wake_if_capped). A flow's or batch's job is refused (lane_manage_plain).
+-- (CLAIM-9, lane._wake_if_capped). A batch's job settles as deleted (BATCH-9); a flow's
+-- job is refused (lane_manage_plain).
 -- Returns [status]: 'ok', 'not_found' or 'lock_mismatch' (nothing written).
 -- @include json
 -- @include now

@@ -44,7 +44,7 @@ local function lane_fails(job)
          and not lane_owns_its_series(job)
 end
 
--- Refuse (a flow's or batch's job, not on Redis yet) before the first write of the call:
+-- Refuse (a flow's job, not on Redis yet) before the first write of the call:
 -- a script is no transaction.
 for _, id in ipairs(ids) do
   local job = lane_job(id)

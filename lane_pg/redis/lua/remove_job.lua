@@ -1,8 +1,8 @@
 -- lane.remove_job (MGMT-16): deletes a job and its logs, event `removed {prev}`; an active
 -- job whose lease has not expired is refused; its dedup owner and series are released
 -- (lane_remove_standalone). A missing job gives 'missing', after the owner rows and series
--- left naming it are dropped (lane_forget_missing_job); a flow's or batch's job is refused
--- (lane_manage_plain). Returns [status]:
+-- left naming it are dropped (lane_forget_missing_job); a batch's job settles as deleted
+-- (BATCH-9); a flow's job is refused (lane_manage_plain). Returns [status]:
 -- 'ok', 'missing', or 'locked' with the lease's expiry.
 -- @include json
 -- @include now

@@ -1,11 +1,12 @@
 -- Removing many jobs (42_cleanup.sql): which jobs a drain or a clean may take, in the order
 -- of their state's index (lane._removable_keys), and their removal as lane._remove_jobs
 -- does it for the job model Redis holds so far: `removed {prev}` per job, its dedup owner
--- and series released (lane_release_owners), then its hash, index entry and logs. A repeat
--- series' owner occurrence is kept by drains and cleans (REP-16, MGMT-20). Jobs of a flow
--- (a parent waiting for children, a child) or a batch cannot be added on Redis yet; their
--- removal has more to do (parents), so a call that meets one refuses before it writes
--- anything (lane_check_removable), rather than removing it half.
+-- and series released (lane_release_owners), then its hash, index entry and logs, and an
+-- unfinished batch job settled as deleted (lane_batch_removed). A repeat series' owner
+-- occurrence is kept by drains and cleans (REP-16, MGMT-20). Jobs of a flow (a parent
+-- waiting for children, a child) cannot be added on Redis yet; their removal has more to
+-- do (parents), so a call that meets one refuses before it writes anything
+-- (lane_check_removable), rather than removing it half.
 -- @include finish
 
 local LANE_PAGE = 1000  -- index members read per ZRANGE

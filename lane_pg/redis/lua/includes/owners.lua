@@ -245,7 +245,8 @@ end
 
 -- A standalone job removed by an owner rule (replace_delayed, upsert, remove_repeat):
 -- `removed {prev}`, its owners released, its records deleted (lane._remove_jobs for a
--- job with no flow or batch, which Redis does not hold yet).
+-- job with no flow; a script that may remove a batch's job settles it after this:
+-- lane_batch_removed).
 local function lane_remove_standalone(job, now)
   lane_emit('removed', job.id, {prev = job.state}, now)
   lane_release_owners(job, now)
