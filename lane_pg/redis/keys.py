@@ -3,9 +3,10 @@
 Redis Cluster puts a key in the slot of the part between its first ``{`` and ``}``, and a
 script may only touch keys of one slot. All keys of queue ``emails`` under prefix
 ``lane`` start with ``{lane:emails}``, so every script of that queue runs on one node. An
-operation that spans queues (a flow, a chain or a batch across queues) is refused unless
-the queues share a tag (``check_one_slot``), rather than failing half-way with CROSSSLOT
-(bullmq #459, #2589).
+operation that spans queues is refused where one script cannot reach them all, rather
+than failing half-way with CROSSSLOT (bullmq #459, #2589): unless the queues share a tag
+(``check_one_slot``), or, for a batch or a chain, on Redis Cluster unless they share a
+slot (``lane_pg.redis.batches.check_slots``; a standalone server reaches every key).
 """
 
 from __future__ import annotations

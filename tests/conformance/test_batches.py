@@ -391,3 +391,23 @@ async def test_stalled_drained_and_cleaned_jobs_settle_BATCH_5_BATCH_9(
     assert (batch.pending_jobs, batch.failed_jobs, batch.finished_at) == (0, 1, clock.at(42))
     assert cleaned.data == 3
     assert await backend.jobs.get_job(queue_b, f"batch-{batch_id}-finally") is not None
+
+
+async def test_cancel_removes_the_waiting_jobs_of_every_queue_of_the_batch(
+    backend: JobQueueBackend, queue_name: str, queue_b: str, clock: Clock
+) -> None:
+    batch_id = str(uuid.uuid4())
+    jobs = [QueuedSpec(queue_name, "part", 1), QueuedSpec(queue_b, "part", 2),
+            QueuedSpec(queue_b, "part", 3, {"delay_ms": 60_000})]  # fmt: skip
+    ids = await backend.batches.add_batch(batch_id, "x", jobs, {"finally": "f"}, now=clock.at(0))
+    await backend.jobs.add_job(queue_b, "other", now=clock.at(0))  # of no batch: it stays
+
+    assert await backend.batches.cancel_batch(batch_id, remove_waiting=True, now=clock.at(1))
+    assert [
+        await backend.jobs.get_job(q, i)
+        for q, i in zip([queue_name, queue_b, queue_b], ids, strict=True)
+    ] == [None, None, None]
+    batch = await find(backend, batch_id)
+    assert (batch.pending_jobs, batch.failed_jobs, batch.finished_at) == (0, 0, clock.at(1))
+    assert await backend.reads.get_job_count(queue_b) == 1
+    assert await backend.jobs.get_job(queue_name, f"batch-{batch_id}-finally") is not None
