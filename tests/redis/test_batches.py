@@ -21,6 +21,7 @@ from redis.crc import key_slot
 from lane_pg.errors import InvalidOptions
 from lane_pg.redis.backend import RedisBackend
 from lane_pg.types import QueueDemand, QueuedSpec
+from tests.helpers import eventually
 
 START = datetime(2026, 3, 28, 23, 0, tzinfo=UTC)
 
@@ -88,16 +89,25 @@ async def test_a_directory_entry_without_its_batch_reads_as_none_and_is_pruned(
 
 
 def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
+    """A free port whose cluster bus port (10,000 above it) is free too."""
+    while True:
+        with socket.socket() as probe, socket.socket() as bus:
+            probe.bind(("127.0.0.1", 0))
+            port: int = probe.getsockname()[1]
+            if port + 10_000 > 65_535:
+                continue
+            try:
+                bus.bind(("127.0.0.1", port + 10_000))
+            except OSError:
+                continue
+            return port
 
 
 @pytest_asyncio.fixture
 async def cluster_node(tmp_path: Path) -> AsyncIterator[Redis]:
-    """A one-node Redis Cluster of the test's own, serving every slot: a plain client
-    reaches every key, and the server still refuses a script across slots."""
+    """A one-node Redis Cluster of the test's own, serving every slot: it reports cluster
+    mode, and a plain client reaches every key (on a cluster of several nodes another
+    slot's keys are often another node's, out of a script's reach)."""
     if shutil.which("redis-server") is None:
         pytest.skip("no redis-server to start a cluster node")
     port = _free_port()
@@ -108,18 +118,23 @@ async def cluster_node(tmp_path: Path) -> AsyncIterator[Redis]:
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
     )  # fmt: skip
     client = Redis(host="127.0.0.1", port=port, socket_connect_timeout=0.5)
+
+    async def serving() -> bool:
+        try:
+            return bool((await client.cluster("INFO"))["cluster_state"] == "ok")
+        except Exception:  # not accepting connections yet
+            return False
+
+    async def accepting() -> bool:
+        try:
+            return bool(await client.ping())
+        except Exception:
+            return False
+
     try:
-        for _ in range(100):  # until it accepts connections
-            try:
-                await client.ping()
-                break
-            except Exception:
-                await asyncio.sleep(0.05)
+        await eventually(accepting, timeout=30, interval=0.05)
         await client.execute_command("CLUSTER", "ADDSLOTSRANGE", 0, 16383)
-        for _ in range(200):  # until it serves them
-            if (await client.cluster("INFO"))["cluster_state"] == "ok":
-                break
-            await asyncio.sleep(0.05)
+        await eventually(serving, timeout=30, interval=0.05)
         yield client
     finally:
         await client.aclose()
