@@ -45,7 +45,7 @@ from lane_pg import (
     register_job,
 )
 from lane_pg.batch import Batch, register_callback
-from lane_pg.postgres.backend import PostgresBackend
+from lane_pg.backend import JobQueueBackend, backend_kind
 from lane_pg.postgres.embedded import resolve_dsn
 from lane_pg.postgres.schema import migrate
 from lane_pg.types import QueueDemand
@@ -59,35 +59,35 @@ SERIES_RUNS = 3
 
 
 # --------------------------------------------------------------------------- handlers
-async def send_email(job: JobRow, backend: PostgresBackend) -> dict[str, str]:
+async def send_email(job: JobRow, backend: JobQueueBackend) -> dict[str, str]:
     return {"sent_to": job.data["to"]}
 
 
-async def send_reminder(job: JobRow, backend: PostgresBackend) -> str:
+async def send_reminder(job: JobRow, backend: JobQueueBackend) -> str:
     return f"reminded {job.data['user']}"
 
 
-async def flaky_report(job: JobRow, backend: PostgresBackend) -> dict[str, int]:
+async def flaky_report(job: JobRow, backend: JobQueueBackend) -> dict[str, int]:
     if job.attempts_made == 0:  # fails on its first attempt, succeeds on the retry
         raise RuntimeError("report service busy")
     return {"rows": 42}
 
 
-async def heartbeat(job: JobRow, backend: PostgresBackend) -> str:
+async def heartbeat(job: JobRow, backend: JobQueueBackend) -> str:
     return "beat"
 
 
-async def count_region(job: JobRow, backend: PostgresBackend) -> int:
+async def count_region(job: JobRow, backend: JobQueueBackend) -> int:
     return {"north": 17, "south": 25}[job.data["region"]]
 
 
-async def sales_total(job: JobRow, backend: PostgresBackend) -> int:
+async def sales_total(job: JobRow, backend: JobQueueBackend) -> int:
     # A flow parent runs after its children; their results are kept under it.
     values = await backend.get_flow_children_values(job.queue, job.id)
     return sum(int(value) for value in values.values())
 
 
-HANDLERS: dict[str, Callable[[JobRow, PostgresBackend], Awaitable[object]]] = {
+HANDLERS: dict[str, Callable[[JobRow, JobQueueBackend], Awaitable[object]]] = {
     "send_email": send_email,
     "send_reminder": send_reminder,
     "flaky_report": flaky_report,
@@ -269,9 +269,11 @@ def show(what: str, job: JobRow, detail: str = "") -> None:
 
 # --------------------------------------------------------------------------- main
 async def main() -> int:
-    dsn = resolve_dsn(None)  # $LANE_PG_DSN, else the embedded server
-    await migrate(dsn)  # idempotent: installs or upgrades schema "lane"
-    backend = await PostgresBackend.connect(dsn, schema="lane")
+    dsn = resolve_dsn(None)  # $LANE_PG_DSN (postgresql:// or redis://), else embedded
+    if backend_kind(dsn) == "postgres":
+        await migrate(dsn)  # idempotent: installs or upgrades schema "lane"
+    backend = await lane_pg.connect(dsn)
+    print(f"backend    {backend.kind}")
     try:
         jobs = [
             await backend.add_job(QUEUE, "send_email", {"to": "ada@example.com"}),
@@ -323,7 +325,7 @@ async def main() -> int:
     return 0
 
 
-async def process(backend: PostgresBackend, ours: set[str], first_beat: int) -> bool:
+async def process(backend: JobQueueBackend, ours: set[str], first_beat: int) -> bool:
     """Claim and run jobs until every job in ``ours`` is completed and the series that
     started with job ``first_beat`` ran its course, or the deadline passes."""
     worker_id = f"demo-{os.getpid()}"
