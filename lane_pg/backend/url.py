@@ -6,7 +6,7 @@
 ``memory://``                     a new, empty ``MemoryBackend`` (in this process only)
 ``redis://`` ``rediss://``        ``RedisBackend`` (the server checked: noeviction, version);
                                   its keys under the prefix ``?prefix=NAME`` (default
-                                  ``lane``); batches and chains not yet
+                                  ``lane``)
 no URL (None or "")               ``$LANE_PG_DSN``, else the embedded PostgreSQL in
                                   ``./.lane_pg`` (``lane_pg.postgres.embedded``)
 =============================== ===========================================================

@@ -14,8 +14,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from redis.crc import key_slot
-
 from lane_pg.backend.flows import (
     AddFlow,
     AddFlowChildren,
@@ -28,7 +26,7 @@ from lane_pg.backend.flows import (
     check_flow,
     check_page_request,
 )
-from lane_pg.errors import FailedChildren, InvalidOptions, JobNotFound, ParentConflict
+from lane_pg.errors import FailedChildren, JobNotFound, ParentConflict
 from lane_pg.options import ParsedOptions
 from lane_pg.redis.backend import RedisEntity, refused
 from lane_pg.redis.rows import canonical_token, epoch_ms, job_row, script_list
@@ -60,8 +58,6 @@ def _queues(node: CheckedNode[dict[str, JSON]], into: dict[str, None]) -> dict[s
 class RedisFlows(RedisEntity):
     """The ``flows`` handle on Redis."""
 
-    _cluster: bool | None = None
-
     def _node(self, node: CheckedNode[dict[str, JSON]]) -> dict[str, JSON]:
         return {
             "queue": node.queue,
@@ -70,25 +66,6 @@ class RedisFlows(RedisEntity):
             "policy": node.parsed.parent_policy,
             "children": [self._node(child) for child in node.children],
         }
-
-    async def _one_slot(self, queues: list[str]) -> None:
-        """On Redis Cluster, the queues of one flow in one slot (a script reaches one);
-        a standalone server reaches every key. The mode is read once (``INFO cluster``)."""
-        if self._cluster is None:
-            info: Any = await self._backend.client.info("cluster")
-            self._cluster = str(info.get("cluster_enabled", 0)) == "1"
-        if not self._cluster:
-            return
-        tags = {queue: self._backend.keys(queue).tag for queue in queues}
-        slots = {queue: key_slot(tag.encode()) for queue, tag in tags.items()}
-        first = queues[0]
-        for queue in queues[1:]:
-            if slots[queue] != slots[first]:
-                raise InvalidOptions(
-                    f"a flow across queues {first} and {queue} spans two Redis Cluster slots"
-                    f" ({tags[first]} and {tags[queue]}): on a cluster every queue of one flow"
-                    " must hash to one slot"
-                )
 
     async def _call(self, script: str, queue: str, queues: list[str], arguments: Any) -> Any:
         """``script`` with every queue of the flow registered and their meta keys in KEYS
@@ -107,7 +84,7 @@ class RedisFlows(RedisEntity):
 
         root = check_flow(args.flow.to_json(), None, _parse)
         queues = list(_queues(root, {}))
-        await self._one_slot(queues)
+        await self._backend.check_slots(queues, "a flow")
         moment = epoch_ms(args.now)
         cron: dict[str, int | None] = {}
         if root.parsed.repeat is not None:
@@ -133,7 +110,7 @@ class RedisFlows(RedisEntity):
         for node in nodes:
             _queues(node, collected)
         queues = list(collected)
-        await self._one_slot(queues)
+        await self._backend.check_slots(queues, "a flow")
         answer = await self._call(
             "add_flow_children",
             queue,

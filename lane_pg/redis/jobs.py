@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from lane_pg.backend.jobs import (
+    AddChain,
     AddJob,
     AddJobs,
     GetJob,
@@ -90,6 +91,11 @@ class RedisJobs(RedisEntity):
     async def add_jobs(self, args: AddJobs) -> list[JobRow]:
         specs = [(spec.name, spec.data, spec.options) for spec in args.specs]
         return await self._add(args.queue, specs, args.now)
+
+    async def add_chain(self, args: AddChain) -> JobRow:
+        from lane_pg.redis.batches import add_chain
+
+        return await add_chain(self._backend, args)
 
     async def _add(
         self, queue: str, specs: list[tuple[str, Any, Any]], now: datetime | None

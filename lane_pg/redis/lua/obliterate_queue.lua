@@ -39,7 +39,7 @@ if args.first then
   end
 end
 
--- This step's jobs: up to `chunk`, the indexes in turn, all checked before any goes.
+-- This step's jobs: up to `chunk`, the indexes in turn.
 local doomed, ids = {}, {}
 for _, state in ipairs(LANE_STATES) do
   local room = args.chunk - #ids
@@ -52,7 +52,6 @@ for _, state in ipairs(LANE_STATES) do
     doomed[#doomed + 1] = {state, member, id}
   end
 end
-lane_check_removable(ids)
 local jobs = {}
 for _, job in ipairs(doomed) do
   local found = lane_job(job[3])
@@ -65,6 +64,9 @@ for _, job in ipairs(jobs) do
   lane_release_owners(job, now)
 end
 lane_flow_removed(jobs, now)  -- FLOW-26: a parent in another queue is told
+for _, job in ipairs(jobs) do
+  lane_batch_removed(job, now)  -- BATCH-9
+end
 for _, job in ipairs(doomed) do
   redis.call('ZREM', lane_key(job[1]), job[2])
   local found = lane_job(job[3])

@@ -39,7 +39,6 @@ for _, tag in ipairs(tags) do
     for i, child in ipairs(by_tag[tag]) do
       ids[i] = child.id
     end
-    lane_check_removable(ids)
   end)
 end
 for _, tag in ipairs(tags) do

@@ -21,7 +21,6 @@ end
 if job.state ~= 'completed' and job.state ~= 'failed' then
   return lane_result({'conflict', job.state})
 end
-lane_manage_plain(job)
 local unique_spec = nil
 if job.dedup_spec ~= nil then
   local dedup = cjson.decode(job.dedup_spec)

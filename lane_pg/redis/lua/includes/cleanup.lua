@@ -1,12 +1,10 @@
 -- Removing many jobs (42_cleanup.sql): which jobs a drain or a clean may take, in the order
 -- of their state's index (lane._removable_keys), and their removal as lane._remove_jobs
--- does it for the job model Redis holds so far: `removed {prev}` per job, its dedup owner
--- and series released (lane_release_owners), then its hash, index entry and logs. A repeat
--- series' owner occurrence is kept by drains and cleans (REP-16, MGMT-20); a pending flow
--- child is told to its parent (FLOW-26), a parent's dependency rows go with it. Jobs of a
--- batch cannot be added on Redis yet; their removal has more to do, so a call that meets
--- one refuses before it writes anything (lane_check_removable), rather than removing it
--- half.
+-- does it: `removed {prev}` per job, its dedup owner
+-- and series released (lane_release_owners), a pending flow child told to its parent
+-- (FLOW-26), an unfinished batch job settled as deleted (lane_batch_removed), then its hash,
+-- index entry and logs (a parent's dependency rows with it). A repeat series' owner
+-- occurrence is kept by drains and cleans (REP-16, MGMT-20).
 -- @include finish
 
 local LANE_PAGE = 1000  -- index members read per ZRANGE
@@ -82,17 +80,10 @@ local function lane_removable(state, cut, limit, now)
   end
 end
 
--- Refuses (an error, before any write of the calling script) when one of the jobs `ids`
--- uses a part of the job model whose removal Redis cannot do yet (a batch's job).
-local function lane_check_removable(ids)
-  for _, id in ipairs(ids) do
-    lane_check_plain({batch_id = redis.call('HGET', lane_job_key(id), 'batch_id') or nil})
-  end
-end
-
--- Removes the jobs `ids` (checked with lane_check_removable) as lane._remove_jobs does:
--- `removed {prev}` for each, in this order, then their owners released, then the pending
--- flow children told to their parents (FLOW-26), then their records. Returns how many went.
+-- Removes the jobs `ids` as lane._remove_jobs does: `removed {prev}` for each, in this
+-- order, then their owners released, then the pending flow children told to their parents
+-- (FLOW-26), then the unfinished batch jobs settled (BATCH-5), then their records. Returns
+-- how many went.
 local function lane_remove_ids(ids, now)
   local jobs = {}
   for _, id in ipairs(ids) do
@@ -110,6 +101,9 @@ local function lane_remove_ids(ids, now)
   end
   lane_flow_removed(jobs, now)
   LANE_REMOVING = {}
+  for _, job in ipairs(jobs) do
+    lane_batch_removed(job, now)
+  end
   for _, job in ipairs(jobs) do
     if job.deps_pending ~= nil then  -- a parent among them may have moved since
       job = lane_job(job.id) or job

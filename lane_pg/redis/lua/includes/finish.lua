@@ -4,6 +4,8 @@
 -- @include events
 -- @include add
 -- @include flows_add
+-- @include batches
+-- @include chains
 
 -- The job `id` if it is active under `token`, else nil and 'not_found' or 'lock_mismatch'
 -- (lane._owned_job). The client sends tokens in canonical UUID text (or '' for a text that
@@ -78,17 +80,8 @@ local function lane_after_finish(job, policy_text, now)
   lane_drained_check(now)
 end
 
--- The parts of the job model the Redis backend does not hold yet refuse to finish rather
--- than finish half (no such job can be added on Redis yet: the client refuses the options).
-local function lane_check_plain(job)
-  if job.batch_id then
-    error('lane_pg: this job uses a feature the Redis backend does not support yet')
-  end
-end
-
 -- active -> completed (FIN-1); `result` is JSON text.
 local function lane_complete(job, result, now)
-  lane_check_plain(job)
   lane_unindex(job)
   lane_job_set(job, {lock_token = false, lease_expires_at = false, state = 'completed',
                      finished_at = now, return_value = result})
@@ -98,13 +91,14 @@ local function lane_complete(job, result, now)
   lane_dedup_finish(job, now)
   lane_repeat_finish(job, now)
   lane_flow_resolve({job}, 'completed', now)
+  lane_batch_settle(job, 'completed', now)  -- BATCH-5, CHAIN-1: in this script
+  lane_chain_advance(job, now)
   lane_after_finish(job, job.roc, now)
   return snapshot
 end
 
 -- The terminal failure of a job (FIN-4, STALL-4): `prev` is the state it leaves.
 local function lane_fail_terminal(job, reason, now)
-  lane_check_plain(job)
   local prev = job.state
   lane_unindex(job)
   lane_job_set(job, {lock_token = false, lease_expires_at = false, state = 'failed',
@@ -118,6 +112,8 @@ local function lane_fail_terminal(job, reason, now)
   lane_dedup_finish(job, now)
   lane_repeat_release(job)
   lane_flow_resolve({job}, 'failed', now)
+  lane_batch_settle(job, 'failed', now)  -- BATCH-5, before retention
+  lane_chain_broken(job, now)
   lane_after_finish(job, job.rof, now)
   return snapshot
 end

@@ -18,18 +18,6 @@
 
 local LANE_FLOW = {}  -- finish.lua's lane_fail_terminal, set there (it calls back in here)
 
--- `fn(...)` with `tag` the queue every job.lua function works on.
-local function lane_in(tag, fn, ...)
-  if tag == nil or tag == LANE_TAG then
-    return fn(...)
-  end
-  local saved = LANE_TAG
-  lane_switch(tag)
-  local a, b = fn(...)
-  lane_switch(saved)
-  return a, b
-end
-
 -- The queue name of the current tag, known from a child's parent: both tags are
 -- `{<prefix>:<queue>}`, and a queue name holds no brace.
 local function lane_flow_own_queue(child)

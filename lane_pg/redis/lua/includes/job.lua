@@ -15,11 +15,25 @@
 local LANE_TAG = string.sub(KEYS[1], 1, -6)  -- KEYS[1] minus ':meta'
 local LANE_META = KEYS[1]
 
--- Makes another queue's tag the one every function here works on (a flow across queues on
--- a server where one script reaches every key, includes/flows.lua: lane_in).
+-- Another queue's keys inside one script (a flow's parent, a batch's home, a chain's next
+-- link): `lane_in(tag, fn, ...)` runs `fn(...)` with `tag` the queue every function here
+-- works on, then switches back. A standalone server lets a script reach every key; on Redis
+-- Cluster the client refuses at add a flow, batch or chain whose queues lie in more than
+-- one slot, so a switch never leaves KEYS[1]'s slot there.
 local function lane_switch(tag)
   LANE_TAG = tag
   LANE_META = tag .. ':meta'
+end
+
+local function lane_in(tag, fn, ...)
+  if tag == nil or tag == LANE_TAG then
+    return fn(...)
+  end
+  local saved = LANE_TAG
+  lane_switch(tag)
+  local a, b = fn(...)
+  lane_switch(saved)
+  return a, b
 end
 
 local function lane_key(name)
@@ -141,7 +155,8 @@ local function lane_delete(job)
   end
 end
 
--- The queue's setting `name` (meta hash), or `default`.
+-- The queue's setting `name` (meta hash), or `default`. (`lane_key('meta')`, not KEYS[1]:
+-- a settlement or a flow may work in another queue, lane_in.)
 local function lane_meta(name, default)
   local value = redis.call('HGET', LANE_META, name)
   if value == false then

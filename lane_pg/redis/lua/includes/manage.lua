@@ -16,16 +16,6 @@ local function lane_writable(id, token)
   return lane_owned(id, token)
 end
 
--- The parts of the job model the Redis backend does not hold yet (batches) refuse the
--- management operations that would have to update them, rather than doing half the work;
--- no such job can be added on Redis yet. Deduplication owners, repeat series and flows
--- are held (owners.lua, flows.lua): the scripts update them.
-local function lane_manage_plain(job)
-  if job.batch_id then
-    error('lane_pg: this job uses a feature the Redis backend does not support yet')
-  end
-end
-
 -- lane._forget_missing_job (MGMT-16) for the job `id`, which does not exist: the dedup
 -- owners and repeat series still naming it. An owner without a TTL is released with its
 -- job (finish, removal), so only a TTL owner (DEDUP-5: it outlives the job retention

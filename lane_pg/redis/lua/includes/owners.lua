@@ -253,7 +253,8 @@ end
 
 -- A job removed on its own (remove_job, or an owner rule: replace_delayed, upsert,
 -- remove_repeat): `removed {prev}`, its owners released, a pending flow child told to its
--- parent (FLOW-26), its records deleted (lane._remove_jobs for one job with no batch).
+-- parent (FLOW-26), its records deleted (lane._remove_jobs for one job; a script that may
+-- remove a batch's job settles it after this: lane_batch_removed).
 local function lane_remove_standalone(job, now)
   lane_emit('removed', job.id, {prev = job.state}, now)
   lane_release_owners(job, now)
