@@ -227,13 +227,15 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 def test_the_cli_opens_backends_through_connect() -> None:
     """The CLI's --dsn goes through connect: a URL the driver cannot read is a usage
     error (exit 2, one line, no password), memory:// opens (an empty store of the
-    process), and stats, which reads a PostgreSQL view, says it needs a postgresql://
-    URL."""
+    process; stats reads its counts through the contract), and migrate, which installs
+    PostgreSQL's schema, says it needs a postgresql:// URL."""
     malformed = _cli("events", "q1", "--dsn", "postgresql://u:secret@127.0.0.1:port/x")
     assert malformed.returncode == 2, malformed.stderr
     assert "invalid DSN" in malformed.stderr and "secret" not in malformed.stderr
     paused = _cli("pause", "q1", "--dsn", "memory://")
     assert (paused.returncode, paused.stdout.strip()) == (0, "lane_pg: queue 'q1' paused")
     stats = _cli("stats", "--dsn", "memory://")
-    assert stats.returncode == 1
-    assert "give a postgresql:// URL" in stats.stderr
+    assert (stats.returncode, stats.stdout.split()[:2]) == (0, ["queue", "paused"])
+    migrated = _cli("migrate", "--dsn", "memory://")
+    assert migrated.returncode == 2
+    assert "expected a URL like postgresql://" in migrated.stderr
