@@ -33,7 +33,7 @@ from redis.asyncio import ConnectionPool, Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.crc import key_slot
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
+from redis.exceptions import MovedError, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 if TYPE_CHECKING:
@@ -226,6 +226,14 @@ class RedisWakeups:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
 
+    async def _refresh_slots(self) -> None:
+        """Read the cluster's slot map again (the client learns it from its own MOVED
+        answers only, and this connection's are not the client's)."""
+        client = self._backend.client
+        assert isinstance(client, RedisCluster)
+        with contextlib.suppress(RedisError, OSError):
+            await client.nodes_manager.initialize()
+
     async def _serve_slot(self, slot: int) -> None:
         """``BZPOPMIN`` on the markers of ``slot`` while it is wanted; a lost connection,
         or a slot moved to another node (MOVED), is replaced as ``_serve``'s is."""
@@ -252,6 +260,8 @@ class RedisWakeups:
                     if client is not None:
                         await _discard(client)
                         client = None
+                    if isinstance(exc, MovedError):  # resharded: learn the slot's new node
+                        await self._refresh_slots()
                     await asyncio.sleep(delay * random.uniform(0.5, 1.5))
                     delay = min(delay * 2, _RECONNECT_MAX)
                     self.reconnects += 1

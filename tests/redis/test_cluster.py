@@ -26,6 +26,7 @@ import pytest
 import pytest_asyncio
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
+from redis.crc import key_slot
 
 import lane_pg
 from lane_pg.errors import ConfigurationError
@@ -384,13 +385,57 @@ async def test_worker_processes_drain_two_nodes_queues_exactly_once_and_wake_for
             for queue in (second, first)
         ]
 
-        async def all_done() -> bool:
-            return await _done(conn, names) == dict.fromkeys(jobs + later, 1)
+        async def all_completed() -> bool:  # the effect is recorded before the completion
+            counts = [await backend.get_job_counts(queue) for queue in (first, second)]
+            return all(c["completed"] == 61 for c in counts)
 
-        await eventually(all_done, timeout=30)
+        await eventually(all_completed, timeout=30)
         assert idle.alive()
     finally:
         workers.close()
+    assert await _done(conn, names) == dict.fromkeys(jobs + later, 1)
     for queue in (first, second):
         counts = await backend.get_job_counts(queue)
-        assert counts["completed"] == 61 and counts["waiting"] == counts["active"] == 0
+        assert counts["waiting"] == counts["active"] == counts["failed"] == 0
+
+
+async def test_a_queue_whose_slot_moves_to_another_node_follows_it(
+    backend: RedisBackend, cluster: OwnCluster
+) -> None:
+    """A reshard of an empty slot (CLUSTER SETSLOT ... NODE on every node): the blocked
+    wake-up finds the slot's new node, the next script is redirected there and loaded
+    there after its cache was flushed."""
+    moving, staying = two_nodes(backend)
+    slot = key_slot(backend.keys(moving).meta.encode())
+    target = await node_client(backend, staying)
+    nodes = [Redis(host="127.0.0.1", port=port) for port in cluster.ports]
+    wakeups = RedisWakeups(backend, [moving], name="moving slot", block=1.0)
+    await wakeups.start()
+    try:
+        first = asyncio.create_task(wakeups.wait(20))
+        await eventually(lambda: bool(wakeups._slots), timeout=10)
+        target_id = (await target.execute_command("CLUSTER", "MYID")).decode()
+        for node in nodes:
+            await node.execute_command("CLUSTER", "SETSLOT", slot, "NODE", target_id)
+        await target.script_flush()
+        assert await first  # the lost block wakes the worker once, to cover the gap
+
+        async def blocked_on_target() -> bool:
+            clients = await target.client_list()
+            return any(c["name"] == "moving_slot" and c["cmd"] == "bzpopmin" for c in clients)
+
+        await eventually(blocked_on_target, timeout=20)
+        reconnects, loads = wakeups.reconnects, backend.scripts.loads
+        second = asyncio.create_task(wakeups.wait(20))
+        await eventually(lambda: wakeups._waiters > 0, timeout=10)
+        await backend.add_job(moving, "n")
+        assert await second
+        assert wakeups.reconnects == reconnects  # woken by the marker on the new node
+        assert node_of(backend, moving) == node_of(backend, staying)
+        assert backend.scripts.loads == loads + 1  # loaded on the new node
+        assert (await target.script_exists(backend.scripts.script("add_jobs").sha)) == [True]
+    finally:
+        await wakeups.close()
+        await target.aclose()
+        for node in nodes:
+            await node.aclose()
