@@ -8,6 +8,8 @@
 
 On a Redis Cluster (``redis+cluster://``) every master is checked, each refusal naming its
 node: a queue's keys live on one master, and one evicting master loses that queue's jobs.
+A cluster node reached through a plain ``redis://`` URL is refused: that client cannot
+follow the cluster's redirections (MOVED) to the other nodes' slots.
 
 Durability is the server's setting, not lane_pg's: with ``appendonly yes`` and
 ``appendfsync everysec`` a crash can lose about the last second of writes (jobs added or
@@ -22,7 +24,7 @@ from typing import Any, TypeAlias, TypeVar
 
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
-from redis.exceptions import ResponseError
+from redis.exceptions import RedisClusterException, ResponseError
 
 from lane_pg.errors import ConfigurationError
 
@@ -44,6 +46,8 @@ class ServerFacts:
     version: tuple[int, ...]
     maxmemory_policy: str
     appendonly: bool
+    cluster: bool = False
+    """A node of a Redis Cluster (``cluster_enabled``)."""
 
 
 def parse_version(text: str) -> tuple[int, ...]:
@@ -76,6 +80,7 @@ async def server_facts(client: RedisClient, node: ClusterNode | None = None) -> 
     server = await client.info("server", **target)
     memory = await client.info("memory", **target)
     persistence = await client.info("persistence", **target)
+    cluster = await client.info("cluster", **target)
     policy = memory.get("maxmemory_policy")
     if policy is None:  # older INFO: ask CONFIG
         try:
@@ -87,6 +92,7 @@ async def server_facts(client: RedisClient, node: ClusterNode | None = None) -> 
         parse_version(str(server["redis_version"])),
         str(policy),
         bool(int(persistence.get("aof_enabled", 0))),
+        bool(int(cluster.get("cluster_enabled", 0))),
     )
 
 
@@ -98,6 +104,12 @@ async def check_server(client: RedisClient) -> ServerFacts:
         reason = refusal(facts)
         if reason is not None:
             raise ConfigurationError(reason)
+        if facts.cluster:  # its client would fail on the keys of other nodes' slots
+            raise ConfigurationError(
+                "this Redis server is a node of a Redis Cluster: connect with"
+                " redis+cluster://host:port (rediss+cluster:// for TLS), which follows"
+                " each queue to its node"
+            )
         return facts
     every: list[ServerFacts] = []
     for node in sorted(client.get_primaries(), key=lambda node: node.name):
@@ -138,6 +150,13 @@ async def open_cluster_client(
     )
     try:
         await client.initialize()
+    except RedisClusterException as exc:
+        await client.aclose()
+        if "not enabled" in str(exc):
+            raise ConfigurationError(
+                f"{exc}: this server is not a Redis Cluster node, connect with redis://"
+            ) from exc
+        raise
     except BaseException:
         await client.aclose()
         raise

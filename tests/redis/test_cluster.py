@@ -34,7 +34,7 @@ from lane_pg.redis.backend import RedisBackend
 from lane_pg.redis.keys import QueueKeys
 from lane_pg.redis.wakeups import RedisWakeups
 from lane_pg.types import JobOptions, JobSpec, QueueDemand
-from tests.helpers import eventually
+from tests.helpers import eventually, open_test_redis
 from tests.worker.conftest import EFFECTS_TABLE, Workers, effects_dsn, queue_args
 
 __all__ = ["effects_dsn"]  # the fixture, imported for this module
@@ -439,3 +439,17 @@ async def test_a_queue_whose_slot_moves_to_another_node_follows_it(
         await target.aclose()
         for node in nodes:
             await node.aclose()
+
+
+async def test_a_url_of_the_wrong_kind_is_refused_saying_which_to_use(
+    cluster: OwnCluster, redis_url: str
+) -> None:
+    with pytest.raises(ConfigurationError, match=r"redis\+cluster://"):
+        await lane_pg.connect(f"redis://127.0.0.1:{cluster.ports[0]}/0")
+    if "+cluster://" in redis_url:
+        return  # the test server is itself a cluster: no plain server to point at
+    plain = await open_test_redis(redis_url)  # skips when the test server is unreachable
+    await plain.aclose()
+    host_port = redis_url.split("://", 1)[1].split("/", 1)[0].split("?", 1)[0]
+    with pytest.raises(ConfigurationError, match="not a Redis Cluster node"):
+        await lane_pg.connect(f"redis+cluster://{host_port}")
