@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import shutil
 import socket
 import subprocess
@@ -32,7 +33,7 @@ import lane_pg
 from lane_pg.errors import ConfigurationError
 from lane_pg.redis.backend import RedisBackend
 from lane_pg.redis.keys import QueueKeys
-from lane_pg.redis.wakeups import RedisWakeups
+from lane_pg.redis.wakeups import MAX_BLOCKED_SLOTS, RedisWakeups
 from lane_pg.types import JobOptions, JobSpec, QueueDemand
 from tests.helpers import eventually, open_test_redis
 from tests.worker.conftest import EFFECTS_TABLE, Workers, effects_dsn, queue_args
@@ -453,3 +454,26 @@ async def test_a_url_of_the_wrong_kind_is_refused_saying_which_to_use(
     host_port = redis_url.split("://", 1)[1].split("/", 1)[0].split("?", 1)[0]
     with pytest.raises(ConfigurationError, match="not a Redis Cluster node"):
         await lane_pg.connect(f"redis+cluster://{host_port}")
+
+
+async def test_a_worker_of_queues_in_too_many_slots_polls_and_says_so(
+    backend: RedisBackend, cluster: OwnCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    queues = [f"qp_{n}_{uuid.uuid4().hex[:6]}" for n in range(MAX_BLOCKED_SLOTS + 1)]
+    slots = {key_slot(backend.keys(queue).marker.encode()) for queue in queues}
+    assert len(slots) > MAX_BLOCKED_SLOTS
+    wakeups = RedisWakeups(backend, queues, name="many slots", block=0.5)
+    nodes = [Redis(host="127.0.0.1", port=port) for port in cluster.ports]
+    await wakeups.start()
+    try:
+        with caplog.at_level(logging.WARNING, logger="lane_pg.redis.wakeups"):
+            for _ in range(3):  # each wait ends at its timeout: nothing wakes it
+                assert await wakeups.wait(1.0) is False
+        said = [r.getMessage() for r in caplog.records if "instead of blocking" in r.getMessage()]
+        assert len(said) == 1 and f"{len(slots)} slots" in said[0]
+        for node in nodes:
+            assert not [c for c in await node.client_list() if c["name"] == "many_slots"]
+    finally:
+        await wakeups.close()
+        for node in nodes:
+            await node.aclose()
