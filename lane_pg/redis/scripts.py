@@ -10,7 +10,8 @@ Calls go through EVALSHA. A server that lost its script cache (a restart, a fail
 ``SCRIPT FLUSH``) answers NOSCRIPT: the script is loaded again and the call made once
 more, so a flush costs one round trip, never a failed operation. On a cluster the script
 is loaded on the node of the call's first key, the one that answered NOSCRIPT (each master
-keeps its own cache), not on every master.
+keeps its own cache), not on every master; during a slot's migration the node that answers
+may not be the slot's owner yet, and a second NOSCRIPT loads the script on every master.
 """
 
 from __future__ import annotations
@@ -106,7 +107,15 @@ class Scripts:
             raw = await self._client.evalsha(script.sha, len(keys), *keys, argv)
         except NoScriptError:
             await self._load(script, keys[0] if keys else None)
-            raw = await self._client.evalsha(script.sha, len(keys), *keys, argv)
+            try:
+                raw = await self._client.evalsha(script.sha, len(keys), *keys, argv)
+            except NoScriptError:
+                if not isinstance(self._client, RedisCluster):
+                    raise
+                # A slot being migrated: the node that answered (ASK) is not yet the
+                # slot's owner in the client's map, so every master gets the script.
+                await self._load(script, None)
+                raw = await self._client.evalsha(script.sha, len(keys), *keys, argv)
         if isinstance(raw, bytes):
             raw = raw.decode()
         return None if raw is None else json.loads(raw)

@@ -477,3 +477,34 @@ async def test_a_worker_of_queues_in_too_many_slots_polls_and_says_so(
         await wakeups.close()
         for node in nodes:
             await node.aclose()
+
+
+async def test_a_script_reaches_a_slot_in_migration_whose_new_node_lacks_it(
+    backend: RedisBackend, cluster: OwnCluster
+) -> None:
+    """A slot MIGRATING from one node and IMPORTING on another, with the queue's keys on
+    neither yet: the old node answers ASK, the new one NOSCRIPT while the client's map
+    still names the old one; the script reaches the new node all the same."""
+    moving, staying = two_nodes(backend)
+    slot = key_slot(backend.keys(moving).meta.encode())
+    source, target = await node_client(backend, moving), await node_client(backend, staying)
+    nodes = [Redis(host="127.0.0.1", port=port) for port in cluster.ports]
+    try:
+        source_id = (await source.execute_command("CLUSTER", "MYID")).decode()
+        target_id = (await target.execute_command("CLUSTER", "MYID")).decode()
+        await target.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", source_id)
+        await source.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", target_id)
+        await target.script_flush()
+        job = await backend.add_job(moving, "n", {"x": 1})
+        loads = backend.scripts.loads
+        assert loads >= 2  # on the slot's node in the map, then on every master
+        count = ("CLUSTER", "COUNTKEYSINSLOT", slot)
+        assert await source.execute_command(*count) == 0
+        assert await target.execute_command(*count) > 0  # the job went to the new node
+    finally:
+        for node in nodes:  # the migration done: the slot is the new node's
+            await node.execute_command("CLUSTER", "SETSLOT", slot, "NODE", target_id)
+        for client in (source, target, *nodes):
+            await client.aclose()
+    row = await backend.get_job(moving, job.id)
+    assert row is not None and row.data == {"x": 1}
