@@ -6,7 +6,7 @@
 ``memory://``                     a new, empty ``MemoryBackend`` (in this process only)
 ``redis://`` ``rediss://``        ``RedisBackend`` (the server checked: noeviction, version);
                                   its keys under the prefix ``?prefix=NAME`` (default
-                                  ``lane``); flows, batches and chains not yet
+                                  ``lane``)
 ``redis+cluster://``              ``RedisBackend`` on a Redis Cluster (any node's address: the
 ``rediss+cluster://``             others are discovered; every master checked)
 no URL (None or "")               ``$LANE_PG_DSN``, else the embedded PostgreSQL in
