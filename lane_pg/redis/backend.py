@@ -8,6 +8,10 @@ queue, in the order the operation names them. A flow, batch or chain across queu
 the exception: its scripts reach the other queues' keys too (``lua/includes/job.lua``:
 ``lane_in``), on a standalone server, or on a cluster when they share a slot
 (``check_slots``).
+
+On a Redis Cluster (``redis+cluster://``) the client is redis-py's ``RedisCluster``, which
+sends each call to the node of its first key's slot; a read over several queues' keys is
+then one pipeline per node rather than one MULTI (``snapshot``).
 """
 
 from __future__ import annotations
