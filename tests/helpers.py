@@ -98,12 +98,21 @@ async def open_test_redis(url: str) -> Any:
     import pytest
     from redis.asyncio import Redis
     from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import RedisClusterException
     from redis.exceptions import TimeoutError as RedisTimeoutError
 
-    client = Redis.from_url(url, socket_connect_timeout=1.0, socket_timeout=10.0)
+    from lane_pg.backend.url import redis_cluster_url
+
+    cluster = redis_cluster_url(url)  # LANE_PG_TEST_REDIS=redis+cluster://... runs on one
+    if cluster is not None:
+        from redis.asyncio.cluster import RedisCluster
+
+        client = RedisCluster.from_url(cluster, socket_connect_timeout=1.0, socket_timeout=10.0)
+    else:
+        client = Redis.from_url(url, socket_connect_timeout=1.0, socket_timeout=10.0)
     try:
         await client.ping()
-    except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+    except (RedisConnectionError, RedisTimeoutError, RedisClusterException, OSError) as exc:
         await client.aclose()
         pytest.skip(f"no Redis at {url} ({exc}); set LANE_PG_TEST_REDIS")
     return client

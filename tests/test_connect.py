@@ -35,6 +35,8 @@ def _with_scheme(dsn: str, scheme: str) -> str:
         ("memory://", "memory"),
         ("redis://127.0.0.1:6379/0", "redis"),
         ("rediss://u:secret@cache:6380/0?prefix=jobs", "redis"),
+        ("redis+cluster://127.0.0.1:7000?prefix=jobs", "redis"),
+        ("REDISS+CLUSTER://u:secret@cache:7000", "redis"),
     ],
 )
 def test_each_scheme_names_its_backend(url: str, kind: str) -> None:
@@ -44,10 +46,11 @@ def test_each_scheme_names_its_backend(url: str, kind: str) -> None:
 @pytest.mark.parametrize(
     ("url", "fragment"),
     [
-        ("mysql://root:secret@127.0.0.1/x", "redis://, rediss:// or memory://"),
-        ("postgresql+asyncpg://u@h/db", "redis://, rediss:// or memory://"),
+        ("mysql://root:secret@127.0.0.1/x", "rediss+cluster:// or memory://"),
+        ("postgresql+asyncpg://u@h/db", "rediss+cluster:// or memory://"),
         ("host=127.0.0.1 dbname=x", "invalid DSN"),
         ("memory://shared", "memory:// takes no host"),
+        ("redis+cluster://u:secret@h:7000/2", "database 0 only"),
     ],
 )
 async def test_other_urls_are_refused_before_connecting(url: str, fragment: str) -> None:

@@ -8,6 +8,10 @@ queue, in the order the operation names them. A flow, batch or chain across queu
 the exception: its scripts reach the other queues' keys too (``lua/includes/job.lua``:
 ``lane_in``), on a standalone server, or on a cluster when they share a slot
 (``check_slots``).
+
+On a Redis Cluster (``redis+cluster://``) the client is redis-py's ``RedisCluster``, which
+sends each call to the node of its first key's slot; a read over several queues' keys is
+then one pipeline per node rather than one MULTI (``snapshot``).
 """
 
 from __future__ import annotations
@@ -18,15 +22,17 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any, NoReturn
 
-from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
+from redis.asyncio.cluster import ClusterPipeline, RedisCluster
 from redis.crc import key_slot
 
 from lane_pg.backend import JobQueueBackend, OperationCall, WakeupSource
-from lane_pg.backend.url import redis_url_parts
+from lane_pg.backend.url import redis_cluster_url, redis_url_parts
 from lane_pg.errors import InvalidOptions, JobNotFound, LockMismatch
 from lane_pg.redis.keys import DEFAULT_PREFIX, QueueKeys, validate_prefix
 from lane_pg.redis.rows import epoch_ms
 from lane_pg.redis.scripts import Scripts
+from lane_pg.redis.server import RedisClient
 from lane_pg.types import JSON, validate_queue_name
 
 
@@ -37,7 +43,7 @@ class RedisBackend(JobQueueBackend):
 
     def __init__(
         self,
-        client: Redis,
+        client: RedisClient,
         *,
         prefix: str = DEFAULT_PREFIX,
         rng: random.Random | None = None,
@@ -61,12 +67,16 @@ class RedisBackend(JobQueueBackend):
         from lane_pg.redis.runs import RedisRuns
 
         self.client = client
+        self.cluster = isinstance(client, RedisCluster)
+        """On a Redis Cluster: reads of several queues are no MULTI (``snapshot``)."""
         self.prefix = validate_prefix(prefix)
         self.scripts = Scripts(client)
         self.rng = rng or random.Random()
         self._owns_client = owns_client
         self._registered: set[str] = set()
-        self._cluster: bool | None = None
+        self._cluster: bool | None = True if self.cluster else None
+        """Cluster mode as ``is_cluster`` read it: known for a cluster client, else read
+        once (a plain client of a one-node cluster, in tests, reports it too)."""
         self._serve(
             {
                 "jobs": RedisJobs(self),
@@ -137,6 +147,12 @@ class RedisBackend(JobQueueBackend):
         seconds, micros = await self.client.time()
         return int(seconds) * 1000 + int(micros) // 1000
 
+    def snapshot(self) -> Pipeline | ClusterPipeline:
+        """A pipeline of reads over several queues' keys: one MULTI (one instant) on one
+        server; on a cluster, where a MULTI holds keys of one slot only, a plain pipeline
+        (each node's reads together, the nodes' not at one instant)."""
+        return self.client.pipeline(transaction=not self.cluster)
+
     @property
     def settings_key(self) -> str:
         """The connection-wide settings (``paused_all`` and its generation
@@ -199,12 +215,19 @@ async def open_redis(
     """``RedisBackend`` for ``redis://host:port/db?prefix=NAME`` (``lane_pg.connect``):
     the server refused unless it keeps every key (``noeviction``) and runs a version the
     scripts need (``lane_pg.redis.server``). ``prefix`` (default ``lane``) puts the
-    queues' keys under ``{NAME:queue}``; PostgreSQL's ``schema`` does not apply."""
-    from lane_pg.redis.server import open_client
+    queues' keys under ``{NAME:queue}``; PostgreSQL's ``schema`` does not apply.
+    ``redis+cluster://host:port?prefix=NAME`` opens a Redis Cluster through one of its
+    nodes, every master checked."""
+    from lane_pg.redis.server import open_client, open_cluster_client
 
     base, prefix = redis_url_parts(url)
     validate_prefix(prefix)
-    client = await open_client(base, max_connections=max(max_size, 1))
+    cluster = redis_cluster_url(base)
+    client: RedisClient
+    if cluster is not None:
+        client = await open_cluster_client(cluster, max_connections=max(max_size, 1))
+    else:
+        client = await open_client(base, max_connections=max(max_size, 1))
     return RedisBackend(client, prefix=prefix)
 
 

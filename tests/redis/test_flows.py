@@ -100,9 +100,20 @@ async def test_obliterating_a_flows_queue_leaves_no_key_and_tells_the_other_pare
 
 
 def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    """A free port whose cluster bus port (10,000 above it) is free too: a cluster node
+    on a port above 55535 does not start."""
+    for _ in range(100):
+        with socket.socket() as probe, socket.socket() as bus:
+            probe.bind(("127.0.0.1", 0))
+            port = int(probe.getsockname()[1])
+            if port + 10000 > 65535:
+                continue
+            try:
+                bus.bind(("127.0.0.1", port + 10000))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port pair for a cluster node")
 
 
 @pytest.fixture
