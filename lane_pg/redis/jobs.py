@@ -31,6 +31,7 @@ from lane_pg.errors import InvalidOptions, JobLocked, JobStateConflict
 from lane_pg.redis.backend import RedisEntity, refused
 from lane_pg.redis.rows import (
     SpecFields,
+    added_row,
     canonical_token,
     dump,
     epoch_ms,
@@ -106,14 +107,20 @@ class RedisJobs(RedisEntity):
             moment = await backend.now_ms(now)  # ADD-13 and the first ticks, at one instant
             cron = first_ticks([(spec.fields["name"], spec.parsed) for spec in checked], moment)
         await backend.register(queue)
-        rows = await call_scheduled(
+        answer = await call_scheduled(
             backend,
             "add_jobs",
             queue,
             {"now": moment, "specs": [spec.fields for spec in checked], "cron": cron},
         )
-        raise_refusal(rows)
-        return [job_row(queue, fields) for fields in rows]
+        raise_refusal(answer)
+        created_at = from_ms(answer["now"])
+        return [
+            added_row(queue, checked[entry[0] - 1], entry, created_at)
+            if isinstance(entry, list)
+            else job_row(queue, entry)
+            for entry in answer["jobs"]
+        ]
 
     async def _fields(self, queue: str, job_id: str) -> dict[str, str] | None:
         raw: Any = await self._backend.client.hgetall(self._backend.keys(queue).job(job_id))

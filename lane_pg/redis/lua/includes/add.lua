@@ -146,7 +146,8 @@ end
 
 -- Stores new jobs in input order (ADD-1..13, DEDUP-1..20, REP-1..6): each spec's job, or
 -- the job that keeps its custom id, dedup id or series (false when a series the spec
--- would continue has no occurrence left). Events as lane._store_jobs writes them: every
+-- would continue has no occurrence left), and a second table: job -> the index of the spec
+-- it was stored from, for the jobs this call stored. Events as lane._store_jobs writes them: every
 -- `added`, then every `waiting`, then every `delayed`, then those of specs that met a job
 -- of this call; a spec meeting a stored job writes its events at once.
 local function lane_add_specs(specs, now)
@@ -156,6 +157,7 @@ local function lane_add_specs(specs, now)
   local in_call = {}    -- id -> key of the jobs this call stores
   local started = {}    -- series key -> its job, for series this call starts or continues
   local later = {}      -- events of specs meeting a job of this call: {event, id, data}
+  local origin = {}     -- job -> index of its spec, for the jobs this call stores
   local any_waiting = false
   local min_due = nil
 
@@ -241,6 +243,7 @@ local function lane_add_specs(specs, now)
           any_waiting = true
         end
         added[#added + 1] = job
+        origin[job] = i
         in_call[id] = key
         if custom ~= nil then
           by_custom[custom] = job
@@ -276,7 +279,7 @@ local function lane_add_specs(specs, now)
   elseif min_due ~= nil then
     lane_wake_at(min_due)
   end
-  return results
+  return results, origin
 end
 
 -- Before a client's add writes anything: nil when it may go on, else the answer to return
