@@ -86,10 +86,15 @@ class SpecFields:
     fields: dict[str, JSON]
 
 
+_NO_OPTIONS = parse_job_options(None)
+"""What no options mean, parsed once: 7.7 us of a job's ~30 us of client time in a
+1,000-job add_jobs (timeit); its document is only read (dumped), never changed."""
+
+
 def spec_fields(name: str, data: JSON, options: JobOptions | dict[str, JSON] | None) -> SpecFields:
     """Check one spec (the rules ``lane_pg.options`` holds once) and give its fields."""
     validate_job_name(name)
-    parsed = parse_job_options(options)
+    parsed = _NO_OPTIONS if options is None else parse_job_options(options)
     text = dumps_json(data, "data", ascii_only=False)  # checked and dumped at once
     backoff = None if parsed.backoff is None else dump(parsed.backoff)
     return SpecFields(
@@ -207,7 +212,7 @@ def added_row(queue: str, spec: SpecFields, entry: list[Any], created_at: dateti
         return_value=None,
         failed_reason=None,
         stacktrace=[],
-        options=json.loads(str(fields["options"])),
+        options={} if fields["options"] == "{}" else json.loads(str(fields["options"])),
         deduplication_id=None if dedup is None else str(dedup["id"]),
         repeat_key=None if series is None else str(series["key"]),
     )

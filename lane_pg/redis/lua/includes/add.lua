@@ -226,22 +226,29 @@ local function lane_add_specs(specs, now)
         if custom ~= nil then
           job.custom_id = '1'
         end
+        -- The state's fields go into the job's one HSET: two commands fewer per job than
+        -- an HSET and an HDEL after it (a one-job call: 98 against 102 us of script time,
+        -- INFO commandstats, min of 7 x 500 calls: within this shared machine's noise).
+        if due > now then
+          job.state = 'delayed'
+          if min_due == nil or due < min_due then
+            min_due = due
+          end
+        else
+          for name, value in pairs(lane_enqueue_fields(job)) do
+            if value ~= false then
+              job[name] = lane_field_text(value)
+            end
+          end
+          any_waiting = true
+        end
         local fields = {}
         for name, value in pairs(job) do
           fields[#fields + 1] = name
           fields[#fields + 1] = value
         end
         redis.call('HSET', lane_job_key(id), unpack(fields))
-        if due > now then
-          lane_job_set(job, {state = 'delayed'})
-          lane_index(job, due)
-          if min_due == nil or due < min_due then
-            min_due = due
-          end
-        else
-          lane_enqueue(job)
-          any_waiting = true
-        end
+        lane_index(job, due)
         added[#added + 1] = job
         origin[job] = i
         in_call[id] = key

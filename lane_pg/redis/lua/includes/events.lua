@@ -7,10 +7,15 @@
 
 local LANE_EVENTS_MAX = 10000
 local lane_events_on = nil
+local lane_events_max = nil
 
+-- Both settings read once per script (no script changes them and emits): one HMGET where
+-- every event read `events_max` again (an add emits two).
 local function lane_records_events()
   if lane_events_on == nil then
-    lane_events_on = lane_meta('record_events', '1') ~= '0'
+    local meta = redis.call('HMGET', KEYS[1], 'record_events', 'events_max')
+    lane_events_on = meta[1] ~= '0'
+    lane_events_max = tonumber(meta[2] or LANE_EVENTS_MAX)
   end
   return lane_events_on
 end
@@ -21,8 +26,7 @@ local function lane_emit_raw(event, job_id, data_json, now)
     return nil
   end
   local n = redis.call('INCR', lane_key('event_id'))
-  redis.call('XADD', lane_key('events'), 'MAXLEN', '~',
-             tonumber(lane_meta('events_max', LANE_EVENTS_MAX)), '0-' .. n,
+  redis.call('XADD', lane_key('events'), 'MAXLEN', '~', lane_events_max, '0-' .. n,
              'e', event, 'j', job_id or '', 'd', data_json, 't', now)
   return n
 end
