@@ -107,12 +107,14 @@ class RedisJobs(RedisEntity):
             moment = await backend.now_ms(now)  # ADD-13 and the first ticks, at one instant
             cron = first_ticks([(spec.fields["name"], spec.parsed) for spec in checked], moment)
         await backend.register(queue)
-        answer = await call_scheduled(
-            backend,
-            "add_jobs",
-            queue,
-            {"now": moment, "specs": [spec.fields for spec in checked], "cron": cron},
-        )
+        fields = [spec.fields for spec in checked]
+        if all(f["id"] is None and f["dedup"] is None and f["series"] is None for f in fields):
+            # No owner to take, no custom id to look up: the batched script (its header).
+            answer = await backend.call("add_plain_jobs", queue, {"now": moment, "specs": fields})
+        else:
+            answer = await call_scheduled(
+                backend, "add_jobs", queue, {"now": moment, "specs": fields, "cron": cron}
+            )
         raise_refusal(answer)
         created_at = from_ms(answer["now"])
         return [

@@ -66,3 +66,50 @@ async def test_the_jobs_of_one_claim_and_of_two_get_distinct_uuid_tokens(
     assert all(str(uuid.UUID(token)) == token for token in tokens)
     for job in first:  # each job's token is its own fence
         await backend.runs.complete_job("q", job.id, job.lock_token, None)
+
+
+async def test_plain_adds_store_what_the_add_path_stores(redis_client: Redis, prefix: str) -> None:
+    """``add_plain_jobs.lua`` (no custom id, dedup or repeat: the batched script) leaves
+    the same hashes, indexes, counters, events and answer as ``add_jobs.lua`` given the
+    same specs at the same moment."""
+    from lane_pg.redis.jobs import checked_specs
+
+    backend = RedisBackend(redis_client, prefix=prefix, owns_client=False)
+    options: list[dict[str, object] | None] = [
+        None,
+        {"delay_ms": 500},
+        {"priority": 4, "lifo": True},
+        {"attempts": 3, "backoff": {"type": "fixed", "delay_ms": 5}, "timeout_ms": 9},
+        {"delay_ms": 100, "remove_on_complete": {"count": 2}},
+        {"lifo": True},
+    ]
+    specs = [(f"n{i}", {"i": i, "s": "ü"}, o) for i, o in enumerate(options * 3)]
+    fields = [spec.fields for spec in checked_specs(specs)]
+    now = 1_800_000_000_000
+    answers = {}
+    for script, queue in (("add_jobs", "general"), ("add_plain_jobs", "plain")):
+        for _ in range(2):  # twice: the second call continues the counters
+            answers[queue] = await backend.call(
+                script, queue, {"now": now, "specs": fields, "cron": {}}
+            )
+
+    async def dump_queue(queue: str) -> dict[str, object]:
+        keys = backend.keys(queue)
+        tag = keys.meta[: -len(":meta")]
+        out: dict[str, object] = {}
+        async for key in redis_client.scan_iter(match=f"{tag}:*"):
+            name = key.decode()[len(tag) :]
+            kind = (await redis_client.type(key)).decode()
+            if kind == "hash":
+                out[name] = await redis_client.hgetall(key)
+            elif kind == "zset":
+                out[name] = await redis_client.zrange(key, 0, -1, withscores=True)
+            elif kind == "stream":
+                out[name] = await redis_client.xrange(key)
+            else:
+                out[name] = await redis_client.get(key)
+        return out
+
+    assert answers["plain"] == answers["general"]
+    general, plain = await dump_queue("general"), await dump_queue("plain")
+    assert len(general) > 20 and plain == general

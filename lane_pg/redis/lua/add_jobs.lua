@@ -24,7 +24,7 @@ local jobs = {}
 for i, job in ipairs(results) do
   local from = job ~= false and origin[job] or nil
   if from ~= nil then
-    jobs[i] = {from, job.id, job.state, job.order_offset, job.seq or false, job.available_at}
+    jobs[i] = lane_added_answer(from, job)
   else
     jobs[i] = job
   end

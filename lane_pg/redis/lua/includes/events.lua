@@ -20,24 +20,25 @@ local function lane_records_events()
   return lane_events_on
 end
 
--- Emits `event` with data given as JSON text (a payload inside stays as it was sent).
-local function lane_emit_raw(event, job_id, data_json, now)
+-- Emits `event` with data given as JSON text (a payload inside stays as it was sent), under
+-- event id `n` when the caller reserved it (INCRBY), else the next one.
+local function lane_emit_raw(event, job_id, data_json, now, n)
   if not lane_records_events() then
     return nil
   end
-  local n = redis.call('INCR', lane_key('event_id'))
+  n = n or redis.call('INCR', lane_key('event_id'))
   redis.call('XADD', lane_key('events'), 'MAXLEN', '~', lane_events_max, '0-' .. n,
              'e', event, 'j', job_id or '', 'd', data_json, 't', now)
   return n
 end
 
 -- Emits `event` with data from a table of plain values (strings, numbers, booleans).
-local function lane_emit(event, job_id, data, now)
+local function lane_emit(event, job_id, data, now, n)
   local text = '{}'
   if data ~= nil and next(data) ~= nil then
     text = cjson.encode(data)
   end
-  return lane_emit_raw(event, job_id, text, now)
+  return lane_emit_raw(event, job_id, text, now, n)
 end
 
 -- OBS-6: one more job finished in `state` in the minute of `now`.

@@ -98,10 +98,11 @@ local function lane_next_seq()
   return redis.call('INCR', lane_key('seq'))
 end
 
--- The fields that put a job into waiting with a fresh sequence: `mode` 'front' for a
--- release to the front of its priority, else the job's FIFO/LIFO order.
-local function lane_enqueue_fields(job, mode)
-  local seq = lane_next_seq()
+-- The fields that put a job into waiting with a fresh sequence (`seq`, else the queue's
+-- next): `mode` 'front' for a release to the front of its priority, else the job's FIFO/LIFO
+-- order.
+local function lane_enqueue_fields(job, mode, seq)
+  seq = seq or lane_next_seq()
   if mode == nil then
     mode = (job.lifo == '1') and 'lifo' or 'fifo'
   end
