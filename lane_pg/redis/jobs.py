@@ -1,5 +1,6 @@
 """Adding, reading and changing single jobs (ADD, MGMT) on Redis: ``add_jobs.lua`` stores
-(with the deduplication and series claims of ``includes/add.lua``), a job's hash is read
+(with the deduplication and series claims of ``includes/add.lua``; a call of plain specs
+runs the batched ``add_plain_jobs.lua``), a job's hash is read
 with one HGETALL, and each management operation is the script of its name
 (``promote_job.lua``, ``retry_job.lua``, ...). The arguments are checked here first, as
 ``lane_pg.memory`` checks them, so an invalid one runs no script; what a script refuses (a
