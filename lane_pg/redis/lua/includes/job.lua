@@ -98,6 +98,31 @@ local function lane_unindex(job)
   end
 end
 
+-- The job a member of `state`'s index names, or nil after dropping the member when it is
+-- stale: its hash is gone, or the job is in another state, or (a removed job's id added
+-- again, a requeue) its entry in that index is another member. Written by hand or left by
+-- an interrupted writer, such a member must be neither revived nor crash a script.
+local function lane_indexed_job(state, member)
+  local id
+  if state == 'waiting' then
+    id = lane_member_id(member)
+  else
+    id = string.sub(member, 18)
+  end
+  local job = lane_job(id)
+  if job ~= nil and job.state == state then
+    if state == 'waiting' then
+      if job.wm == member then
+        return job
+      end
+    elseif lane_set_member(job.key, job.id) == member then
+      return job
+    end
+  end
+  redis.call('ZREM', lane_key(LANE_INDEX[state]), member)
+  return nil
+end
+
 -- Puts the job in its state's index; `score` is the due time (delayed), the lease expiry
 -- (active) or the finish time (completed, failed).
 local function lane_index(job, score)
