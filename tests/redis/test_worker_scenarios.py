@@ -1,0 +1,307 @@
+"""Worker processes on Redis (``python -m lane_pg worker --dsn redis://...``) as a user runs
+them, beside ``test_worker_faults.py``: deduplication with two workers and two producer
+processes (simple owners, TTL owners, a debounce window), a rate limit and a max-active
+ceiling shared by two workers, and a Redis server that stops answering for a few seconds
+under a worker. Effects are recorded in PostgreSQL (``tests/worker/apps.py``), outside
+the server under test; each test has a key prefix (or a server) of its own."""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import json
+import os
+import sys
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+
+from lane_pg.redis.backend import RedisBackend
+from lane_pg.types import JobRow, JobSpec
+from tests.helpers import eventually
+from tests.redis.test_worker_faults import (
+    _done,
+    _spawner,
+    effects,
+    on_test_server,
+    queue,
+)
+from tests.test_cli_queue_commands import cli
+from tests.worker.conftest import EFFECTS_TABLE, REPO_ROOT, effects_dsn, queue_args
+
+__all__ = ["effects", "effects_dsn", "on_test_server", "queue"]  # fixtures of this module
+
+
+# ---------------------------------------------------------------- producer processes
+
+
+class Producers:
+    """Producer processes (tests/redis/producer.py), one per spec, started and connected
+    first; ``go`` lets them add together and returns each one's answers."""
+
+    def __init__(self, url: str, queue: str, tmp_path: Path) -> None:
+        self.url, self.queue = url, queue
+        self.go_file = tmp_path / f"go-{os.urandom(4).hex()}"
+        self.procs: list[asyncio.subprocess.Process] = []
+
+    async def start(self, *specs: dict[str, Any]) -> Producers:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(
+            [str(REPO_ROOT), *filter(None, [env.get("PYTHONPATH")])]
+        )
+        for spec in specs:
+            self.procs.append(
+                await asyncio.create_subprocess_exec(
+                    sys.executable,
+                    "-m",
+                    "tests.redis.producer",
+                    self.url,
+                    self.queue,
+                    str(self.go_file),
+                    json.dumps(spec),
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE,
+                    env=env,
+                    cwd=REPO_ROOT,
+                )
+            )
+        for proc in self.procs:
+            assert proc.stdout is not None
+            line = await asyncio.wait_for(proc.stdout.readline(), 30)
+            assert line.strip() == b"ready", line
+        return self
+
+    async def go(self) -> list[list[Any]]:
+        self.go_file.touch()
+        answers = []
+        for proc in self.procs:
+            out, err = await asyncio.wait_for(proc.communicate(), 30)
+            assert proc.returncode == 0, err.decode()
+            answers.append(json.loads(out))
+        return answers
+
+    async def close(self) -> None:
+        for proc in self.procs:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+
+
+async def _produce(
+    url: str, queue: str, tmp_path: Path, specs: list[dict[str, Any]]
+) -> list[list[Any]]:
+    """Start one producer per spec, let them add together, return their answers."""
+    producers = Producers(url, queue, tmp_path)
+    try:
+        await producers.start(*specs)
+        return await producers.go()
+    finally:
+        await producers.close()
+
+
+async def _notes(conn: asyncpg.Connection, queue: str) -> list[asyncpg.Record]:
+    return list(
+        await conn.fetch(
+            f"SELECT job_id, pid, note, at FROM {EFFECTS_TABLE} WHERE queue = $1 ORDER BY at",
+            queue,
+        )
+    )
+
+
+async def _completed(backend: RedisBackend, queue: str, job_id: str) -> JobRow:
+    async def done() -> JobRow | None:
+        row = await backend.get_job(queue, job_id)
+        return row if row is not None and row.state == "completed" else None
+
+    row: JobRow = await eventually(done, timeout=20)
+    return row
+
+
+# ---------------------------------------------------------------- deduplication
+
+
+async def test_a_simple_owner_deduplicates_two_producers_while_two_workers_run_it(
+    on_test_server: tuple[RedisBackend, str],
+    effects: asyncpg.Connection,
+    effects_dsn: str,
+    queue: str,
+    tmp_path: Path,
+) -> None:
+    """Adds with the owner's id while it runs return the owner and store nothing; once it
+    completed, the next add owns the id, and the racing adds of two producers all get
+    that one new owner. Each owner runs once."""
+    backend, url = on_test_server
+    workers = _spawner(url, effects_dsn, tmp_path, queue)
+    dedup = {"deduplication": {"id": "account:42"}}
+    spec = {"kind": "add", "name": "record", "options": dedup, "count": 10}
+    producers = Producers(url, queue, tmp_path)
+    try:
+        await workers.start_many(2, *queue_args(queue), "--concurrency", "2")
+        await producers.start(spec, spec)
+        first = await backend.add_job(queue, "announced_sleep", {"seconds": 1.0}, dedup)
+
+        async def started(job_id: str) -> bool:
+            notes = await _notes(effects, queue)
+            return any(r["note"] == "started" and r["job_id"] == job_id for r in notes)
+
+        await eventually(lambda: started(first.id), timeout=15)
+        during = await producers.go()
+        assert [set(ids) for ids in during] == [{first.id}, {first.id}]
+        assert await backend.get_deduplication_job_id(queue, "account:42") == first.id
+        await _completed(backend, queue, first.id)
+
+        # The next owner: a long one, so that every racing add finds it still running.
+        producers = await Producers(url, queue, tmp_path).start(spec, spec)
+        second = await backend.add_job(queue, "announced_sleep", {"seconds": 1.0}, dedup)
+        assert second.id != first.id
+        await eventually(lambda: started(second.id), timeout=15)
+        after = await producers.go()
+        assert [set(ids) for ids in after] == [{second.id}, {second.id}]
+        await _completed(backend, queue, second.id)
+    finally:
+        workers.close()
+        await producers.close()
+    assert await _done(effects, queue) == {first.id: 1, second.id: 1}
+    counts = await backend.get_job_counts(queue)
+    assert sum(counts.values()) == counts["completed"] == 2
+
+
+async def test_a_ttl_owner_throttles_two_producers_after_it_ran(
+    on_test_server: tuple[RedisBackend, str],
+    effects: asyncpg.Connection,
+    effects_dsn: str,
+    queue: str,
+    tmp_path: Path,
+) -> None:
+    """Throttle mode: a TTL owner blocks its id after it completed, until the TTL is over;
+    then the first of the racing adds is the one new owner, and it runs once."""
+    backend, url = on_test_server
+    workers = _spawner(url, effects_dsn, tmp_path, queue)
+    held = {"deduplication": {"id": "report", "ttl_ms": 60_000}}
+    short = {"deduplication": {"id": "digest", "ttl_ms": 1_000}}
+    try:
+        await workers.start_many(2, *queue_args(queue), "--concurrency", "2")
+        report = await backend.add_job(queue, "record", None, held)
+        digest = await backend.add_job(queue, "record", None, short)
+        await _completed(backend, queue, report.id)
+        await _completed(backend, queue, digest.id)
+
+        async def digest_released() -> bool:
+            return await backend.get_deduplication_job_id(queue, "digest") is None
+
+        await eventually(digest_released, timeout=10)  # its TTL is over (server clock)
+        again = {"deduplication": {"id": "digest", "ttl_ms": 60_000}}
+        answers = await _produce(
+            url,
+            queue,
+            tmp_path,
+            [
+                {"kind": "add", "name": "record", "options": held, "count": 10},
+                {"kind": "add", "name": "record", "options": again, "count": 10},
+                {"kind": "add", "name": "record", "options": again, "count": 10},
+            ],
+        )
+        assert set(answers[0]) == {report.id}  # completed, still inside its TTL
+        [new_owner] = set(answers[1]) | set(answers[2])
+        assert new_owner not in (report.id, digest.id)
+        assert await backend.get_deduplication_job_id(queue, "digest") == new_owner
+        await _completed(backend, queue, new_owner)
+    finally:
+        workers.close()
+    assert await _done(effects, queue) == {report.id: 1, digest.id: 1, new_owner: 1}
+    assert (await backend.get_job_counts(queue))["completed"] == 3
+
+
+async def test_a_debounce_window_raced_by_two_producers_runs_its_last_dispatch_once(
+    on_test_server: tuple[RedisBackend, str],
+    effects: asyncpg.Connection,
+    effects_dsn: str,
+    queue: str,
+    tmp_path: Path,
+) -> None:
+    """Two producers dispatch into one window at once: each dispatch replaces the delayed
+    one before it, so one job is left, the last stored (the greatest generated id), and
+    the two workers run it once when the window ends; every other dispatch is gone."""
+    backend, url = on_test_server
+    workers = _spawner(url, effects_dsn, tmp_path, queue)
+    key = "debounce:record:search"
+    window = {"delay_ms": 2_500, "deduplication": {"id": key, "replace_delayed": True}}
+    spec = {"kind": "debounce", "name": "record", "options": window, "count": 15}
+    try:
+        await workers.start_many(2, *queue_args(queue), "--concurrency", "2")
+        answers = await _produce(url, queue, tmp_path, [spec, spec])
+        dispatched = [job_id for answer in answers for job_id, _ in answer]
+        assert len(set(dispatched)) == 30
+        last = max(dispatched, key=int)
+        assert await backend.get_deduplication_job_id(queue, key) == last
+        replaced = {replaced for answer in answers for _, replaced in answer if replaced}
+        assert replaced == set(dispatched) - {last}  # each one replaced once, the last kept
+        await _completed(backend, queue, last)
+    finally:
+        workers.close()
+    assert await _done(effects, queue) == {last: 1}
+    counts = await backend.get_job_counts(queue)
+    assert sum(counts.values()) == counts["completed"] == 1
+
+
+# ---------------------------------------------------------------- shared limits
+
+RATE = 4
+LIMITED_JOBS = 14
+
+
+async def test_a_rate_limit_and_max_active_hold_across_two_workers(
+    on_test_server: tuple[RedisBackend, str],
+    effects: asyncpg.Connection,
+    effects_dsn: str,
+    queue: str,
+    tmp_path: Path,
+) -> None:
+    """``limits QUEUE --rate 4/1s --max-active 2``, then two workers (four slots each)
+    drain the queue: no second of the server's claim times (``processed_at``, Redis's
+    TIME) holds more than 4 claims, and no more than 2 jobs ever run at once, counted from
+    the runs' own start and finish records and from the active index while they run."""
+    backend, url = on_test_server
+    result = await cli("limits", queue, "--rate", f"{RATE}/1s", "--max-active", "2", dsn=url)
+    assert result.returncode == 0, result.stderr
+    jobs = await backend.add_jobs(
+        queue, [JobSpec("announced_sleep", {"seconds": 0.15}) for _ in range(LIMITED_JOBS)]
+    )
+    workers = _spawner(url, effects_dsn, tmp_path, queue)
+    most_active = 0
+    try:
+        await workers.start_many(2, *queue_args(queue), "--concurrency", "4")
+
+        async def drained() -> bool:
+            nonlocal most_active
+            counts = await backend.get_job_counts(queue, ["active", "completed"])
+            most_active = max(most_active, counts["active"])
+            return counts["completed"] == LIMITED_JOBS
+
+        await eventually(drained, timeout=40, interval=0.01)
+    finally:
+        workers.close()
+    assert 1 <= most_active <= 2
+    rows = [await backend.get_job(queue, job.id) for job in jobs]
+    claims = sorted(row.processed_at for row in rows if row is not None and row.processed_at)
+    assert len(claims) == LIMITED_JOBS
+    assert {row.attempts_started for row in rows if row is not None} == {1}
+    second = timedelta(seconds=1)
+    busiest = max(bisect.bisect_left(claims, t + second) - i for i, t in enumerate(claims))
+    assert busiest <= RATE, claims
+
+    # Runs overlapping in time, from the handlers' own records (one clock: PostgreSQL's).
+    changes = sorted(
+        (r["at"], 1 if r["note"] == "started" else -1)
+        for r in await _notes(effects, queue)
+        if r["note"] in ("started", "done")
+    )
+    running = peak = 0
+    for _, change in changes:
+        running += change
+        peak = max(peak, running)
+    assert 1 <= peak <= 2
+    assert {r["job_id"] for r in await _notes(effects, queue)} == {job.id for job in jobs}
+    assert await _done(effects, queue) == {job.id: 1 for job in jobs}
