@@ -11,27 +11,38 @@ import asyncio
 import bisect
 import json
 import os
+import signal
 import sys
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import asyncpg
+from redis.asyncio import Redis
 
 from lane_pg.redis.backend import RedisBackend
 from lane_pg.types import JobRow, JobSpec
 from tests.helpers import eventually
 from tests.redis.test_worker_faults import (
+    OwnServer,
     _done,
     _spawner,
     effects,
     on_test_server,
+    own_server,
     queue,
 )
 from tests.test_cli_queue_commands import cli
-from tests.worker.conftest import EFFECTS_TABLE, REPO_ROOT, effects_dsn, queue_args
+from tests.worker.conftest import (
+    EFFECTS_TABLE,
+    REPO_ROOT,
+    WorkerProcess,
+    effects_dsn,
+    queue_args,
+)
 
-__all__ = ["effects", "effects_dsn", "on_test_server", "queue"]  # fixtures of this module
+# The fixtures, imported for this module.
+__all__ = ["effects", "effects_dsn", "on_test_server", "own_server", "queue"]
 
 
 # ---------------------------------------------------------------- producer processes
@@ -305,3 +316,119 @@ async def test_a_rate_limit_and_max_active_hold_across_two_workers(
     assert 1 <= peak <= 2
     assert {r["job_id"] for r in await _notes(effects, queue)} == {job.id for job in jobs}
     assert await _done(effects, queue) == {job.id: 1 for job in jobs}
+
+
+# ---------------------------------------------------------------- Redis unreachable
+
+
+def _outage_lines(worker: WorkerProcess) -> list[str]:
+    output = worker.stdout() + worker.stderr()
+    return [line for line in output.splitlines() if "failing" in line]
+
+
+def _claims_failing(worker: WorkerProcess) -> list[str]:
+    return [line for line in _outage_lines(worker) if "claims failing" in line]
+
+
+async def test_a_worker_rides_out_a_redis_outage_and_claims_after_it(
+    own_server: OwnServer,
+    effects: asyncpg.Connection,
+    effects_dsn: str,
+    queue: str,
+    tmp_path: Path,
+) -> None:
+    """The worker's server goes away for a few seconds and comes back on its port with
+    its append-only file: the worker says so (a warning for the outage, a line when claims
+    work again, no traceback per poll), keeps running, and claims what is added after."""
+    url = f"redis://127.0.0.1:{own_server.port}/0"
+    backend = RedisBackend(Redis.from_url(url), prefix="lane")
+    workers = _spawner(url, effects_dsn, tmp_path, queue)
+    try:
+        worker = await workers.start(*queue_args(queue), "--poll-interval", "200ms")
+        before = await backend.add_jobs(queue, [JobSpec("record", {"n": n}) for n in range(3)])
+
+        async def ran(jobs: list[JobRow]) -> bool:
+            return set(await _done(effects, queue)) >= {job.id for job in jobs}
+
+        await eventually(lambda: ran(before), timeout=15)
+        for job in before:  # settled before the outage (see the test below)
+            await _completed(backend, queue, job.id)
+        own_server.kill()
+
+        await eventually(lambda: _outage_lines(worker), timeout=15)
+        await asyncio.sleep(2.5)  # the outage: about a dozen polls of this worker
+        assert worker.alive(), worker.describe()
+        own_server.start()  # same port, same directory: the append-only file is read back
+
+        after = await backend.add_jobs(queue, [JobSpec("record", {"n": n}) for n in range(3)])
+        await eventually(lambda: ran(after), timeout=30)
+        assert worker.alive(), worker.describe()
+        # One warning for the outage, not one per poll.
+        assert len(_claims_failing(worker)) == 1, worker.describe()
+        assert "Traceback" not in worker.stdout() + worker.stderr(), worker.describe()
+    finally:
+        workers.close()
+        await backend.close()
+    assert await _done(effects, queue) == {job.id: 1 for job in before + after}
+
+
+async def test_a_paused_queue_stays_paused_while_redis_stops_answering(
+    own_server: OwnServer,
+    effects: asyncpg.Connection,
+    effects_dsn: str,
+    queue: str,
+    tmp_path: Path,
+) -> None:
+    """The server is frozen (SIGSTOP: connections stay open, nothing answers) under a worker
+    of a paused queue and an open one until the worker's calls time out and it logs the
+    outage, then thawed (SIGCONT). The worker lives through it;
+    the paused queue's jobs are not claimed, during the freeze or after it (the pause is
+    the server's, not a read the worker could miss), while a job added to the open queue
+    after the thaw runs; resuming then runs the paused ones."""
+    url = f"redis://127.0.0.1:{own_server.port}/0"
+    backend = RedisBackend(Redis.from_url(url), prefix="lane")
+    held, open_queue = queue, f"{queue}_open"
+    workers = _spawner(url, effects_dsn, tmp_path, queue)
+    assert own_server.proc is not None
+    try:
+        await backend.pause_queue(held)
+        worker = await workers.start(*queue_args(held, open_queue), "--poll-interval", "200ms")
+        waiting = await backend.add_jobs(held, [JobSpec("record", {"n": n}) for n in range(3)])
+        first = await backend.add_job(open_queue, "record", None)
+        # Settled before the freeze: a completion in flight would time out, be logged with
+        # its traceback and wait for its lease (WORK-16), which is not this test's subject.
+        await _completed(backend, open_queue, first.id)
+
+        own_server.proc.send_signal(signal.SIGSTOP)
+        try:
+            # Frozen until the worker's calls time out (5 s) and it says claims fail.
+            await eventually(lambda: _claims_failing(worker), timeout=20)
+            assert worker.alive(), worker.describe()
+        finally:
+            own_server.proc.send_signal(signal.SIGCONT)
+
+        second = await backend.add_job(open_queue, "record", None)
+        await eventually(lambda: _ran(effects, open_queue, second.id), timeout=30)
+        for job in waiting:
+            row = await backend.get_job(held, job.id)
+            assert row is not None and (row.state, row.attempts_started) == ("waiting", 0)
+        assert await _done(effects, held) == {}
+        assert (await backend.get_pause_status([held])).is_paused(held)
+
+        await backend.resume_queue(held)
+
+        async def resumed() -> bool:
+            return set(await _done(effects, held)) == {job.id for job in waiting}
+
+        await eventually(resumed, timeout=15)
+        assert worker.alive(), worker.describe()
+        assert len(_claims_failing(worker)) == 1, worker.describe()  # once per outage
+        assert "Traceback" not in worker.stdout() + worker.stderr(), worker.describe()
+    finally:
+        workers.close()
+        await backend.close()
+        await effects.execute(f"DELETE FROM {EFFECTS_TABLE} WHERE queue = $1", open_queue)
+
+
+async def _ran(conn: asyncpg.Connection, queue: str, job_id: str) -> bool:
+    return job_id in await _done(conn, queue)
