@@ -163,3 +163,33 @@ async def test_listing_skips_and_drops_stale_members(redis_client: Redis, prefix
     assert await _members(redis_client, backend, "delayed") == []
     counts = await backend.get_job_counts(Q)
     assert (counts["active"], counts["delayed"]) == (0, 0)
+
+
+async def test_retention_deletes_no_job_a_stale_finished_member_names(
+    redis_client: Redis, prefix: str
+) -> None:
+    """A completion's retention (keep 1) and the maintenance prune (keep 1) take the oldest
+    members of the completed index: a stale one naming a waiting job goes from the index
+    only, and the waiting job stays."""
+    backend = RedisBackend(redis_client, prefix=prefix, owns_client=False)
+    keys = backend.keys(Q)
+    for prune in (False, True):
+        retention = None if prune else JobOptions(remove_on_complete=1)
+        done = await _add(backend, retention)
+        waiting = await _add(backend)
+        await redis_client.zadd(keys.key("completed"), {_member(waiting): MS - 1})  # oldest
+        if prune:
+            await backend.set_queue_retention(Q, keep_completed=1, keep_failed=None)
+            await _completed(backend, done.id)
+            assert await backend.prune_finished([Q]) == 0
+        else:
+            await _completed(backend, done.id)
+
+        row = await backend.get_job(Q, waiting.id)
+        assert row is not None and row.state == "waiting", prune
+        assert await _members(redis_client, backend, "completed") == [_member(done)]
+        [run] = await backend.claim_jobs("w", [QueueDemand(Q, 1)], 30, now=START)
+        assert run.id == waiting.id and run.lock_token is not None
+        await backend.complete_job(Q, run.id, run.lock_token, None, now=START)
+        await backend.remove_job(Q, run.id)
+        await backend.remove_job(Q, done.id)

@@ -180,6 +180,20 @@ local function lane_delete(job)
   end
 end
 
+-- Deletes the job a member of `state`'s finish index names (already out of the index),
+-- with its logs and a parent's dependency rows, unless the member is stale: a job in
+-- another state (or gone) is left as it is (REDIS-7), never deleted as a finished one.
+local function lane_forget_finished(state, member)
+  local id = string.sub(member, 18)
+  local f = redis.call('HMGET', lane_job_key(id), 'state', 'key')
+  if f[1] ~= state or lane_set_member(f[2], id) ~= member then
+    return false
+  end
+  redis.call('DEL', lane_job_key(id), lane_key('logs:' .. id))
+  redis.call('DEL', lane_deps_keys(string.format('%d', tonumber(string.sub(member, 1, 16)))))
+  return true
+end
+
 -- The queue's setting `name` (meta hash), or `default`. (`lane_key('meta')`, not KEYS[1]:
 -- a settlement or a flow may work in another queue, lane_in.)
 local function lane_meta(name, default)
