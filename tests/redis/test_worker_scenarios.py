@@ -18,9 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
+import pytest
 from redis.asyncio import Redis
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from lane_pg.backend.url import connect
 from lane_pg.redis.backend import RedisBackend
+from lane_pg.redis.server import READ_TIMEOUT
 from lane_pg.types import JobRow, JobSpec
 from tests.helpers import eventually
 from tests.redis.test_worker_faults import (
@@ -432,3 +436,27 @@ async def test_a_paused_queue_stays_paused_while_redis_stops_answering(
 
 async def _ran(conn: asyncpg.Connection, queue: str, job_id: str) -> bool:
     return job_id in await _done(conn, queue)
+
+
+async def test_a_frozen_server_times_a_call_out_instead_of_hanging_it(
+    own_server: OwnServer,
+) -> None:
+    """A call to a frozen server raises within the read timeout lane_pg sets (whatever the
+    client library's default), which is what lets a worker see the outage above; the same
+    backend answers again once the server thaws."""
+    assert own_server.proc is not None
+    backend = await connect(f"redis://127.0.0.1:{own_server.port}/0")
+    try:
+        assert isinstance(backend, RedisBackend)
+        kwargs = backend.client.connection_pool.connection_kwargs  # type: ignore[union-attr]
+        assert kwargs["socket_timeout"] == READ_TIMEOUT
+        await backend.get_job_counts("q")  # a connection in the pool, then the freeze
+        own_server.proc.send_signal(signal.SIGSTOP)
+        try:
+            with pytest.raises(RedisTimeoutError):
+                await asyncio.wait_for(backend.get_job_counts("q"), READ_TIMEOUT + 10)
+        finally:
+            own_server.proc.send_signal(signal.SIGCONT)
+        assert (await backend.get_job_counts("q"))["waiting"] == 0
+    finally:
+        await backend.close()
