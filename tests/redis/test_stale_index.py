@@ -193,3 +193,24 @@ async def test_retention_deletes_no_job_a_stale_finished_member_names(
         await backend.complete_job(Q, run.id, run.lock_token, None, now=START)
         await backend.remove_job(Q, run.id)
         await backend.remove_job(Q, done.id)
+
+
+async def test_a_stale_active_entry_holds_no_slot_under_max_active(
+    redis_client: Redis, prefix: str
+) -> None:
+    """Under max_active 1, a stale active entry (its job completed, its lease-expiry
+    score a year ahead: stalled recovery would not meet it) is dropped by the claim it
+    would have blocked, and the waiting job is claimed."""
+    backend = RedisBackend(redis_client, prefix=prefix, owns_client=False)
+    done = await _completed(backend, (await _add(backend)).id)
+    waiting = await _add(backend)
+    await backend.set_max_active_jobs(Q, 1)
+    year = 365 * 24 * 3600 * 1000
+    await redis_client.zadd(backend.keys(Q).key("active"), {_member(done): MS + year})
+
+    [run] = await backend.claim_jobs("w", [QueueDemand(Q, 1)], 30, now=START)
+
+    assert run.id == waiting.id
+    assert await _members(redis_client, backend, "active") == [_member(waiting)]
+    row = await backend.get_job(Q, done.id)
+    assert row is not None and row.state == "completed"
