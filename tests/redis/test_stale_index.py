@@ -214,3 +214,21 @@ async def test_a_stale_active_entry_holds_no_slot_under_max_active(
     assert await _members(redis_client, backend, "active") == [_member(waiting)]
     row = await backend.get_job(Q, done.id)
     assert row is not None and row.state == "completed"
+
+
+async def test_clearing_a_queue_keeps_a_finished_job_a_stale_entry_names(
+    redis_client: Redis, prefix: str
+) -> None:
+    """``clear_queues`` never removes a finished job: a stale waiting-children entry
+    naming a completed one is dropped, and the completed job stays."""
+    backend = RedisBackend(redis_client, prefix=prefix, owns_client=False)
+    done = await _completed(backend, (await _add(backend)).id)
+    waiting = await _add(backend)
+    await redis_client.zadd(backend.keys(Q).key("waiting-children"), {_member(done): 0})
+
+    assert await backend.clear_queues([Q], now=START) == 1  # the waiting job
+
+    row = await backend.get_job(Q, done.id)
+    assert row is not None and row.state == "completed"
+    assert await backend.get_job(Q, waiting.id) is None
+    assert await _members(redis_client, backend, "waiting-children") == []
