@@ -305,6 +305,7 @@ class RedisReads(RedisEntity):
         search = search_filter(args)
         skip = search.offset  # matches before the page, counted, not kept
         page: list[str] = []  # the ids of the page's matches and one more: has_more
+        seen: set[str] = set()  # a job a stale index entry names twice is one match
         async for batch in self._search_batches(args.queue, search):
             found = script_list(
                 await self._backend.call(
@@ -312,8 +313,9 @@ class RedisReads(RedisEntity):
                 )
             )
             for job_id, values in zip(batch, found, strict=True):
-                if not _is_match(values, search):
+                if job_id in seen or not _is_match(values, search):
                     continue
+                seen.add(job_id)
                 if skip:
                     skip -= 1
                 else:

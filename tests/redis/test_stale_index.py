@@ -232,3 +232,19 @@ async def test_clearing_a_queue_keeps_a_finished_job_a_stale_entry_names(
     assert row is not None and row.state == "completed"
     assert await backend.get_job(Q, waiting.id) is None
     assert await _members(redis_client, backend, "waiting-children") == []
+
+
+async def test_search_shows_a_job_its_index_names_twice_once(
+    redis_client: Redis, prefix: str
+) -> None:
+    """A waiting job with a second, stale waiting entry (ahead of its own) comes up once
+    in a search of waiting jobs."""
+    backend = RedisBackend(redis_client, prefix=prefix, owns_client=False)
+    waiting = await _add(backend)
+    other = await _add(backend)
+    stale = "0" * 20 + _member(waiting)
+    await redis_client.zadd(backend.keys(Q).waiting, {stale: 0})
+
+    page = await backend.search_jobs(Q, "waiting", limit=10)
+
+    assert [row.id for row in page.items] == [waiting.id, other.id]
