@@ -4,7 +4,8 @@ indexes' sizes and members, read in one MULTI so that counts come from one insta
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -42,6 +43,16 @@ from lane_pg.types import (
     QueueStats,
     validate_priority,
 )
+
+_Member = tuple[int, int, str, str]
+"""A state index's member as a listing sorts it: (state rank in ``ALL_STATES``, key, id,
+the member itself)."""
+
+_WAITING = ALL_STATES.index("waiting")
+_DELAYED = ALL_STATES.index("delayed")
+
+_PAGE_TRIES = 5
+"""Reads of a listing's page, each after dropping the stale members the last one met."""
 
 _SEARCH_BATCH = 500
 """Jobs read per round trip of a search: a page stops early, a deep one takes a few."""
@@ -169,15 +180,15 @@ class RedisReads(RedisEntity):
     async def count_scheduled_jobs(self, args: CountScheduledJobs) -> int:
         return (await self._due_split(args.queue, args.now))[2]
 
-    async def _members(self, queue: str, states: list[JobState]) -> list[tuple[int, int, str]]:
-        """(state rank, key, id) of every job of ``states``."""
+    async def _members(self, queue: str, states: list[JobState]) -> list[_Member]:
+        """(state rank, key, id, member) of every member of ``states``' indexes."""
         keys = self._backend.keys(queue)
         async with self._backend.client.pipeline(transaction=True) as pipe:
             for state in states:
                 pipe.zrange(keys.key(state), 0, -1)
             found = await pipe.execute()
         return [
-            (ALL_STATES.index(state), *member_job(state, member.decode()))
+            (ALL_STATES.index(state), *member_job(state, member.decode()), member.decode())
             for state, members in zip(states, found, strict=True)
             for member in members
         ]
@@ -195,15 +206,49 @@ class RedisReads(RedisEntity):
             if raw
         ]
 
+    async def _page(
+        self,
+        queue: str,
+        read: Callable[[], Awaitable[list[_Member]]],
+        descending: bool,
+        offset: int,
+        limit: int,
+    ) -> JobPage:
+        """The page of the members ``read`` returns, in (rank, key) order. A page member
+        whose job is gone or is in another state than its index says is stale: it is
+        dropped (``lua/prune_index.lua`` checks it again, atomically) and the page read
+        again, so a listing never shows a job twice, in a state it left, or a hole."""
+        tries = 0
+        while True:
+            matches = sorted(await read(), reverse=descending)
+            chosen = matches[offset : offset + limit]
+            rows = {row.id: row for row in await self._rows(queue, [m[2] for m in chosen])}
+            named = Counter(job_id for _, _, job_id, _ in matches)
+            stale: dict[JobState, list[str]] = {}
+            page: list[JobRow] = []
+            for rank, _, job_id, member in chosen:
+                row = rows.get(job_id)
+                state = ALL_STATES[rank]
+                # A job named twice: the script keeps the member its hash names.
+                if row is None or row.state != state or named[job_id] > 1:
+                    stale.setdefault(state, []).append(member)
+                else:
+                    page.append(row)
+            tries += 1
+            if not stale or tries == _PAGE_TRIES:  # jobs moving all the while: what held
+                return JobPage(page, len(matches), offset, limit)
+            for state, members in stale.items():
+                await self._backend.call("prune_index", queue, {"state": state, "members": members})
+
     async def list_jobs(self, args: ListJobs) -> JobPage:
         wanted = [
             s for s in ALL_STATES if s in {check_state(s) for s in (args.states or ALL_STATES)}
         ]
         offset = non_negative_int(args.offset, "offset")
         limit = non_negative_int(args.limit, "limit")
-        matches = sorted(await self._members(args.queue, wanted), reverse=args.descending)
-        page = [job_id for _, _, job_id in matches[offset : offset + limit]]
-        return JobPage(await self._rows(args.queue, page), len(matches), offset, limit)
+        return await self._page(
+            args.queue, lambda: self._members(args.queue, wanted), args.descending, offset, limit
+        )
 
     async def _readiness_page(
         self, queue: str, ready: bool, offset: int, limit: int, now: datetime | None
@@ -213,20 +258,24 @@ class RedisReads(RedisEntity):
         keys = self._backend.keys(queue)
         client = self._backend.client
         moment = await self._backend.now_ms(now)
-        async with client.pipeline(transaction=True) as pipe:
-            pipe.zrange(keys.waiting, 0, -1)
+
+        async def read() -> list[_Member]:
+            async with client.pipeline(transaction=True) as pipe:
+                pipe.zrange(keys.waiting, 0, -1)
+                if ready:
+                    pipe.zrange(keys.delayed, "-inf", moment, byscore=True)
+                else:
+                    pipe.zrange(keys.delayed, f"({moment}", "+inf", byscore=True)
+                waiting, delayed = await pipe.execute()
+            matches: list[_Member] = []
             if ready:
-                pipe.zrange(keys.delayed, "-inf", moment, byscore=True)
-            else:
-                pipe.zrange(keys.delayed, f"({moment}", "+inf", byscore=True)
-            waiting, delayed = await pipe.execute()
-        matches: list[tuple[int, int, str]] = []
-        if ready:
-            matches += [(0, *member_job("waiting", m.decode())) for m in waiting]
-        matches += [(1, *member_job("delayed", m.decode())) for m in delayed]
-        matches.sort()
-        page = [job_id for _, _, job_id in matches[offset : offset + limit]]
-        return JobPage(await self._rows(queue, page), len(matches), offset, limit)
+                matches += [
+                    (_WAITING, *member_job("waiting", m.decode()), m.decode()) for m in waiting
+                ]
+            matches += [(_DELAYED, *member_job("delayed", m.decode()), m.decode()) for m in delayed]
+            return matches
+
+        return await self._page(queue, read, False, offset, limit)
 
     async def list_ready_jobs(self, args: ListReadyJobs) -> JobPage:
         return await self._readiness_page(args.queue, True, args.offset, args.limit, args.now)
@@ -256,6 +305,7 @@ class RedisReads(RedisEntity):
         search = search_filter(args)
         skip = search.offset  # matches before the page, counted, not kept
         page: list[str] = []  # the ids of the page's matches and one more: has_more
+        seen: set[str] = set()  # a job a stale index entry names twice is one match
         async for batch in self._search_batches(args.queue, search):
             found = script_list(
                 await self._backend.call(
@@ -263,8 +313,9 @@ class RedisReads(RedisEntity):
                 )
             )
             for job_id, values in zip(batch, found, strict=True):
-                if not _is_match(values, search):
+                if job_id in seen or not _is_match(values, search):
                     continue
+                seen.add(job_id)
                 if skip:
                     skip -= 1
                 else:

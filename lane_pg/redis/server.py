@@ -37,6 +37,13 @@ CLUSTER_CONNECTIONS = 100
 """Connections per cluster node at least (the cluster client's pool raises beyond it
 rather than wait, so it is sized past what one process's calls hold at once)."""
 
+READ_TIMEOUT = 5.0
+"""Seconds a command's reply may take before the call raises ``TimeoutError``: a frozen
+or partitioned server (connections open, nothing answering) then shows as an outage the
+worker logs and retries, instead of a claim or a lease renewal that waits forever. Set
+here rather than left to the client library, whose default was no limit before redis-py
+8; a URL's ``?socket_timeout=`` still wins."""
+
 MIN_VERSION = (6, 2)
 """Redis 6.2: ``ZRANGE ... BYSCORE LIMIT``, ``GETDEL`` and ``XADD ... MINID``."""
 
@@ -132,7 +139,11 @@ async def open_client(
     # A blocking pool: a burst of calls beyond max_connections waits for a free connection
     # (the plain pool raises "Too many connections" instead).
     pool = BlockingConnectionPool.from_url(
-        url, socket_connect_timeout=connect_timeout, max_connections=max_connections, timeout=30
+        url,
+        socket_connect_timeout=connect_timeout,
+        socket_timeout=READ_TIMEOUT,
+        max_connections=max_connections,
+        timeout=30,
     )
     client = Redis.from_pool(pool)
     return await _checked(client, check)
@@ -146,6 +157,7 @@ async def open_cluster_client(
     client = RedisCluster.from_url(
         url,
         socket_connect_timeout=connect_timeout,
+        socket_timeout=READ_TIMEOUT,
         max_connections=max(max_connections, CLUSTER_CONNECTIONS),
     )
     try:

@@ -43,10 +43,12 @@ end
 -- Due delayed jobs to waiting, by (due time, key), waking no one (CLAIM-3).
 local due = redis.call('ZRANGE', lane_key('delayed'), '-inf', now, 'BYSCORE')
 for _, member in ipairs(due) do
-  local job = lane_job(string.sub(member, 18))
-  lane_unindex(job)
-  lane_enqueue(job)
-  lane_emit('waiting', job.id, {prev = 'delayed'}, now)
+  local job = lane_indexed_job('delayed', member)  -- nil: a stale member, dropped
+  if job ~= nil then
+    lane_unindex(job)
+    lane_enqueue(job)
+    lane_emit('waiting', job.id, {prev = 'delayed'}, now)
+  end
 end
 
 -- The pause flags and the limits in one read (a plain queue has none of the limits).
@@ -79,17 +81,30 @@ if meta[3] or meta[5] or local_max ~= nil then
   limit = math.max(allowed, 0)
 end
 if limit > 0 then
-  local members = redis.call('ZRANGE', lane_key('waiting'), 0, limit - 1)
   local expires = now + args.lease_ms
-  for i, member in ipairs(members) do
-    local job = lane_job(lane_member_id(member))
-    lane_unindex(job)
-    lane_job_set(job, {state = 'active', lock_token = lane_token(i), worker_id = args.worker_id,
-                       processed_at = now, lease_expires_at = expires,
-                       attempts_started = tonumber(job.attempts_started) + 1})
-    lane_index(job, expires)
-    lane_emit('active', job.id, {prev = 'waiting'}, now)
-    result.jobs[i] = job
+  local members = {}  -- the claimed jobs' members
+  -- A stale member (lane_indexed_job drops it) is no claim: read on until `limit` jobs
+  -- are taken or the index is empty.
+  while #members < limit do
+    local head = redis.call('ZRANGE', lane_key('waiting'), 0, limit - #members - 1)
+    if #head == 0 then
+      break
+    end
+    for _, member in ipairs(head) do
+      local job = lane_indexed_job('waiting', member)
+      if job ~= nil then
+        local i = #members + 1
+        members[i] = member
+        lane_unindex(job)
+        lane_job_set(job, {state = 'active', lock_token = lane_token(i),
+                           worker_id = args.worker_id, processed_at = now,
+                           lease_expires_at = expires,
+                           attempts_started = tonumber(job.attempts_started) + 1})
+        lane_index(job, expires)
+        lane_emit('active', job.id, {prev = 'waiting'}, now)
+        result.jobs[i] = job
+      end
+    end
   end
   if window_ms ~= nil and #members > 0 then
     lane_log_claim(now, #members, window_ms, lane_token(1))

@@ -9,9 +9,12 @@
 
 local args = lane_args()
 local now = lane_now(args.now)
-local parents = redis.call('ZRANGE', lane_key('waiting-children'), 0, -1)
-for i, member in ipairs(parents) do
-  parents[i] = lane_index_id('waiting-children', member)
+local parents = {}
+for _, member in ipairs(redis.call('ZRANGE', lane_key('waiting-children'), 0, -1)) do
+  -- A stale member (a finished job's, say) is dropped, not followed to its job.
+  if lane_indexed_job('waiting-children', member) ~= nil then
+    parents[#parents + 1] = lane_index_id('waiting-children', member)
+  end
 end
 local drained = lane_removable('waiting', nil, nil, now)
 lane_extend(drained, lane_removable('delayed', nil, nil, now))

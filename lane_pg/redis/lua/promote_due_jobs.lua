@@ -8,13 +8,17 @@
 local args = lane_args()
 local now = lane_now(args.now)
 local due = redis.call('ZRANGE', lane_key('delayed'), '-inf', now, 'BYSCORE')
+local moved = 0
 for _, member in ipairs(due) do
-  local job = lane_job(string.sub(member, 18))
-  lane_unindex(job)
-  lane_enqueue(job)
-  lane_emit('waiting', job.id, {prev = 'delayed'}, now)
+  local job = lane_indexed_job('delayed', member)  -- nil: a stale member, dropped
+  if job ~= nil then
+    lane_unindex(job)
+    lane_enqueue(job)
+    lane_emit('waiting', job.id, {prev = 'delayed'}, now)
+    moved = moved + 1
+  end
 end
-if #due > 0 then
+if moved > 0 then
   lane_wake()
 end
-return lane_result(#due)
+return lane_result(moved)

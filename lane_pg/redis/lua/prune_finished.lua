@@ -23,13 +23,12 @@ for _, state in ipairs({'completed', 'failed'}) do
     local excess = redis.call('ZCARD', index) - keep
     if excess > 0 then
       local members = redis.call('ZRANGE', index, 0, math.min(excess, args.batch) - 1)
-      for _, member in ipairs(members) do
-        local id = string.sub(member, 18)
-        redis.call('DEL', lane_job_key(id), lane_key('logs:' .. id))
-        redis.call('DEL', lane_deps_keys(string.format('%d', tonumber(string.sub(member, 1, 16)))))
-      end
       redis.call('ZREMRANGEBYRANK', index, 0, #members - 1)
-      deleted = deleted + #members
+      for _, member in ipairs(members) do
+        if lane_forget_finished(state, member) then  -- false: a stale member, only dropped
+          deleted = deleted + 1
+        end
+      end
     end
   end
 end

@@ -62,11 +62,10 @@ local function recover(job)
   out[#out + 1] = {job.id, job.state}
 end
 
-for i, member in ipairs(expired) do
-  local job = lane_job(ids[i])
-  if job == nil then  -- an index entry without its job (never written so): drop it
-    redis.call('ZREM', lane_key('active'), member)
-  else
+for _, member in ipairs(expired) do
+  -- nil: an entry whose job is gone or moved on (never written so), dropped, not revived
+  local job = lane_indexed_job('active', member)
+  if job ~= nil then
     recover(job)
   end
 end

@@ -36,17 +36,22 @@ local function lane_removable(state, cut, limit, now)
   local index = lane_key(state)
   local chosen = {}
   if state == 'completed' or state == 'failed' then
-    local members
-    if limit ~= nil then
-      members = redis.call('ZRANGE', index, '-inf', string.format('(%d', cut), 'BYSCORE',
-                           'LIMIT', 0, limit)
-    else
-      members = redis.call('ZRANGE', index, '-inf', string.format('(%d', cut), 'BYSCORE')
+    -- A stale member is dropped (lane_indexed_job) and not counted: read on past it.
+    local offset = 0
+    while true do
+      local want = (limit ~= nil) and (limit - #chosen) or LANE_PAGE
+      local members = redis.call('ZRANGE', index, '-inf', string.format('(%d', cut),
+                                 'BYSCORE', 'LIMIT', offset, want)
+      for _, member in ipairs(members) do
+        if lane_indexed_job(state, member) ~= nil then
+          chosen[#chosen + 1] = lane_index_id(state, member)
+          offset = offset + 1
+        end
+      end
+      if #members < want or (limit ~= nil and #chosen >= limit) then
+        return chosen
+      end
     end
-    for i, member in ipairs(members) do
-      chosen[i] = lane_index_id(state, member)
-    end
-    return chosen
   end
   local field = (state == 'active') and 'processed_at' or 'created_at'
   local offset = 0
@@ -58,16 +63,17 @@ local function lane_removable(state, cut, limit, now)
     else
       members = redis.call('ZRANGE', index, offset, offset + LANE_PAGE - 1)
     end
+    local kept = 0  -- members left in the index: the next page starts after them
     for _, member in ipairs(members) do
-      local id = lane_index_id(state, member)
-      local taken = cut == nil
-      if not taken then
-        local moment = redis.call('HGET', lane_job_key(id), field)
-        taken = moment ~= false and tonumber(moment) < cut
+      local job = lane_indexed_job(state, member)  -- nil: a stale member, dropped
+      local taken = job ~= nil and (cut == nil
+                                    or (job[field] ~= nil and tonumber(job[field]) < cut))
+      if job ~= nil then
+        kept = kept + 1
       end
-      taken = taken and not lane_is_repeat_owner(id)
+      taken = taken and not lane_is_repeat_owner(job.id)
       if taken then
-        chosen[#chosen + 1] = id
+        chosen[#chosen + 1] = job.id
         if limit ~= nil and #chosen >= limit then
           return chosen
         end
@@ -76,7 +82,7 @@ local function lane_removable(state, cut, limit, now)
     if #members < LANE_PAGE then
       return chosen
     end
-    offset = offset + #members
+    offset = offset + kept
   end
 end
 

@@ -66,9 +66,7 @@ local function lane_apply_retention(job, policy_text, now)
     end
   end
   for _, member in ipairs(doomed) do
-    local id = string.sub(member, 18)
-    redis.call('DEL', lane_job_key(id), lane_key('logs:' .. id))
-    redis.call('DEL', lane_deps_keys(string.format('%d', tonumber(string.sub(member, 1, 16)))))
+    lane_forget_finished(job.state, member)
   end
 end
 

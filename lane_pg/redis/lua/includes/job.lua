@@ -104,6 +104,31 @@ local function lane_unindex(job)
   end
 end
 
+-- The job a member of `state`'s index names, or nil after dropping the member when it is
+-- stale: its hash is gone, or the job is in another state, or (a removed job's id added
+-- again, a requeue) its entry in that index is another member. Written by hand or left by
+-- an interrupted writer, such a member must be neither revived nor crash a script.
+local function lane_indexed_job(state, member)
+  local id
+  if state == 'waiting' then
+    id = lane_member_id(member)
+  else
+    id = string.sub(member, 18)
+  end
+  local job = lane_job(id)
+  if job ~= nil and job.state == state then
+    if state == 'waiting' then
+      if job.wm == member then
+        return job
+      end
+    elseif lane_set_member(job.key, job.id) == member then
+      return job
+    end
+  end
+  redis.call('ZREM', lane_key(LANE_INDEX[state]), member)
+  return nil
+end
+
 -- Puts the job in its state's index; `score` is the due time (delayed), the lease expiry
 -- (active) or the finish time (completed, failed).
 local function lane_index(job, score)
@@ -165,6 +190,20 @@ local function lane_delete(job)
   if job.deps_pending ~= nil then
     redis.call('DEL', lane_deps_keys(job.key))
   end
+end
+
+-- Deletes the job a member of `state`'s finish index names (already out of the index),
+-- with its logs and a parent's dependency rows, unless the member is stale: a job in
+-- another state (or gone) is left as it is (REDIS-7), never deleted as a finished one.
+local function lane_forget_finished(state, member)
+  local id = string.sub(member, 18)
+  local f = redis.call('HMGET', lane_job_key(id), 'state', 'key')
+  if f[1] ~= state or lane_set_member(f[2], id) ~= member then
+    return false
+  end
+  redis.call('DEL', lane_job_key(id), lane_key('logs:' .. id))
+  redis.call('DEL', lane_deps_keys(string.format('%d', tonumber(string.sub(member, 1, 16)))))
+  return true
 end
 
 -- The queue's setting `name` (meta hash), or `default`. (`lane_key('meta')`, not KEYS[1]:

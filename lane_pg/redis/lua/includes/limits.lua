@@ -19,6 +19,37 @@ local function lane_given(value)
   return value
 end
 
+-- How many jobs hold a slot under `max_active`: the active index's size, unless that
+-- reaches the ceiling, when its members are checked (at most `max_active` live ones) and
+-- the stale ones dropped (lane_indexed_job's rule, read lighter: state and key only), so
+-- an entry whose job is gone or moved on never holds a slot for good: its lease-expiry
+-- score may lie so far ahead that stalled recovery would not meet it for years.
+local function lane_active_count(max_active)
+  local index = lane_key('active')
+  local size = redis.call('ZCARD', index)
+  if size < max_active then
+    return size
+  end
+  local live, offset = 0, 0
+  while live < max_active do
+    local page = redis.call('ZRANGE', index, offset, offset + (max_active - live) - 1)
+    if #page == 0 then
+      break
+    end
+    for _, member in ipairs(page) do
+      local id = string.sub(member, 18)
+      local f = redis.call('HMGET', lane_job_key(id), 'state', 'key')
+      if f[1] == 'active' and lane_set_member(f[2], id) == member then
+        live = live + 1
+        offset = offset + 1
+      else
+        redis.call('ZREM', index, member)
+      end
+    end
+  end
+  return live
+end
+
 -- How many of `want` jobs a claim may take at `now` (RATE-4/7/9): min(want, free slots
 -- under max_active, what the rate window has left), and the window the claim is logged
 -- under (nil when no rate limit applies). `rate_max` / `rate_ms` are the queue's shared
@@ -27,7 +58,7 @@ end
 local function lane_limited_claim(want, rate_max, rate_ms, max_active, local_max, local_ms, now)
   local allowed = want
   if max_active ~= nil then
-    allowed = math.min(allowed, max_active - redis.call('ZCARD', lane_key('active')))
+    allowed = math.min(allowed, max_active - lane_active_count(max_active))
   end
   if local_max ~= nil then
     rate_max, rate_ms = local_max, local_ms
