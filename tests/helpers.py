@@ -107,3 +107,10 @@ async def open_test_redis(url: str) -> Any:
         await client.aclose()
         pytest.skip(f"no Redis at {url} ({exc}); set LANE_PG_TEST_REDIS")
     return client
+
+
+async def delete_prefix(client: Any, prefix: str) -> None:
+    """Delete every key of a Redis key prefix: its queues' ``{prefix:queue}:...`` and the
+    connection-wide ``{prefix}:...`` (never FLUSHDB: the test server is shared)."""
+    async for key in client.scan_iter(match=f"{{{prefix}[:}}]*", count=1000):
+        await client.delete(key)
