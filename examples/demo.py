@@ -44,8 +44,8 @@ from lane_pg import (
     WithoutOverlapping,
     register_job,
 )
-from lane_pg.batch import Batch, register_callback
 from lane_pg.backend import JobQueueBackend, backend_kind
+from lane_pg.batch import Batch, register_callback
 from lane_pg.postgres.embedded import resolve_dsn
 from lane_pg.postgres.schema import migrate
 from lane_pg.types import QueueDemand

@@ -92,21 +92,52 @@ async def queue_snapshot(
     return counts, seen
 
 
-async def open_test_redis(url: str) -> Any:
-    """A client of the test Redis server, or a skip saying why within a second when it
-    cannot be reached (TEST-8: an unreachable server never hangs the suite)."""
-    import pytest
-    from redis.asyncio import Redis
-    from redis.exceptions import ConnectionError as RedisConnectionError
-    from redis.exceptions import TimeoutError as RedisTimeoutError
+_REDIS_PROBES: dict[str, str | None] = {}
+"""Per URL, why the test server cannot be used (None: it answered PING), probed once per
+process: a blackholed address costs one connect timeout per session, not one per test."""
 
-    client = Redis.from_url(url, socket_connect_timeout=1.0, socket_timeout=10.0)
+
+async def require_test_redis(url: str) -> None:
+    """Skip the test, saying why, unless the test Redis server answers (TEST-8: an
+    unreachable server never hangs the suite). The server is probed once per process
+    with short timeouts (``probe_redis``); after a failed probe every test skips at once."""
+    import pytest
+
+    if url not in _REDIS_PROBES:
+        _REDIS_PROBES[url] = await probe_redis(url)
+    why = _REDIS_PROBES[url]
+    if why is not None:
+        pytest.skip(f"no usable Redis at {url} ({why}); set LANE_PG_TEST_REDIS")
+
+
+async def open_test_redis(url: str) -> Any:
+    """A client of the test Redis server, or a skip saying why (``require_test_redis``)."""
+    from redis.asyncio import Redis
+
+    await require_test_redis(url)
+    return Redis.from_url(url, socket_connect_timeout=1.0, socket_timeout=10.0)
+
+
+async def probe_redis(url: str) -> str | None:
+    """Why ``url`` is no usable Redis server, or None when it answers PING, within about
+    two seconds whatever is (or is not) there: nothing listening, an address that drops
+    packets, a server that accepts and never answers, or something that is not Redis."""
+    from redis.asyncio import Redis
+    from redis.asyncio.retry import Retry
+    from redis.backoff import NoBackoff
+    from redis.exceptions import RedisError
+
+    client = Redis.from_url(
+        url, socket_connect_timeout=1.0, socket_timeout=1.0, retry=Retry(NoBackoff(), 0)
+    )
     try:
-        await client.ping()
-    except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+        async with asyncio.timeout(2.0):  # a bound on top of the socket timeouts
+            await client.ping()
+    except (RedisError, OSError, TimeoutError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    finally:
         await client.aclose()
-        pytest.skip(f"no Redis at {url} ({exc}); set LANE_PG_TEST_REDIS")
-    return client
+    return None
 
 
 async def delete_prefix(client: Any, prefix: str) -> None:
