@@ -391,6 +391,32 @@ class JobStateMachine(RuleBasedStateMachine):
         for model_job, real_job in zip(model_jobs, real_jobs, strict=True):
             self.held.append(Held(model_job.id, model_job.lock_token, real_job.lock_token))
 
+    @rule(
+        outcomes=st.lists(
+            st.sampled_from(["complete", "complete", "fail", "discard"]), min_size=1, max_size=3
+        ),
+        value=st.integers(0, 3),
+    )
+    def work(self, outcomes: list[str], value: int) -> None:
+        """A worker's turn: claim, then settle each job claimed at once, so runs end far
+        more often than the separate claim and settle rules alone make them."""
+        before = len(self.held)
+        self.claim(len(outcomes), 5, None)
+        for held, outcome in zip(self.held[before:], outcomes, strict=False):
+            if outcome == "complete":
+                self.complete_held(held, value)
+            else:
+                self.fail_held(held, discard=outcome == "discard")
+
+    def target(self, index: int, states: tuple[JobState, ...]) -> str:
+        """A model id, mostly of a job in one of ``states`` when the model has one (a rule
+        drawn on any job would mostly meet a refusal), else of any job."""
+        page = self.run(self.model.list_jobs(self.queue, list(states), limit=1000))
+        pool = sorted(job.id for job in page.items if job.id in self.ids)
+        if not pool or index % 4 == 0:  # now and then any job: the refusals are compared too
+            pool = sorted(self.ids)
+        return pool[index % len(pool)]
+
     def pick(self, index: int, stale: bool) -> Held | None:
         pool = self.stale if (stale and self.stale) or not self.held else self.held
         return pool[index % len(pool)] if pool else None
@@ -405,6 +431,9 @@ class JobStateMachine(RuleBasedStateMachine):
     def complete(self, index: int, stale: bool, value: int) -> None:
         held = self.pick(index, stale)
         assert held is not None
+        self.complete_held(held, value)
+
+    def complete_held(self, held: Held, value: int) -> None:
         model_out, real_out = self.both(
             lambda backend, is_real: backend.complete_jobs(
                 [
@@ -426,6 +455,9 @@ class JobStateMachine(RuleBasedStateMachine):
     def fail(self, index: int, stale: bool, discard: bool) -> None:
         held = self.pick(index, stale)
         assert held is not None
+        self.fail_held(held, discard)
+
+    def fail_held(self, held: Held, discard: bool) -> None:
         model_out, real_out = self.both(
             lambda backend, is_real: backend.fail_jobs(
                 [
@@ -461,6 +493,134 @@ class JobStateMachine(RuleBasedStateMachine):
             self.same_job(model_job, real_job)
         self.release_hold(held)
 
+    def on_hold(self, held: Held, call: Any) -> tuple[Any, Any]:
+        """``call(backend, job_id, token)`` on both with the hold's id and token; the hold
+        is given up (a second use is a stale writer's)."""
+        outcome = self.both(
+            lambda backend, is_real: call(
+                backend,
+                self.real_id(held.model_id) if is_real else held.model_id,
+                held.real_token if is_real else held.model_token,
+            )
+        )
+        self.release_hold(held)
+        return outcome
+
+    @precondition(lambda self: self.held or self.stale)
+    @rule(
+        index=st.integers(0, 20),
+        stale=st.booleans(),
+        delay_s=st.sampled_from([0, 1, 3]),
+        give_back=st.booleans(),
+    )
+    def delay(self, index: int, stale: bool, delay_s: int, give_back: bool) -> None:
+        """MGMT-6: a run moves its job to delayed; A2/A14: or hands it back untried."""
+        held = self.pick(index, stale)
+        assert held is not None
+        model_job, real_job = self.on_hold(
+            held,
+            lambda backend, job_id, token: (
+                backend.give_back_job if give_back else backend.delay_job
+            )(self.queue, job_id, token, delay_s, now=self.now),
+        )
+        if not isinstance(model_job, type):
+            self.same_job(model_job, real_job)
+
+    @precondition(lambda self: self.held or self.stale)
+    @rule(index=st.integers(0, 20), stale=st.booleans())
+    def discard(self, index: int, stale: bool) -> None:
+        """MW-2: a run deletes its job without a failed record."""
+        held = self.pick(index, stale)
+        assert held is not None
+        self.on_hold(
+            held,
+            lambda backend, job_id, token: backend.discard_job(
+                self.queue, job_id, token, now=self.now
+            ),
+        )
+
+    @precondition(lambda self: self.ids)
+    @rule(
+        index=st.integers(0, 50),
+        fenced=st.booleans(),
+        value=st.integers(0, 3),
+        keep=st.sampled_from([None, 1, 2]),
+    )
+    def progress_and_log(self, index: int, fenced: bool, value: int, keep: int | None) -> None:
+        """MGMT-11/13: progress (an event) and a log line, from an administrator or from
+        a run (fenced by its token: a stale run's are refused)."""
+        held = self.pick(index, stale=index % 2 == 0) if fenced else None
+        model_id = held.model_id if held else sorted(self.ids)[index % len(self.ids)]
+
+        def token(is_real: bool) -> str | None:
+            return None if held is None else held.real_token if is_real else held.model_token
+
+        model_job, real_job = self.both(
+            lambda backend, is_real: backend.update_job_progress(
+                self.queue,
+                self.real_id(model_id) if is_real else model_id,
+                {"value": value},
+                now=self.now,
+                token=token(is_real),
+            )
+        )
+        if not isinstance(model_job, type):
+            self.same_job(model_job, real_job)
+        model_kept, real_kept = self.both(
+            lambda backend, is_real: backend.add_job_log(
+                self.queue,
+                self.real_id(model_id) if is_real else model_id,
+                f"line {value}",
+                keep=keep,
+                now=self.now,
+                token=token(is_real),
+            )
+        )
+        assert model_kept == real_kept
+        model_logs, real_logs = self.both(
+            lambda backend, is_real: backend.get_job_logs(
+                self.queue, self.real_id(model_id) if is_real else model_id
+            )
+        )
+        assert model_logs == real_logs
+
+    @rule(dedup_id=st.sampled_from(["a", "b"]))
+    def remove_deduplication_key(self, dedup_id: str) -> None:
+        """DEDUP-14: the id freed, its owner untouched."""
+        model_had, real_had = self.both(
+            lambda backend, _: backend.remove_deduplication_key(self.queue, dedup_id)
+        )
+        assert model_had == real_had
+
+    @rule(key=st.sampled_from(["r1", "r2"]))
+    def remove_repeat(self, key: str) -> None:
+        """REP-10: the series ends and its owner goes (not while it runs)."""
+        model_id, real_id = self.both(
+            lambda backend, _: backend.remove_repeat(self.queue, key, now=self.now)
+        )
+        assert (None if model_id is None else self.real_id(model_id)) == real_id
+
+    @rule(limit=st.integers(1, 5))
+    def read_views(self, limit: int) -> None:
+        """The narrower reads a dashboard and the facade make, each against the model:
+        waiting jobs per priority, ready and scheduled jobs (counted and listed)."""
+        for read in (
+            lambda backend, _: backend.get_counts_per_priority(self.queue, [0, 1, 2, 3, 7]),
+            lambda backend, _: backend.count_ready_jobs(self.queue, now=self.now),
+            lambda backend, _: backend.count_scheduled_jobs(self.queue, now=self.now),
+            lambda backend, _: backend.count_pending_jobs(self.queue),
+            lambda backend, _: backend.get_queue_stats(self.queue),
+        ):
+            model_answer, real_answer = self.both(read)
+            assert model_answer == real_answer
+        for listing in (
+            lambda backend, _: backend.list_ready_jobs(self.queue, limit=limit, now=self.now),
+            lambda backend, _: backend.list_scheduled_jobs(self.queue, limit=limit, now=self.now),
+        ):
+            model_page, real_page = self.both(listing)
+            assert model_page.total == real_page.total
+            assert [self.real_id(j.id) for j in model_page.items] == [j.id for j in real_page.items]
+
     @rule(lease_s=st.sampled_from([2, 5]))
     def renew(self, lease_s: int) -> None:
         holds = self.held + self.stale[-2:]
@@ -484,6 +644,15 @@ class JobStateMachine(RuleBasedStateMachine):
     def tick(self, seconds: int) -> None:
         self.now += timedelta(seconds=seconds)
 
+    @rule(limit=st.integers(1, 2), max_stalled=st.integers(0, 2), late_s=st.sampled_from([0, 3]))
+    def crash(self, limit: int, max_stalled: int, late_s: int) -> None:
+        """STALL-*: a worker claims and dies; its lease runs out (or not yet, ``late_s``
+        0) before the next recovery. Its holds stay, to be used late (a lost lease can
+        change nothing)."""
+        self.claim(limit, 2, None)
+        self.tick(late_s)
+        self.recover_stalled(max_stalled)
+
     @rule(max_stalled=st.integers(0, 2))
     def recover_stalled(self, max_stalled: int) -> None:
         model_out, real_out = self.both(
@@ -502,7 +671,8 @@ class JobStateMachine(RuleBasedStateMachine):
         )
         assert model_count == real_count
 
-    @rule(pause=st.booleans())
+    # Paused a quarter of the draws: a queue paused half the time left claims empty.
+    @rule(pause=st.sampled_from([True, False, False, False]))
     def pause_or_resume(self, pause: bool) -> None:
         self.both(
             lambda backend, _: (
@@ -513,7 +683,7 @@ class JobStateMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.ids)
     @rule(index=st.integers(0, 50))
     def retry(self, index: int) -> None:
-        model_id = sorted(self.ids)[index % len(self.ids)]
+        model_id = self.target(index, ("completed", "failed"))
         model_job, real_job = self.both(
             lambda backend, is_real: backend.retry_job(
                 self.queue, self.real_id(model_id) if is_real else model_id, now=self.now
@@ -537,7 +707,7 @@ class JobStateMachine(RuleBasedStateMachine):
     @rule(index=st.integers(0, 50))
     def promote(self, index: int) -> None:
         """MGMT-3: a delayed job waits now (a conflict in any other state)."""
-        model_id = sorted(self.ids)[index % len(self.ids)]
+        model_id = self.target(index, ("delayed",))
         model_job, real_job = self.both(
             lambda backend, is_real: backend.promote_job(
                 self.queue, self.real_id(model_id) if is_real else model_id, now=self.now
@@ -550,7 +720,7 @@ class JobStateMachine(RuleBasedStateMachine):
     @rule(index=st.integers(0, 50), delay_s=st.sampled_from([0, 1, 4]))
     def reschedule(self, index: int, delay_s: int) -> None:
         """MGMT-5: a delayed job due again at now + delay."""
-        model_id = sorted(self.ids)[index % len(self.ids)]
+        model_id = self.target(index, ("delayed",))
         model_job, real_job = self.both(
             lambda backend, is_real: backend.reschedule_job(
                 self.queue,
@@ -571,7 +741,7 @@ class JobStateMachine(RuleBasedStateMachine):
     def update_priority(self, index: int, priority: int, lifo: bool | None) -> None:
         """MGMT-9: a waiting job takes its new place in the claim order (the claims that
         follow show it); other states only store the priority."""
-        model_id = sorted(self.ids)[index % len(self.ids)]
+        model_id = self.target(index, ("waiting",))
         model_job, real_job = self.both(
             lambda backend, is_real: backend.update_job_priority(
                 self.queue,
@@ -605,8 +775,8 @@ class JobStateMachine(RuleBasedStateMachine):
         assert model_record == real_record == record
 
     @rule(
-        rate=st.sampled_from([None, JobRateLimit(1, 2), JobRateLimit(3, 4)]),
-        max_active=st.sampled_from([None, 1, 2]),
+        rate=st.sampled_from([None, None, JobRateLimit(1, 2), JobRateLimit(3, 4)]),
+        max_active=st.sampled_from([None, None, 1, 2]),
     )
     def set_claim_limits(self, rate: JobRateLimit | None, max_active: int | None) -> None:
         # RATE-2/7: the claims after this follow the limits on both backends (same jobs).
@@ -621,6 +791,20 @@ class JobStateMachine(RuleBasedStateMachine):
                 await backend.set_max_active_jobs(self.queue, max_active)
 
         self.both(apply)
+
+    @rule(how=st.sampled_from(["clear", "obliterate", "force"]))
+    def empty_queue(self, how: str) -> None:
+        """A16: clear what is still to run (never a validly leased job); MGMT-21:
+        obliterate everything, or stay paused while a job runs unless forced. One rule,
+        so emptying the queue is drawn as often as any one other change."""
+        model_count, real_count = self.both(
+            lambda backend, _: (
+                backend.clear_queues([self.queue], now=self.now)
+                if how == "clear"
+                else backend.obliterate_queue(self.queue, force=how == "force", now=self.now)
+            )
+        )
+        assert model_count == real_count
 
     @rule(batch=st.integers(1, 3))
     def prune_finished(self, batch: int) -> None:

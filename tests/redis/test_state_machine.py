@@ -51,7 +51,7 @@ def connected(url: str) -> Iterator[None]:
 
 @pytest.mark.timeout(600)
 def test_redis_follows_the_memory_model(redis_url: str) -> None:
-    # 15 examples of 30 steps: 3.4-3.7 s measured on the 2-core test machine (shared, under
+    # 15 examples of 30 steps: 3.0-4.0 s measured on the 2-core test machine (shared, under
     # load); 400 examples took 226 s.
     with connected(redis_url):
         run_machine(OnRedis, examples=15)
