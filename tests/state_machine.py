@@ -584,6 +584,48 @@ class JobStateMachine(RuleBasedStateMachine):
         )
         assert model_logs == real_logs
 
+    @rule(
+        dedup_id=st.sampled_from(["a", "b"]),
+        token=st.sampled_from(["t1", "t2"]),
+        window_s=st.sampled_from([1, 3]),
+        max_wait_s=st.sampled_from([None, None, 2, 5]),
+        data=st.integers(0, 9),
+    )
+    def debounce(
+        self, dedup_id: str, token: str, window_s: int, max_wait_s: int | None, data: int
+    ) -> None:
+        """UNIQ-9..11: a debounced dispatch on the ids the other modes use: the window's
+        delayed job replaced, one no longer waiting superseded, a burst flushed after its
+        max wait."""
+        options: dict[str, Any] = {
+            "delay_ms": window_s * 1000,
+            "deduplication": {"id": dedup_id, "replace_delayed": True, "token": token},
+        }
+        model_add, real_add = self.both(
+            lambda backend, _: backend.add_debounced_job(
+                self.queue, "debounced", data, options, max_wait=max_wait_s, now=self.now
+            )
+        )
+        if isinstance(model_add, type):
+            return
+        self.remember([model_add.job], [real_add.job])
+        replaced = model_add.replaced_id
+        assert (None if replaced is None else self.real_id(replaced)) == real_add.replaced_id
+
+    @rule(
+        dedup_id=st.sampled_from(["a", "b"]),
+        token=st.sampled_from(["t1", "t2"]),
+        reservation_only=st.booleans(),
+    )
+    def release_token(self, dedup_id: str, token: str, reservation_only: bool) -> None:
+        """UNIQ-7: an id freed only while its owner carries the caller's token."""
+        model_freed, real_freed = self.both(
+            lambda backend, _: backend.release_deduplication_key(
+                self.queue, dedup_id, token, reservation_only=reservation_only
+            )
+        )
+        assert model_freed == real_freed
+
     @rule(dedup_id=st.sampled_from(["a", "b"]))
     def remove_deduplication_key(self, dedup_id: str) -> None:
         """DEDUP-14: the id freed, its owner untouched."""
