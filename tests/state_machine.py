@@ -376,15 +376,28 @@ class JobStateMachine(RuleBasedStateMachine):
         limit=st.integers(1, 3),
         lease_s=st.sampled_from([2, 5]),
         local=st.sampled_from([None, None, JobRateLimit(2, 3)]),
+        total=st.sampled_from([None, None, 1]),
+        ignore_pause=st.sampled_from([False, False, True]),
     )
-    def claim(self, limit: int, lease_s: int, local: JobRateLimit | None) -> None:
+    def claim(
+        self,
+        limit: int,
+        lease_s: int,
+        local: JobRateLimit | None,
+        total: int | None = None,
+        ignore_pause: bool = False,
+    ) -> None:
+        """CLAIM-*: ``total`` caps the claim over its demands; PAUSE-10: a worker that
+        ignores pauses claims from a paused queue."""
         model_jobs, real_jobs = self.both(
             lambda backend, _: backend.claim_jobs(
                 "worker",
                 [QueueDemand(self.queue, limit)],
                 lease_s,
+                total=total,
                 now=self.now,
                 rate_limit=local,
+                ignore_pause=ignore_pause,
             )
         )
         self.remember(model_jobs, real_jobs)
