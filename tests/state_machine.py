@@ -176,7 +176,16 @@ class JobStateMachine(RuleBasedStateMachine):
         lifo=st.booleans(),
         delay_s=st.sampled_from([0, 0, 1, 3]),
         attempts=st.integers(1, 3),
-        backoff_s=st.sampled_from([None, 0, 1, 2]),
+        backoff=st.sampled_from(
+            [
+                None,
+                Backoff.fixed(0),
+                Backoff.fixed(1),
+                Backoff.fixed(2),
+                Backoff.exponential(1, cap=3),
+                Backoff.sequence([2, 0, 1]),
+            ]
+        ),
         custom=st.booleans(),
         data=st.integers(0, 9),
     )
@@ -186,7 +195,7 @@ class JobStateMachine(RuleBasedStateMachine):
         lifo: bool,
         delay_s: int,
         attempts: int,
-        backoff_s: int | None,
+        backoff: Backoff | None,
         custom: bool,
         data: int,
     ) -> None:
@@ -200,7 +209,7 @@ class JobStateMachine(RuleBasedStateMachine):
             lifo=lifo,
             delay=delay_s,
             attempts=attempts,
-            backoff=None if backoff_s is None else Backoff.fixed(backoff_s),
+            backoff=backoff,  # no jitter: its draw differs between backends
         )
         model_job, real_job = self.both(
             lambda backend, _: backend.add_job(
