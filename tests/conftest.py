@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
+import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
@@ -107,7 +108,17 @@ async def pg_backend(pg_dsn: str) -> AsyncIterator[PostgresBackend]:
     try:
         yield backend
     finally:
-        await backend.close()
+        try:
+            await asyncio.wait_for(backend.close(), 30)
+        except TimeoutError:
+            # A connection some test took from this pool and never gave back kept close()
+            # waiting (seen once in a full run on a loaded machine): say so, and end it.
+            warnings.warn(
+                "the session's PostgresBackend did not close within 30 s: a connection of"
+                " its pool was never released; terminated",
+                stacklevel=1,
+            )
+            backend.pool.terminate()
 
 
 @pytest.fixture(scope="session")

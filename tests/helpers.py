@@ -111,32 +111,45 @@ async def require_test_redis(url: str) -> None:
 
 
 async def open_test_redis(url: str) -> Any:
-    """A client of the test Redis server, or a skip saying why (``require_test_redis``)."""
+    """A client of the test Redis server, or a skip saying why (``require_test_redis``).
+    ``LANE_PG_TEST_REDIS=redis+cluster://...`` runs on a cluster: a cluster client."""
+    await require_test_redis(url)
+    return _test_client(url, socket_connect_timeout=1.0, socket_timeout=10.0)
+
+
+def _test_client(url: str, **options: Any) -> Any:
     from redis.asyncio import Redis
 
-    await require_test_redis(url)
-    return Redis.from_url(url, socket_connect_timeout=1.0, socket_timeout=10.0)
+    from lane_pg.backend.url import redis_cluster_url
+
+    cluster = redis_cluster_url(url)
+    if cluster is not None:
+        from redis.asyncio.cluster import RedisCluster
+
+        return RedisCluster.from_url(cluster, **options)
+    return Redis.from_url(url, **options)
 
 
 async def probe_redis(url: str) -> str | None:
     """Why ``url`` is no usable Redis server, or None when it answers PING, within about
     two seconds whatever is (or is not) there: nothing listening, an address that drops
     packets, a server that accepts and never answers, or something that is not Redis."""
-    from redis.asyncio import Redis
     from redis.asyncio.retry import Retry
     from redis.backoff import NoBackoff
-    from redis.exceptions import RedisError
+    from redis.exceptions import RedisClusterException, RedisError
 
-    client = Redis.from_url(
-        url, socket_connect_timeout=1.0, socket_timeout=1.0, retry=Retry(NoBackoff(), 0)
-    )
+    client = None
     try:
         async with asyncio.timeout(2.0):  # a bound on top of the socket timeouts
+            client = _test_client(
+                url, socket_connect_timeout=1.0, socket_timeout=1.0, retry=Retry(NoBackoff(), 0)
+            )
             await client.ping()
-    except (RedisError, OSError, TimeoutError) as exc:
+    except (RedisError, RedisClusterException, OSError, TimeoutError) as exc:
         return f"{type(exc).__name__}: {exc}"
     finally:
-        await client.aclose()
+        if client is not None:
+            await client.aclose()
     return None
 
 

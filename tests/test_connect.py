@@ -36,6 +36,8 @@ def _with_scheme(dsn: str, scheme: str) -> str:
         ("memory://", "memory"),
         ("redis://127.0.0.1:6379/0", "redis"),
         ("rediss://u:secret@cache:6380/0?prefix=jobs", "redis"),
+        ("redis+cluster://127.0.0.1:7000?prefix=jobs", "redis"),
+        ("REDISS+CLUSTER://u:secret@cache:7000", "redis"),
     ],
 )
 def test_each_scheme_names_its_backend(url: str, kind: str) -> None:
@@ -45,10 +47,11 @@ def test_each_scheme_names_its_backend(url: str, kind: str) -> None:
 @pytest.mark.parametrize(
     ("url", "fragment"),
     [
-        ("mysql://root:secret@127.0.0.1/x", "redis://, rediss:// or memory://"),
-        ("postgresql+asyncpg://u@h/db", "redis://, rediss:// or memory://"),
+        ("mysql://root:secret@127.0.0.1/x", "rediss+cluster:// or memory://"),
+        ("postgresql+asyncpg://u@h/db", "rediss+cluster:// or memory://"),
         ("host=127.0.0.1 dbname=x", "invalid DSN"),
         ("memory://shared", "memory:// takes no host"),
+        ("redis+cluster://u:secret@h:7000/2", "database 0 only"),
     ],
 )
 async def test_other_urls_are_refused_before_connecting(url: str, fragment: str) -> None:
@@ -229,13 +232,15 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 def test_the_cli_opens_backends_through_connect() -> None:
     """The CLI's --dsn goes through connect: a URL the driver cannot read is a usage
     error (exit 2, one line, no password), memory:// opens (an empty store of the
-    process), and stats, which reads a PostgreSQL view, says it needs a postgresql://
-    URL."""
+    process; stats reads its counts through the contract), and migrate, which installs
+    PostgreSQL's schema, says it needs a postgresql:// URL."""
     malformed = _cli("events", "q1", "--dsn", "postgresql://u:secret@127.0.0.1:port/x")
     assert malformed.returncode == 2, malformed.stderr
     assert "invalid DSN" in malformed.stderr and "secret" not in malformed.stderr
     paused = _cli("pause", "q1", "--dsn", "memory://")
     assert (paused.returncode, paused.stdout.strip()) == (0, "lane_pg: queue 'q1' paused")
     stats = _cli("stats", "--dsn", "memory://")
-    assert stats.returncode == 1
-    assert "give a postgresql:// URL" in stats.stderr
+    assert (stats.returncode, stats.stdout.split()[:2]) == (0, ["queue", "paused"])
+    migrated = _cli("migrate", "--dsn", "memory://")
+    assert migrated.returncode == 2
+    assert "expected a URL like postgresql://" in migrated.stderr

@@ -11,12 +11,15 @@ import json
 import os
 import subprocess
 import sys
+import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import asyncpg
 import pytest
 
 from tests.conftest import NewDatabase
+from tests.helpers import open_test_redis
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
@@ -157,8 +160,28 @@ async def test_lanes_worker_runs_control_first(db: str) -> None:
 
 
 # ------------------------------------------------------------------ demo and facade
-async def test_demo_runs_the_runtime_and_the_facade(db: str) -> None:
-    done = await run(str(EXAMPLES / "demo.py"), dsn=db)
+@pytest.fixture(params=["postgres", "redis"])
+async def demo_url(
+    request: pytest.FixtureRequest, new_db: NewDatabase, redis_url: str
+) -> AsyncIterator[str]:
+    """The demo's backend: a fresh database, or a fresh key prefix on the test Redis
+    (its keys deleted afterwards)."""
+    if request.param == "postgres":
+        yield await new_db()
+        return
+    client = await open_test_redis(redis_url)
+    prefix = f"demo{uuid.uuid4().hex[:10]}"
+    try:
+        yield f"{redis_url.split('?')[0]}?prefix={prefix}"
+    finally:
+        async for key in client.scan_iter(match=f"{{{prefix}[:}}]*", count=500):
+            await client.delete(key)
+        await client.aclose()
+
+
+async def test_demo_runs_the_runtime_and_the_facade(demo_url: str) -> None:
+    done = await run(str(EXAMPLES / "demo.py"), dsn=demo_url)
+    assert f"backend    {'redis' if demo_url.startswith('redis') else 'postgres'}" in done.stdout
     assert "all 7 jobs completed; the series ran 3 times and ended" in done.stdout
     assert "worker ran 7 facade jobs: all completed" in done.stdout
     assert "push_unique True, again False" in done.stdout

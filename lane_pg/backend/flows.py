@@ -7,13 +7,15 @@ reads from them once, for every backend.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import KW_ONLY
+from collections.abc import Callable, Sequence
+from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime
+from typing import Generic, TypeVar
 
 from lane_pg.backend.operation import Arguments, Handle, operation
-from lane_pg.errors import InvalidOptions
-from lane_pg.types import JSON, JobRow
+from lane_pg.errors import InvalidJobId, InvalidOptions, InvalidQueueName
+from lane_pg.options import FLOW_POLICY_FLAGS, ParsedOptions
+from lane_pg.types import JSON, JobRow, validate_queue_name
 from lane_pg.types.flows import (
     DEPENDENCY_KINDS,
     ChildRef,
@@ -49,6 +51,103 @@ def check_page_request(kind: str, cursor: int, count: int) -> None:
         raise InvalidOptions(
             f"a dependency page needs a cursor >= 0 and a count >= 1, got {cursor} and {count}"
         )
+
+
+_NODE_KEYS = ("queue", "name", "data", "options", "children")
+Spec = TypeVar("Spec")
+
+
+@dataclass(slots=True)
+class CheckedNode(Generic[Spec]):
+    """One checked flow node: its queue, the backend's checked spec and its options."""
+
+    queue: str
+    spec: Spec
+    parsed: ParsedOptions
+    children: list[CheckedNode[Spec]] = field(default_factory=list)
+
+    @property
+    def job_id(self) -> str | None:
+        return self.parsed.job_id
+
+
+def check_flow(
+    document: JSON,
+    parent_queue: str | None,
+    parse: Callable[[str, JSON, JSON], tuple[Spec, ParsedOptions]],
+) -> CheckedNode[Spec]:
+    """lane._check_flow: every node checked, breadth first, before anything is written
+    (``parse`` checks one node's name, data and options as its backend stores them); then
+    no custom id twice in one queue."""
+    root: CheckedNode[Spec] | None = None
+    pending: list[tuple[JSON, str | None, CheckedNode[Spec] | None]] = [
+        (document, parent_queue, None)
+    ]
+    custom_ids: list[tuple[str, str]] = []
+    position = 0
+    while position < len(pending):
+        node, default_queue, parent = pending[position]
+        if not isinstance(node, dict):
+            raise InvalidOptions(
+                'a flow node must be a JSON object {"queue", "name", "data", "options",'
+                f' "children"}}, got {node!r}'
+            )
+        if any(key not in _NODE_KEYS for key in node):
+            raise InvalidOptions(
+                f"unknown flow node key in {node!r}: a node takes queue, name, data, options"
+                " and children"
+            )
+        given = node.get("queue")
+        if given is not None and not isinstance(given, str):
+            raise InvalidQueueName(f"a queue name must be a string, got {given!r}")
+        queue = given if given is not None else default_queue
+        if queue is None:
+            raise InvalidQueueName("the flow's root needs a queue")
+        validate_queue_name(queue)
+        name = node.get("name")
+        if not isinstance(name, str):
+            raise InvalidOptions(f"invalid job name {name!r}: use 1-255 characters")
+        options = node.get("options")
+        options = {} if options is None else options
+        if (
+            isinstance(options, dict)
+            and position == 0
+            and parent_queue is None
+            and any(options.get(flag) is not None for flag in FLOW_POLICY_FLAGS)
+        ):
+            raise InvalidOptions(
+                "a failure-policy flag belongs on a child (it says what its parent does when"
+                " it fails); the root of a flow has no parent"
+            )
+        spec, parsed = parse(name, node.get("data"), options)
+        checked = CheckedNode(queue, spec, parsed)
+        if checked.job_id is not None:
+            custom_ids.append((queue, checked.job_id))
+        children = node.get("children")
+        if parsed.repeat is not None and (
+            position > 0 or parent_queue is not None or "children" in node
+        ):
+            raise InvalidOptions(
+                "repeat options cannot be part of a flow: a series schedules lone jobs"
+            )
+        if children is not None:
+            if not isinstance(children, list):
+                raise InvalidOptions(
+                    f"children must be a JSON array of flow nodes, got {children!r}"
+                )
+            pending.extend((child, queue, checked) for child in children)
+        if parent is None:
+            root = checked
+        else:
+            parent.children.append(checked)
+        position += 1
+    seen: set[tuple[str, str]] = set()
+    for queue, job_id in custom_ids:  # after every node, as in SQL
+        if (queue, job_id) in seen:
+            raise InvalidJobId(f"job id {job_id!r} appears twice in queue {queue} of one flow")
+        seen.add((queue, job_id))
+    assert root is not None
+    return root
 
 
 class AddFlow(Arguments[Flow]):

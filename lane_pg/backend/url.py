@@ -6,7 +6,9 @@
 ``memory://``                     a new, empty ``MemoryBackend`` (in this process only)
 ``redis://`` ``rediss://``        ``RedisBackend`` (the server checked: noeviction, version);
                                   its keys under the prefix ``?prefix=NAME`` (default
-                                  ``lane``); flows, batches and chains not yet
+                                  ``lane``)
+``redis+cluster://``              ``RedisBackend`` on a Redis Cluster (any node's address: the
+``rediss+cluster://``             others are discovered; every master checked)
 no URL (None or "")               ``$LANE_PG_DSN``, else the embedded PostgreSQL in
                                   ``./.lane_pg`` (``lane_pg.postgres.embedded``)
 =============================== ===========================================================
@@ -47,6 +49,7 @@ __all__ = [
     "connect",
     "failed_store_of",
     "redact_url",
+    "redis_cluster_url",
     "redis_url_parts",
     "resolve_url",
     "validate_schema",
@@ -60,10 +63,15 @@ ACCEPTED_SCHEMES: tuple[str, ...] = (
     "postgres://",
     "redis://",
     "rediss://",
+    "redis+cluster://",
+    "rediss+cluster://",
     "memory://",
 )
 _KINDS: dict[str, BackendKind] = {"postgresql": "postgres", "postgres": "postgres"}
 _REDIS = ("redis", "rediss")
+_CLUSTER = "+cluster"
+"""The scheme suffix of a Redis Cluster's URL: the client differs (it routes each key to
+its slot's node), so the URL says which one, rather than a probe at every connect."""
 
 
 @dataclass(frozen=True)
@@ -140,6 +148,9 @@ def backend_kind(url: str) -> BackendKind:
         return "memory"
     if scheme in _REDIS:
         return "redis"
+    if scheme.removesuffix(_CLUSTER) in _REDIS:
+        redis_cluster_url(url)  # a cluster's URL refused now, not at its first command
+        return "redis"
     raise ConfigurationError(
         f"invalid DSN {redact_url(url)!r}: expected a URL starting with"
         f" {', '.join(ACCEPTED_SCHEMES[:-1])} or {ACCEPTED_SCHEMES[-1]}"
@@ -156,6 +167,22 @@ def redis_url_parts(url: str) -> tuple[str, str]:
     prefixes = [value for key, value in query if key == "prefix"]
     rest = urlencode([(key, value) for key, value in query if key != "prefix"])
     return urlunsplit(parts._replace(query=rest)), prefixes[-1] if prefixes else "lane"
+
+
+def redis_cluster_url(url: str) -> str | None:
+    """The plain ``redis://`` (``rediss://``) URL of a ``redis+cluster://`` one, None for a
+    URL of one server. A cluster has database 0 only: another is a ``ConfigurationError``."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or not scheme.lower().endswith(_CLUSTER):
+        return None
+    plain = f"{scheme[: -len(_CLUSTER)]}://{rest}"
+    database = urlsplit(plain).path.strip("/")
+    if database not in ("", "0"):
+        raise ConfigurationError(
+            f"invalid DSN {redact_url(url)!r}: a Redis Cluster has database 0 only"
+            f" (the URL names database {database!r})"
+        )
+    return plain
 
 
 def with_redis_prefix(url: str, prefix: str) -> str:

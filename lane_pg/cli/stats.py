@@ -1,4 +1,5 @@
-"""``python -m lane_pg stats``: jobs per queue and state, from the ``lane.queue_stats`` view.
+"""``python -m lane_pg stats``: jobs per queue and state, from the ``lane.queue_stats`` view
+(on Redis, from each queue's counts through the backend contract).
 
 One row per queue known to the schema (a queue exists once a job was added to it or it was
 paused), sorted by name. ``--queue NAME`` (repeatable) limits the output to those queues;
@@ -11,10 +12,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lane_pg.cli.common import CommandError, add_connection_arguments
+from lane_pg.backend import JobQueueBackend
+from lane_pg.cli.common import add_connection_arguments
 from lane_pg.cli.pause import open_backend
 from lane_pg.postgres.schema import render_sql
 from lane_pg.types import validate_queue_name
@@ -58,15 +60,16 @@ async def fetch_stats(
     """
     wanted = None if queues is None else sorted({validate_queue_name(q) for q in queues})
     async with open_backend(dsn, schema) as opened:
-        from lane_pg.postgres.backend import PostgresBackend  # connect() loaded it
+        if opened.kind == "postgres":
+            from lane_pg.postgres.backend import PostgresBackend  # connect() loaded it
 
-        if not isinstance(opened, PostgresBackend):
-            raise CommandError("stats reads the lane.queue_stats view: give a postgresql:// URL")
-        backend = opened
-        if wanted is None:
-            records = await backend.pool.fetch(render_sql(_ALL_SQL, backend.schema))
+            assert isinstance(opened, PostgresBackend)
+            sql, args = (_ALL_SQL, ()) if wanted is None else (_SOME_SQL, (wanted,))
+            records: Sequence[Mapping[str, Any]] = await opened.pool.fetch(
+                render_sql(sql, opened.schema), *args
+            )
         else:
-            records = await backend.pool.fetch(render_sql(_SOME_SQL, backend.schema), wanted)
+            records = await _contract_stats(opened, wanted)
     rows = {
         record["queue"]: {
             "queue": record["queue"],
@@ -81,6 +84,26 @@ async def fetch_stats(
             {"queue": queue, "paused": False, **{column: 0 for column, _ in COUNT_COLUMNS}},
         )
     return [rows[name] for name in sorted(rows)]
+
+
+async def _contract_stats(
+    backend: JobQueueBackend, wanted: Sequence[str] | None
+) -> list[dict[str, Any]]:
+    """The view's rows read through the contract, on a backend without SQL (Redis): one
+    queue at a time, so not one snapshot of every queue."""
+    names = sorted(await backend.queues.list_queues()) if wanted is None else wanted
+    records = []
+    for queue in names:
+        stats = await backend.reads.get_queue_stats(queue)
+        counts = {state.replace("-", "_"): n for state, n in stats.counts.items()}
+        records.append(
+            {
+                "queue": queue,
+                "paused": stats.paused,
+                **{column: counts.get(column, 0) for column, _ in COUNT_COLUMNS},
+            }
+        )
+    return records
 
 
 def format_table(rows: Sequence[dict[str, Any]]) -> list[str]:

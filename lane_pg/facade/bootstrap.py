@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lane_pg.backend import JobQueueBackend
-from lane_pg.backend.url import backend_kind, validate_schema, with_redis_prefix
+from lane_pg.backend.url import backend_kind, redact_url, validate_schema, with_redis_prefix
 from lane_pg.errors import ConfigurationError
 from lane_pg.facade.connection import BackendDriver, Connection, visibility_timeout_of
 from lane_pg.facade.failed import default_failed_store
@@ -176,7 +176,10 @@ def _build(kind: str, wiring: _Wiring, *, prefix: str = "") -> Connection:
     if kind == "redis":
         url = setting("REDIS_URL") or DEFAULT_REDIS_URL
         if backend_kind(url) != "redis":
-            raise ConfigurationError(f"LANE_PG_REDIS_URL={url!r}: expected a redis:// URL")
+            raise ConfigurationError(
+                f"LANE_PG_REDIS_URL={redact_url(url)!r}: expected a redis:// URL"
+                " (rediss:// for TLS, redis+cluster:// for a Redis Cluster)"
+            )
         namespace = setting("REDIS_NAMESPACE")
         if namespace:
             url = with_redis_prefix(url, namespace)

@@ -13,27 +13,25 @@ from contextlib import contextmanager
 from lane_pg.backend.flows import (
     AddFlow,
     AddFlowChildren,
+    CheckedNode,
     GetFlowDependencies,
     GetFlowDependencyCounts,
     GetFlowDependencyPage,
     RemoveChildDependency,
     RemoveUnprocessedChildren,
+    check_flow,
     check_page_request,
 )
-from lane_pg.errors import (
-    FailedChildren,
-    InvalidJobId,
-    InvalidOptions,
-    InvalidQueueName,
-)
+from lane_pg.errors import FailedChildren
 from lane_pg.memory._records import (
     _Dep,
+    _NewJob,
     _Node,
     _parse_spec,
     _Record,
 )
 from lane_pg.memory._store import MemoryEntity
-from lane_pg.options import FLOW_POLICY_FLAGS
+from lane_pg.options import ParsedOptions
 from lane_pg.types import JSON, JobRow, validate_queue_name
 from lane_pg.types.flows import (
     ChildRef,
@@ -44,77 +42,18 @@ from lane_pg.types.flows import (
     FlowDependencyPage,
 )
 
-_NODE_KEYS = ("queue", "name", "data", "options", "children")
-
 
 def _check_flow(document: JSON, parent_queue: str | None) -> _Node:
-    """lane._check_flow: every node checked, breadth first, before anything is written."""
-    root: _Node | None = None
-    pending: list[tuple[JSON, str | None, _Node | None]] = [(document, parent_queue, None)]
-    custom_ids: list[tuple[str, str]] = []
-    position = 0
-    while position < len(pending):
-        node, default_queue, parent = pending[position]
-        if not isinstance(node, dict):
-            raise InvalidOptions(
-                'a flow node must be a JSON object {"queue", "name", "data", "options",'
-                f' "children"}}, got {node!r}'
-            )
-        if any(key not in _NODE_KEYS for key in node):
-            raise InvalidOptions(
-                f"unknown flow node key in {node!r}: a node takes queue, name, data, options"
-                " and children"
-            )
-        given = node.get("queue")
-        if given is not None and not isinstance(given, str):
-            raise InvalidQueueName(f"a queue name must be a string, got {given!r}")
-        queue = given if given is not None else default_queue
-        if queue is None:
-            raise InvalidQueueName("the flow's root needs a queue")
-        validate_queue_name(queue)
-        name = node.get("name")
-        if not isinstance(name, str):
-            raise InvalidOptions(f"invalid job name {name!r}: use 1-255 characters")
-        options = node.get("options")
-        options = {} if options is None else options
-        if (
-            isinstance(options, dict)
-            and position == 0
-            and parent_queue is None
-            and any(options.get(flag) is not None for flag in FLOW_POLICY_FLAGS)
-        ):
-            raise InvalidOptions(
-                "a failure-policy flag belongs on a child (it says what its parent does when"
-                " it fails); the root of a flow has no parent"
-            )
-        checked = _Node(queue, _parse_spec(name, node.get("data"), options))
-        if checked.job_id is not None:
-            custom_ids.append((queue, checked.job_id))
-        children = node.get("children")
-        if checked.new.options.parsed.repeat is not None and (
-            position > 0 or parent_queue is not None or "children" in node
-        ):
-            raise InvalidOptions(
-                "repeat options cannot be part of a flow: a series schedules lone jobs"
-            )
-        if children is not None:
-            if not isinstance(children, list):
-                raise InvalidOptions(
-                    f"children must be a JSON array of flow nodes, got {children!r}"
-                )
-            pending.extend((child, queue, checked) for child in children)
-        if parent is None:
-            root = checked
-        else:
-            parent.children.append(checked)
-        position += 1
-    seen: set[tuple[str, str]] = set()
-    for queue, job_id in custom_ids:  # after every node, as in SQL
-        if (queue, job_id) in seen:
-            raise InvalidJobId(f"job id {job_id!r} appears twice in queue {queue} of one flow")
-        seen.add((queue, job_id))
-    assert root is not None
-    return root
+    """lane._check_flow (``lane_pg.backend.flows.check_flow``), as memory's nodes."""
+
+    def parse(name: str, data: JSON, options: JSON) -> tuple[_NewJob, ParsedOptions]:
+        new = _parse_spec(name, data, options)
+        return new, new.options.parsed
+
+    def convert(node: CheckedNode[_NewJob]) -> _Node:
+        return _Node(node.queue, node.spec, [convert(child) for child in node.children])
+
+    return convert(check_flow(document, parent_queue, parse))
 
 
 class MemoryFlows(MemoryEntity):

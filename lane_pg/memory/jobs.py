@@ -7,6 +7,7 @@ import copy
 from dataclasses import replace
 from datetime import datetime
 
+from lane_pg.backend.batches import check_chain
 from lane_pg.backend.jobs import (
     AddChain,
     AddJob,
@@ -38,7 +39,7 @@ from lane_pg.memory._records import (
     check_series_left,
 )
 from lane_pg.memory._store import MemoryEntity
-from lane_pg.memory.batches import check_chain_id, parse_grouped
+from lane_pg.memory.batches import parse_grouped
 from lane_pg.types import (
     JSON,
     Completed,
@@ -79,14 +80,8 @@ class MemoryJobs(MemoryEntity):
         return [job.snapshot() for job in jobs]
 
     async def add_chain(self, args: AddChain) -> JobRow:
-        check_chain_id(args.chain_id)
-        if not args.links:
-            raise InvalidOptions("a chain needs at least one job")
+        check_chain(args.chain_id, args.links, args.catch, args.catch_queue)
         catch = args.catch
-        if catch is not None and (not isinstance(catch, str) or not 1 <= len(catch) <= 255):
-            raise InvalidOptions("a chain's catch names a registered callback: 1-255 characters")
-        if args.catch_queue is not None:
-            validate_queue_name(args.catch_queue)
         parsed = parse_grouped(args.links, "link of the chain")
         links: list[JSON] = [
             {

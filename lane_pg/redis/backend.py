@@ -4,11 +4,14 @@ Every state change is one script (``lua/<operation>.lua``), so it is atomic as o
 function call is in PostgreSQL; reads that need one key only (a job's hash, a stream range)
 are plain commands. A script touches one queue's keys, which share a hash tag (one cluster
 slot), so an operation over several queues (a claim of a worker's queues) is one script per
-queue, in the order the operation names them.
+queue, in the order the operation names them. A flow, batch or chain across queues is
+the exception: its scripts reach the other queues' keys too (``lua/includes/job.lua``:
+``lane_in``), on a standalone server, or on a cluster when they share a slot
+(``check_slots``).
 
-Operations the backend does not implement yet raise ``NotImplementedError`` naming them:
-the backend is not a URL scheme of ``lane_pg.connect`` until the conformance suite passes
-on it whole (``tests/conformance``'s Redis exclusions list what is left).
+On a Redis Cluster (``redis+cluster://``) the client is redis-py's ``RedisCluster``, which
+sends each call to the node of its first key's slot; a read over several queues' keys is
+then one pipeline per node rather than one MULTI (``snapshot``).
 """
 
 from __future__ import annotations
@@ -19,14 +22,17 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any, NoReturn
 
-from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
+from redis.asyncio.cluster import ClusterPipeline, RedisCluster
+from redis.crc import key_slot
 
 from lane_pg.backend import JobQueueBackend, OperationCall, WakeupSource
-from lane_pg.backend.url import redis_url_parts
-from lane_pg.errors import JobNotFound, LockMismatch
+from lane_pg.backend.url import redis_cluster_url, redis_url_parts
+from lane_pg.errors import InvalidOptions, JobNotFound, LockMismatch
 from lane_pg.redis.keys import DEFAULT_PREFIX, QueueKeys, validate_prefix
 from lane_pg.redis.rows import epoch_ms
 from lane_pg.redis.scripts import Scripts
+from lane_pg.redis.server import RedisClient
 from lane_pg.types import JSON, validate_queue_name
 
 
@@ -37,15 +43,17 @@ class RedisBackend(JobQueueBackend):
 
     def __init__(
         self,
-        client: Redis,
+        client: RedisClient,
         *,
         prefix: str = DEFAULT_PREFIX,
         rng: random.Random | None = None,
         owns_client: bool = True,
     ) -> None:
+        from lane_pg.redis.batches import RedisBatches
         from lane_pg.redis.cleanup import RedisCleanup
         from lane_pg.redis.dedup import RedisDedup
         from lane_pg.redis.events import RedisEvents
+        from lane_pg.redis.flows import RedisFlows
         from lane_pg.redis.jobs import RedisJobs
         from lane_pg.redis.leader import RedisLeader
         from lane_pg.redis.limits import RedisLimits
@@ -59,11 +67,16 @@ class RedisBackend(JobQueueBackend):
         from lane_pg.redis.runs import RedisRuns
 
         self.client = client
+        self.cluster = isinstance(client, RedisCluster)
+        """On a Redis Cluster: reads of several queues are no MULTI (``snapshot``)."""
         self.prefix = validate_prefix(prefix)
         self.scripts = Scripts(client)
         self.rng = rng or random.Random()
         self._owns_client = owns_client
         self._registered: set[str] = set()
+        self._cluster: bool | None = True if self.cluster else None
+        """Cluster mode as ``is_cluster`` read it: known for a cluster client, else read
+        once (a plain client of a one-node cluster, in tests, reports it too)."""
         self._serve(
             {
                 "jobs": RedisJobs(self),
@@ -80,10 +93,34 @@ class RedisBackend(JobQueueBackend):
                 "locks": RedisLocks(self),
                 "dedup": RedisDedup(self),
                 "repeats": RedisRepeats(self),
-            },
-            default=NotYet(),
+                "flows": RedisFlows(self),
+                "batches": RedisBatches(self),
+            }
         )
         self.hooks.add(honour_cancellation)
+
+    async def is_cluster(self) -> bool:
+        """Whether the server runs Redis Cluster (``INFO cluster``, read once): there a
+        script reaches one slot only, so a flow, batch or chain across slots is refused."""
+        if self._cluster is None:
+            info: Any = await self.client.info("cluster")
+            self._cluster = str(info.get("cluster_enabled", 0)) == "1"
+        return self._cluster
+
+    async def check_slots(self, queues: Sequence[str], what: str) -> None:
+        """On Redis Cluster, ``InvalidOptions`` naming ``queues`` when they lie in more
+        than one slot (one script cannot reach two); on a standalone server any go."""
+        if not await self.is_cluster():
+            return
+        slots = {key_slot(self.keys(queue).meta.encode()) for queue in queues}
+        if len(slots) > 1:
+            names = ", ".join(dict.fromkeys(queues))
+            raise InvalidOptions(
+                f"{what} spans queues in different Redis Cluster slots ({names}): a script"
+                " cannot reach two slots, so on Redis Cluster every queue of one flow, batch"
+                " or chain (a callback queue included) must hash to one slot, e.g. by"
+                " sharing a name in braces"
+            )
 
     def keys(self, queue: str) -> QueueKeys:
         return QueueKeys(queue, self.prefix)
@@ -93,9 +130,13 @@ class RedisBackend(JobQueueBackend):
         """The set of every queue's name (in its own slot: scripts never touch it)."""
         return f"{{{self.prefix}}}:queues"
 
-    async def call(self, script: str, queue: str, arguments: JSON) -> Any:
-        """Run ``script`` on ``queue``'s keys (KEYS[1] is its meta key)."""
-        return await self.scripts.call(script, [self.keys(queue).meta], arguments)
+    async def call(
+        self, script: str, queue: str, arguments: JSON, others: Sequence[str] = ()
+    ) -> Any:
+        """Run ``script`` on ``queue``'s keys (KEYS[1] is its meta key); ``others``: the
+        queues a flow's script also reaches, their meta keys after it."""
+        keys = [self.keys(queue).meta] + [self.keys(name).meta for name in others]
+        return await self.scripts.call(script, keys, arguments)
 
     async def now_ms(self, now: datetime | None) -> int:
         """``now`` in epoch milliseconds, else the server's clock (TIME), as the scripts
@@ -105,6 +146,12 @@ class RedisBackend(JobQueueBackend):
             return given
         seconds, micros = await self.client.time()
         return int(seconds) * 1000 + int(micros) // 1000
+
+    def snapshot(self) -> Pipeline | ClusterPipeline:
+        """A pipeline of reads over several queues' keys: one MULTI (one instant) on one
+        server; on a cluster, where a MULTI holds keys of one slot only, a plain pipeline
+        (each node's reads together, the nodes' not at one instant)."""
+        return self.client.pipeline(transaction=not self.cluster)
 
     @property
     def settings_key(self) -> str:
@@ -168,12 +215,19 @@ async def open_redis(
     """``RedisBackend`` for ``redis://host:port/db?prefix=NAME`` (``lane_pg.connect``):
     the server refused unless it keeps every key (``noeviction``) and runs a version the
     scripts need (``lane_pg.redis.server``). ``prefix`` (default ``lane``) puts the
-    queues' keys under ``{NAME:queue}``; PostgreSQL's ``schema`` does not apply."""
-    from lane_pg.redis.server import open_client
+    queues' keys under ``{NAME:queue}``; PostgreSQL's ``schema`` does not apply.
+    ``redis+cluster://host:port?prefix=NAME`` opens a Redis Cluster through one of its
+    nodes, every master checked."""
+    from lane_pg.redis.server import open_client, open_cluster_client
 
     base, prefix = redis_url_parts(url)
     validate_prefix(prefix)
-    client = await open_client(base, max_connections=max(max_size, 1))
+    cluster = redis_cluster_url(base)
+    client: RedisClient
+    if cluster is not None:
+        client = await open_cluster_client(cluster, max_connections=max(max_size, 1))
+    else:
+        client = await open_client(base, max_connections=max(max_size, 1))
     return RedisBackend(client, prefix=prefix)
 
 
@@ -206,27 +260,6 @@ class RedisEntity:
 
     def __init__(self, backend: RedisBackend) -> None:
         self._backend = backend
-
-    def __getattr__(self, name: str) -> Callable[[object], Awaitable[NoReturn]]:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return NotYet().operation(name)
-
-
-class NotYet:
-    """The operations the Redis backend does not implement yet: each raises, naming
-    itself, rather than doing part of its work."""
-
-    def operation(self, name: str) -> Callable[[object], Awaitable[NoReturn]]:
-        async def refuse(arguments: object) -> NoReturn:
-            raise NotImplementedError(f"{name} is not available on the Redis backend yet")
-
-        return refuse
-
-    def __getattr__(self, name: str) -> Callable[[object], Awaitable[NoReturn]]:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return self.operation(name)
 
 
 def refused(status: str, queue: str, job_id: str) -> NoReturn:

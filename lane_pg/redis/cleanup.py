@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+from redis.asyncio.cluster import RedisCluster
+
 from lane_pg.backend.cleanup import (
     CleanJobs,
     ClearQueues,
@@ -139,21 +141,32 @@ class RedisCleanup(RedisEntity):
     async def _log_keys(self, count: int) -> AsyncIterator[tuple[str, list[str]]]:
         """The job ids of the log lists of every queue, as (queue, ids) per SCAN call
         and queue. A job id may hold any character, so the key is split at the first
-        ``}`` (a queue name has none) and at the ``:logs:`` right after it."""
+        ``}`` (a queue name has none) and at the ``:logs:`` right after it. On a
+        cluster, each master's keys are scanned in turn (a SCAN sees one node's)."""
         head = f"{{{self._backend.prefix}:"
-        cursor: int = 0
-        keys: Any
-        while True:
-            cursor, keys = await self._backend.client.scan(
-                cursor, match=f"{head}*}}:logs:*", count=count
-            )
-            found: dict[str, list[str]] = {}
-            for raw in keys:
-                key = raw.decode()
-                queue, _, rest = key[len(head) :].partition("}")
-                if rest.startswith(":logs:"):
-                    found.setdefault(queue, []).append(rest[len(":logs:") :])
-            for queue, ids in found.items():
-                yield queue, ids
-            if cursor == 0:
-                return
+        client = self._backend.client
+        nodes: list[Any] = (
+            sorted(client.get_primaries(), key=lambda node: node.name)
+            if isinstance(client, RedisCluster)
+            else [None]
+        )
+        for node in nodes:
+            target: dict[str, Any] = {} if node is None else {"target_nodes": node}
+            cursor: Any = 0
+            keys: Any
+            while True:
+                cursor, keys = await client.scan(
+                    cursor, match=f"{head}*}}:logs:*", count=count, **target
+                )
+                if isinstance(cursor, dict):  # a cluster client's: {node name: cursor}
+                    cursor = next(iter(cursor.values()))
+                found: dict[str, list[str]] = {}
+                for raw in keys:
+                    key = raw.decode()
+                    queue, _, rest = key[len(head) :].partition("}")
+                    if rest.startswith(":logs:"):
+                        found.setdefault(queue, []).append(rest[len(":logs:") :])
+                for queue, ids in found.items():
+                    yield queue, ids
+                if cursor == 0:
+                    break

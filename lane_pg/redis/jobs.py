@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from lane_pg.backend.jobs import (
+    AddChain,
     AddJob,
     AddJobs,
     GetJob,
@@ -29,6 +30,7 @@ from lane_pg.backend.jobs import (
 )
 from lane_pg.errors import InvalidOptions, JobLocked, JobStateConflict
 from lane_pg.redis.backend import RedisEntity, refused
+from lane_pg.redis.keys import QueueKeys
 from lane_pg.redis.rows import (
     SpecFields,
     canonical_token,
@@ -90,6 +92,11 @@ class RedisJobs(RedisEntity):
         specs = [(spec.name, spec.data, spec.options) for spec in args.specs]
         return await self._add(args.queue, specs, args.now)
 
+    async def add_chain(self, args: AddChain) -> JobRow:
+        from lane_pg.redis.batches import add_chain
+
+        return await add_chain(self._backend, args)
+
     async def _add(
         self, queue: str, specs: list[tuple[str, Any, Any]], now: datetime | None
     ) -> list[JobRow]:
@@ -128,7 +135,34 @@ class RedisJobs(RedisEntity):
         keys = self._backend.keys(args.queue)
         logs = await self._backend.client.llen(keys.key(f"logs:{args.job_id}"))
         row = job_row(args.queue, fields)
-        return replace(row, logs_count=int(logs), child_ids=())
+        expires_at = None  # MGMT-1: its dedup owner's expiry while the owner names it
+        if "dedup_id" in fields:
+            owner: Any = await self._backend.client.hmget(
+                keys.key(f"dedup:{fields['dedup_id']}"), ["job_key", "expires_at"]
+            )
+            if owner[0] is not None and owner[0].decode() == fields["key"] and owner[1]:
+                expires_at = from_ms(owner[1].decode())
+        return replace(
+            row,
+            logs_count=int(logs),
+            deduplication_expires_at=expires_at,
+            child_ids=await self._child_ids(keys, fields),
+        )
+
+    async def _child_ids(
+        self, keys: QueueKeys, fields: dict[str, str]
+    ) -> tuple[tuple[str, str], ...]:
+        """A parent's children in attach order (its dependency rows, lua/includes/flows.lua:
+        `<queue>\n<id>` -> `bucket|policy|seq|...`)."""
+        if "deps_pending" not in fields:
+            return ()
+        raw: Any = await self._backend.client.hgetall(keys.key(f"deps:{fields['key']}"))
+        refs = sorted(
+            (int(record.decode().split("|")[2]), ref.decode()) for ref, record in raw.items()
+        )
+        return tuple(
+            (queue, child_id) for _, (queue, child_id) in ((s, r.split("\n", 1)) for s, r in refs)
+        )
 
     async def get_job_state(self, args: GetJobState) -> JobState | None:
         row = await self.get_job(GetJob(args.queue, args.job_id))

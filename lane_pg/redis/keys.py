@@ -3,17 +3,17 @@
 Redis Cluster puts a key in the slot of the part between its first ``{`` and ``}``, and a
 script may only touch keys of one slot. All keys of queue ``emails`` under prefix
 ``lane`` start with ``{lane:emails}``, so every script of that queue runs on one node. An
-operation that spans queues (a flow, a chain or a batch across queues) is refused unless
-the queues share a tag (``check_one_slot``), rather than failing half-way with CROSSSLOT
-(bullmq #459, #2589).
+operation that spans queues (a flow, a batch or a chain across queues) runs where one
+script reaches every key (a standalone server) and is refused on Redis Cluster unless its
+queues share a slot (``RedisBackend.check_slots``), rather than failing half-way with
+CROSSSLOT (bullmq #459, #2589).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 
-from lane_pg.errors import ConfigurationError, InvalidOptions
+from lane_pg.errors import ConfigurationError
 from lane_pg.types import validate_queue_name
 
 DEFAULT_PREFIX = "lane"
@@ -79,18 +79,3 @@ class QueueKeys:
     def marker(self) -> str:
         """What a blocked claimer waits on (``BZPOPMIN``)."""
         return self.key("marker")
-
-
-def check_one_slot(queues: Iterable[str], prefix: str = DEFAULT_PREFIX, what: str = "") -> str:
-    """The one hash tag of ``queues``; ``InvalidOptions`` naming them when they have
-    several (one script cannot touch two cluster slots)."""
-    tags = sorted({QueueKeys(queue, prefix).tag for queue in queues})
-    if not tags:
-        raise InvalidOptions(f"{what or 'an operation'} names no queue")
-    if len(tags) != 1:
-        subject = f"{what} " if what else ""
-        raise InvalidOptions(
-            f"{subject}spans queues of different Redis hash tags ({', '.join(tags)}): on"
-            " Redis every job of one flow, chain or batch must be in one queue"
-        )
-    return tags[0]

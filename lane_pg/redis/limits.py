@@ -125,7 +125,7 @@ class RedisLimits(RedisEntity):
         keys = [self._backend.keys(queue) for queue in queues]
         if not keys:
             return []
-        async with self._backend.client.pipeline(transaction=True) as pipe:
+        async with self._backend.snapshot() as pipe:
             for key in keys:
                 pipe.hmget(
                     key.meta,

@@ -151,8 +151,9 @@ class RedisQueues(RedisEntity):
             names = await known_queues(backend)
         else:
             names = list(dict.fromkeys(validate_queue_name(name) for name in args.queues))
-        # One MULTI: the switch, the restart signal and the flags of one instant.
-        async with backend.client.pipeline(transaction=True) as pipe:
+        # One MULTI: the switch, the restart signal and the flags of one instant (on a
+        # cluster, where the queues' flags live in several slots, one read per node).
+        async with backend.snapshot() as pipe:
             pipe.hmget(backend.settings_key, ["paused_all", "restart_at"])
             for name in names:
                 pipe.hget(backend.keys(name).meta, "paused")

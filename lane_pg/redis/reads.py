@@ -8,8 +8,6 @@ from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
 from typing import Any
 
-from redis.asyncio import Redis
-
 from lane_pg.backend.reads import (
     CountPendingJobs,
     CountReadyJobs,
@@ -34,6 +32,7 @@ from lane_pg.redis.rows import (
     non_negative_int,
     script_list,
 )
+from lane_pg.redis.server import RedisClient
 from lane_pg.types import (
     ALL_STATES,
     JobPage,
@@ -48,7 +47,9 @@ _SEARCH_BATCH = 500
 """Jobs read per round trip of a search: a page stops early, a deep one takes a few."""
 
 
-async def _lex_batches(client: Redis, key: str, newest_first: bool) -> AsyncIterator[list[str]]:
+async def _lex_batches(
+    client: RedisClient, key: str, newest_first: bool
+) -> AsyncIterator[list[str]]:
     """The members of an index whose scores are all 0 (waiting, waiting-children), in
     member order (from the end when ``newest_first``), a batch at a time."""
     last: str | None = None
@@ -68,7 +69,9 @@ async def _lex_batches(client: Redis, key: str, newest_first: bool) -> AsyncIter
         last = batch[-1]
 
 
-async def _score_batches(client: Redis, key: str, newest_first: bool) -> AsyncIterator[list[str]]:
+async def _score_batches(
+    client: RedisClient, key: str, newest_first: bool
+) -> AsyncIterator[list[str]]:
     """The members of a scored index (delayed by due time, completed and failed by finish
     time; ties by member, that is by key) in (score, member) order, from the end when
     ``newest_first``, a batch at a time. A batch goes on after the last (score, member)

@@ -13,7 +13,7 @@ the successor is still written in the script that completes its owner.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from lane_pg.backend.repeats import CountRepeats, GetRepeat, ListRepeats, RemoveRepeat, UpsertRepeat
@@ -100,12 +100,16 @@ def _solve(needs: list[list[Any]]) -> dict[str, int | None]:
 
 
 async def call_scheduled(
-    backend: RedisBackend, script: str, queue: str, arguments: dict[str, Any]
+    backend: RedisBackend,
+    script: str,
+    queue: str,
+    arguments: dict[str, Any],
+    others: Sequence[str] = (),
 ) -> Any:
     """``backend.call``, answering a script's request for cron matches (``{lane_ticks,
     now}``: nothing was written) and calling again at the ``now`` it acted at."""
     for _ in range(_ROUNDS):
-        answer = await backend.call(script, queue, arguments)
+        answer = await backend.call(script, queue, arguments, others)
         if not (isinstance(answer, dict) and "lane_ticks" in answer):
             return answer
         cron = dict(arguments.get("cron") or {})

@@ -19,7 +19,7 @@ from lane_pg.backend.runs import (
     ReleaseJob,
     RenewLeases,
 )
-from lane_pg.errors import InvalidOptions
+from lane_pg.errors import InvalidOptions, PendingDependencies
 from lane_pg.redis.backend import RedisEntity, by_queue, refused
 from lane_pg.redis.limits import checked_limit
 from lane_pg.redis.repeats import call_scheduled
@@ -120,6 +120,12 @@ class RedisRuns(RedisEntity):
         (answer,) = await self._settle(
             "complete_jobs", args.queue, [item], args.now, want_jobs=True
         )
+        if answer[0] == "pending_dependencies":
+            deferred = answer[4] or None
+            raise PendingDependencies(
+                f"job {args.job_id} of queue {args.queue} cannot complete: {answer[3]} of its"
+                " children are pending" + ("" if deferred is None else f" and {deferred}")
+            )
         if answer[0] != "ok":
             refused(answer[0], args.queue, args.job_id)
         return job_row(args.queue, answer[2])
@@ -132,7 +138,7 @@ class RedisRuns(RedisEntity):
             batch = [[items[i].id, _token(items[i].token), results[i]] for i in positions]
             answers = await self._settle("complete_jobs", queue, batch, args.now, want_jobs=False)
             for i, answer in zip(positions, answers, strict=True):
-                state = answer[1] if len(answer) > 1 else None
+                state = answer[1] if len(answer) > 1 and answer[0] == "ok" else None
                 outcomes[i] = FinalizeOutcome(queue, items[i].id, answer[0], state)
         return [outcome for outcome in outcomes if outcome is not None]
 

@@ -8,7 +8,10 @@ both ways (a Lua table of strings would not).
 
 Calls go through EVALSHA. A server that lost its script cache (a restart, a failover, a
 ``SCRIPT FLUSH``) answers NOSCRIPT: the script is loaded again and the call made once
-more, so a flush costs one round trip, never a failed operation.
+more, so a flush costs one round trip, never a failed operation. On a cluster the script
+is loaded on the node of the call's first key, the one that answered NOSCRIPT (each master
+keeps its own cache), not on every master; during a slot's migration the node that answers
+may not be the slot's owner yet, and a second NOSCRIPT loads the script on every master.
 """
 
 from __future__ import annotations
@@ -21,10 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import NoScriptError
 
 from lane_pg.errors import ConfigurationError
+from lane_pg.redis.server import RedisClient
 from lane_pg.types import JSON
 
 LUA = Path(__file__).parent / "lua"
@@ -81,7 +85,7 @@ def load_script(name: str, directory: Path = LUA) -> Script:
 class Scripts:
     """The scripts of one client, loaded on first use and again after NOSCRIPT."""
 
-    def __init__(self, client: Redis, directory: Path = LUA) -> None:
+    def __init__(self, client: RedisClient, directory: Path = LUA) -> None:
         self._client = client
         self._directory = directory
         self._scripts: dict[str, Script] = {}
@@ -102,14 +106,29 @@ class Scripts:
         try:
             raw = await self._client.evalsha(script.sha, len(keys), *keys, argv)
         except NoScriptError:
-            await self._load(script)
-            raw = await self._client.evalsha(script.sha, len(keys), *keys, argv)
+            await self._load(script, keys[0] if keys else None)
+            try:
+                raw = await self._client.evalsha(script.sha, len(keys), *keys, argv)
+            except NoScriptError:
+                if not isinstance(self._client, RedisCluster):
+                    raise
+                # A slot being migrated: the node that answered (ASK) is not yet the
+                # slot's owner in the client's map, so every master gets the script.
+                await self._load(script, None)
+                raw = await self._client.evalsha(script.sha, len(keys), *keys, argv)
         if isinstance(raw, bytes):
             raw = raw.decode()
         return None if raw is None else json.loads(raw)
 
-    async def _load(self, script: Script) -> None:
+    async def _load(self, script: Script, key: str | None) -> None:
         self.loads += 1
-        sha = await self._client.script_load(script.source)
+        client = self._client
+        if isinstance(client, RedisCluster) and key is not None:
+            # The slot's node: the one that answered NOSCRIPT (after a MOVED, the client
+            # has already learnt the new owner).
+            node = client.get_node_from_key(key)
+            sha = await client.execute_command("SCRIPT LOAD", script.source, target_nodes=node)
+        else:
+            sha = await client.script_load(script.source)
         if sha != script.sha:  # the server hashes what it was sent: never, but say so
             raise ConfigurationError(f"script {script.name}: server SHA {sha} != {script.sha}")

@@ -12,6 +12,12 @@ Only a speed-up, as LISTEN is: the worker also polls, so a lost wake-up costs la
 a job. The connection's socket timeout exceeds the block window: with a shorter one the
 client gives up on a healthy blocked call (redis-py #2807). A lost connection is replaced
 with backoff and jitter, and the worker is woken once after each reconnect to cover the gap.
+
+On a Redis Cluster one ``BZPOPMIN`` may only name keys of one slot, so the markers are
+grouped by slot and each group blocks on a connection of its own to the slot's node: a
+worker of two queues in two slots holds two blocked connections and wakes for either. A
+worker whose queues span more than ``MAX_BLOCKED_SLOTS`` slots does not block (that many
+connections per worker would crowd the nodes): it says so once in the log and polls.
 """
 
 from __future__ import annotations
@@ -24,7 +30,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from redis.asyncio import ConnectionPool, Redis
+from redis.asyncio.cluster import RedisCluster
+from redis.crc import key_slot
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import MovedError, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 if TYPE_CHECKING:
@@ -36,6 +45,8 @@ _RECONNECT_MIN = 0.05
 _RECONNECT_MAX = 5.0
 _SOCKET_MARGIN = 5.0
 """Seconds the socket timeout exceeds the block window by."""
+MAX_BLOCKED_SLOTS = 16
+"""On a cluster, the most slots a worker blocks on (one connection each); beyond, it polls."""
 
 
 class RedisWakeups:
@@ -59,24 +70,44 @@ class RedisWakeups:
         self._client: Redis | None = None
         self._task: asyncio.Task[None] | None = None
         self._closing = False
+        self._slots: dict[int, list[str]] = {}
+        """On a cluster: the markers of each slot blocked on."""
+        self._polling = False
         self.reconnects = 0
         """How many times the blocking connection was replaced (for tests and logs)."""
 
     def _open(self) -> Redis:
         """A client of one connection to the backend's server, its socket timeout past
         the block window."""
-        pool = self._backend.client.connection_pool
-        kwargs: dict[str, Any] = dict(pool.connection_kwargs)
+        client = self._backend.client
+        if isinstance(client, RedisCluster):
+            raise TypeError("a cluster's wake-ups block per slot (_open_slot)")
+        pool = client.connection_pool
+        return self._one_connection(pool.connection_class, pool.connection_kwargs)
+
+    def _open_slot(self, slot: int) -> Redis:
+        """A client of one connection to the node that serves ``slot`` now."""
+        client = self._backend.client
+        assert isinstance(client, RedisCluster)
+        node = client.nodes_manager.get_node_from_slot(slot)
+        return self._one_connection(node.connection_class, node.connection_kwargs)
+
+    def _one_connection(self, connection_class: Any, connection_kwargs: dict[str, Any]) -> Redis:
+        kwargs: dict[str, Any] = dict(connection_kwargs)
         kwargs["socket_timeout"] = self._block + _SOCKET_MARGIN
         kwargs["client_name"] = self._name.replace(" ", "_")[:60]
         return Redis(
             connection_pool=ConnectionPool(
-                connection_class=pool.connection_class, max_connections=1, **kwargs
+                connection_class=connection_class, max_connections=1, **kwargs
             )
         )
 
     async def start(self) -> None:
         """Connect (raising when Redis is unreachable) and start the blocking loop."""
+        if self._backend.cluster:
+            await self._backend.client.ping()
+            self._task = asyncio.create_task(self._serve_cluster(), name="lane_pg-redis-wakeups")
+            return
         client = self._open()
         try:
             await client.ping()
@@ -139,14 +170,108 @@ class RedisWakeups:
             except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
                 delay = await self._reconnect(exc, delay)
                 continue
-            if popped is None:
-                continue
-            if self._waiters > 0:
-                self._wake.set()
-            else:  # found work meanwhile: leave the wake-up to another idle worker
-                key = popped[0].decode() if isinstance(popped[0], bytes) else popped[0]
-                with contextlib.suppress(RedisConnectionError, RedisTimeoutError, OSError):
-                    await self._backend.client.zadd(key, {"0": 0})
+            if popped is not None:
+                await self._popped(popped)
+
+    async def _popped(self, popped: Any) -> None:
+        """Wake the waiting worker, or put the marker back when none waits any more."""
+        if self._waiters > 0:
+            self._wake.set()
+        else:  # found work meanwhile: leave the wake-up to another idle worker
+            key = popped[0].decode() if isinstance(popped[0], bytes) else popped[0]
+            with contextlib.suppress(RedisConnectionError, RedisTimeoutError, OSError):
+                await self._backend.client.zadd(key, {"0": 0})
+
+    async def _serve_cluster(self) -> None:
+        """Keep one blocking loop per slot of the markers (the set of queues, when the
+        worker takes every queue, read again each block window)."""
+        tasks: dict[int, asyncio.Task[None]] = {}
+        try:
+            while not self._closing:
+                await self._someone_waits.wait()
+                try:
+                    markers = await self._markers()
+                except (RedisError, OSError) as exc:
+                    log.warning("Redis wake-ups: cannot read the queues (%s)", exc)
+                    markers = [m for group in self._slots.values() for m in group]
+                slots: dict[int, list[str]] = {}
+                for marker in markers:
+                    slots.setdefault(key_slot(marker.encode()), []).append(marker)
+                if len(slots) > MAX_BLOCKED_SLOTS:
+                    if not self._polling:
+                        log.warning(
+                            "Redis Cluster wake-ups: the queues of %s span %d slots (more"
+                            " than %d): this worker polls for jobs instead of blocking",
+                            self._name,
+                            len(slots),
+                            MAX_BLOCKED_SLOTS,
+                        )
+                    self._polling = True
+                    slots = {}
+                else:
+                    self._polling = False
+                self._slots = slots
+                for slot in [slot for slot in tasks if slot not in slots]:
+                    tasks.pop(slot).cancel()
+                for slot in slots:
+                    if slot not in tasks or tasks[slot].done():
+                        tasks[slot] = asyncio.create_task(
+                            self._serve_slot(slot), name=f"lane_pg-redis-wakeups-{slot}"
+                        )
+                await asyncio.sleep(self._block)
+        finally:
+            for task in tasks.values():
+                task.cancel()
+            for task in tasks.values():
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    async def _refresh_slots(self) -> None:
+        """Read the cluster's slot map again (the client learns it from its own MOVED
+        answers only, and this connection's are not the client's)."""
+        client = self._backend.client
+        assert isinstance(client, RedisCluster)
+        with contextlib.suppress(RedisError, OSError):
+            await client.nodes_manager.initialize()
+
+    async def _serve_slot(self, slot: int) -> None:
+        """``BZPOPMIN`` on the markers of ``slot`` while it is wanted; a lost connection,
+        or a slot moved to another node (MOVED), is replaced as ``_serve``'s is."""
+        client: Redis | None = None
+        delay = _RECONNECT_MIN
+        try:
+            while not self._closing:
+                await self._someone_waits.wait()
+                markers = self._slots.get(slot)
+                if not markers:
+                    return
+                try:
+                    if client is None:
+                        client = self._open_slot(slot)
+                    popped: Any = await client.bzpopmin(markers, timeout=self._block)
+                    delay = _RECONNECT_MIN
+                except (RedisError, OSError) as exc:
+                    log.warning(
+                        "Redis wake-up connection of slot %d lost (%s); reconnecting in %.2fs",
+                        slot,
+                        exc,
+                        delay,
+                    )
+                    if client is not None:
+                        await _discard(client)
+                        client = None
+                    if isinstance(exc, MovedError):  # resharded: learn the slot's new node
+                        await self._refresh_slots()
+                    await asyncio.sleep(delay * random.uniform(0.5, 1.5))
+                    delay = min(delay * 2, _RECONNECT_MAX)
+                    self.reconnects += 1
+                    self._wake.set()  # cover what may have been missed while it was down
+                    continue
+                if popped is not None:
+                    await self._popped(popped)
+        finally:
+            if client is not None:
+                await _discard(client)
 
     async def _reconnect(self, exc: BaseException, delay: float) -> float:
         """Replace the blocking connection after ``delay`` (with jitter); the next delay."""

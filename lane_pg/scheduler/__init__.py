@@ -12,6 +12,7 @@ for running started commands through a partitioned queue.
 
 from __future__ import annotations
 
+from lane_pg.scheduler.builder import LaneManagerBuilder
 from lane_pg.scheduler.clock import Clock, ManualClock, SystemClock
 from lane_pg.scheduler.commands import (
     Command,
@@ -58,7 +59,6 @@ from lane_pg.scheduler.manager import (
     CommandFuture,
     LaneInfo,
     LaneManager,
-    LaneManagerBuilder,
     LaneStats,
 )
 from lane_pg.scheduler.metrics import (

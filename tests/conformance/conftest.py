@@ -55,16 +55,9 @@ REDIS_READY: dict[str, dict[str, str]] = {
         ),
     },
     "test_retention_default": {},
-    "test_cleanup": {
-        "test_clear_queues_empties_them_in_one_call_A16": "add_flow",
-        "test_count_pending_jobs_MGMT_25": "add_flow",
-    },
+    "test_cleanup": {},
     "test_reads": {},
-    "test_search_jobs": {
-        "test_each_state_in_the_order_of_its_index": (
-            "add_flow (tests/redis/test_search.py checks the other states' order on Redis)"
-        ),
-    },
+    "test_search_jobs": {},
     "test_events": {},
     "test_subscribe_events": {},
     "test_throughput_and_actions": {},
@@ -72,20 +65,15 @@ REDIS_READY: dict[str, dict[str, str]] = {
     "test_locks": {},
     "test_metrics": {},
     "test_stalled": {},
-    "test_dedup": {
-        "test_replace_delayed_keeps_a_delayed_flow_parent_DEDUP_7": "add_flow",
-    },
+    "test_dedup": {},
     "test_dedup_tokens": {},
-    "test_debounce_windows": {
-        "test_a_delayed_flow_parent_is_superseded_not_removed_UNIQ_11_DEDUP_7": "add_flow",
-    },
+    "test_debounce_windows": {},
     "test_repeat": {},
-    "test_operations": {
-        "test_every_backend_serves_every_handle_with_the_declared_parameters": (
-            "the operations Redis lacks yet (flows, chains, batches: add_chain first) answer"
-            " NotImplementedError from a generic stand-in, not an implementation of each"
-        ),
-    },
+    "test_flow": {},
+    "test_dedup_flow": {},
+    "test_batches": {},
+    "test_chains": {},
+    "test_operations": {},
     "test_options_agree": {},
     "test_unique_locks": {
         "test_one_unique_lock_per_connection_across_queues_UNIQ_1": _UNIQUE_PER_TAG,

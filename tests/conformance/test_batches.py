@@ -360,3 +360,54 @@ async def test_list_and_prune_batches(
     assert await backend.batches.find_batch(pending) is not None
     await backend.batches.prune_batches(30, unfinished_older_than=30, now=clock.at(3600))
     assert await backend.batches.find_batch(pending) is None
+
+
+async def test_stalled_drained_and_cleaned_jobs_settle_BATCH_5_BATCH_9(
+    backend: JobQueueBackend, queue_name: str, queue_b: str, clock: Clock
+) -> None:
+    batch_id = str(uuid.uuid4())
+    jobs = [QueuedSpec(queue_name, "part", 1), QueuedSpec(queue_b, "part", 2),
+            QueuedSpec(queue_b, "part", 3, {"delay_ms": 60_000})]  # fmt: skip
+    options = {"catch": "c", "finally": "f", "callback_queue": queue_b}
+    await backend.batches.add_batch(batch_id, "ends", jobs, options, now=clock.at(0))
+    [job] = await claim(backend, queue_name, clock, 1)
+    outcomes = await backend.maintenance.recover_stalled(
+        [queue_name], max_stalled_count=0, now=clock.at(40)
+    )
+    assert [outcome.state for outcome in outcomes] == ["failed"]  # stalled out: failed for good
+    batch = await find(backend, batch_id)
+    assert (batch.pending_jobs, batch.failed_job_ids, batch.cancelled_at) == (
+        2,
+        (job.id,),
+        clock.at(40),
+    )
+    catch = await backend.jobs.get_job(queue_b, f"batch-{batch_id}-catch")
+    assert catch is not None and catch.data["error"] == "job stalled more than allowable limit"  # type: ignore[index]
+
+    assert await backend.cleanup.drain_jobs(queue_b, now=clock.at(41)) == 2  # part 2 and catch
+    assert (await find(backend, batch_id)).pending_jobs == 1
+    [cleaned] = await backend.cleanup.clean_jobs(queue_b, "delayed", 0, now=clock.at(42))
+    batch = await find(backend, batch_id)
+    assert (batch.pending_jobs, batch.failed_jobs, batch.finished_at) == (0, 1, clock.at(42))
+    assert cleaned.data == 3
+    assert await backend.jobs.get_job(queue_b, f"batch-{batch_id}-finally") is not None
+
+
+async def test_cancel_removes_the_waiting_jobs_of_every_queue_of_the_batch(
+    backend: JobQueueBackend, queue_name: str, queue_b: str, clock: Clock
+) -> None:
+    batch_id = str(uuid.uuid4())
+    jobs = [QueuedSpec(queue_name, "part", 1), QueuedSpec(queue_b, "part", 2),
+            QueuedSpec(queue_b, "part", 3, {"delay_ms": 60_000})]  # fmt: skip
+    ids = await backend.batches.add_batch(batch_id, "x", jobs, {"finally": "f"}, now=clock.at(0))
+    await backend.jobs.add_job(queue_b, "other", now=clock.at(0))  # of no batch: it stays
+
+    assert await backend.batches.cancel_batch(batch_id, remove_waiting=True, now=clock.at(1))
+    assert [
+        await backend.jobs.get_job(q, i)
+        for q, i in zip([queue_name, queue_b, queue_b], ids, strict=True)
+    ] == [None, None, None]
+    batch = await find(backend, batch_id)
+    assert (batch.pending_jobs, batch.failed_jobs, batch.finished_at) == (0, 0, clock.at(1))
+    assert await backend.reads.get_job_count(queue_b) == 1
+    assert await backend.jobs.get_job(queue_name, f"batch-{batch_id}-finally") is not None

@@ -125,6 +125,19 @@ async def test_a_removed_link_ends_the_chain_quietly(
     assert await backend.reads.get_job_count(queue_name) == 0
 
 
+async def test_a_chain_link_that_stalls_out_catches_once(
+    backend: JobQueueBackend, queue_name: str, clock: Clock
+) -> None:
+    chain_id = uuid.uuid4().hex
+    links = [QueuedSpec(queue_name, "a"), QueuedSpec(queue_name, "b")]
+    await backend.jobs.add_chain(chain_id, links, catch="alert", now=clock.at(0))
+    head = await claim(backend, queue_name, clock, 1)
+    await backend.maintenance.recover_stalled([queue_name], max_stalled_count=0, now=clock.at(40))
+    catch = await backend.jobs.get_job(queue_name, f"chain-{chain_id}-catch")
+    assert catch is not None and catch.data["job_id"] == head.id  # type: ignore[index]
+    assert await backend.jobs.get_job(queue_name, f"{chain_id}-1") is None
+
+
 @pytest.mark.parametrize(
     ("chain_id", "options", "catch"),
     [

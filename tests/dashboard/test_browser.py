@@ -36,6 +36,10 @@ pytestmark = [
     pytest.mark.timeout(180),
 ]
 expect = playwright_api.expect
+# A deadline, not a pause: each expectation returns as soon as it holds. Playwright's 5 s
+# default was too short for the live stream's first snapshot once, in a full suite run on
+# a loaded 2-core machine (the page, the dashboard and a worker process share the cores).
+expect.set_options(timeout=20_000)
 
 
 @dataclass

@@ -295,3 +295,14 @@ def test_the_redis_namespace_variable_sets_the_key_prefix_CONN_3() -> None:
         }
     )
     assert facade.driver().store_key == ("redis", "redis://cache:6379/1", "billing")
+
+
+def test_the_redis_driver_takes_a_cluster_url() -> None:
+    facade = _boot(
+        {
+            "LANE_PG_DRIVER": "redis",
+            "LANE_PG_REDIS_URL": "redis+cluster://node1:7000",
+            "LANE_PG_REDIS_NAMESPACE": "billing",
+        }
+    )
+    assert facade.driver().store_key == ("redis", "redis+cluster://node1:7000", "billing")

@@ -756,3 +756,29 @@ async def test_a_restore_that_does_not_re_create_its_catalog_stops_the_downgrade
         assert await _snapshot(dsn) == before
     finally:
         await conn.close()
+
+
+async def test_a_migrate_committing_between_the_checks_two_reads_is_read_whole(
+    new_db: NewDatabase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The start-up check's first statement finds no schema; a migrate beside the worker
+    commits before its second (the fallback read of the versions): the check reads the
+    new schema again rather than calling it an install without functions."""
+    from lane_pg.postgres.schema import versions as versions_module
+
+    dsn = await new_db()
+    real = versions_module._installed_versions
+    migrated: list[int] = []
+
+    async def migrate_in_between(conn: asyncpg.Connection, schema: str) -> Any:
+        if not migrated:
+            migrated.append(0)  # migrate reads the versions through this too
+            migrated[0] = await lane_schema.migrate(dsn, schema)
+        return await real(conn, schema)
+
+    monkeypatch.setattr(versions_module, "_installed_versions", migrate_in_between)
+    conn = await asyncpg.connect(dsn)
+    try:
+        assert await lane_schema.check_version(conn, "lane") == migrated[0]
+    finally:
+        await conn.close()

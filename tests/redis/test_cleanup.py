@@ -12,7 +12,6 @@ from datetime import UTC, datetime
 import pytest
 import pytest_asyncio
 from redis.asyncio import Redis
-from redis.exceptions import ResponseError
 
 from lane_pg.errors import JobStateConflict
 from lane_pg.redis import cleanup
@@ -196,25 +195,6 @@ async def test_obliterate_goes_in_bounded_steps_MGMT_21(
     assert calls == [["more", 3], ["more", 3], ["done", 3]]
     assert await backend.get_job_count(QUEUE) == 0
     assert await redis_client.exists(backend.keys(QUEUE).meta) == 0
-
-
-async def test_a_job_whose_removal_redis_cannot_do_whole_refuses_the_call_before_any_write(
-    backend: RedisBackend, redis_client: Redis, clock: Clock
-) -> None:
-    """No such job can be added on Redis yet; one written by hand stands for the first
-    that a later feature adds, whose removal has more to do (its flow parent)."""
-    plain = await backend.add_job(QUEUE, "p", None, now=clock.at(0))
-    owner = await backend.add_job(QUEUE, "o", None, now=clock.at(0))
-    await redis_client.hset(backend.keys(QUEUE).job(owner.id), "parent_id", "elsewhere")
-    before = await backend.read_events(QUEUE)
-
-    with pytest.raises(ResponseError, match="does not support yet"):
-        await backend.drain_jobs(QUEUE, now=clock.at(1))
-    with pytest.raises(ResponseError, match="does not support yet"):
-        await backend.clean_jobs(QUEUE, "waiting", 0, now=clock.at(1))
-
-    assert await backend.read_events(QUEUE) == before
-    assert await states(backend) == {plain.id: "waiting", owner.id: "waiting"}
 
 
 async def test_orphaned_log_lines_go_oldest_first_up_to_the_limit_MGMT_22(

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from redis.asyncio import Redis
 from redis.crc import key_slot
 
-from lane_pg.errors import ConfigurationError, InvalidOptions
-from lane_pg.redis.keys import QueueKeys, check_one_slot, validate_prefix
+from lane_pg.errors import ConfigurationError
+from lane_pg.redis.keys import QueueKeys, validate_prefix
 from lane_pg.redis.scripts import LUA, Scripts, expand, load_script
 from lane_pg.redis.server import (
     MIN_VERSION,
@@ -117,14 +117,6 @@ def test_every_key_of_a_queue_is_in_one_slot_and_queues_differ() -> None:
     assert {key_slot(k.encode()) for k in [*names, keys.job("17")]} == {key_slot(b"{lane:emails}")}
     assert keys.tag == "{lane:emails}" and keys.job("17") == "{lane:emails}:job:17"
     assert QueueKeys("billing", "lane").tag != keys.tag
-
-
-def test_an_operation_across_hash_tags_is_refused_with_the_tags() -> None:
-    assert check_one_slot(["emails", "emails"]) == "{lane:emails}"
-    with pytest.raises(InvalidOptions, match=r"flow spans queues .*\{lane:billing\}"):
-        check_one_slot(["emails", "billing"], what="flow")
-    with pytest.raises(InvalidOptions, match="names no queue"):
-        check_one_slot([])
 
 
 @pytest.mark.parametrize("bad", ["", "a{b", "x}", "has space", "-lead", "p" * 65])

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest_asyncio
 from redis.asyncio import Redis
@@ -83,19 +84,25 @@ async def test_a_killed_blocking_connection_is_replaced(
 ) -> None:
     await backend.add_job("q", "x", None, {"delay_ms": 3_600_000})
     wakeups = await _wakeups(backend, "q", "lane_pg listener killed")
+    # On a cluster (LANE_PG_TEST_REDIS=redis+cluster://...), the node of q's marker.
+    node: dict[str, Any] = (
+        {"target_nodes": redis_client.get_node_from_key(backend.keys("q").marker)}
+        if backend.cluster
+        else {}
+    )
     try:
         waiting = asyncio.create_task(wakeups.wait(10.0))
 
         async def blocked() -> bool:
-            clients = await redis_client.client_list()
+            clients = await redis_client.client_list(**node)
             return any(
                 c["name"] == "lane_pg_listener_killed" and c["cmd"] == "bzpopmin" for c in clients
             )
 
         await eventually(blocked, timeout=5.0)
-        for client in await redis_client.client_list():
+        for client in await redis_client.client_list(**node):
             if client["name"] == "lane_pg_listener_killed":
-                await redis_client.client_kill_filter(_id=client["id"])
+                await redis_client.client_kill_filter(_id=client["id"], **node)
         # Woken once for the gap, on a new connection that blocks again and wakes for adds.
         assert await asyncio.wait_for(waiting, 5.0) is True
         assert wakeups.reconnects == 1

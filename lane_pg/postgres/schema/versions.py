@@ -130,7 +130,9 @@ SELECT s.version, s.breaking, i.version IS NOT NULL AS recorded,
     ON i.version = (SELECT max(m.version) FROM {schema}.schema_version m)"""
 
 
-async def _installed_state(conn: asyncpg.Connection, schema: str) -> _InstalledState:
+async def _installed_state(
+    conn: asyncpg.Connection, schema: str, *, retried: bool = False
+) -> _InstalledState:
     import asyncpg
 
     # Inside the caller's transaction, a savepoint rolled back afterwards keeps both the
@@ -148,7 +150,13 @@ async def _installed_state(conn: asyncpg.Connection, schema: str) -> _InstalledS
                 )
     except (asyncpg.UndefinedTableError, asyncpg.InvalidSchemaNameError):
         # No schema, or one older than FINGERPRINT_VERSION: the versions tell which.
-        return _InstalledState(await _installed_versions(conn, schema), None)
+        versions = await _installed_versions(conn, schema)
+        if versions and max(versions) >= FINGERPRINT_VERSION and not retried:
+            # A migrate committed between the two statements (seen in CI: a worker
+            # waiting for a migrate running beside it), so the tables the first one
+            # missed exist now: read them whole, once more.
+            return await _installed_state(conn, schema, retried=True)
+        return _InstalledState(versions, None)
     if not rows:
         return _InstalledState({}, None)
     first = rows[0]

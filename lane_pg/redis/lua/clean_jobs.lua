@@ -13,7 +13,6 @@ if args.limit > 0 then
   limit = args.limit
 end
 local ids = lane_removable(args.state, now - args.grace_ms, limit, now)
-lane_check_removable(ids)
 local snapshots = {}
 for i, id in ipairs(ids) do
   snapshots[i] = lane_job(id)

@@ -1,5 +1,6 @@
 -- lane.complete_jobs for one queue's items [id, token, result JSON text]: each item active
--- under its token completes (FIN-1); any other is reported and left unchanged. Returns,
+-- under its token completes (FIN-1); any other is reported and left unchanged, as is a
+-- flow parent still waiting for a child (FIN-8: 'pending_dependencies'). Returns,
 -- per item, [status, state, job?] (the job only with `want_jobs`, for complete_job).
 -- @include json
 -- @include now
@@ -20,6 +21,9 @@ for i, item in ipairs(args.items) do
   local job, refused = lane_owned(item[1], item[2])
   if job == nil then
     out[i] = {refused}
+  elseif lane_blocked_by_children(job) then  -- FIN-8: still held, still active
+    out[i] = {'pending_dependencies', false, false, tonumber(job.deps_pending),
+              job.deferred_failure or false}
   else
     local snapshot = lane_complete(job, item[3], now)
     out[i] = {'ok', 'completed', args.want_jobs and snapshot or nil}

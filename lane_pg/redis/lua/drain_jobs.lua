@@ -12,5 +12,4 @@ local ids = lane_removable('waiting', nil, nil, now)
 if args.delayed then
   lane_extend(ids, lane_removable('delayed', nil, nil, now))
 end
-lane_check_removable(ids)
 return lane_result(lane_remove_ids(ids, now))

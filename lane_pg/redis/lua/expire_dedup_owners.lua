@@ -27,7 +27,7 @@ while gone < args.limit do
     if runs then
       offset = offset + 1
     else
-      lane_owner_delete(dedup_id)
+      lane_owner_delete(dedup_id, now)
       gone = gone + 1
     end
   end

@@ -13,7 +13,7 @@ if owner == nil or lane_owner_reserved(owner, now) then
 end
 local holder = lane_owner_job(args.id, owner, now)
 if holder == nil then
-  lane_owner_delete(args.id)
+  lane_owner_delete(args.id, now)
   return lane_result(nil)
 end
 return lane_result(holder.id)

@@ -39,7 +39,7 @@ if args.first then
   end
 end
 
--- This step's jobs: up to `chunk`, the indexes in turn, all checked before any goes.
+-- This step's jobs: up to `chunk`, the indexes in turn.
 local doomed, ids = {}, {}
 for _, state in ipairs(LANE_STATES) do
   local room = args.chunk - #ids
@@ -52,12 +52,27 @@ for _, state in ipairs(LANE_STATES) do
     doomed[#doomed + 1] = {state, member, id}
   end
 end
-lane_check_removable(ids)
+local jobs = {}
 for _, job in ipairs(doomed) do
-  local f = redis.call('HMGET', lane_job_key(job[3]), 'key', 'dedup_id', 'repeat_key')
-  lane_release_owners({key = f[1], dedup_id = f[2] or nil, repeat_key = f[3] or nil}, now)
+  local found = lane_job(job[3])
+  if found ~= nil then
+    jobs[#jobs + 1] = found
+    LANE_REMOVING[LANE_TAG .. '\n' .. found.key] = true
+  end
+end
+for _, job in ipairs(jobs) do
+  lane_release_owners(job, now)
+end
+lane_flow_removed(jobs, now)  -- FLOW-26: a parent in another queue is told
+for _, job in ipairs(jobs) do
+  lane_batch_removed(job, now)  -- BATCH-9
+end
+for _, job in ipairs(doomed) do
   redis.call('ZREM', lane_key(job[1]), job[2])
-  redis.call('DEL', lane_job_key(job[3]), lane_key('logs:' .. job[3]))
+  local found = lane_job(job[3])
+  if found ~= nil then
+    lane_delete(found)  -- where it is now (a parent here may have been released)
+  end
 end
 
 for _, state in ipairs(LANE_STATES) do

@@ -1,6 +1,7 @@
 -- lane.prune_finished for one queue: the completed and failed jobs beyond the queue's
 -- bound (meta `keep_completed` / `keep_failed`: absent = the client's default, the
--- client's `keep_all` text = keep all) go with their logs, oldest first ((finished_at, key): the finish indexes'
+-- client's `keep_all` text = keep all) go with their logs and a parent's dependency rows
+-- (lane._flow_forget), oldest first ((finished_at, key): the finish indexes'
 -- order), at most `batch` per state. No events, as BullMQ's retention writes none.
 -- Returns how many jobs went.
 -- @include json
@@ -25,6 +26,7 @@ for _, state in ipairs({'completed', 'failed'}) do
       for _, member in ipairs(members) do
         local id = string.sub(member, 18)
         redis.call('DEL', lane_job_key(id), lane_key('logs:' .. id))
+        redis.call('DEL', lane_deps_keys(string.format('%d', tonumber(string.sub(member, 1, 16)))))
       end
       redis.call('ZREMRANGEBYRANK', index, 0, #members - 1)
       deleted = deleted + #members

@@ -44,15 +44,6 @@ local function lane_fails(job)
          and not lane_owns_its_series(job)
 end
 
--- Refuse (a flow's or batch's job, not on Redis yet) before the first write of the call:
--- a script is no transaction.
-for _, id in ipairs(ids) do
-  local job = lane_job(id)
-  if job ~= nil and lane_fails(job) then
-    lane_check_plain(job)
-  end
-end
-
 local out = {}
 local woken = false
 local function recover(job)

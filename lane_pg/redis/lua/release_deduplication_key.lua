@@ -3,6 +3,7 @@
 -- holds it; else only while it carries `args.token` (and, with `reservation_only`, while
 -- no job took it over). The owner job is not touched. True when a row went.
 -- @include json
+-- @include now
 -- @include owners
 
 local args = lane_args()
@@ -18,5 +19,5 @@ if not args.any then
     return lane_result(false)  -- a job took it over: the write went through
   end
 end
-lane_owner_delete(args.id)
+lane_owner_delete(args.id, lane_now(args.now))
 return lane_result(true)

@@ -27,7 +27,7 @@ if args.part == 'owners' then
     local owner = lane_owner(dedup_id)
     local job = owner ~= nil and owner.job_id ~= nil and lane_job(owner.job_id) or nil
     if owner ~= nil and (job == nil or job.key ~= owner.job_key) then
-      lane_owner_delete(dedup_id)
+      lane_owner_delete(dedup_id, now)
       removed = removed + 1
     end
   end

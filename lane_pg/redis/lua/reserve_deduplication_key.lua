@@ -14,7 +14,7 @@ if owner ~= nil then
   if lane_owner_reserved(owner, now) or lane_owner_job(args.id, owner, now) ~= nil then
     return lane_result(owner.token == args.token)
   end
-  lane_owner_delete(args.id)
+  lane_owner_delete(args.id, now)
 end
 lane_owner_write(args.id, {kind = 'unique', expires_at = now + args.ttl_ms, token = args.token,
                            created_at = now})

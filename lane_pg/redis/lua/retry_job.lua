@@ -5,8 +5,9 @@
 -- written. A unique job (A9) loses its owner token: the client sends the job's options
 -- text it read (`options_was`) and that text without the token (`options`), since a script
 -- never decodes user JSON; when the stored text is no longer `options_was` the answer is
--- ['stale'] and the client reads again. Flows (FLOW-27) are not on Redis yet: a job of
--- theirs is refused (lane_manage_plain). Returns [status, job] as promote_job.lua.
+-- ['stale'] and the client reads again. A flow child is its parent's pending dependency
+-- again (FLOW-27, lane_flow_restore); a parent with pending children waits for them in
+-- waiting-children. Returns [status, job] as promote_job.lua.
 -- @include json
 -- @include now
 -- @include manage
@@ -20,7 +21,6 @@ end
 if job.state ~= 'completed' and job.state ~= 'failed' then
   return lane_result({'conflict', job.state})
 end
-lane_manage_plain(job)
 local unique_spec = nil
 if job.dedup_spec ~= nil then
   local dedup = cjson.decode(job.dedup_spec)
@@ -45,6 +45,13 @@ lane_unindex(job)
 lane_job_set(job, {failed_reason = false, return_value = false, processed_at = false,
                    finished_at = false, attempts_made = 0, attempts_started = 0,
                    stalled_count = 0, stacktrace = '[]'})
+lane_flow_restore(job, now)  -- FLOW-27
+if job.deps_pending ~= nil and tonumber(job.deps_pending) > 0 then
+  lane_job_set(job, {state = 'waiting-children'})
+  lane_index(job)
+  lane_emit('waiting-children', job.id, {prev = prev}, now)
+  return lane_result({'ok', job})
+end
 lane_enqueue(job)
 lane_emit('waiting', job.id, {prev = prev}, now)
 lane_wake()

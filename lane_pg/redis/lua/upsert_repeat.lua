@@ -34,7 +34,7 @@ if owner ~= nil then
   if owner.dedup_id ~= nil then
     local dedup_owner = lane_owner(owner.dedup_id)
     if dedup_owner ~= nil and dedup_owner.job_key == owner.key then
-      lane_owner_delete(owner.dedup_id)
+      lane_owner_delete(owner.dedup_id, now)
     end
   end
   lane_delete(owner)

@@ -15,7 +15,7 @@
 -- lane._dedup_take for the new job (`key`, `id`) of `spec`: nil when the new job owns the
 -- id now, else the job that keeps it. `in_call` (id -> key) names the jobs this call
 -- stored, whose events wait: the pair for a duplicate of one waits too (`later`).
-local function lane_dedup_take(dedup, spec, key, id, now, in_call, later)
+local function lane_dedup_take(dedup, spec, key, id, now, in_call, later, node)
   local dedup_id = dedup.id
   local token = lane_given(dedup.token)
   local ttl = lane_given(dedup.ttl_ms)
@@ -48,6 +48,9 @@ local function lane_dedup_take(dedup, spec, key, id, now, in_call, later)
     holder = lane_owner_job(dedup_id, owner, now)
   end
   if holder == nil then  -- none, or a row that no longer blocks (DEDUP-15, A10)
+    if owner ~= nil then
+      lane_dedup_next_dropped(dedup_id, owner, now)
+    end
     lane_owner_write(dedup_id, fresh)
     return nil
   end
@@ -67,10 +70,12 @@ local function lane_dedup_take(dedup, spec, key, id, now, in_call, later)
     fresh.created_at = owner.created_at or now
     lane_owner_write(dedup_id, fresh)
     lane_remove_standalone(holder, now)
+    lane_dedup_next_dropped(dedup_id, owner, now)
     lane_dedup_events(id, dedup_id, holder.id, now)
     return nil
   end
   if not unique and dedup.keep_last and holder.state == 'active' then
+    lane_flow_keep_next(dedup_id, owner, node, now)  -- DEDUP-18, -19
     owner.next = cjson.encode(spec)  -- only the latest is kept (DEDUP-9)
     owner.keep_last = '1'
     owner.expires_at = nil
@@ -150,9 +155,15 @@ end
 -- the job that keeps its custom id, dedup id or series (false when a series the spec
 -- would continue has no occurrence left). Events as lane._store_jobs writes them: every
 -- `added`, then every `waiting`, then every `delayed`, then those of specs that met a job
--- of this call; a spec meeting a stored job writes its events at once.
-local function lane_add_specs(specs, now)
+-- of this call, then every `waiting-children`; a spec meeting a stored job writes its
+-- events at once. `flow` (flows.lua, flows_add.lua) says the specs are flow nodes of the
+-- current queue (`queue`): the parent they are children of, if any (`parent_queue`,
+-- `parent_id`, `ptag`, `parent_key`), and per spec whether it waits for children of its
+-- own (`holds`), its policy and its child nodes (`policies`, `children`: what a kept next
+-- job keeps). The second result tells, per spec, whether its job is new.
+local function lane_add_specs(specs, now, flow)
   local results = {}
+  local fresh = {}
   local added = {}      -- jobs this call stores, in input order
   local by_custom = {}  -- custom id -> its job, for ids this call stores
   local in_call = {}    -- id -> key of the jobs this call stores
@@ -183,7 +194,8 @@ local function lane_add_specs(specs, now)
       local series = lane_given(spec.series)
       local due = now + spec.delay_ms
       if dedup ~= nil then
-        stored = lane_dedup_take(dedup, spec, key, id, now, in_call, later)
+        stored = lane_dedup_take(dedup, spec, key, id, now, in_call, later,
+                                 lane_flow_node(flow, i))
       end
       if stored == nil and series ~= nil then
         local first = started[series.key]
@@ -226,13 +238,17 @@ local function lane_add_specs(specs, now)
         if custom ~= nil then
           job.custom_id = '1'
         end
+        lane_flow_child(job, flow)
         local fields = {}
         for name, value in pairs(job) do
           fields[#fields + 1] = name
           fields[#fields + 1] = value
         end
         redis.call('HSET', lane_job_key(id), unpack(fields))
-        if due > now then
+        if flow ~= nil and flow.holds[i] then  -- a parent takes its sequence when released
+          lane_job_set(job, {state = 'waiting-children', deps_pending = 0})
+          lane_index(job)
+        elseif due > now then
           lane_job_set(job, {state = 'delayed'})
           lane_index(job, due)
           if min_due == nil or due < min_due then
@@ -251,9 +267,11 @@ local function lane_add_specs(specs, now)
           started[series.key] = job
         end
         stored = job
+        fresh[i] = true
       end
     end
     results[i] = stored or false
+    fresh[i] = fresh[i] or false
   end
 
   for _, job in ipairs(added) do
@@ -269,6 +287,11 @@ local function lane_add_specs(specs, now)
       lane_emit('delayed', job.id, {delay = tonumber(job.available_at)}, now)
     end
   end
+  for _, job in ipairs(added) do
+    if job.state == 'waiting-children' then
+      lane_emit('waiting-children', job.id, nil, now)
+    end
+  end
   for _, event in ipairs(later) do
     lane_emit(event[1], event[2], event[3], now)
   end
@@ -278,7 +301,7 @@ local function lane_add_specs(specs, now)
   elseif min_due ~= nil then
     lane_wake_at(min_due)
   end
-  return results
+  return results, fresh
 end
 
 -- Before a client's add writes anything: nil when it may go on, else the answer to return
@@ -347,7 +370,9 @@ local function lane_dedup_finish(job, now)
      or tonumber(owner.expires_at) <= now then
     lane_owner_delete(job.dedup_id)
   end
-  if owner.next ~= nil then
+  if owner.next ~= nil and (owner.next_parent ~= nil or owner.next_children ~= nil) then
+    LANE_FLOW.materialise(job.dedup_id, owner, now)  -- DEDUP-18, -19 (flows_add.lua)
+  elseif owner.next ~= nil then
     lane_add_specs({cjson.decode(owner.next)}, now)
   end
 end
@@ -434,6 +459,9 @@ local function lane_owners_reclaim(job, now, apply)
         end
       end
       if apply then
+        if owner ~= nil then
+          lane_dedup_next_dropped(job.dedup_id, owner, now)
+        end
         local ttl = lane_given(dedup.ttl_ms)
         lane_owner_write(job.dedup_id, {
           kind = 'dedup', job_id = job.id, job_key = job.key,

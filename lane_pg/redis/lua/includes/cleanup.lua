@@ -1,11 +1,10 @@
 -- Removing many jobs (42_cleanup.sql): which jobs a drain or a clean may take, in the order
 -- of their state's index (lane._removable_keys), and their removal as lane._remove_jobs
--- does it for the job model Redis holds so far: `removed {prev}` per job, its dedup owner
--- and series released (lane_release_owners), then its hash, index entry and logs. A repeat
--- series' owner occurrence is kept by drains and cleans (REP-16, MGMT-20). Jobs of a flow
--- (a parent waiting for children, a child) or a batch cannot be added on Redis yet; their
--- removal has more to do (parents), so a call that meets one refuses before it writes
--- anything (lane_check_removable), rather than removing it half.
+-- does it: `removed {prev}` per job, its dedup owner
+-- and series released (lane_release_owners), a pending flow child told to its parent
+-- (FLOW-26), an unfinished batch job settled as deleted (lane_batch_removed), then its hash,
+-- index entry and logs (a parent's dependency rows with it). A repeat series' owner
+-- occurrence is kept by drains and cleans (REP-16, MGMT-20).
 -- @include finish
 
 local LANE_PAGE = 1000  -- index members read per ZRANGE
@@ -81,36 +80,37 @@ local function lane_removable(state, cut, limit, now)
   end
 end
 
--- Refuses (an error, before any write of the calling script) when one of the jobs `ids`
--- uses a part of the job model whose removal Redis cannot do yet (see above).
-local function lane_check_removable(ids)
-  for _, id in ipairs(ids) do
-    local f = redis.call('HMGET', lane_job_key(id), 'state', 'dedup_id', 'repeat_key',
-                         'parent_id', 'batch_id')
-    if f[1] == 'waiting-children' then
-      error('lane_pg: removing a flow parent is not available on the Redis backend yet')
-    end
-    lane_check_plain({dedup_id = f[2], repeat_key = f[3], parent_id = f[4], batch_id = f[5]})
-  end
-end
-
--- Removes the jobs `ids` (checked with lane_check_removable): `removed {prev}` for each,
--- in this order, then its records. Returns how many went.
+-- Removes the jobs `ids` as lane._remove_jobs does: `removed {prev}` for each, in this
+-- order, then their owners released, then the pending flow children told to their parents
+-- (FLOW-26), then the unfinished batch jobs settled (BATCH-5), then their records. Returns
+-- how many went.
 local function lane_remove_ids(ids, now)
-  local removed = 0
+  local jobs = {}
   for _, id in ipairs(ids) do
-    local f = redis.call('HMGET', lane_job_key(id), 'state', 'key', 'wm', 'dedup_id',
-                         'repeat_key')
-    if f[1] then
-      local job = {id = id, state = f[1], key = f[2], wm = f[3], dedup_id = f[4] or nil,
-                   repeat_key = f[5] or nil}
-      lane_emit('removed', id, {prev = f[1]}, now)
-      lane_release_owners(job, now)
-      lane_delete(job)
-      removed = removed + 1
+    local job = lane_job(id)
+    if job ~= nil then
+      jobs[#jobs + 1] = job
+      lane_emit('removed', id, {prev = job.state}, now)
     end
   end
-  return removed
+  for _, job in ipairs(jobs) do
+    LANE_REMOVING[LANE_TAG .. '\n' .. job.key] = true  -- a parent going too is not released
+  end
+  for _, job in ipairs(jobs) do
+    lane_release_owners(job, now)
+  end
+  lane_flow_removed(jobs, now)
+  LANE_REMOVING = {}
+  for _, job in ipairs(jobs) do
+    lane_batch_removed(job, now)
+  end
+  for _, job in ipairs(jobs) do
+    if job.deps_pending ~= nil then  -- a parent among them may have moved since
+      job = lane_job(job.id) or job
+    end
+    lane_delete(job)
+  end
+  return #jobs
 end
 
 -- Appends the items of `more` to `list`.

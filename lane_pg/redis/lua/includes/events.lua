@@ -6,13 +6,15 @@
 -- @include job
 
 local LANE_EVENTS_MAX = 10000
-local lane_events_on = nil
+local lane_events_on = {}  -- by queue tag (a flow's script may write to several queues)
 
 local function lane_records_events()
-  if lane_events_on == nil then
-    lane_events_on = lane_meta('record_events', '1') ~= '0'
+  local on = lane_events_on[LANE_TAG]
+  if on == nil then
+    on = lane_meta('record_events', '1') ~= '0'
+    lane_events_on[LANE_TAG] = on
   end
-  return lane_events_on
+  return on
 end
 
 -- Emits `event` with data given as JSON text (a payload inside stays as it was sent).
@@ -52,7 +54,7 @@ end
 -- ceiling held back (CLAIM-9, lane._wake_if_capped).
 local function lane_drained_check(now)
   if redis.call('ZCARD', lane_key('waiting')) > 0 then
-    if redis.call('HEXISTS', KEYS[1], 'max_active') == 1 then
+    if redis.call('HEXISTS', LANE_META, 'max_active') == 1 then
       lane_wake()
     end
   elseif redis.call('ZCARD', lane_key('active')) == 0 then

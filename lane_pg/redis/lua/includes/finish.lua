@@ -3,6 +3,9 @@
 -- lane._complete and lane._fail_terminal do them.
 -- @include events
 -- @include add
+-- @include flows_add
+-- @include batches
+-- @include chains
 
 -- The job `id` if it is active under `token`, else nil and 'not_found' or 'lock_mismatch'
 -- (lane._owned_job). The client sends tokens in canonical UUID text (or '' for a text that
@@ -65,6 +68,7 @@ local function lane_apply_retention(job, policy_text, now)
   for _, member in ipairs(doomed) do
     local id = string.sub(member, 18)
     redis.call('DEL', lane_job_key(id), lane_key('logs:' .. id))
+    redis.call('DEL', lane_deps_keys(string.format('%d', tonumber(string.sub(member, 1, 16)))))
   end
 end
 
@@ -76,17 +80,8 @@ local function lane_after_finish(job, policy_text, now)
   lane_drained_check(now)
 end
 
--- The parts of the job model the Redis backend does not hold yet refuse to finish rather
--- than finish half (no such job can be added on Redis yet: the client refuses the options).
-local function lane_check_plain(job)
-  if job.parent_id or job.batch_id then
-    error('lane_pg: this job uses a feature the Redis backend does not support yet')
-  end
-end
-
 -- active -> completed (FIN-1); `result` is JSON text.
 local function lane_complete(job, result, now)
-  lane_check_plain(job)
   lane_unindex(job)
   lane_job_set(job, {lock_token = false, lease_expires_at = false, state = 'completed',
                      finished_at = now, return_value = result})
@@ -95,13 +90,15 @@ local function lane_complete(job, result, now)
   local snapshot = lane_copy(job)
   lane_dedup_finish(job, now)
   lane_repeat_finish(job, now)
+  lane_flow_resolve({job}, 'completed', now)
+  lane_batch_settle(job, 'completed', now)  -- BATCH-5, CHAIN-1: in this script
+  lane_chain_advance(job, now)
   lane_after_finish(job, job.roc, now)
   return snapshot
 end
 
 -- The terminal failure of a job (FIN-4, STALL-4): `prev` is the state it leaves.
 local function lane_fail_terminal(job, reason, now)
-  lane_check_plain(job)
   local prev = job.state
   lane_unindex(job)
   lane_job_set(job, {lock_token = false, lease_expires_at = false, state = 'failed',
@@ -114,9 +111,13 @@ local function lane_fail_terminal(job, reason, now)
   local snapshot = lane_copy(job)
   lane_dedup_finish(job, now)
   lane_repeat_release(job)
+  lane_flow_resolve({job}, 'failed', now)
+  lane_batch_settle(job, 'failed', now)  -- BATCH-5, before retention
+  lane_chain_broken(job, now)
   lane_after_finish(job, job.rof, now)
   return snapshot
 end
+LANE_FLOW.fail_terminal = lane_fail_terminal
 
 -- Milliseconds to wait after failed attempt `attempt` (lane._backoff_ms, Backoff.delay_for);
 -- `uniform` is the client's draw in [0, 1) for the jitter.

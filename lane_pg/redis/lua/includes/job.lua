@@ -13,6 +13,28 @@
 -- @include order
 
 local LANE_TAG = string.sub(KEYS[1], 1, -6)  -- KEYS[1] minus ':meta'
+local LANE_META = KEYS[1]
+
+-- Another queue's keys inside one script (a flow's parent, a batch's home, a chain's next
+-- link): `lane_in(tag, fn, ...)` runs `fn(...)` with `tag` the queue every function here
+-- works on, then switches back. A standalone server lets a script reach every key; on Redis
+-- Cluster the client refuses at add a flow, batch or chain whose queues lie in more than
+-- one slot, so a switch never leaves KEYS[1]'s slot there.
+local function lane_switch(tag)
+  LANE_TAG = tag
+  LANE_META = tag .. ':meta'
+end
+
+local function lane_in(tag, fn, ...)
+  if tag == nil or tag == LANE_TAG then
+    return fn(...)
+  end
+  local saved = LANE_TAG
+  lane_switch(tag)
+  local a, b = fn(...)
+  lane_switch(saved)
+  return a, b
+end
 
 local function lane_key(name)
   return LANE_TAG .. ':' .. name
@@ -115,15 +137,28 @@ local function lane_copy(job)
   return copy
 end
 
--- Deletes a job's records: its hash, its index entry and its logs.
+-- The keys of a flow parent's dependency rows (includes/flows.lua), by the parent's key:
+-- they go with the parent (lane._flow_forget).
+local function lane_deps_keys(key)
+  local base = 'deps:' .. key
+  return lane_key(base), lane_key(base .. ':values'), lane_key(base .. ':reasons'),
+         lane_key(base .. ':processed'), lane_key(base .. ':unprocessed'),
+         lane_key(base .. ':ignored'), lane_key(base .. ':failed')
+end
+
+-- Deletes a job's records: its hash, its index entry, its logs and its dependency rows.
 local function lane_delete(job)
   lane_unindex(job)
   redis.call('DEL', lane_job_key(job.id), lane_key('logs:' .. job.id))
+  if job.deps_pending ~= nil then
+    redis.call('DEL', lane_deps_keys(job.key))
+  end
 end
 
--- The queue's setting `name` (meta hash), or `default`.
+-- The queue's setting `name` (meta hash), or `default`. (`lane_key('meta')`, not KEYS[1]:
+-- a settlement or a flow may work in another queue, lane_in.)
 local function lane_meta(name, default)
-  local value = redis.call('HGET', KEYS[1], name)
+  local value = redis.call('HGET', LANE_META, name)
   if value == false then
     return default
   end
@@ -133,5 +168,5 @@ end
 -- Creates the queue's meta hash on first use (a queue exists once it has one). The list of
 -- queues is another slot's key, so the client records the name there, not the script.
 local function lane_ensure_queue(now)
-  redis.call('HSETNX', KEYS[1], 'created_at', now)
+  redis.call('HSETNX', LANE_META, 'created_at', now)
 end

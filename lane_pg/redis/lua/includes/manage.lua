@@ -16,25 +16,15 @@ local function lane_writable(id, token)
   return lane_owned(id, token)
 end
 
--- The parts of the job model the Redis backend does not hold yet (flows, batches) refuse
--- the management operations that would have to update them, rather than doing half the
--- work; no such job can be added on Redis yet. Deduplication owners and repeat series are
--- held (owners.lua): the scripts update them.
-local function lane_manage_plain(job)
-  if job.parent_id or job.batch_id or job.deps_pending then
-    error('lane_pg: this job uses a feature the Redis backend does not support yet')
-  end
-end
-
 -- lane._forget_missing_job (MGMT-16) for the job `id`, which does not exist: the dedup
 -- owners and repeat series still naming it. An owner without a TTL is released with its
 -- job (finish, removal), so only a TTL owner (DEDUP-5: it outlives the job retention
 -- deleted) can be left: those are the members of `dedup-expiry`. Its kept next job goes
--- with its row (Redis holds no flow parent waiting for one). Logs go with their job here.
-local function lane_forget_missing_job(id)
+-- with its row. Logs go with their job here.
+local function lane_forget_missing_job(id, now)
   for _, dedup_id in ipairs(redis.call('ZRANGE', lane_key('dedup-expiry'), 0, -1)) do
     if redis.call('HGET', lane_owner_key(dedup_id), 'job_id') == id then
-      lane_owner_delete(dedup_id)
+      lane_owner_delete(dedup_id, now)
     end
   end
   for _, series_key in ipairs(redis.call('SORT', lane_key('repeats'), 'ALPHA')) do

@@ -17,7 +17,7 @@
 -- a script that may need one checks first (lane_schedule_needs) and, when one is missing,
 -- returns {lane_ticks = needs, now = now} before it writes anything; the client computes
 -- them and calls again at that `now` (lane_pg.redis.repeats.call_scheduled).
--- @include events
+-- @include flows
 
 local LANE_MAX_INT = 2147483647
 local LANE_LAST_MS = 253402300799999  -- 9999-12-31T23:59:59.999Z
@@ -138,7 +138,15 @@ local function lane_owner_write(dedup_id, owner)
   end
 end
 
-local function lane_owner_delete(dedup_id)
+-- Deletes the owner row of `dedup_id`; with `now`, a kept next job's parent stops waiting
+-- for it (DEDUP-18: lane._dedup_next_dropped). Without, the caller stores it (a finish).
+local function lane_owner_delete(dedup_id, now)
+  if now ~= nil then
+    local owner = lane_owner(dedup_id)
+    if owner ~= nil and owner.next_parent ~= nil then
+      lane_dedup_next_dropped(dedup_id, owner, now)
+    end
+  end
   redis.call('DEL', lane_owner_key(dedup_id))
   redis.call('ZREM', lane_key('dedup-expiry'), dedup_id)
 end
@@ -232,7 +240,7 @@ local function lane_release_owners(job, now)
   if job.dedup_id ~= nil then
     local owner = lane_owner(job.dedup_id)
     if owner ~= nil and owner.job_key == job.key then
-      lane_owner_delete(job.dedup_id)
+      lane_owner_delete(job.dedup_id, now)
     end
   end
   if job.repeat_key ~= nil then
@@ -243,12 +251,14 @@ local function lane_release_owners(job, now)
   end
 end
 
--- A standalone job removed by an owner rule (replace_delayed, upsert, remove_repeat):
--- `removed {prev}`, its owners released, its records deleted (lane._remove_jobs for a
--- job with no flow or batch, which Redis does not hold yet).
+-- A job removed on its own (remove_job, or an owner rule: replace_delayed, upsert,
+-- remove_repeat): `removed {prev}`, its owners released, a pending flow child told to its
+-- parent (FLOW-26), its records deleted (lane._remove_jobs for one job; a script that may
+-- remove a batch's job settles it after this: lane_batch_removed).
 local function lane_remove_standalone(job, now)
   lane_emit('removed', job.id, {prev = job.state}, now)
   lane_release_owners(job, now)
+  lane_flow_removed({job}, now)
   lane_delete(job)
 end
 
