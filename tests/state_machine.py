@@ -99,8 +99,6 @@ class JobStateMachine(RuleBasedStateMachine):
     # of its own.
     loop: ClassVar[asyncio.AbstractEventLoop]
     real: JobQueueBackend
-    flows: ClassVar[bool] = True
-    """Whether ``real`` implements flows: the flow rules are drawn only then."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -278,7 +276,6 @@ class JobStateMachine(RuleBasedStateMachine):
         if not isinstance(model_job, type):
             self.remember([model_job], [real_job])
 
-    @precondition(lambda self: self.flows)
     @rule(
         children=st.lists(
             st.tuples(
@@ -362,7 +359,7 @@ class JobStateMachine(RuleBasedStateMachine):
         if not isinstance(model_removed, type):
             assert [self.real_id(j.id) for j in model_removed] == [j.id for j in real_removed]
 
-    @precondition(lambda self: self.flows and self.ids)
+    @precondition(lambda self: self.ids)
     @rule(index=st.integers(0, 50))
     def remove_child_dependency(self, index: int) -> None:
         model_id = sorted(self.ids)[index % len(self.ids)]
@@ -1083,7 +1080,7 @@ class FlowStateMachine(JobStateMachine):
         self.fail(index, stale, discard)
 
 
-def run_machine(machine: type[JobStateMachine], examples: int, steps: int = 30) -> None:
+def run_machine(machine: type[RuleBasedStateMachine], examples: int, steps: int = 30) -> None:
     """Run ``machine`` for ``examples`` examples of ``steps`` steps (``LANE_PG_STATEFUL_
     EXAMPLES`` scales every machine's count from its default of 40)."""
     scale = int(os.environ.get("LANE_PG_STATEFUL_EXAMPLES", "40")) / 40
