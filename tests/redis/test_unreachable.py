@@ -51,7 +51,7 @@ def address(kind: str) -> Iterator[str]:
                 filler.close()
 
 
-@pytest.mark.parametrize("kind", ["refused", "mute", "blackhole"])
+@pytest.mark.parametrize("kind", ["mute", "blackhole"])  # a refused connect fails at once anyway
 def test_the_redis_tests_skip_fast_without_a_server_TEST_8(kind: str) -> None:
     # Not the parent's xdist worker identity: the child would make a worker database.
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "LANE_PG_"))}
