@@ -1,5 +1,6 @@
 """Adding, reading and changing single jobs (ADD, MGMT) on Redis: ``add_jobs.lua`` stores
-(with the deduplication and series claims of ``includes/add.lua``), a job's hash is read
+(with the deduplication and series claims of ``includes/add.lua``; a call of plain specs
+runs the batched ``add_plain_jobs.lua``), a job's hash is read
 with one HGETALL, and each management operation is the script of its name
 (``promote_job.lua``, ``retry_job.lua``, ...). The arguments are checked here first, as
 ``lane_pg.memory`` checks them, so an invalid one runs no script; what a script refuses (a
@@ -33,6 +34,7 @@ from lane_pg.redis.backend import RedisEntity, refused
 from lane_pg.redis.keys import QueueKeys
 from lane_pg.redis.rows import (
     SpecFields,
+    added_row,
     canonical_token,
     dump,
     epoch_ms,
@@ -113,14 +115,22 @@ class RedisJobs(RedisEntity):
             moment = await backend.now_ms(now)  # ADD-13 and the first ticks, at one instant
             cron = first_ticks([(spec.fields["name"], spec.parsed) for spec in checked], moment)
         await backend.register(queue)
-        rows = await call_scheduled(
-            backend,
-            "add_jobs",
-            queue,
-            {"now": moment, "specs": [spec.fields for spec in checked], "cron": cron},
-        )
-        raise_refusal(rows)
-        return [job_row(queue, fields) for fields in rows]
+        fields = [spec.fields for spec in checked]
+        if all(f["id"] is None and f["dedup"] is None and f["series"] is None for f in fields):
+            # No owner to take, no custom id to look up: the batched script (its header).
+            answer = await backend.call("add_plain_jobs", queue, {"now": moment, "specs": fields})
+        else:
+            answer = await call_scheduled(
+                backend, "add_jobs", queue, {"now": moment, "specs": fields, "cron": cron}
+            )
+        raise_refusal(answer)
+        created_at = from_ms(answer["now"])
+        return [
+            added_row(queue, checked[entry[0] - 1], entry, created_at)
+            if isinstance(entry, list)
+            else job_row(queue, entry)
+            for entry in answer["jobs"]
+        ]
 
     async def _fields(self, queue: str, job_id: str) -> dict[str, str] | None:
         raw: Any = await self._backend.client.hgetall(self._backend.keys(queue).job(job_id))

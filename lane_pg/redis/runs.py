@@ -77,7 +77,7 @@ class RedisRuns(RedisEntity):
                     "limit": room,
                     "lease_ms": lease_ms,
                     "now": now,
-                    "tokens": [str(uuid.uuid4()) for _ in range(room)],
+                    "token_seed": str(uuid.uuid4()),  # the tokens: lane_token
                     "ignore_pause": args.ignore_pause,
                     "pause_as_paused": pause_as,
                     "rate_max": None if local is None else local.max,

@@ -82,15 +82,17 @@ _ESCAPED_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 
 # One encoder instance: json.dumps with keyword arguments builds a new encoder per call.
 _ENCODER = json.JSONEncoder(allow_nan=False, separators=(",", ":"))
+_TEXT_ENCODER = json.JSONEncoder(allow_nan=False, separators=(",", ":"), ensure_ascii=False)
 
 
-def dumps_json(value: JSON, what: str) -> str:
+def dumps_json(value: JSON, what: str, *, ascii_only: bool = True) -> str:
     """``value`` as compact JSON text for a jsonb cast, refused before any write unless it
-    is plain JSON (SCH-10). NUL characters are refused too: jsonb cannot store them."""
+    is plain JSON (SCH-10). NUL characters are refused too: jsonb cannot store them.
+    ``ascii_only=False`` keeps non-ASCII characters as they are (the text Redis stores)."""
     if value is None:
         return "null"
     try:
-        text = _ENCODER.encode(value)
+        text = (_ENCODER if ascii_only else _TEXT_ENCODER).encode(value)
     except (TypeError, ValueError) as exc:
         raise InvalidPayload(f"{what} must be JSON-serialisable: {exc}") from exc
     if "\\u0000" in text and _ESCAPED_NUL.search(text):

@@ -265,7 +265,7 @@ async def test_a_flushed_script_cache_is_reloaded_on_its_node_only(
     try:
         for node in nodes:
             await node.script_flush()
-        sha = backend.scripts.script("add_jobs").sha
+        sha = backend.scripts.script("add_plain_jobs").sha
         await backend.add_job(first, "n")
         assert backend.scripts.loads == 1
         here, there = await node_client(backend, first), await node_client(backend, second)
@@ -434,7 +434,7 @@ async def test_a_queue_whose_slot_moves_to_another_node_follows_it(
         assert wakeups.reconnects == reconnects  # woken by the marker on the new node
         assert node_of(backend, moving) == node_of(backend, staying)
         assert backend.scripts.loads == loads + 1  # loaded on the new node
-        assert (await target.script_exists(backend.scripts.script("add_jobs").sha)) == [True]
+        assert (await target.script_exists(backend.scripts.script("add_plain_jobs").sha)) == [True]
     finally:
         await wakeups.close()
         await target.aclose()

@@ -11,6 +11,7 @@
 -- series = {key, every_ms? | pattern?, tz?, limit?, end_at? (text: past 2^53 / 1000 cjson
 -- would print it rounded)}.
 -- @include owners
+-- @include store
 
 -- lane._dedup_take for the new job (`key`, `id`) of `spec`: nil when the new job owns the
 -- id now, else the job that keeps it. `in_call` (id -> key) names the jobs this call
@@ -154,13 +155,14 @@ end
 -- Stores new jobs in input order (ADD-1..13, DEDUP-1..20, REP-1..6): each spec's job, or
 -- the job that keeps its custom id, dedup id or series (false when a series the spec
 -- would continue has no occurrence left). Events as lane._store_jobs writes them: every
--- `added`, then every `waiting`, then every `delayed`, then those of specs that met a job
--- of this call, then every `waiting-children`; a spec meeting a stored job writes its
--- events at once. `flow` (flows.lua, flows_add.lua) says the specs are flow nodes of the
+-- `added`, then every `waiting`, then every `delayed`, then every `waiting-children`
+-- (store.lua), then those of specs that met a job of this call; a spec meeting a stored
+-- job writes its events at once. `flow` (flows.lua, flows_add.lua) says the specs are flow nodes of the
 -- current queue (`queue`): the parent they are children of, if any (`parent_queue`,
 -- `parent_id`, `ptag`, `parent_key`), and per spec whether it waits for children of its
 -- own (`holds`), its policy and its child nodes (`policies`, `children`: what a kept next
--- job keeps). The second result tells, per spec, whether its job is new.
+-- job keeps). The second result tells, per spec, whether its job is new; the third maps
+-- each job this call stored to the index of its spec.
 local function lane_add_specs(specs, now, flow)
   local results = {}
   local fresh = {}
@@ -169,6 +171,7 @@ local function lane_add_specs(specs, now, flow)
   local in_call = {}    -- id -> key of the jobs this call stores
   local started = {}    -- series key -> its job, for series this call starts or continues
   local later = {}      -- events of specs meeting a job of this call: {event, id, data}
+  local origin = {}     -- job -> index of its spec, for the jobs this call stores
   local any_waiting = false
   local min_due = nil
 
@@ -214,19 +217,7 @@ local function lane_add_specs(specs, now, flow)
         end
       end
       if stored == nil and not skipped then
-        local job = {
-          key = key, id = id, name = spec.name, data = spec.data,
-          priority = tostring(spec.priority), lifo = spec.lifo and '1' or '0',
-          order_offset = tostring(LANE_HALF), created_at = tostring(now),
-          available_at = string.format('%d', due), attempts_started = '0',
-          attempts_made = '0', max_attempts = tostring(spec.attempts), stalled_count = '0',
-          stacktrace = '[]', options = spec.options,
-        }
-        for _, name in ipairs({'backoff', 'timeout_ms', 'roc', 'rof'}) do
-          if lane_given(spec[name]) ~= nil then
-            job[name] = tostring(spec[name])
-          end
-        end
+        local job = lane_new_job(spec, key, id, due, now, nil, flow ~= nil and flow.holds[i])
         if dedup ~= nil then  -- dedup_spec and series_spec: what a retry reclaims from
           job.dedup_id = dedup.id
           job.dedup_spec = cjson.encode(dedup)
@@ -239,26 +230,17 @@ local function lane_add_specs(specs, now, flow)
           job.custom_id = '1'
         end
         lane_flow_child(job, flow)
-        local fields = {}
-        for name, value in pairs(job) do
-          fields[#fields + 1] = name
-          fields[#fields + 1] = value
-        end
-        redis.call('HSET', lane_job_key(id), unpack(fields))
-        if flow ~= nil and flow.holds[i] then  -- a parent takes its sequence when released
-          lane_job_set(job, {state = 'waiting-children', deps_pending = 0})
-          lane_index(job)
-        elseif due > now then
-          lane_job_set(job, {state = 'delayed'})
-          lane_index(job, due)
+        if job.state == 'delayed' then
           if min_due == nil or due < min_due then
             min_due = due
           end
-        else
-          lane_enqueue(job)
+        elseif job.state == 'waiting' then
           any_waiting = true
         end
+        lane_write_new(job)
+        lane_index(job, job.state == 'delayed' and due or 0)
         added[#added + 1] = job
+        origin[job] = i
         in_call[id] = key
         if custom ~= nil then
           by_custom[custom] = job
@@ -274,24 +256,7 @@ local function lane_add_specs(specs, now, flow)
     fresh[i] = fresh[i] or false
   end
 
-  for _, job in ipairs(added) do
-    lane_emit('added', job.id, {name = job.name}, now)
-  end
-  for _, job in ipairs(added) do
-    if job.state == 'waiting' then
-      lane_emit('waiting', job.id, nil, now)
-    end
-  end
-  for _, job in ipairs(added) do
-    if job.state == 'delayed' then
-      lane_emit('delayed', job.id, {delay = tonumber(job.available_at)}, now)
-    end
-  end
-  for _, job in ipairs(added) do
-    if job.state == 'waiting-children' then
-      lane_emit('waiting-children', job.id, nil, now)
-    end
-  end
+  lane_added_events(added, now)
   for _, event in ipairs(later) do
     lane_emit(event[1], event[2], event[3], now)
   end
@@ -301,7 +266,7 @@ local function lane_add_specs(specs, now, flow)
   elseif min_due ~= nil then
     lane_wake_at(min_due)
   end
-  return results, fresh
+  return results, fresh, origin
 end
 
 -- Before a client's add writes anything: nil when it may go on, else the answer to return

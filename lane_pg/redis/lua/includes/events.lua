@@ -7,35 +7,40 @@
 
 local LANE_EVENTS_MAX = 10000
 local lane_events_on = {}  -- by queue tag (a flow's script may write to several queues)
+local lane_events_max = {}
 
+-- Both settings read once per script and queue (no script changes them and emits): one
+-- HMGET where every event read `events_max` again (an add emits two).
 local function lane_records_events()
   local on = lane_events_on[LANE_TAG]
   if on == nil then
-    on = lane_meta('record_events', '1') ~= '0'
+    local meta = redis.call('HMGET', LANE_META, 'record_events', 'events_max')
+    on = meta[1] ~= '0'
     lane_events_on[LANE_TAG] = on
+    lane_events_max[LANE_TAG] = tonumber(meta[2] or LANE_EVENTS_MAX)
   end
   return on
 end
 
--- Emits `event` with data given as JSON text (a payload inside stays as it was sent).
-local function lane_emit_raw(event, job_id, data_json, now)
+-- Emits `event` with data given as JSON text (a payload inside stays as it was sent), under
+-- event id `n` when the caller reserved it (INCRBY), else the next one.
+local function lane_emit_raw(event, job_id, data_json, now, n)
   if not lane_records_events() then
     return nil
   end
-  local n = redis.call('INCR', lane_key('event_id'))
-  redis.call('XADD', lane_key('events'), 'MAXLEN', '~',
-             tonumber(lane_meta('events_max', LANE_EVENTS_MAX)), '0-' .. n,
+  n = n or redis.call('INCR', lane_key('event_id'))
+  redis.call('XADD', lane_key('events'), 'MAXLEN', '~', lane_events_max[LANE_TAG], '0-' .. n,
              'e', event, 'j', job_id or '', 'd', data_json, 't', now)
   return n
 end
 
 -- Emits `event` with data from a table of plain values (strings, numbers, booleans).
-local function lane_emit(event, job_id, data, now)
+local function lane_emit(event, job_id, data, now, n)
   local text = '{}'
   if data ~= nil and next(data) ~= nil then
     text = cjson.encode(data)
   end
-  return lane_emit_raw(event, job_id, text, now)
+  return lane_emit_raw(event, job_id, text, now, n)
 end
 
 -- OBS-6: one more job finished in `state` in the minute of `now`.

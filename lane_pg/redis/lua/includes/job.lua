@@ -66,6 +66,14 @@ local function lane_job(id)
   return job
 end
 
+-- A field's value as the hash stores it.
+local function lane_field_text(value)
+  if type(value) == 'number' then
+    return string.format('%d', value)  -- tostring would print 1.7e+12 past 14 digits
+  end
+  return tostring(value)
+end
+
 -- Writes the given fields (false clears one) to the job's hash and to `job`.
 local function lane_job_set(job, fields)
   local set, clear = {}, {}
@@ -74,12 +82,10 @@ local function lane_job_set(job, fields)
       clear[#clear + 1] = name
       job[name] = nil
     else
-      if type(value) == 'number' then
-        value = string.format('%d', value)  -- tostring would print 1.7e+12 past 14 digits
-      end
+      value = lane_field_text(value)
       set[#set + 1] = name
-      set[#set + 1] = tostring(value)
-      job[name] = tostring(value)
+      set[#set + 1] = value
+      job[name] = value
     end
   end
   if #set > 0 then
@@ -114,17 +120,23 @@ local function lane_next_seq()
   return redis.call('INCR', lane_key('seq'))
 end
 
--- Moves a job (out of its index already, or new) into waiting with a fresh sequence: `mode`
--- 'front' for a release to the front of its priority, else the job's FIFO/LIFO order.
-local function lane_enqueue(job, mode)
-  local seq = lane_next_seq()
+-- The fields that put a job into waiting with a fresh sequence (`seq`, else the queue's
+-- next): `mode` 'front' for a release to the front of its priority, else the job's FIFO/LIFO
+-- order.
+local function lane_enqueue_fields(job, mode, seq)
+  seq = seq or lane_next_seq()
   if mode == nil then
     mode = (job.lifo == '1') and 'lifo' or 'fifo'
   end
   local member = lane_order_member(tonumber(job.priority), mode, seq, tonumber(job.key), job.id)
   -- order_priority (update_job_priority.lua) goes: the new key is built with the priority.
-  lane_job_set(job, {state = 'waiting', seq = seq, order_offset = lane_order_offset(mode, seq),
-                     wm = member, order_priority = false})
+  return {state = 'waiting', seq = seq, order_offset = lane_order_offset(mode, seq),
+          wm = member, order_priority = false}
+end
+
+-- Moves a job (out of its index already) into waiting (lane_enqueue_fields).
+local function lane_enqueue(job, mode)
+  lane_job_set(job, lane_enqueue_fields(job, mode))
   lane_index(job)
 end
 

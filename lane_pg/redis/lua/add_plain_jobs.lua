@@ -1,0 +1,78 @@
+-- lane.add_jobs for a call whose specs are all plain: no custom id, no deduplication, no
+-- repeat (the client picks this script then, else add_jobs.lua). Such a spec always stores
+-- one new job, so what add_jobs' add path does one spec at a time is done for the whole
+-- call: the job keys, the waiting sequences and the event ids are reserved with one INCRBY
+-- each, and each index takes its members in one ZADD. Same records, order, events and
+-- answer as add_jobs.lua ({now, jobs}, a job as lane_added_answer), with none of the
+-- owners' code: a one-job add ran 105 us of script time against a 57 us floor (the same
+-- commands without the logic; INFO commandstats, min of 7 x 500), a 1,000-job add 55 us a
+-- job against 38 (8 commands a job, 3 here).
+-- @include json
+-- @include now
+-- @include store
+
+local LANE_ZADD_CHUNK = 500  -- members per ZADD (unpack's stack stays small)
+
+local function lane_zadd_all(key, pairs_)
+  for from = 1, #pairs_, 2 * LANE_ZADD_CHUNK do
+    redis.call('ZADD', key, unpack(pairs_, from, math.min(from + 2 * LANE_ZADD_CHUNK - 1,
+                                                           #pairs_)))
+  end
+end
+
+local args = lane_args()
+local now = lane_now(args.now)
+local specs = args.specs
+lane_ensure_queue(now)
+
+local count, waiting = #specs, 0
+for _, spec in ipairs(specs) do
+  if spec.delay_ms <= 0 then
+    waiting = waiting + 1
+  end
+end
+local key = redis.call('INCRBY', lane_key('ids'), count) - count
+local seq = 0
+if waiting > 0 then
+  seq = redis.call('INCRBY', lane_key('seq'), waiting) - waiting
+end
+
+local added, jobs, ready, later = {}, {}, {}, {}
+local min_due = nil
+for i, spec in ipairs(specs) do
+  key = key + 1
+  local id = string.format('%d', key)
+  local due = now + spec.delay_ms
+  local job
+  if due > now then
+    job = lane_new_job(spec, id, id, due, now)
+    later[#later + 1] = due
+    later[#later + 1] = lane_set_member(job.key, job.id)
+    if min_due == nil or due < min_due then
+      min_due = due
+    end
+  else
+    seq = seq + 1
+    job = lane_new_job(spec, id, id, due, now, seq)
+    ready[#ready + 1] = 0
+    ready[#ready + 1] = job.wm
+  end
+  lane_write_new(job)
+  added[i] = job
+  jobs[i] = lane_added_answer(i, job)
+end
+lane_zadd_all(lane_key('waiting'), ready)
+lane_zadd_all(lane_key('delayed'), later)
+
+local first_event = nil
+if lane_records_events() then
+  first_event = redis.call('INCRBY', lane_key('event_id'), 2 * count) - 2 * count + 1
+end
+lane_added_events(added, now, first_event)
+
+if waiting > 0 then
+  lane_wake()
+elseif min_due ~= nil then
+  lane_wake_at(min_due)
+end
+return lane_result({now = string.format('%d', now), jobs = jobs})
