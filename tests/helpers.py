@@ -92,27 +92,69 @@ async def queue_snapshot(
     return counts, seen
 
 
-async def open_test_redis(url: str) -> Any:
-    """A client of the test Redis server, or a skip saying why within a second when it
-    cannot be reached (TEST-8: an unreachable server never hangs the suite)."""
+_REDIS_PROBES: dict[str, str | None] = {}
+"""Per URL, why the test server cannot be used (None: it answered PING), probed once per
+process: a blackholed address costs one connect timeout per session, not one per test."""
+
+
+async def require_test_redis(url: str) -> None:
+    """Skip the test, saying why, unless the test Redis server answers (TEST-8: an
+    unreachable server never hangs the suite). The server is probed once per process
+    with short timeouts (``probe_redis``); after a failed probe every test skips at once."""
     import pytest
+
+    if url not in _REDIS_PROBES:
+        _REDIS_PROBES[url] = await probe_redis(url)
+    why = _REDIS_PROBES[url]
+    if why is not None:
+        pytest.skip(f"no usable Redis at {url} ({why}); set LANE_PG_TEST_REDIS")
+
+
+async def open_test_redis(url: str) -> Any:
+    """A client of the test Redis server, or a skip saying why (``require_test_redis``).
+    ``LANE_PG_TEST_REDIS=redis+cluster://...`` runs on a cluster: a cluster client."""
+    await require_test_redis(url)
+    return _test_client(url, socket_connect_timeout=1.0, socket_timeout=10.0)
+
+
+def _test_client(url: str, **options: Any) -> Any:
     from redis.asyncio import Redis
-    from redis.exceptions import ConnectionError as RedisConnectionError
-    from redis.exceptions import RedisClusterException
-    from redis.exceptions import TimeoutError as RedisTimeoutError
 
     from lane_pg.backend.url import redis_cluster_url
 
-    cluster = redis_cluster_url(url)  # LANE_PG_TEST_REDIS=redis+cluster://... runs on one
+    cluster = redis_cluster_url(url)
     if cluster is not None:
         from redis.asyncio.cluster import RedisCluster
 
-        client = RedisCluster.from_url(cluster, socket_connect_timeout=1.0, socket_timeout=10.0)
-    else:
-        client = Redis.from_url(url, socket_connect_timeout=1.0, socket_timeout=10.0)
+        return RedisCluster.from_url(cluster, **options)
+    return Redis.from_url(url, **options)
+
+
+async def probe_redis(url: str) -> str | None:
+    """Why ``url`` is no usable Redis server, or None when it answers PING, within about
+    two seconds whatever is (or is not) there: nothing listening, an address that drops
+    packets, a server that accepts and never answers, or something that is not Redis."""
+    from redis.asyncio.retry import Retry
+    from redis.backoff import NoBackoff
+    from redis.exceptions import RedisClusterException, RedisError
+
+    client = None
     try:
-        await client.ping()
-    except (RedisConnectionError, RedisTimeoutError, RedisClusterException, OSError) as exc:
-        await client.aclose()
-        pytest.skip(f"no Redis at {url} ({exc}); set LANE_PG_TEST_REDIS")
-    return client
+        async with asyncio.timeout(2.0):  # a bound on top of the socket timeouts
+            client = _test_client(
+                url, socket_connect_timeout=1.0, socket_timeout=1.0, retry=Retry(NoBackoff(), 0)
+            )
+            await client.ping()
+    except (RedisError, RedisClusterException, OSError, TimeoutError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    finally:
+        if client is not None:
+            await client.aclose()
+    return None
+
+
+async def delete_prefix(client: Any, prefix: str) -> None:
+    """Delete every key of a Redis key prefix: its queues' ``{prefix:queue}:...`` and the
+    connection-wide ``{prefix}:...`` (never FLUSHDB: the test server is shared)."""
+    async for key in client.scan_iter(match=f"{{{prefix}[:}}]*", count=1000):
+        await client.delete(key)

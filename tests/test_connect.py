@@ -17,6 +17,7 @@ from lane_pg.errors import ConfigurationError, SchemaVersionMismatch
 from lane_pg.memory import MemoryBackend
 from lane_pg.postgres.backend import PostgresBackend
 from tests.cli_runner import run_lane_pg
+from tests.helpers import require_test_redis
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -165,6 +166,7 @@ def test_an_app_refuses_a_url_no_backend_opens() -> None:
 async def test_a_redis_url_opens_the_redis_backend_under_its_prefix(redis_url: str) -> None:
     """``redis://...?prefix=NAME``: the Redis backend, its keys under ``{NAME:queue}``
     (the prefix is lane_pg's, not a parameter of the Redis client)."""
+    await require_test_redis(redis_url)
     prefix = f"t{uuid.uuid4().hex[:10]}"
     separator = "&" if "?" in redis_url else "?"
     try:

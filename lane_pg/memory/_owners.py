@@ -134,7 +134,9 @@ class _OwnerRules:
                     return holder
             del home.owners[dedup.id]
             self._dedup_next_dropped(home.name, dedup.id, owner, now, attaching=parent)
-        q.owners[dedup.id] = _Owner(key, job_id, expires, False, token=dedup.token, kind="unique")
+        q.owners[dedup.id] = _Owner(
+            key, job_id, expires, False, token=dedup.token, kind="unique", created_at=now
+        )
         return None
 
     def _check_reservations(self, queue: str, specs: Sequence[_NewJob], now: datetime) -> None:
@@ -180,7 +182,9 @@ class _OwnerRules:
         if dedup.kind == "unique":
             return self._unique_take(q, dedup, key, job_id, now, batch, parent)
         expires = None if dedup.ttl_ms is None else now + dedup.ttl_ms * _MILLISECOND
-        fresh = _Owner(key, job_id, expires, dedup.keep_last_if_active, token=dedup.token)
+        fresh = _Owner(
+            key, job_id, expires, dedup.keep_last_if_active, token=dedup.token, created_at=now
+        )
         owner = q.owners.get(dedup.id)
         if owner is not None and owner.reserved_at(now):
             # A live reservation (TX-10): the add carrying its token takes it over with
@@ -205,6 +209,8 @@ class _OwnerRules:
             # The row names the new job first, so the removal (which releases only a row
             # naming the removed job) leaves it to the new owner.
             fresh.expires_at = expires if dedup.extend_ttl else owner.expires_at
+            # lane._dedup_take updates the row: a debounce burst it holds goes on (UNIQ-10).
+            fresh.created_at = owner.created_at
             q.owners[dedup.id] = fresh
             self._remove_jobs([(q, holder)], now)
             self._dedup_next_dropped(q.name, dedup.id, owner, now, attaching=parent)
@@ -341,7 +347,7 @@ class _OwnerRules:
             self._dedup_next_dropped(q.name, job.dedup_id, owner, now)
         expires = None if dedup.ttl_ms is None else now + dedup.ttl_ms * _MILLISECOND
         q.owners[job.dedup_id] = _Owner(
-            job.key, job.id, expires, dedup.keep_last_if_active, token=dedup.token
+            job.key, job.id, expires, dedup.keep_last_if_active, token=dedup.token, created_at=now
         )
 
 

@@ -271,8 +271,9 @@ class _Owner:
     kind: str = "dedup"
     """``unique``: one lock in the whole connection (UNIQ-1, migration 0018)."""
     created_at: datetime | None = None
-    """A debounce window's first dispatch of its burst (``lane.dedup_owners.created_at``,
-    read only by ``add_debounced_job``)."""
+    """When the row was written (``lane.dedup_owners.created_at``): a debounce window's
+    burst starts there, and goes on through a replacing add, which updates the row (read
+    only by ``add_debounced_job``)."""
 
     def reserved_at(self, now: datetime) -> bool:
         """A live reservation: it blocks the id but names no job yet."""

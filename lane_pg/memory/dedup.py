@@ -81,7 +81,13 @@ class MemoryDedup(MemoryEntity):
             del home.owners[dedup_id]  # stale: it goes, and the reservation is written
             self._store._dedup_next_dropped(home.name, dedup_id, owner, moment)  # DEDUP-18
         q.owners[dedup_id] = _Owner(
-            None, None, moment + timedelta(milliseconds=ttl_ms), False, token=token, kind="unique"
+            None,
+            None,
+            moment + timedelta(milliseconds=ttl_ms),
+            False,
+            token=token,
+            kind="unique",
+            created_at=moment,
         )
         return True
 

@@ -15,7 +15,7 @@ import pytest
 import pytest_asyncio
 
 from lane_pg.backend import JobQueueBackend
-from tests.helpers import Clock, open_test_redis
+from tests.helpers import Clock, delete_prefix, open_test_redis
 
 BACKENDS = ["memory", "postgres", "redis"]
 
@@ -171,6 +171,5 @@ async def _redis_backend(url: str) -> AsyncIterator[JobQueueBackend]:
     try:
         yield backend
     finally:
-        async for key in client.scan_iter(match=f"{{{prefix}[:}}]*", count=1000):
-            await client.delete(key)
+        await delete_prefix(client, prefix)
         await client.aclose()

@@ -114,6 +114,47 @@ async def test_max_wait_flushes_from_the_bursts_first_dispatch_UNIQ_10(
     assert again.replaced_id == after.job.id
 
 
+async def test_a_replacing_add_keeps_the_bursts_start_UNIQ_10_DEDUP_7(
+    backend: JobQueueBackend, queue_name: str, clock: Clock
+) -> None:
+    """A plain add that replaces the window's delayed dispatch takes the id over, not the
+    burst: a dispatch 10 s after the burst's first is flushed (lane._dedup_take keeps the
+    owner row's created_at; found by the job state machine, where the memory backend
+    started a new burst)."""
+    add = debounces(backend).add_debounced_job
+    first = await add(queue_name, "search", 1, window("a"), max_wait=10, now=clock.at())
+    plain = await backend.add_job(
+        queue_name,
+        "plain",
+        2,
+        {"delay_ms": WINDOW_MS, "deduplication": {"id": KEY, "replace_delayed": True}},
+        now=clock.at(5),
+    )
+    assert (await rows(backend, queue_name)).keys() == {plain.id} != {first.job.id}
+    flushed = await add(queue_name, "search", 3, window("b"), max_wait=10, now=clock.at(10))
+    assert flushed.replaced_id == plain.id  # still delayed: replaced by the flush
+    assert flushed.job.state == "waiting" and flushed.job.deduplication_id is None
+    assert await backend.get_deduplication_job_id(queue_name, KEY, now=clock.at(10)) is None
+
+
+async def test_a_plain_owner_starts_the_burst_it_is_part_of_UNIQ_10(
+    backend: JobQueueBackend, queue_name: str, clock: Clock
+) -> None:
+    """The burst starts when its id's owner row was written, whoever wrote it: a plain
+    deduplicated job added at +0 and still waiting makes a dispatch at +10 s with a 10 s
+    max wait flush (lane.add_debounced_job reads the row's created_at)."""
+    plain = await backend.add_job(
+        queue_name, "plain", 1, {"deduplication": {"id": KEY}}, now=clock.at()
+    )
+    add = debounces(backend).add_debounced_job
+    early = await add(queue_name, "search", 2, window("a"), max_wait=10, now=clock.at(9))
+    assert (early.job.state, early.replaced_id) == ("delayed", None)  # supersedes the plain
+    assert await backend.get_job_state(queue_name, plain.id) == "waiting"
+    flushed = await add(queue_name, "search", 3, window("b"), max_wait=10, now=clock.at(10))
+    assert flushed.replaced_id == early.job.id
+    assert flushed.job.state == "waiting" and flushed.job.deduplication_id is None
+
+
 @pytest.mark.parametrize(
     ("options", "max_wait"),
     [

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 import pytest_asyncio
 from redis.asyncio import Redis
 
-from tests.helpers import open_test_redis
+from tests.helpers import delete_prefix, open_test_redis
 
 
 @pytest_asyncio.fixture
@@ -31,5 +31,4 @@ async def prefix(redis_client: Redis) -> AsyncIterator[str]:
     try:
         yield name
     finally:
-        async for key in redis_client.scan_iter(match=f"{{{name}[:}}]*", count=500):
-            await redis_client.delete(key)
+        await delete_prefix(redis_client, name)

@@ -67,6 +67,8 @@ local function lane_dedup_take(dedup, spec, key, id, now, in_call, later, node)
     else
       fresh.expires_at = owner.expires_at or false
     end
+    -- The row is updated, not written anew: a debounce burst it holds goes on (UNIQ-10).
+    fresh.created_at = owner.created_at or now
     lane_owner_write(dedup_id, fresh)
     lane_remove_standalone(holder, now)
     lane_dedup_next_dropped(dedup_id, owner, now)
