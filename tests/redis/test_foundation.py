@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shutil
 import socket
 import time
@@ -21,7 +22,7 @@ from redis.crc import key_slot
 
 from lane_pg.errors import ConfigurationError
 from lane_pg.redis.keys import QueueKeys, validate_prefix
-from lane_pg.redis.scripts import LUA, Scripts, expand, load_script
+from lane_pg.redis.scripts import LUA, Scripts, expand, load_script, shake
 from lane_pg.redis.server import (
     MIN_VERSION,
     ServerFacts,
@@ -231,3 +232,18 @@ async def test_the_waiting_index_orders_as_postgresql_orders_waiting_jobs(
     result = await Scripts(redis_client, TEST_LUA).call("order_probe", [key], {"entries": rows})
     assert result["ids"] == expected
     await redis_client.delete(key)
+
+
+def test_a_script_keeps_only_the_functions_its_code_reaches() -> None:
+    source = (
+        "local function lane_a(x)\n  return lane_b(x)\nend\n\n"
+        "local function lane_b(x)\n  return x\nend\n\n"
+        "local function lane_unused()\n  return lane_only_here()\nend\n\n"
+        "local function lane_only_here()\n  return 1\nend\n\n"
+        "local function lane_loop()\n  return lane_loop()\nend\n\n"
+        "-- lane_noted is named by this comment only, and kept\n"
+        "local function lane_noted()\nend\n\n"
+        "return lane_a(1)\n"
+    )
+    kept = re.findall(r"^local function (\w+)\(", shake(source), re.M)
+    assert kept == ["lane_a", "lane_b", "lane_noted"]
