@@ -200,6 +200,7 @@ class RedisBackend(JobQueueBackend):
             await self.register(queue)
 
     async def close(self) -> None:
+        await self.scripts.close()
         if self._owns_client:
             await self.client.aclose()
 
