@@ -5,23 +5,16 @@ stored, and Redis Cluster refuses a batch or chain across slots at add, naming t
 
 from __future__ import annotations
 
-import asyncio
-import shutil
-import socket
 import uuid
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
-import pytest_asyncio
 from redis.asyncio import Redis
-from redis.crc import key_slot
 
 from lane_pg.errors import InvalidOptions
 from lane_pg.redis.backend import RedisBackend
 from lane_pg.types import QueueDemand, QueuedSpec
-from tests.helpers import eventually
+from tests.redis.conftest import same_slot_queue
 
 START = datetime(2026, 3, 28, 23, 0, tzinfo=UTC)
 
@@ -88,68 +81,6 @@ async def test_a_directory_entry_without_its_batch_reads_as_none_and_is_pruned(
 # ------------------------------------------------------------------------ Redis Cluster
 
 
-def _free_port() -> int:
-    """A free port whose cluster bus port (10,000 above it) is free too."""
-    while True:
-        with socket.socket() as probe, socket.socket() as bus:
-            probe.bind(("127.0.0.1", 0))
-            port: int = probe.getsockname()[1]
-            if port + 10_000 > 65_535:
-                continue
-            try:
-                bus.bind(("127.0.0.1", port + 10_000))
-            except OSError:
-                continue
-            return port
-
-
-@pytest_asyncio.fixture
-async def cluster_node(tmp_path: Path) -> AsyncIterator[Redis]:
-    """A one-node Redis Cluster of the test's own, serving every slot: it reports cluster
-    mode, and a plain client reaches every key (on a cluster of several nodes another
-    slot's keys are often another node's, out of a script's reach)."""
-    if shutil.which("redis-server") is None:
-        pytest.skip("no redis-server to start a cluster node")
-    port = _free_port()
-    server = await asyncio.create_subprocess_exec(
-        "redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-        "--appendonly", "no", "--dir", str(tmp_path), "--cluster-enabled", "yes",
-        "--cluster-config-file", str(tmp_path / "nodes.conf"),
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
-    )  # fmt: skip
-    client = Redis(host="127.0.0.1", port=port, socket_connect_timeout=0.5)
-
-    async def serving() -> bool:
-        try:
-            return bool((await client.cluster("INFO"))["cluster_state"] == "ok")
-        except Exception:  # not accepting connections yet
-            return False
-
-    async def accepting() -> bool:
-        try:
-            return bool(await client.ping())
-        except Exception:
-            return False
-
-    try:
-        await eventually(accepting, timeout=30, interval=0.05)
-        await client.execute_command("CLUSTER", "ADDSLOTSRANGE", 0, 16383)
-        await eventually(serving, timeout=30, interval=0.05)
-        yield client
-    finally:
-        await client.aclose()
-        server.terminate()
-        await server.wait()
-
-
-def _same_slot(prefix: str, queue: str) -> str:
-    """Another queue whose keys hash to ``queue``'s slot."""
-    slot = key_slot(f"{{{prefix}:{queue}}}".encode())
-    return next(
-        f"q{n}" for n in range(1, 1_000_000) if key_slot(f"{{{prefix}:q{n}}}".encode()) == slot
-    )
-
-
 async def test_on_cluster_a_batch_or_chain_across_slots_is_refused_naming_the_queues(
     cluster_node: Redis,
 ) -> None:
@@ -173,7 +104,7 @@ async def test_on_cluster_queues_of_one_slot_settle_and_chain_across_them(
     cluster_node: Redis,
 ) -> None:
     backend = RedisBackend(cluster_node, prefix="lane", owns_client=False)
-    twin = _same_slot("lane", "q0")
+    twin = same_slot_queue("q0", "lane")
     batch_id = str(uuid.uuid4())
     jobs = [QueuedSpec("q0", "part"), QueuedSpec(twin, "part")]
     await backend.add_batch(batch_id, "b", jobs, {"finally": "f"}, now=START)

@@ -4,14 +4,8 @@ queues' tags share a slot (a cluster of one node of the test's own)."""
 
 from __future__ import annotations
 
-import asyncio
-import shutil
-import socket
-import subprocess
-import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 import pytest_asyncio
@@ -20,10 +14,10 @@ from redis.crc import key_slot
 
 from lane_pg.errors import InvalidOptions
 from lane_pg.redis.backend import RedisBackend
-from lane_pg.redis.keys import QueueKeys
 from lane_pg.types import QueueDemand
 from lane_pg.types.flows import FlowJob
 from tests.helpers import Clock
+from tests.redis.conftest import same_slot_queue
 
 QUEUE = "reports"
 
@@ -99,89 +93,21 @@ async def test_obliterating_a_flows_queue_leaves_no_key_and_tells_the_other_pare
 # ------------------------------------------------------------------------- cluster mode
 
 
-def _free_port() -> int:
-    """A free port whose cluster bus port (10,000 above it) is free too: a cluster node
-    on a port above 55535 does not start."""
-    for _ in range(100):
-        with socket.socket() as probe, socket.socket() as bus:
-            probe.bind(("127.0.0.1", 0))
-            port = int(probe.getsockname()[1])
-            if port + 10000 > 65535:
-                continue
-            try:
-                bus.bind(("127.0.0.1", port + 10000))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port pair for a cluster node")
-
-
-@pytest.fixture
-def cluster_node(tmp_path: Path) -> Iterator[int]:
-    """A redis-server of the test's own in cluster mode, one node holding every slot."""
-    if shutil.which("redis-server") is None:
-        pytest.skip("redis-server is not installed: the cluster test starts its own")
-    port = _free_port()
-    proc = subprocess.Popen(
-        [
-            shutil.which("redis-server") or "redis-server",
-            *("--port", str(port), "--bind", "127.0.0.1", "--dir", str(tmp_path)),
-            *("--cluster-enabled", "yes", "--cluster-config-file", str(tmp_path / "nodes.conf")),
-            *("--save", "", "--appendonly", "no", "--maxmemory-policy", "noeviction"),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 10
-        while True:
-            with socket.socket() as probe:
-                if probe.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            if time.monotonic() > deadline:
-                raise RuntimeError("redis-server did not start")
-            time.sleep(0.05)
-        yield port
-    finally:
-        proc.kill()
-        proc.wait(timeout=10)
-
-
-def _same_slot_queue(queue: str, prefix: str) -> str:
-    """A queue name whose tag hashes to the slot of ``queue``'s."""
-    slot = key_slot(QueueKeys(queue, prefix).tag.encode())
-    n = 0
-    while key_slot(QueueKeys(f"q{n}", prefix).tag.encode()) != slot or f"q{n}" == queue:
-        n += 1
-    return f"q{n}"
-
-
 async def test_a_flow_across_slots_is_refused_on_a_cluster_and_one_slot_runs(
-    cluster_node: int, clock: Clock
+    cluster_node: Redis, clock: Clock
 ) -> None:
-    client = Redis(host="127.0.0.1", port=cluster_node)
-    try:
-        await client.execute_command("CLUSTER", "ADDSLOTSRANGE", 0, 16383)
-        deadline = time.monotonic() + 10
-        while (await client.info("cluster"))["cluster_enabled"] != 1 or (
-            await client.execute_command("CLUSTER", "INFO")
-        ).find(b"cluster_state:ok") < 0:
-            assert time.monotonic() < deadline, "the one-node cluster did not come up"
-            await asyncio.sleep(0.05)
-        backend = RedisBackend(client, prefix="lane", owns_client=False)
-        other = "b" if key_slot(b"{lane:b}") != key_slot(b"{lane:a}") else "c"
+    backend = RedisBackend(cluster_node, prefix="lane", owns_client=False)
+    other = "b" if key_slot(b"{lane:b}") != key_slot(b"{lane:a}") else "c"
 
-        with pytest.raises(InvalidOptions, match=r"slots \(a, b|slots \(a, c"):
-            await backend.add_flow(
-                FlowJob("p", queue="a", children=[FlowJob("x", queue=other)]), now=clock.at(0)
-            )
-        assert await client.dbsize() == 0  # nothing written
-
-        near = _same_slot_queue("a", "lane")
-        flow = await backend.add_flow(
-            FlowJob("p", queue="a", children=[FlowJob("x", queue=near)]), now=clock.at(0)
+    with pytest.raises(InvalidOptions, match=r"slots \(a, b|slots \(a, c"):
+        await backend.add_flow(
+            FlowJob("p", queue="a", children=[FlowJob("x", queue=other)]), now=clock.at(0)
         )
-        await run_all(backend, clock, 1, near)
-        assert await backend.get_job_state("a", flow.job.id) == "waiting"
-    finally:
-        await client.aclose()
+    assert await cluster_node.dbsize() == 0  # nothing written
+
+    near = same_slot_queue("a", "lane")
+    flow = await backend.add_flow(
+        FlowJob("p", queue="a", children=[FlowJob("x", queue=near)]), now=clock.at(0)
+    )
+    await run_all(backend, clock, 1, near)
+    assert await backend.get_job_state("a", flow.job.id) == "waiting"
