@@ -8,65 +8,22 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from lane_pg.errors import ParentConflict
 from lane_pg.memory._records import (
     _Batch,
     _Dep,
     _epoch_ms,
-    _NewJob,
     _Node,
     _Owner,
     _Queue,
     _Record,
 )
-from lane_pg.types import JSON, JobRow, JobState
+from lane_pg.memory._surface import _StoreSurface
 
 
-class _FlowRules:
+class _FlowRules(_StoreSurface):
     """The flow rules; ``_Store`` gives the records and transitions declared here."""
-
-    if TYPE_CHECKING:
-        _deps: dict[int, dict[tuple[str, str], _Dep]]
-        _last_dep_seq: int
-        _last_key: int
-
-        def _queue(self, name: str) -> _Queue: ...
-
-        def _find(self, queue: str, job_id: str) -> tuple[_Queue, _Record] | None: ...
-
-        def _emit(
-            self, q: _Queue, event: str, job_id: str | None, data: dict[str, JSON], now: datetime
-        ) -> None: ...
-
-        def _emit_batch(self, q: _Queue, batch: _Batch, now: datetime) -> None: ...
-
-        def _set_state(self, q: _Queue, job: _Record, state: JobState) -> None: ...
-
-        def _move_to_waiting(self, q: _Queue, job: _Record, *, front: bool = False) -> None: ...
-
-        def _move_to_delayed(self, q: _Queue, job: _Record, available_at: datetime) -> None: ...
-
-        def _finalize_terminal(
-            self, q: _Queue, job: _Record, reason: str, now: datetime
-        ) -> JobRow: ...
-
-        def _insert(
-            self,
-            queue: str,
-            new: _NewJob,
-            now: datetime,
-            batch: _Batch | None = None,
-            *,
-            parent: _Record | None = None,
-            hold: bool = False,
-            children: list[_Node] | None = None,
-        ) -> _Record: ...
-
-        def _waiting_parent(self, owner: _Owner) -> _Record | None: ...
-
-        def _take_placeholder(self, parent: _Record, queue: str, dedup_id: str) -> bool: ...
 
     def _parent_of(self, job: _Record) -> tuple[_Queue, _Record] | None:
         if job.parent_queue is None or job.parent_id is None:

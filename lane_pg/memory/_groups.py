@@ -6,26 +6,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from lane_pg.memory._records import (
     _BatchRecord,
     _json_copy,
-    _NewJob,
     _parse_spec,
     _Record,
     _Settlement,
 )
+from lane_pg.memory._surface import _StoreSurface
 from lane_pg.types import BATCH_CALLBACK_JOB, CHAIN_CALLBACK_JOB, JSON
 
 
-class _GroupRules:
+class _GroupRules(_StoreSurface):
     """The batch and chain rules; ``_Store`` gives the records and ``_insert``."""
-
-    if TYPE_CHECKING:
-        _batches: dict[str, _BatchRecord]
-
-        def _insert(self, queue: str, new: _NewJob, now: datetime) -> _Record: ...
 
     def _batch_settle(self, jobs: Sequence[_Record], outcome: str, now: datetime) -> None:
         """lane._batch_settle: each batch job settles once; batches in id order."""

@@ -9,9 +9,8 @@ queue holds it, as ``lane.dedup_owners_unique_id_idx`` makes it one row.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from lane_pg.errors import DeduplicationConflict
 from lane_pg.memory._records import (
@@ -26,45 +25,13 @@ from lane_pg.memory._records import (
     _Queue,
     _Record,
 )
+from lane_pg.memory._surface import _StoreSurface
 from lane_pg.options import Deduplication
 from lane_pg.types import JSON
 
 
-class _OwnerRules:
+class _OwnerRules(_StoreSurface):
     """The owner rules; ``_Store`` gives the records and transitions declared here."""
-
-    if TYPE_CHECKING:
-        _queues: dict[str, _Queue]
-        _deps: dict[int, dict[tuple[str, str], _Dep]]
-        _last_dep_seq: int
-
-        def _emit(
-            self, q: _Queue, event: str, job_id: str | None, data: dict[str, JSON], now: datetime
-        ) -> None: ...
-
-        def _delete(self, q: _Queue, job: _Record) -> None: ...
-
-        def _remove_jobs(self, jobs: Sequence[tuple[_Queue, _Record]], now: datetime) -> None: ...
-
-        def _find(self, queue: str, job_id: str) -> tuple[_Queue, _Record] | None: ...
-
-        def _flow_release(self, parents: Iterable[_Record], now: datetime) -> None: ...
-
-        def _flow_materialise(
-            self, q: _Queue, dedup_id: str, owner: _Owner, now: datetime
-        ) -> None: ...
-
-        def _insert(
-            self,
-            queue: str,
-            new: _NewJob,
-            now: datetime,
-            batch: _Batch | None = None,
-            *,
-            parent: _Record | None = None,
-            hold: bool = False,
-            children: list[_Node] | None = None,
-        ) -> _Record: ...
 
     def _owner_job(self, q: _Queue, owner: _Owner, now: datetime) -> _Record | None:
         """lane._dedup_owner_job: the owner's job while the owner blocks duplicates."""
