@@ -7,7 +7,6 @@ SQLSTATE class ``LN`` errors turned into the ``lane_pg.errors`` classes.
 
 from __future__ import annotations
 
-import logging
 from typing import Any, cast
 
 import asyncpg
@@ -17,12 +16,6 @@ from lane_pg.postgres import schema as schema_mod
 from lane_pg.postgres.arguments import reraise
 from lane_pg.postgres.rows import JOB_COLUMNS, job_from_row
 from lane_pg.types import JobRow
-
-logger = logging.getLogger("lane_pg.postgres")
-
-# asyncpg's refusal to start a statement on a connection another one is using: raised
-# before anything is sent, so the statement can go to another connection unchanged.
-_BUSY = "another operation is in progress"
 
 
 class Database:
@@ -79,18 +72,7 @@ class Database:
             conn = await self.pool.acquire()
         answered = False
         try:
-            try:
-                result = await getattr(conn, method)(sql, *args)
-            except asyncpg.InterfaceError as exc:
-                if _BUSY not in str(exc):
-                    raise
-                # Seen once in CI (the first statement of a test on a session-wide
-                # backend; cause not found): the busy connection is left to whoever uses
-                # it and the statement, not sent, goes to a pooled one. Logged, so a
-                # recurrence is visible.
-                logger.warning("a held connection was busy; the statement used another")
-                conn = await self.pool.acquire()
-                result = await getattr(conn, method)(sql, *args)
+            result = await getattr(conn, method)(sql, *args)
             answered = True
             return result
         except asyncpg.PostgresError as exc:
