@@ -70,7 +70,7 @@ class RedisBackend(JobQueueBackend):
         self.cluster = isinstance(client, RedisCluster)
         """On a Redis Cluster: reads of several queues are no MULTI (``snapshot``)."""
         self.prefix = validate_prefix(prefix)
-        self.scripts = Scripts(client)
+        self.scripts = Scripts(client, hold=owns_client)
         self.rng = rng or random.Random()
         self._owns_client = owns_client
         self._registered: set[str] = set()

@@ -138,16 +138,19 @@ def load_script(name: str, directory: Path = LUA) -> Script:
 class Scripts:
     """The scripts of one client, loaded on first use and again after NOSCRIPT."""
 
-    def __init__(self, client: RedisClient, directory: Path = LUA) -> None:
+    def __init__(self, client: RedisClient, directory: Path = LUA, *, hold: bool = False) -> None:
         self._client = client
         self._directory = directory
         self._scripts: dict[str, Script] = {}
         self.loads = 0
         """SCRIPT LOADs sent (a test checks a flushed cache costs one more)."""
         pool = None if isinstance(client, RedisCluster) else client.connection_pool
-        # One pooled connection kept between calls (see _evalsha); never from a pool of
-        # one, which other commands of the client need.
-        self._pool = pool if pool is not None and pool.max_connections >= 2 else None
+        # One pooled connection kept between calls (see _evalsha), with ``hold`` only: the
+        # owner of the client closes it (a backend over a client of the caller's is not
+        # always closed, and each would keep a connection of that client's pool); never
+        # from a pool of one, which other commands of the client need.
+        held = hold and pool is not None and pool.max_connections >= 2
+        self._pool = pool if held else None
         self._held: Any = None
 
     def script(self, name: str) -> Script:
