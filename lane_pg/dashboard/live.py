@@ -77,6 +77,11 @@ class LiveHub:
                     await self._task
                 self._task = None
                 self._last = None
+                if self._listeners:
+                    # A page joined while the reader was being stopped (a form's redirect
+                    # opens the next page's stream as the last one closes): it saw the old
+                    # reader still running and started none, so start it here.
+                    self._task = asyncio.create_task(self._run(), name="lane_pg dashboard live")
 
     async def close(self) -> None:
         if self._task is not None:

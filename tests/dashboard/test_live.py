@@ -115,3 +115,34 @@ async def test_stalled_recovery_counts_into_the_stalled_counter(
         )
 
     assert count("failed") == 2  # max_stalled_count 0: a first stall fails the job
+
+
+async def test_a_page_joining_while_the_last_one_leaves_gets_its_snapshot(
+    backend: JobQueueBackend, queue_name: str
+) -> None:
+    """A form's redirect: the next page's stream opens while the last page's closes; the
+    reader being stopped must not leave the new page without one."""
+
+    async def connected() -> JobQueueBackend:
+        return backend
+
+    hub = LiveHub(connected, overview_snapshot, poll_interval=0.05)
+    await backend.add_jobs(queue_name, [JobSpec("a")])
+    joined: list[dict[str, object]] = []
+
+    async def join_while_stopping() -> None:
+        async with hub.listen() as inbox:
+            joined.append(await next_snapshot(inbox))
+
+    async with hub.listen() as first:
+        await next_snapshot(first)
+        assert hub.running
+    # The last page left: its exit cancels the reader and awaits it. Join in that window.
+    leaving = hub.listen()
+    await leaving.__aenter__()
+    exiting = asyncio.create_task(leaving.__aexit__(None, None, None))
+    await asyncio.sleep(0)  # the exit has cancelled the reader and awaits it
+    await asyncio.wait_for(join_while_stopping(), 10)
+    await exiting
+    assert joined and joined[0]["queues"][queue_name]["counts"]["waiting"] == 1  # type: ignore[index]
+    await hub.close()
