@@ -14,9 +14,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+from types import FrameType
+from typing import TYPE_CHECKING
 
 from lane_pg.cli.common import CommandError, add_connection_arguments
 from lane_pg.cli.pause import open_backend
+
+if TYPE_CHECKING:
+    import uvicorn
+
+    from lane_pg.dashboard.live import LiveHub
 
 HELP = "serve the web dashboard: queues, jobs, failures, batches, schedules, live counts"
 
@@ -84,7 +91,7 @@ async def serve(args: argparse.Namespace) -> None:
         config = uvicorn.Config(
             app, host=args.host, port=args.port, log_level="warning", lifespan="on"
         )
-        server = uvicorn.Server(config)
+        server = _stopping_server(config, app.state.dashboard.live)
         task = asyncio.create_task(server.serve())
         while not server.started and not task.done():  # noqa: ASYNC110 (uvicorn sets a flag)
             await asyncio.sleep(0.05)
@@ -94,6 +101,22 @@ async def serve(args: argparse.Namespace) -> None:
         port = server.servers[0].sockets[0].getsockname()[1]
         print(f"lane_pg: dashboard at http://{args.host}:{port}/", flush=True)
         await task
+
+
+def _stopping_server(config: uvicorn.Config, hub: LiveHub) -> uvicorn.Server:
+    """uvicorn's server that, told to stop, also ends the pages' live streams: it waits
+    for every open response before it exits, and those never end by themselves."""
+    import uvicorn
+
+    loop = asyncio.get_running_loop()
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            super().handle_exit(sig, frame)
+            # A signal handler: run it on the loop, not between two of its bytecodes.
+            loop.call_soon_threadsafe(hub.end_streams)
+
+    return Server(config)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -47,7 +47,7 @@ from starlette.staticfiles import StaticFiles
 from lane_pg.backend import JobQueueBackend, connect
 from lane_pg.dashboard import reads
 from lane_pg.dashboard.access import ACTIONS, AccessHook, Grant, environment_access
-from lane_pg.dashboard.live import LiveHub
+from lane_pg.dashboard.live import END, LiveHub
 from lane_pg.dashboard.search import JobSearch, SearchError, format_search, parse_search
 from lane_pg.errors import LaneError
 from lane_pg.inspection import job_document
@@ -329,6 +329,8 @@ async def api_stream(dashboard: Dashboard, request: Request, grant: Grant) -> Re
                 except TimeoutError:
                     yield ": keep-alive\n\n"  # proxies close idle streams
                     continue
+                if text == END:  # the server is stopping (LiveHub.end_streams)
+                    return
                 yield f"event: overview\ndata: {text}\n\n"
 
     return StreamingResponse(

@@ -26,6 +26,9 @@ logger = logging.getLogger("lane_pg.dashboard")
 
 Snapshot = dict[str, Any]
 
+END = ""
+"""What an inbox receives last when the hub ends every stream (no snapshot is empty)."""
+
 
 class LiveHub:
     """The shared reader behind ``/api/stream``."""
@@ -46,6 +49,7 @@ class LiveHub:
         self._kick = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._last: str | None = None
+        self._ending = False
         self.reads = 0
         """How many snapshots were read (a test checks nothing runs with no listener)."""
 
@@ -61,6 +65,10 @@ class LiveHub:
     async def listen(self) -> AsyncIterator[asyncio.Queue[str]]:
         """A queue of snapshot texts for one page: a fresh read at once, then each change."""
         inbox: asyncio.Queue[str] = asyncio.Queue(maxsize=4)
+        if self._ending:
+            inbox.put_nowait(END)
+            yield inbox
+            return
         self._listeners.add(inbox)
         self._new.add(inbox)
         self._kick.set()
@@ -82,6 +90,16 @@ class LiveHub:
                     # opens the next page's stream as the last one closes): it saw the old
                     # reader still running and started none, so start it here.
                     self._task = asyncio.create_task(self._run(), name="lane_pg dashboard live")
+
+    def end_streams(self) -> None:
+        """Send every open stream, and each one opened from now on, its end.
+
+        A server stopping waits for its open responses, and a page's stream never ends by
+        itself: ``python -m lane_pg dashboard`` calls this when it is told to stop, so a
+        SIGTERM with a page open exits at once instead of after the server's grace
+        period (uvicorn's is unbounded; a test's dashboard was killed after 10 s)."""
+        self._ending = True
+        self._send(END, self._listeners)
 
     async def close(self) -> None:
         if self._task is not None:

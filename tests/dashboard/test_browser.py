@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 import shutil
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +20,7 @@ import pytest_asyncio
 from lane_pg.postgres.backend import PostgresBackend
 from lane_pg.types import JobSpec
 from tests.conftest import NewDatabase, migrate_lane
+from tests.dashboard.processes import dashboard_url, spawn, stop
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 REPO = Path(__file__).resolve().parents[2]
@@ -40,54 +38,6 @@ expect = playwright_api.expect
 # default was too short for the live stream's first snapshot once, in a full suite run on
 # a loaded 2-core machine (the page, the dashboard and a worker process share the cores).
 expect.set_options(timeout=20_000)
-
-
-@dataclass
-class Process:
-    """A ``python -m lane_pg`` process whose output goes to a file."""
-
-    popen: subprocess.Popen[bytes]
-    output: Path
-
-    def text(self) -> str:
-        return self.output.read_text(errors="replace")
-
-
-def spawn(args: list[str], dsn: str, directory: Path, env: dict[str, str] | None = None) -> Process:
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("LANE_PG_DASHBOARD")}
-    environment.update({"LANE_PG_DSN": dsn, "PYTHONPATH": str(REPO), **(env or {})})
-    output = directory / f"{args[0]}-{len(list(directory.glob('*.out')))}.out"
-    with output.open("wb") as out:
-        popen = subprocess.Popen(
-            [sys.executable, "-m", "lane_pg", *args],
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=environment,
-            cwd=REPO,
-        )
-    return Process(popen, output)
-
-
-async def dashboard_url(process: Process) -> str:
-    """The address the dashboard prints once it listens."""
-    for _ in range(600):
-        found = re.search(r"dashboard at (http://\S+/)", process.text())
-        if found:
-            return found.group(1).rstrip("/")
-        if process.popen.poll() is not None:
-            break
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"the dashboard did not start:\n{process.text()}")
-
-
-def stop(process: Process) -> None:
-    process.popen.terminate()
-    try:
-        process.popen.wait(10)
-    except subprocess.TimeoutExpired:
-        process.popen.kill()
-        process.popen.wait()
 
 
 @dataclass

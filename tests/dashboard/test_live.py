@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
+import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from lane_pg.backend import JobQueueBackend
@@ -14,6 +17,7 @@ from lane_pg.dashboard.live import LiveHub
 from lane_pg.dashboard.reads import overview_snapshot
 from lane_pg.types import JobSpec, QueueDemand
 from tests.dashboard.conftest import Browser
+from tests.dashboard.processes import dashboard_url, spawn, stop
 
 
 async def next_snapshot(inbox: asyncio.Queue[str]) -> dict[str, object]:
@@ -26,7 +30,13 @@ async def test_the_hub_reads_only_while_someone_listens_and_sends_changes(
     async def connected() -> JobQueueBackend:
         return backend
 
-    hub = LiveHub(connected, overview_snapshot, poll_interval=0.05)
+    async def this_queue(backend: JobQueueBackend) -> dict[str, object]:
+        # The overview of this queue alone: other tests' queues of the same database (a
+        # worker of theirs going quiet, a count moving) change the whole overview.
+        snapshot = await overview_snapshot(backend)
+        return {"queues": {queue_name: snapshot["queues"].get(queue_name)}}
+
+    hub = LiveHub(connected, this_queue, poll_interval=0.05)
     await asyncio.sleep(0.2)
     assert hub.reads == 0 and not hub.running  # nobody looks: nothing is read
     await backend.add_jobs(queue_name, [JobSpec("a")])
@@ -146,3 +156,32 @@ async def test_a_page_joining_while_the_last_one_leaves_gets_its_snapshot(
     await exiting
     assert joined and joined[0]["queues"][queue_name]["counts"]["waiting"] == 1  # type: ignore[index]
     await hub.close()
+
+
+async def test_the_dashboard_stops_at_once_on_sigterm_while_a_page_streams(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    """A page's live stream never ends by itself, and the server waits for open responses
+    before it exits: told to stop, the dashboard ends the streams, so it exits by itself
+    (uvicorn ends by re-raising the signal it caught) instead of being killed after the
+    test's 10 s."""
+    dashboard = spawn(["dashboard", "--port", "0"], pg_dsn, tmp_path)
+    try:
+        url = await dashboard_url(dashboard)
+        async with (
+            httpx.AsyncClient(timeout=10) as client,
+            client.stream("GET", url + "/api/stream") as response,
+        ):
+            lines = response.aiter_lines()
+            async with asyncio.timeout(10):
+                async for line in lines:  # the first snapshot: the stream is open
+                    if line.startswith("event: overview"):
+                        break
+            dashboard.popen.terminate()
+            async with asyncio.timeout(10):
+                rest = [line async for line in lines]  # ends when the server closes it
+        assert not any(line.startswith("event:") and "overview" not in line for line in rest)
+        status = await asyncio.to_thread(dashboard.popen.wait, 10)
+        assert status in (0, -signal.SIGTERM), dashboard.text()
+    finally:
+        stop(dashboard)
