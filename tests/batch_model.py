@@ -29,6 +29,7 @@ from hypothesis.stateful import (
 from lane_pg.backend import JobQueueBackend
 from lane_pg.memory import MemoryBackend
 from lane_pg.types import QueueDemand, QueuedSpec
+from tests.helpers import precondition_named
 
 T = TypeVar("T")
 KINDS = ("then", "catch", "finally")
@@ -52,6 +53,9 @@ class Model:
     cancelled: bool = False
     finished: bool = False
     callbacks: set[str] = field(default_factory=set)
+
+    def any_in(self, *states: str) -> bool:
+        return any(job.state in states for job in self.jobs)
 
     def settle(self, index: int, failed: bool) -> None:
         if index in self.settled:
@@ -136,7 +140,9 @@ class BatchMachine(RuleBasedStateMachine):
                 backend.batches.add_batch(self.batch_id, "model", specs, options, now=now)
             )
 
-    @precondition(lambda self: any(job.state == "waiting" for job in self.model.jobs))
+    @precondition(
+        precondition_named(lambda self: any(job.state == "waiting" for job in self.model.jobs))
+    )
     @rule()
     def claim(self) -> None:
         now = self.tick()
@@ -152,7 +158,7 @@ class BatchMachine(RuleBasedStateMachine):
         self.model.jobs[index].state = "active"
         self.held.append(Held(index, {k: token for k, (_, token) in claimed.items()}))
 
-    @precondition(lambda self: self.held)
+    @precondition(precondition_named(lambda self: self.held))
     @rule(pick=st.integers(0, 7))
     def complete(self, pick: int) -> None:
         held = self.held.pop(pick % len(self.held))
@@ -165,7 +171,7 @@ class BatchMachine(RuleBasedStateMachine):
         self.model.jobs[held.index].state = "completed"
         self.model.settle(held.index, failed=False)
 
-    @precondition(lambda self: self.held)
+    @precondition(precondition_named(lambda self: self.held))
     @rule(pick=st.integers(0, 7))
     def fail(self, pick: int) -> None:
         held = self.held.pop(pick % len(self.held))
@@ -183,7 +189,11 @@ class BatchMachine(RuleBasedStateMachine):
             job.state = "failed"
             self.model.settle(held.index, failed=True)
 
-    @precondition(lambda self: any(j.state in ("completed", "failed") for j in self.model.jobs))
+    @precondition(
+        precondition_named(
+            lambda self: any(j.state in ("completed", "failed") for j in self.model.jobs)
+        )
+    )
     @rule(pick=st.integers(0, 7))
     def operator_retry(self, pick: int) -> None:
         done = [i for i, j in enumerate(self.model.jobs) if j.state in ("completed", "failed")]
@@ -193,7 +203,9 @@ class BatchMachine(RuleBasedStateMachine):
             self.run(backend.jobs.retry_job(self.queue, self.ids[is_real][index], now=now))
         self.model.jobs[index] = ModelJob()  # runs again; its settlement stays as it was
 
-    @precondition(lambda self: any(job.state == "waiting" for job in self.model.jobs))
+    @precondition(
+        precondition_named(lambda self: any(job.state == "waiting" for job in self.model.jobs))
+    )
     @rule(pick=st.integers(0, 7))
     def remove_waiting_job(self, pick: int) -> None:
         waiting = [i for i, job in enumerate(self.model.jobs) if job.state == "waiting"]

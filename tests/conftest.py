@@ -51,6 +51,15 @@ def recreate(server_dsn: str, name: str, *, create: bool) -> None:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         if create:
             conn.execute(f'CREATE DATABASE "{name}"')
+            conn.execute(f'ALTER DATABASE "{name}" {NO_COMMIT_FLUSH}')
+
+
+NO_COMMIT_FLUSH = "SET synchronous_commit = off"
+"""Set on every database the tests make: a commit returns before its WAL reaches the disk.
+A test database need not survive a crash of the server, and the suite commits some
+hundred thousand times; a commit took 310 us with the flush and 190 us without it on
+this machine (500 one-row inserts). Nothing here changes what a commit means to other
+sessions: they see it at once either way."""
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -180,6 +189,7 @@ async def create_database(created: list[str]) -> str:
         if _SPARE_DATABASES:
             name = _SPARE_DATABASES.pop()
             await admin.execute(f"ALTER DATABASE {name} RESET ALL")
+            await admin.execute(f"ALTER DATABASE {name} {NO_COMMIT_FLUSH}")
             conn = await asyncpg.connect(with_database(admin_dsn(), name))
             try:
                 await conn.execute(_EMPTY_DATABASE)
@@ -188,6 +198,7 @@ async def create_database(created: list[str]) -> str:
         else:
             name = f"lane_db_{uuid.uuid4().hex[:12]}"
             await admin.execute(f"CREATE DATABASE {name}")
+            await admin.execute(f"ALTER DATABASE {name} {NO_COMMIT_FLUSH}")
     finally:
         await admin.close()
     created.append(name)

@@ -158,3 +158,15 @@ async def delete_prefix(client: Any, prefix: str) -> None:
     connection-wide ``{prefix}:...`` (never FLUSHDB: the test server is shared)."""
     async for key in client.scan_iter(match=f"{{{prefix}[:}}]*", count=1000):
         await client.delete(key)
+
+
+def precondition_named(check: Callable[[Any], object]) -> Callable[[Any], object]:
+    """A Hypothesis ``@precondition`` lambda under a name of its own (its line).
+
+    Hypothesis names each precondition on every check of it, and a lambda's name comes from
+    parsing its source (``ast.parse``) each time: once, in a full run, CPython 3.11.7 raised
+    ``SystemError: AST constructor recursion depth mismatch`` there (its AST depth counter
+    is shared by the whole process) and failed a state machine that had found nothing. A
+    function with a name is described by the name."""
+    check.__name__ = check.__qualname__ = f"precondition_line_{check.__code__.co_firstlineno}"
+    return check

@@ -51,6 +51,7 @@ from lane_pg.types import (
 )
 from lane_pg.types.flows import ChildRef, Flow, FlowJob
 from lane_pg.types.schedule import RepeatOptions
+from tests.helpers import precondition_named
 
 T = TypeVar("T")
 
@@ -347,7 +348,7 @@ class JobStateMachine(RuleBasedStateMachine):
         if model_flow.job.id not in self.parents:
             self.parents.append(model_flow.job.id)
 
-    @precondition(lambda self: self.parents)
+    @precondition(precondition_named(lambda self: self.parents))
     @rule(index=st.integers(0, 20))
     def remove_unprocessed_children(self, index: int) -> None:
         model_id = self.parents[index % len(self.parents)]
@@ -359,7 +360,7 @@ class JobStateMachine(RuleBasedStateMachine):
         if not isinstance(model_removed, type):
             assert [self.real_id(j.id) for j in model_removed] == [j.id for j in real_removed]
 
-    @precondition(lambda self: self.ids)
+    @precondition(precondition_named(lambda self: self.ids))
     @rule(index=st.integers(0, 50))
     def remove_child_dependency(self, index: int) -> None:
         model_id = sorted(self.ids)[index % len(self.ids)]
@@ -445,7 +446,7 @@ class JobStateMachine(RuleBasedStateMachine):
             self.held.remove(held)
             self.stale.append(held)
 
-    @precondition(lambda self: self.held or self.stale)
+    @precondition(precondition_named(lambda self: self.held or self.stale))
     @rule(index=st.integers(0, 20), stale=st.booleans(), value=st.integers(0, 3))
     def complete(self, index: int, stale: bool, value: int) -> None:
         held = self.pick(index, stale)
@@ -469,7 +470,7 @@ class JobStateMachine(RuleBasedStateMachine):
         assert [(o.status, o.state) for o in model_out] == [(o.status, o.state) for o in real_out]
         self.release_hold(held)
 
-    @precondition(lambda self: self.held or self.stale)
+    @precondition(precondition_named(lambda self: self.held or self.stale))
     @rule(index=st.integers(0, 20), stale=st.booleans(), discard=st.booleans())
     def fail(self, index: int, stale: bool, discard: bool) -> None:
         held = self.pick(index, stale)
@@ -495,7 +496,7 @@ class JobStateMachine(RuleBasedStateMachine):
         assert [(o.status, o.state) for o in model_out] == [(o.status, o.state) for o in real_out]
         self.release_hold(held)
 
-    @precondition(lambda self: self.held or self.stale)
+    @precondition(precondition_named(lambda self: self.held or self.stale))
     @rule(index=st.integers(0, 20), stale=st.booleans())
     def release(self, index: int, stale: bool) -> None:
         held = self.pick(index, stale)
@@ -525,7 +526,7 @@ class JobStateMachine(RuleBasedStateMachine):
         self.release_hold(held)
         return outcome
 
-    @precondition(lambda self: self.held or self.stale)
+    @precondition(precondition_named(lambda self: self.held or self.stale))
     @rule(
         index=st.integers(0, 20),
         stale=st.booleans(),
@@ -545,7 +546,7 @@ class JobStateMachine(RuleBasedStateMachine):
         if not isinstance(model_job, type):
             self.same_job(model_job, real_job)
 
-    @precondition(lambda self: self.held or self.stale)
+    @precondition(precondition_named(lambda self: self.held or self.stale))
     @rule(index=st.integers(0, 20), stale=st.booleans())
     def discard(self, index: int, stale: bool) -> None:
         """MW-2: a run deletes its job without a failed record."""
@@ -558,7 +559,7 @@ class JobStateMachine(RuleBasedStateMachine):
             ),
         )
 
-    @precondition(lambda self: self.ids)
+    @precondition(precondition_named(lambda self: self.ids))
     @rule(
         index=st.integers(0, 50),
         fenced=st.booleans(),
@@ -741,7 +742,7 @@ class JobStateMachine(RuleBasedStateMachine):
             )
         )
 
-    @precondition(lambda self: self.ids)
+    @precondition(precondition_named(lambda self: self.ids))
     @rule(index=st.integers(0, 50))
     def retry(self, index: int) -> None:
         model_id = self.target(index, ("completed", "failed"))
@@ -753,7 +754,7 @@ class JobStateMachine(RuleBasedStateMachine):
         if not isinstance(model_job, type):
             self.same_job(model_job, real_job)
 
-    @precondition(lambda self: self.ids)
+    @precondition(precondition_named(lambda self: self.ids))
     @rule(index=st.integers(0, 50))
     def remove(self, index: int) -> None:
         model_id = sorted(self.ids)[index % len(self.ids)]
@@ -764,7 +765,7 @@ class JobStateMachine(RuleBasedStateMachine):
         )
         assert model_removed == real_removed
 
-    @precondition(lambda self: self.ids)
+    @precondition(precondition_named(lambda self: self.ids))
     @rule(index=st.integers(0, 50))
     def promote(self, index: int) -> None:
         """MGMT-3: a delayed job waits now (a conflict in any other state)."""
@@ -777,7 +778,7 @@ class JobStateMachine(RuleBasedStateMachine):
         if not isinstance(model_job, type):
             self.same_job(model_job, real_job)
 
-    @precondition(lambda self: self.ids)
+    @precondition(precondition_named(lambda self: self.ids))
     @rule(index=st.integers(0, 50), delay_s=st.sampled_from([0, 1, 4]))
     def reschedule(self, index: int, delay_s: int) -> None:
         """MGMT-5: a delayed job due again at now + delay."""
@@ -793,7 +794,7 @@ class JobStateMachine(RuleBasedStateMachine):
         if not isinstance(model_job, type):
             self.same_job(model_job, real_job)
 
-    @precondition(lambda self: self.ids)
+    @precondition(precondition_named(lambda self: self.ids))
     @rule(
         index=st.integers(0, 50),
         priority=st.integers(0, 3),
@@ -1069,12 +1070,12 @@ class FlowStateMachine(JobStateMachine):
             [(policy, attempts, None, False, None), (None, 1, None, False, None)], None, 0
         )
 
-    @precondition(lambda self: self.held or self.stale)
+    @precondition(precondition_named(lambda self: self.held or self.stale))
     @rule(index=st.integers(0, 20), stale=st.booleans(), value=st.integers(0, 3))
     def complete_more(self, index: int, stale: bool, value: int) -> None:
         self.complete(index, stale, value)
 
-    @precondition(lambda self: self.held or self.stale)
+    @precondition(precondition_named(lambda self: self.held or self.stale))
     @rule(index=st.integers(0, 20), stale=st.booleans(), discard=st.booleans())
     def fail_more(self, index: int, stale: bool, discard: bool) -> None:
         self.fail(index, stale, discard)

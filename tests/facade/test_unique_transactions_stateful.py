@@ -43,6 +43,7 @@ from lane_pg.facade import BackendDriver, Job, JobRegistry, QueueFacade, Transac
 from lane_pg.memory import MemoryBackend
 from lane_pg.postgres.backend import PostgresBackend
 from lane_pg.types import ALL_STATES
+from tests.helpers import precondition_named
 
 T = TypeVar("T")
 KEYS = ("a", "b", "c")
@@ -175,7 +176,7 @@ class UniqueTransactions(RuleBasedStateMachine):
         else:
             self.committed_rows.append("Plain")
 
-    @precondition(lambda self: len(self.levels) < 3)
+    @precondition(precondition_named(lambda self: len(self.levels) < 3))
     @rule()
     def begin(self) -> None:
         """A transaction, or a savepoint inside the open one (TX-6)."""
@@ -184,7 +185,7 @@ class UniqueTransactions(RuleBasedStateMachine):
         self.levels.append(level)
         self.model.append(Level())
 
-    @precondition(lambda self: bool(self.levels))
+    @precondition(precondition_named(lambda self: bool(self.levels)))
     @rule()
     def commit(self) -> None:
         """COMMIT, or RELEASE SAVEPOINT: the parent takes the level's pushes over."""
@@ -197,14 +198,14 @@ class UniqueTransactions(RuleBasedStateMachine):
             self.committed_keys |= done.keys
             self.committed_rows += done.rows
 
-    @precondition(lambda self: bool(self.levels))
+    @precondition(precondition_named(lambda self: bool(self.levels)))
     @rule()
     def rollback(self) -> None:
         """ROLLBACK, or ROLLBACK TO SAVEPOINT: the level's keys are free again (TX-4, -6)."""
         self.run(self.levels.pop().__aexit__(Rolled, Rolled(), None))
         self.model.pop()
 
-    @precondition(lambda self: len(self.levels) == 1)
+    @precondition(precondition_named(lambda self: len(self.levels) == 1))
     @rule()
     def refused_commit(self) -> None:
         """A COMMIT the server refuses (a deferred constraint): nothing happened (TX-10)."""

@@ -360,7 +360,7 @@ async def test_a_worker_rides_out_a_redis_outage_and_claims_after_it(
         own_server.kill()
 
         await eventually(lambda: _outage_lines(worker), timeout=15)
-        await asyncio.sleep(2.5)  # the outage: about a dozen polls of this worker
+        await asyncio.sleep(1.0)  # the outage: about five polls of this worker
         assert worker.alive(), worker.describe()
         own_server.start()  # same port, same directory: the append-only file is read back
 
@@ -392,7 +392,9 @@ async def test_a_paused_queue_stays_paused_while_redis_stops_answering(
     url = f"redis://127.0.0.1:{own_server.port}/0"
     backend = RedisBackend(Redis.from_url(url), prefix="lane")
     held, open_queue = queue, f"{queue}_open"
-    workers = _spawner(url, effects_dsn, tmp_path, queue)
+    # The worker's calls time out after 1 s, not the default 5 s (the next test checks the
+    # default): the freeze lasts until they do.
+    workers = _spawner(f"{url}?socket_timeout=1", effects_dsn, tmp_path, queue)
     assert own_server.proc is not None
     try:
         await backend.pause_queue(held)
@@ -405,7 +407,7 @@ async def test_a_paused_queue_stays_paused_while_redis_stops_answering(
 
         own_server.proc.send_signal(signal.SIGSTOP)
         try:
-            # Frozen until the worker's calls time out (5 s) and it says claims fail.
+            # Frozen until the worker's calls time out and it says claims fail.
             await eventually(lambda: _claims_failing(worker), timeout=20)
             assert worker.alive(), worker.describe()
         finally:
@@ -443,13 +445,22 @@ async def test_a_frozen_server_times_a_call_out_instead_of_hanging_it(
 ) -> None:
     """A call to a frozen server raises within the read timeout lane_pg sets (whatever the
     client library's default), which is what lets a worker see the outage above; the same
-    backend answers again once the server thaws."""
+    backend answers again once the server thaws. The freeze runs with a URL's own timeout
+    of 1 s, which wins over lane_pg's."""
     assert own_server.proc is not None
-    backend = await connect(f"redis://127.0.0.1:{own_server.port}/0")
+    url = f"redis://127.0.0.1:{own_server.port}/0"
+    default = await connect(url)
+    try:
+        assert isinstance(default, RedisBackend)
+        kwargs = default.client.connection_pool.connection_kwargs  # type: ignore[union-attr]
+        assert kwargs["socket_timeout"] == READ_TIMEOUT
+    finally:
+        await default.close()
+    backend = await connect(f"{url}?socket_timeout=1")
     try:
         assert isinstance(backend, RedisBackend)
         kwargs = backend.client.connection_pool.connection_kwargs  # type: ignore[union-attr]
-        assert kwargs["socket_timeout"] == READ_TIMEOUT
+        assert kwargs["socket_timeout"] == 1
         await backend.get_job_counts("q")  # a connection in the pool, then the freeze
         own_server.proc.send_signal(signal.SIGSTOP)
         try:
