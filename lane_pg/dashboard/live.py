@@ -160,6 +160,8 @@ class LiveHub:
         return bool(waiting.done() and not waiting.cancelled() and waiting.result())
 
     def _send(self, text: str, listeners: set[asyncio.Queue[str]]) -> None:
+        if self._ending and text != END:
+            return  # a snapshot after the end could push the end out of a full inbox
         for inbox in list(listeners):
             if inbox.full():  # a slow page gets the newest snapshot, not a backlog
                 with contextlib.suppress(asyncio.QueueEmpty):
