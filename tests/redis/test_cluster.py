@@ -425,10 +425,14 @@ async def test_a_queue_whose_slot_moves_to_another_node_follows_it(
             clients = await target.client_list()
             return any(c["name"] == "moving_slot" and c["cmd"] == "bzpopmin" for c in clients)
 
-        await eventually(blocked_on_target, timeout=20)
-        reconnects, loads = wakeups.reconnects, backend.scripts.loads
+        # The wake-up blocks only while a worker waits: once ``first`` returned, nothing
+        # blocks until the next wait (asserting the block before it raced the reconnect).
         second = asyncio.create_task(wakeups.wait(20))
-        await eventually(lambda: wakeups._waiters > 0, timeout=10)
+        await eventually(blocked_on_target, timeout=20)
+        if second.done():  # woken by a reconnect on the way: wait again, on the new node
+            second = asyncio.create_task(wakeups.wait(20))
+            await eventually(lambda: wakeups._waiters > 0, timeout=10)
+        reconnects, loads = wakeups.reconnects, backend.scripts.loads
         await backend.add_job(moving, "n")
         assert await second
         assert wakeups.reconnects == reconnects  # woken by the marker on the new node
