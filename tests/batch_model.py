@@ -140,9 +140,7 @@ class BatchMachine(RuleBasedStateMachine):
                 backend.batches.add_batch(self.batch_id, "model", specs, options, now=now)
             )
 
-    @precondition(
-        precondition_named(lambda self: any(job.state == "waiting" for job in self.model.jobs))
-    )
+    @precondition(precondition_named(lambda self: self.model.any_in("waiting")))
     @rule()
     def claim(self) -> None:
         now = self.tick()
@@ -189,11 +187,7 @@ class BatchMachine(RuleBasedStateMachine):
             job.state = "failed"
             self.model.settle(held.index, failed=True)
 
-    @precondition(
-        precondition_named(
-            lambda self: any(j.state in ("completed", "failed") for j in self.model.jobs)
-        )
-    )
+    @precondition(precondition_named(lambda self: self.model.any_in("completed", "failed")))
     @rule(pick=st.integers(0, 7))
     def operator_retry(self, pick: int) -> None:
         done = [i for i, j in enumerate(self.model.jobs) if j.state in ("completed", "failed")]
@@ -203,9 +197,7 @@ class BatchMachine(RuleBasedStateMachine):
             self.run(backend.jobs.retry_job(self.queue, self.ids[is_real][index], now=now))
         self.model.jobs[index] = ModelJob()  # runs again; its settlement stays as it was
 
-    @precondition(
-        precondition_named(lambda self: any(job.state == "waiting" for job in self.model.jobs))
-    )
+    @precondition(precondition_named(lambda self: self.model.any_in("waiting")))
     @rule(pick=st.integers(0, 7))
     def remove_waiting_job(self, pick: int) -> None:
         waiting = [i for i, job in enumerate(self.model.jobs) if job.state == "waiting"]

@@ -23,7 +23,6 @@ from tests.conftest import NewDatabase, migrate_lane
 from tests.dashboard.processes import dashboard_url, spawn, stop
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-REPO = Path(__file__).resolve().parents[2]
 SCREENSHOTS = os.environ.get("LANE_PG_SCREENSHOTS")
 """Where the tests save their screenshots: ``LANE_PG_SCREENSHOTS=docs/images`` refreshes the
 pictures of docs/ (so a plain test run leaves the tree as it was); else a temporary
