@@ -1,7 +1,8 @@
 """A queue's settings on Redis (PAUSE, RET-1, EVS-3, CLI-6): fields of its meta hash, and the
 connection-wide switches in the settings hash ``{prefix}:settings``.
 
-Meta fields written here: ``paused`` ('1'/'0', the queue's own pause), ``paused_all`` and
+Meta fields written here: ``paused`` ('1', the queue's own pause; absent when resumed, and a
+'0' of earlier versions reads as resumed and is deleted when read), ``paused_all`` and
 ``paused_all_epoch`` (the connection-wide pause as this queue was last told it),
 ``keep_completed`` / ``keep_failed`` (a count, ``all`` for None: keep every job; absent:
 ``DEFAULT_KEEP_COMPLETED`` / ``DEFAULT_KEEP_FAILED``) and ``record_events`` ('0'/'1',
@@ -142,8 +143,7 @@ class RedisQueues(RedisEntity):
 
     async def is_queue_paused(self, args: IsQueuePaused) -> bool:
         validate_queue_name(args.queue)
-        flag = await self._backend.client.hget(self._backend.keys(args.queue).meta, "paused")
-        return flag == b"1"
+        return bool(await self._backend.call("is_queue_paused", args.queue, {}))
 
     async def get_pause_status(self, args: GetPauseStatus) -> PauseStatus:
         backend = self._backend

@@ -1,12 +1,14 @@
 """Waking idle workers on Redis (a ``WakeupSource``): ``BZPOPMIN`` on the queues' markers.
 
-A script that makes a job ready adds the member ``0`` to its queue's marker set
-(``lane_wake`` in ``lua/includes/events.lua``); a worker with nothing to do blocks on the
-markers of its queues on a connection of its own. ``BZPOPMIN`` hands a marker to one
-blocked worker only, unlike PostgreSQL's NOTIFY, which reaches every listener; so a claim
-that leaves jobs behind adds the marker again (``claim_jobs.lua``), waking the next idle
-worker in turn, and a marker popped when nobody in this process was waiting any more (the
-worker found work meanwhile) is put back for another worker.
+A script that makes a job ready adds the member ``0`` at score 0 to its queue's marker set
+unless the queue is paused or at its max-active ceiling, and one that stores a delayed job
+sets the member ``1`` to the earliest due time (``lane_wake`` and ``lane_wake_at`` in
+``lua/includes/events.lua``); either wakes a blocked claimer at once. A worker with nothing
+to do blocks on the markers of its queues on a connection of its own. ``BZPOPMIN`` hands a
+marker to one blocked worker only, unlike PostgreSQL's NOTIFY, which reaches every
+listener; so a claim that leaves jobs behind adds the marker again (``claim_jobs.lua``),
+waking the next idle worker in turn, and a marker popped when nobody in this process was
+waiting any more (the worker found work meanwhile) is put back for another worker.
 
 Only a speed-up, as LISTEN is: the worker also polls, so a lost wake-up costs latency, never
 a job. The connection's socket timeout exceeds the block window: with a shorter one the
@@ -182,9 +184,10 @@ class RedisWakeups:
             # send on this 2-vCPU VM costs 0.1-0.25 ms of the job's wait (cProfile).
             await asyncio.sleep(0)
         else:  # found work meanwhile: leave the wake-up to another idle worker
-            key = popped[0].decode() if isinstance(popped[0], bytes) else popped[0]
+            key, member, score = popped
             with contextlib.suppress(RedisConnectionError, RedisTimeoutError, OSError):
-                await self._backend.client.zadd(key, {"0": 0})
+                # NX: the set may hold the member again (a newer earliest due time).
+                await self._backend.client.zadd(key, {member: score}, nx=True)
 
     async def _serve_cluster(self) -> None:
         """Keep one blocking loop per slot of the markers (the set of queues, when the

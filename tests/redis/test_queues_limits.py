@@ -153,3 +153,70 @@ async def test_retention_bounds_of_none_are_stored_as_keep_all_RET_1(
     assert await redis_client.hmget(meta, ["keep_completed", "keep_failed"]) == [None, None]
     await backend.set_queue_retention("kept", keep_completed=None, keep_failed=7)
     assert await redis_client.hmget(meta, ["keep_completed", "keep_failed"]) == [b"all", b"7"]
+
+
+async def _marker(redis_client: Redis, backend: RedisBackend, queue: str) -> dict[str, float]:
+    pairs = await redis_client.zrange(backend.keys(queue).marker, 0, -1, withscores=True)
+    return {member.decode(): score for member, score in pairs}
+
+
+async def test_the_marker_holds_a_base_member_and_the_earliest_due_time_REDIS_3(
+    two: tuple[RedisBackend, RedisBackend], redis_client: Redis
+) -> None:
+    backend, _ = two
+    due = [int(at(s).timestamp() * 1000) for s in (60, 30, 90)]
+    await backend.add_job("m", "n", None, {"delay_ms": 60_000}, now=at(0))
+    assert await _marker(redis_client, backend, "m") == {"1": due[0]}
+    await backend.add_job("m", "n", None, {"delay_ms": 30_000}, now=at(0))
+    assert await _marker(redis_client, backend, "m") == {"1": due[1]}  # the earliest
+    await backend.add_job("m", "n", None, {"delay_ms": 90_000}, now=at(0))
+    assert await _marker(redis_client, backend, "m") == {"1": due[1]}
+    await backend.add_job("m", "n", now=at(0))
+    assert await _marker(redis_client, backend, "m") == {"0": 0, "1": due[1]}
+
+
+async def test_a_paused_or_capped_queue_gets_no_base_marker_until_a_claim_can_succeed_REDIS_3(
+    two: tuple[RedisBackend, RedisBackend], redis_client: Redis
+) -> None:
+    backend, _ = two
+    marker = backend.keys("h").marker
+    await backend.pause_queue("h")
+    await redis_client.delete(marker)
+    await backend.add_job("h", "n", now=at(0))
+    assert await _marker(redis_client, backend, "h") == {}  # paused: nobody woken for it
+    await backend.resume_queue("h")
+    assert await _marker(redis_client, backend, "h") == {"0": 0}
+
+    await backend.set_max_active_jobs("h", 1)
+    [job] = await backend.claim_jobs("w", [QueueDemand("h", 1)], 30, now=at(1))
+    await redis_client.delete(marker)
+    await backend.add_job("h", "n", now=at(2))
+    assert await _marker(redis_client, backend, "h") == {}  # at its ceiling
+    assert job.lock_token is not None
+    await backend.complete_job("h", job.id, job.lock_token, now=at(3))
+    assert await _marker(redis_client, backend, "h") == {"0": 0}  # a slot is free
+
+    await backend.pause_all()
+    await redis_client.delete(marker)
+    await backend.add_job("h", "n", now=at(4))
+    assert await _marker(redis_client, backend, "h") == {}
+    await backend.resume_all()
+    assert await _marker(redis_client, backend, "h") == {"0": 0}
+
+
+async def test_resume_deletes_the_flag_and_a_legacy_zero_reads_as_resumed_REDIS_8(
+    two: tuple[RedisBackend, RedisBackend], redis_client: Redis
+) -> None:
+    backend, _ = two
+    meta = backend.keys("legacy").meta
+    await backend.pause_queue("legacy")
+    assert await redis_client.hget(meta, "paused") == b"1"
+    await backend.resume_queue("legacy")
+    assert not await redis_client.hexists(meta, "paused")
+
+    await redis_client.hset(meta, "paused", "0")  # what earlier versions wrote on resume
+    assert await backend.is_queue_paused("legacy") is False
+    assert not await redis_client.hexists(meta, "paused")
+    await backend.add_job("legacy", "n", now=at(0))
+    await redis_client.hset(meta, "paused", "0")
+    assert len(await claim_ids(backend, "legacy", 1)) == 1

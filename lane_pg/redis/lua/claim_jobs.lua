@@ -113,7 +113,7 @@ if limit > 0 then
   -- reaches every listener at once), unless the limits stopped this claim short: the next
   -- would find the same limit.
   if #members > 0 and not capped and redis.call('ZCARD', lane_key('waiting')) > 0 then
-    lane_wake()
+    lane_wake_unchecked()
   end
 end
 result.next_due = next_due()

@@ -5,6 +5,6 @@
 -- @include events
 
 if redis.call('EXISTS', KEYS[1]) == 1 then
-  lane_wake()
+  lane_wake_unchecked()
 end
 return lane_result(cjson.null)

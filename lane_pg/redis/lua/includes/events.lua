@@ -49,9 +49,25 @@ local function lane_count_finished(state, count, now)
   redis.call('HINCRBY', lane_key('metrics:' .. state), minute, count)
 end
 
--- Wakes the queue's idle claimers: a member in the marker set they block on (BZPOPMIN).
-local function lane_wake()
+-- Wakes the queue's idle claimers whatever the queue's state: the base marker, member '0'
+-- at score 0, in the set they block on (BZPOPMIN). For callers that know a claim can
+-- succeed (claim_jobs checked the flags and limits) or must wake them anyway (a restart).
+local function lane_wake_unchecked()
   redis.call('ZADD', lane_key('marker'), 0, '0')
+end
+
+-- Wakes the queue's idle claimers unless a claim would find the queue held: paused (its own
+-- flag or the connection-wide one) or at its max-active ceiling. A woken claimer would
+-- only find the same hold; resume and the finish that frees a slot wake them then.
+local function lane_wake()
+  local meta = redis.call('HMGET', LANE_META, 'paused', 'paused_all', 'max_active')
+  if meta[1] == '1' or meta[2] == '1' then
+    return
+  end
+  if meta[3] and redis.call('ZCARD', lane_key('active')) >= tonumber(meta[3]) then
+    return
+  end
+  lane_wake_unchecked()
 end
 
 -- FIN-7: `drained` when the queue has no waiting and no active job left. A job stopped
@@ -67,8 +83,11 @@ local function lane_drained_check(now)
   end
 end
 
--- A job due at `due` was stored: claimers wake now and, finding nothing due yet, sleep until
--- the earliest due time their claim reports (next_due), as PostgreSQL's workers do.
+-- A job due at `due` was stored (and indexed): the delayed marker, member '1', takes the
+-- earliest due time of the queue's delayed jobs. BZPOPMIN hands it over at once whatever
+-- its score: the claimer it wakes, finding nothing due yet, sleeps until the earliest due
+-- time its claim reports (next_due), as PostgreSQL's workers do.
 local function lane_wake_at(due)
-  lane_wake()
+  local first = redis.call('ZRANGE', lane_key('delayed'), 0, 0, 'WITHSCORES')
+  redis.call('ZADD', lane_key('marker'), first[2] or due, '1')
 end
