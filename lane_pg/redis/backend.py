@@ -74,6 +74,7 @@ class RedisBackend(JobQueueBackend):
         self.rng = rng or random.Random()
         self._owns_client = owns_client
         self._registered: set[str] = set()
+        self._metas: dict[str, str] = {}
         self._cluster: bool | None = True if self.cluster else None
         """Cluster mode as ``is_cluster`` read it: known for a cluster client, else read
         once (a plain client of a one-node cluster, in tests, reports it too)."""
@@ -135,8 +136,17 @@ class RedisBackend(JobQueueBackend):
     ) -> Any:
         """Run ``script`` on ``queue``'s keys (KEYS[1] is its meta key); ``others``: the
         queues a flow's script also reaches, their meta keys after it."""
-        keys = [self.keys(queue).meta] + [self.keys(name).meta for name in others]
+        keys = [self._meta(queue)]
+        if others:
+            keys += [self._meta(name) for name in others]
         return await self.scripts.call(script, keys, arguments)
+
+    def _meta(self, queue: str) -> str:
+        """``queue``'s meta key, the first of every script's (built once per queue)."""
+        key = self._metas.get(queue)
+        if key is None:
+            key = self._metas[queue] = self.keys(queue).meta
+        return key
 
     async def now_ms(self, now: datetime | None) -> int:
         """``now`` in epoch milliseconds, else the server's clock (TIME), as the scripts

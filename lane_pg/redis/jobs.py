@@ -31,7 +31,9 @@ from lane_pg.backend.jobs import (
 )
 from lane_pg.errors import InvalidOptions, JobLocked, JobStateConflict
 from lane_pg.redis.backend import RedisEntity, refused
+from lane_pg.redis.dedup import dedup_fields
 from lane_pg.redis.keys import QueueKeys
+from lane_pg.redis.repeats import call_scheduled, first_ticks, raise_refusal, series_fields
 from lane_pg.redis.rows import (
     SpecFields,
     added_row,
@@ -62,14 +64,14 @@ def checked_specs(specs: list[tuple[str, Any, Any]]) -> list[SpecFields]:
     """Each spec checked (``lane_pg.options``) with the fields ``includes/add.lua`` stores,
     its deduplication and series parts included. Flows are not on Redis yet, so no spec
     here is a flow node (a kept next job never has a parent or children)."""
-    from lane_pg.redis.dedup import dedup_fields
-    from lane_pg.redis.repeats import series_fields
-
     checked = []
     for name, data, options in specs:
         spec = spec_fields(name, data, options)
-        spec.fields["dedup"] = dedup_fields(spec.parsed)
-        spec.fields["series"] = series_fields(name, spec.parsed)
+        if options is None:  # no options claim no owner
+            spec.fields["dedup"] = spec.fields["series"] = None
+        else:
+            spec.fields["dedup"] = dedup_fields(spec.parsed)
+            spec.fields["series"] = series_fields(name, spec.parsed)
         checked.append(spec)
     return checked
 
@@ -102,8 +104,6 @@ class RedisJobs(RedisEntity):
     async def _add(
         self, queue: str, specs: list[tuple[str, Any, Any]], now: datetime | None
     ) -> list[JobRow]:
-        from lane_pg.redis.repeats import call_scheduled, first_ticks, raise_refusal
-
         validate_queue_name(queue)
         checked = checked_specs(specs)
         if not checked:
@@ -117,8 +117,10 @@ class RedisJobs(RedisEntity):
         await backend.register(queue)
         fields = [spec.fields for spec in checked]
         if all(f["id"] is None and f["dedup"] is None and f["series"] is None for f in fields):
-            # No owner to take, no custom id to look up: the batched script (its header).
-            answer = await backend.call("add_plain_jobs", queue, {"now": moment, "specs": fields})
+            # No owner to take, no custom id to look up: the batched script (its header),
+            # sent the fields that are set only (half the JSON to encode and decode).
+            plain = [{key: value for key, value in f.items() if value is not None} for f in fields]
+            answer = await backend.call("add_plain_jobs", queue, {"now": moment, "specs": plain})
         else:
             answer = await call_scheduled(
                 backend, "add_jobs", queue, {"now": moment, "specs": fields, "cron": cron}

@@ -94,6 +94,9 @@ _NO_OPTIONS = parse_job_options(None)
 def spec_fields(name: str, data: JSON, options: JobOptions | dict[str, JSON] | None) -> SpecFields:
     """Check one spec (the rules ``lane_pg.options`` holds once) and give its fields."""
     validate_job_name(name)
+    if options is None:  # the fields of no options, built once (_PLAIN_FIELDS)
+        text = dumps_json(data, "data", ascii_only=False)
+        return SpecFields(_NO_OPTIONS, {**_PLAIN_FIELDS, "name": name, "data": text})
     parsed = _NO_OPTIONS if options is None else parse_job_options(options)
     text = dumps_json(data, "data", ascii_only=False)  # checked and dumped at once
     backoff = None if parsed.backoff is None else dump(parsed.backoff)
@@ -116,6 +119,10 @@ def spec_fields(name: str, data: JSON, options: JobOptions | dict[str, JSON] | N
     )
 
 
+_PLAIN_FIELDS: dict[str, JSON] = spec_fields("_", None, {}).fields
+"""A spec's fields when it has no options, but its name and data."""
+
+
 def _optional_ms(fields: Mapping[str, str], name: str) -> datetime | None:
     value = fields.get(name)
     return None if value is None else from_ms(value)
@@ -132,7 +139,8 @@ def _optional_int(fields: Mapping[str, str], name: str) -> int | None:
 
 
 def job_row(queue: str, fields: Mapping[str, str]) -> JobRow:
-    """The ``JobRow`` of a job hash a script returned."""
+    """The ``JobRow`` of a job hash a script returned (a new job's record leaves its
+    counters and stacktrace unset at 0 and ``[]``: ``includes/store.lua``)."""
     priority = int(fields["priority"])
     seq = fields.get("seq")
     options = json.loads(fields["options"])
@@ -153,19 +161,19 @@ def job_row(queue: str, fields: Mapping[str, str]) -> JobRow:
         available_at=from_ms(fields["available_at"]),
         processed_at=_optional_ms(fields, "processed_at"),
         finished_at=_optional_ms(fields, "finished_at"),
-        attempts_started=int(fields["attempts_started"]),
-        attempts_made=int(fields["attempts_made"]),
+        attempts_started=int(fields.get("attempts_started", 0)),
+        attempts_made=int(fields.get("attempts_made", 0)),
         max_attempts=int(fields["max_attempts"]),
         backoff=Backoff.from_json(_optional_json(fields, "backoff")),
         timeout_ms=_optional_int(fields, "timeout_ms"),
         lock_token=fields.get("lock_token"),
         worker_id=fields.get("worker_id"),
         lease_expires_at=_optional_ms(fields, "lease_expires_at"),
-        stalled_count=int(fields["stalled_count"]),
+        stalled_count=int(fields.get("stalled_count", 0)),
         progress=_optional_json(fields, "progress"),
         return_value=_optional_json(fields, "return_value"),
         failed_reason=fields.get("failed_reason"),
-        stacktrace=json.loads(fields["stacktrace"]),
+        stacktrace=_optional_json(fields, "stacktrace") or [],
         options=options,
         deduplication_id=fields.get("dedup_id"),
         repeat_key=fields.get("repeat_key"),

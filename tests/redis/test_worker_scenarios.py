@@ -469,5 +469,19 @@ async def test_a_frozen_server_times_a_call_out_instead_of_hanging_it(
         finally:
             own_server.proc.send_signal(signal.SIGCONT)
         assert (await backend.get_job_counts("q"))["waiting"] == 0
+        # A script's call, on the connection the scripts hold and their one watchdog timer:
+        # the same error, raised in the caller's task, which is not left cancelled.
+        await backend.add_job("q", "before", None)  # the queue is known: one script call
+        own_server.proc.send_signal(signal.SIGSTOP)
+        try:
+            with pytest.raises(RedisTimeoutError, match="within 1"):
+                async with asyncio.timeout(READ_TIMEOUT + 10):
+                    await backend.add_job("q", "frozen", None)
+            task = asyncio.current_task()
+            assert task is not None and task.cancelling() == 0
+        finally:
+            own_server.proc.send_signal(signal.SIGCONT)
+        added = await backend.add_job("q", "thawed", None)
+        assert (await backend.get_job("q", added.id)) == added
     finally:
         await backend.close()

@@ -28,7 +28,7 @@ end
 lane_unindex(parent)
 lane_job_set(parent, {state = 'waiting-children', lock_token = false, lease_expires_at = false,
                       worker_id = false, seq = false,
-                      attempts_started = math.max(tonumber(parent.attempts_started) - 1, 0),
+                      attempts_started = math.max(lane_job_count(parent, 'attempts_started') - 1, 0),
                       deps_pending = parent.deps_pending or 0})
 lane_index(parent)
 lane_emit('waiting-children', parent.id, {prev = 'active'}, now)

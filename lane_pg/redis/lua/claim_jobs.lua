@@ -99,7 +99,7 @@ if limit > 0 then
         lane_job_set(job, {state = 'active', lock_token = lane_token(i),
                            worker_id = args.worker_id, processed_at = now,
                            lease_expires_at = expires,
-                           attempts_started = tonumber(job.attempts_started) + 1})
+                           attempts_started = lane_job_count(job, 'attempts_started') + 1})
         lane_index(job, expires)
         lane_emit('active', job.id, {prev = 'waiting'}, now)
         result.jobs[i] = job

@@ -15,7 +15,7 @@ end
 lane_unindex(job)
 lane_end_lease(job)
 if args.give_back then
-  lane_job_set(job, {attempts_started = math.max(tonumber(job.attempts_started) - 1, 0)})
+  lane_job_set(job, {attempts_started = math.max(lane_job_count(job, 'attempts_started') - 1, 0)})
 end
 if args.release then
   lane_job_set(job, {processed_at = false})

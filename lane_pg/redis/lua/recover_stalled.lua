@@ -40,7 +40,7 @@ local function lane_owns_its_series(job)
 end
 
 local function lane_fails(job)
-  return tonumber(job.stalled_count) + 1 > args.max_stalled_count
+  return lane_job_count(job, 'stalled_count') + 1 > args.max_stalled_count
          and not lane_owns_its_series(job)
 end
 
@@ -48,7 +48,7 @@ local out = {}
 local woken = false
 local function recover(job)
   local fails = lane_fails(job)
-  lane_job_set(job, {stalled_count = tonumber(job.stalled_count) + 1})
+  lane_job_set(job, {stalled_count = lane_job_count(job, 'stalled_count') + 1})
   lane_emit('stalled', job.id, {reason = 'lease expired'}, now)
   if not fails then
     lane_unindex(job)

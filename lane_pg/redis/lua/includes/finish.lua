@@ -103,8 +103,9 @@ local function lane_fail_terminal(job, reason, now)
                      failed_reason = reason, finished_at = now})
   lane_index(job, now)
   lane_emit('failed', job.id, {prev = prev, failedReason = reason}, now)
-  if tonumber(job.attempts_made) >= tonumber(job.max_attempts) then
-    lane_emit('retries-exhausted', job.id, {attemptsMade = tonumber(job.attempts_made)}, now)
+  local made = lane_job_count(job, 'attempts_made')
+  if made >= tonumber(job.max_attempts) then
+    lane_emit('retries-exhausted', job.id, {attemptsMade = made}, now)
   end
   local snapshot = lane_copy(job)
   lane_dedup_finish(job, now)
@@ -169,8 +170,8 @@ end
 
 -- A failed attempt (FIN-3..6, RETRY-7): retried after its backoff, or failed for good.
 local function lane_fail(job, reason, stacktrace, discard_retry, uniform, limit, now)
-  local made = tonumber(job.attempts_made) + 1
-  local trace = job.stacktrace
+  local made = lane_job_count(job, 'attempts_made') + 1
+  local trace = job.stacktrace or '[]'  -- unset until the first failure (store.lua)
   if stacktrace ~= nil or limit ~= nil then
     if stacktrace ~= nil then
       trace = lane_append_trace(trace, stacktrace, limit)

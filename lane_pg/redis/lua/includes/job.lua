@@ -66,6 +66,12 @@ local function lane_job(id)
   return job
 end
 
+-- A counter of the job's (attempts_started, attempts_made, stalled_count): a new job's
+-- record leaves them unset at 0 (store.lua).
+local function lane_job_count(job, name)
+  return tonumber(job[name] or 0)
+end
+
 -- A field's value as the hash stores it.
 local function lane_field_text(value)
   if type(value) == 'number' then
