@@ -139,6 +139,23 @@ def load_script(name: str, directory: Path = LUA) -> Script:
     return Script(name, shake(text))
 
 
+def pack_evalsha(sha: str, keys: Sequence[str], argv: str) -> bytes:
+    """``EVALSHA sha len(keys) *keys argv`` in the Redis protocol, UTF-8, as redis-py's
+    ``pack_command`` packs it (a test compares the two): its general packer took 3 us of a
+    one-job add, this one 0.8 (timeit)."""
+    count = str(len(keys)).encode()
+    parts = [
+        b"*%d\r\n$7\r\nEVALSHA\r\n$40\r\n%s\r\n$%d\r\n%s\r\n"
+        % (len(keys) + 4, sha.encode(), len(count), count)
+    ]
+    for key in keys:
+        encoded = key.encode()
+        parts.append(b"$%d\r\n%s\r\n" % (len(encoded), encoded))
+    encoded = argv.encode()
+    parts.append(b"$%d\r\n%s\r\n" % (len(encoded), encoded))
+    return b"".join(parts)
+
+
 class Watchdog:
     """The deadline of the calls on held connections: a call running past it is
     cancelled and raises redis-py's ``TimeoutError`` (``expired``), as the connection's
@@ -274,7 +291,7 @@ class Scripts:
         conn.socket_timeout = None  # the watchdog's one deadline instead (Watchdog)
         task = self._watchdog.start(limit)
         try:
-            await conn.send_command("EVALSHA", sha, len(keys), *keys, argv)
+            await conn.send_packed_command(pack_evalsha(sha, keys, argv))
             try:
                 raw = await conn.read_response()
             except ResponseError:

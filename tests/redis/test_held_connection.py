@@ -11,9 +11,11 @@ from collections.abc import AsyncIterator
 
 import pytest_asyncio
 from redis.asyncio import Redis
+from redis.asyncio.connection import Connection
 
 import lane_pg
 from lane_pg.redis.backend import RedisBackend
+from lane_pg.redis.scripts import pack_evalsha
 from tests.helpers import eventually
 
 QUEUE = "held"
@@ -84,3 +86,20 @@ async def test_a_cancelled_call_leaves_no_reply_for_the_next(
     job = await backend.jobs.add_job(QUEUE, "after")
     assert job.name == "after"
     assert (await backend.jobs.get_job(QUEUE, job.id)) is not None
+
+
+def test_the_packed_evalsha_is_what_redis_py_packs() -> None:
+    """The held connection's EVALSHA is packed by lane_pg (``pack_evalsha``): byte for
+    byte redis-py's packing, for keys and arguments with multi-byte characters, no keys,
+    several, and an argument past redis-py's chunking size."""
+    packer = Connection()
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    cases: list[tuple[list[str], str]] = [
+        (["{lane:q}:meta"], '{"now":null}'),
+        ([], ""),
+        (["{lane:é}:meta", "{lane:日本}:meta"], '{"data":"ü\\u0000"}'),
+        (["{lane:q}:meta"], '{"specs":"' + "x" * 100_000 + '"}'),
+    ]
+    for keys, argv in cases:
+        expected = b"".join(packer.pack_command("EVALSHA", sha, len(keys), *keys, argv))
+        assert pack_evalsha(sha, keys, argv) == expected
