@@ -270,11 +270,10 @@ class Hooks:
         arguments: Arguments[Any],
     ) -> Any:
         call = OperationCall(op, arguments, self._backend)
-
-        async def innermost() -> Any:
-            return await implementation(arguments)
-
-        proceed: Callable[[], Awaitable[Any]] = innermost
+        # Partials, not closures or wrapping coroutines: each coroutine layer is passed
+        # through on every resume of the call (a one-job Redis add spent 4.5 us of its
+        # 89 us of client CPU in this dispatch, min of 30 x 500).
+        proceed: Callable[[], Awaitable[Any]] = functools.partial(implementation, arguments)
         for hook in reversed(self.installed):
             proceed = functools.partial(hook, call, proceed)
         return await proceed()
@@ -346,13 +345,15 @@ def _declared(handle: str, name: str, declared: Declared[Any, Any]) -> Operation
     )
 
 
-async def _invoke(handle: Handle, op: Operation, arguments: Arguments[Any]) -> Any:
-    """The one call path: the backend's implementation of ``op``, inside the hooks."""
+def _invoke(handle: Handle, op: Operation, arguments: Arguments[Any]) -> Awaitable[Any]:
+    """The one call path: the backend's implementation of ``op``, inside the hooks. Not a
+    coroutine of its own: the caller awaits what it returns (one layer fewer per call)."""
     implementation = getattr(handle._impl, op.name)
     hooks = handle._hooks
     if hooks.installed:
-        return await hooks.run(op, implementation, arguments)
-    return await implementation(arguments)
+        return hooks.run(op, implementation, arguments)
+    result: Awaitable[Any] = implementation(arguments)
+    return result
 
 
 def _dispatcher(op: Operation) -> Callable[..., Any]:
