@@ -97,7 +97,7 @@ def spec_fields(name: str, data: JSON, options: JobOptions | dict[str, JSON] | N
     if options is None:  # the fields of no options, built once (_PLAIN_FIELDS)
         text = dumps_json(data, "data", ascii_only=False)
         return SpecFields(_NO_OPTIONS, {**_PLAIN_FIELDS, "name": name, "data": text})
-    parsed = _NO_OPTIONS if options is None else parse_job_options(options)
+    parsed = parse_job_options(options)
     text = dumps_json(data, "data", ascii_only=False)  # checked and dumped at once
     backoff = None if parsed.backoff is None else dump(parsed.backoff)
     return SpecFields(
