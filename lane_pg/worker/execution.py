@@ -242,6 +242,9 @@ class JobRunner:
                 )
                 settlement.fail(running, error, discard=True)
                 return
+            told = settlement.telling(job.queue, job.id)
+            if told is not None:
+                await told.wait()
             timeout = None if job.timeout_ms is None else job.timeout_ms / 1000
             try:
                 # In this task, not a task of wait_for's own: one task and one event-loop

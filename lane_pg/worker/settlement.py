@@ -93,6 +93,10 @@ class Settlement:
         """A forced stop: ``release`` lists the jobs it gives back in ``given_back``."""
         self.given_back: list[tuple[str, str]] = []
         """``(queue, id)`` of the jobs ``release`` gave back under a forced stop."""
+        self._telling: dict[tuple[str, str], asyncio.Event] = {}
+        """``(queue, id)`` of each job whose outcome is being written and told to the hooks:
+        a next run of the job in this worker waits for it (``told``), so a listener hears
+        one attempt's events before the next attempt's."""
         self._carried: dict[Key, object] = {}
         """The ``process`` span's context of a traced flow parent whose completion was
         refused (FIN-8): its failure, written next, is settled under it too."""
@@ -314,7 +318,33 @@ class Settlement:
         )
         return record
 
+    def telling(self, queue: str, job_id: str) -> asyncio.Event | None:
+        """Set once the hooks heard the outcome of the job's last run in this worker (None:
+        nothing is being told). A retry without delay is claimable the moment its failure
+        commits: a next run that did not wait could start (JobProcessing) before the last
+        one's JobAttempted was told (LIFE-5)."""
+        return self._telling.get((queue, job_id))
+
     async def _write(
+        self,
+        kind: str,
+        batch: Sequence[Completion | Failure],
+        call: Awaitable[list[FinalizeOutcome]],
+    ) -> list[FinalizeOutcome]:
+        if self._hooks is None:  # nobody is told: nothing to wait for
+            return await self._write_and_tell(kind, batch, call)
+        telling = asyncio.Event()
+        for item in batch:
+            self._telling[(item.queue, item.id)] = telling
+        try:
+            return await self._write_and_tell(kind, batch, call)
+        finally:
+            for item in batch:
+                if self._telling.get((item.queue, item.id)) is telling:
+                    del self._telling[(item.queue, item.id)]
+            telling.set()
+
+    async def _write_and_tell(
         self,
         kind: str,
         batch: Sequence[Completion | Failure],

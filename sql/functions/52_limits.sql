@@ -72,7 +72,6 @@ BEGIN
     SELECT q.rate_max, q.rate_duration_ms, q.max_active
       INTO v_rate_max, v_rate_ms, v_max_active
       FROM lane.queues q WHERE q.name = p_queue FOR UPDATE;
-    o_claimed_at := coalesce(p_now, clock_timestamp());
     o_allowed := p_want;
     IF v_max_active IS NOT NULL THEN
         -- jobs_lease_idx holds every active job of every queue; LIMIT bounds the walk.
@@ -81,6 +80,11 @@ BEGIN
                  LIMIT v_max_active) a;
         o_allowed := least(o_allowed, v_max_active - v_active);
     END IF;
+    -- Read after the count's snapshot: a completion that count saw committed stamped its
+    -- finished_at before committing, so a claim's processed_at never precedes the
+    -- finished_at of the job whose slot it took (the clock read before the count could,
+    -- when a completion started after it and committed before the count).
+    o_claimed_at := coalesce(p_now, clock_timestamp());
     IF p_local_max IS NOT NULL THEN
         v_rate_max := p_local_max;
         v_rate_ms := p_local_ms;

@@ -200,6 +200,36 @@ async def test_a_failing_job_with_two_tries_tells_events_in_order_LIFE_5(
     assert isinstance(stopping, WorkerStopping) and stopping.processed == 2
 
 
+async def test_a_retry_waits_until_its_last_attempt_was_told_LIFE_5(
+    facade: QueueFacade, queue_name: str
+) -> None:
+    """A retry without delay is claimable as soon as its failure is written; a slow
+    listener of that failure's events still hears them before the next attempt starts."""
+    _register(facade, queue_name, AlwaysBroken)
+    await facade.push(AlwaysBroken())
+    seen = _record(facade)
+
+    async def slow(event: object) -> None:
+        await asyncio.sleep(0.3)  # the next attempt is claimable meanwhile
+
+    facade.events.listen(JobReleasedAfterException, slow)
+    config = WorkerConfig(lanes=(Lane(queue_name),), poll_interval=0.05, burst=True, concurrency=2)
+    await asyncio.wait_for(run_worker(config=config, facade=facade), 30)
+
+    told = [
+        (type(event).__name__, event.identity.attempts)
+        for event in seen
+        if isinstance(event, JobProcessing | JobReleasedAfterException | JobAttempted)
+    ]
+    assert told == [
+        ("JobProcessing", 1),
+        ("JobReleasedAfterException", 1),
+        ("JobAttempted", 1),
+        ("JobProcessing", 2),
+        ("JobAttempted", 2),
+    ]
+
+
 async def test_a_raising_listener_changes_no_outcome_LIFE_3(
     facade: QueueFacade, backend: JobQueueBackend, queue_name: str
 ) -> None:
