@@ -5,6 +5,7 @@ name nothing used before, a closed pipe, units in every ``--help``, durations ev
 from __future__ import annotations
 
 import argparse
+import importlib
 import re
 import subprocess
 import sys
@@ -64,6 +65,39 @@ def test_every_help_prints_its_usage_line_once() -> None:
         assert done.returncode == 0, done.stderr
         usage = done.stdout.split("\n\n", 1)[0]
         assert usage.count("remove") == 1, usage
+
+
+def test_a_command_parses_alike_by_its_name_its_alias_and_after_options(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A run builds the parser of the command it names only; options before the command
+    and an alias (which the whole parser resolves) still reach the same command."""
+    usages = []
+    for argv in (["stats", "--help"], ["-v", "--log-format", "json", "stats", "--help"]):
+        with pytest.raises(SystemExit) as exited:
+            main(argv)
+        assert exited.value.code == 0
+        usages.append(capsys.readouterr().out.splitlines()[0])
+    assert (
+        usages[0]
+        == usages[1]
+        == "usage: python -m lane_pg stats [-h] [--queue NAME] [--json] [--dsn DSN]"
+    )
+    with pytest.raises(SystemExit):
+        main(["--log-format", "yaml", "stats"])
+    assert capsys.readouterr().err.count("invalid choice: 'yaml'") == 1
+    for alias, name in (("work", "worker"), ("continue", "resume")):
+        with pytest.raises(SystemExit) as exited:
+            main([alias, "--help"])
+        assert exited.value.code == 0
+        help_text = capsys.readouterr().out
+        assert help_text.startswith(f"usage: python -m lane_pg {name} ")
+        assert _module_help(name) in " ".join(help_text.split())
+
+
+def _module_help(command: str) -> str:
+    module = importlib.import_module(f"lane_pg.cli.{command}")
+    return " ".join(str(module.HELP).split())
 
 
 @pytest.mark.parametrize(
