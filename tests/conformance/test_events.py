@@ -37,6 +37,24 @@ async def test_read_events_ranges_and_limit_EVS_2(
     assert await backend.read_events(queue_name, ids[2], ids[5], 2) == everything[2:4]
 
 
+async def test_every_range_and_limit_reads_its_slice_EVS_2(
+    backend: JobQueueBackend, queue_name: str, clock: Clock
+) -> None:
+    """Single adds (whose added and waiting a backend may store together) and a bulk add:
+    any start, end and limit reads exactly the events between them."""
+    await backend.add_job(queue_name, "a", now=clock.at(0))
+    await backend.add_jobs(queue_name, [JobSpec("b"), JobSpec("c")], now=clock.at(0))
+    await backend.add_job(queue_name, "d", now=clock.at(0))
+    everything = await backend.read_events(queue_name)
+    ids = [event.id for event in everything]
+    assert len(ids) == 8 and ids == sorted(set(ids))
+    for first in range(len(ids)):
+        for last in range(first, len(ids)):
+            for limit in (1, 2, 3, 100):
+                read = await backend.read_events(queue_name, ids[first], ids[last], limit)
+                assert read == everything[first : last + 1][:limit], (first, last, limit)
+
+
 async def test_bulk_add_events_order_and_ranges_EVS_2_EVS_6(
     backend: JobQueueBackend, queue_name: str, clock: Clock
 ) -> None:

@@ -886,6 +886,32 @@ async def test_a_parent_matching_a_dedup_owner_gives_the_owner_DEDUP_19(
     assert counts["waiting"] == 1 and counts["waiting-children"] == 1
 
 
+async def test_a_deduplicated_parent_attaches_nothing_so_no_child_conflicts_DEDUP_19(
+    backend: JobQueueBackend, queue_name: str, clock: Clock
+) -> None:
+    """The owner is given back before any child is looked at: a child that belongs to
+    another parent is not attached, so it is no conflict either."""
+    owner = await backend.add_job(
+        queue_name, "p", options={"deduplication": {"id": "nightly"}}, now=clock.at(0)
+    )
+    await backend.add_flow(
+        FlowJob("q", queue=queue_name, children=[FlowJob("c", options={"job_id": "shared"})]),
+        now=clock.at(0),
+    )
+    before = await backend.get_job_counts(queue_name)
+    again = await backend.add_flow(
+        FlowJob(
+            "p",
+            queue=queue_name,
+            options={"deduplication": {"id": "nightly"}},
+            children=[FlowJob("c", options={"job_id": "shared"})],
+        ),
+        now=clock.at(1),
+    )
+    assert (again.job.id, again.children) == (owner.id, [])
+    assert await backend.get_job_counts(queue_name) == before
+
+
 async def test_flow_result_shape(backend: JobQueueBackend, queue_name: str, clock: Clock) -> None:
     flow = await backend.add_flow(FlowJob("alone", queue=queue_name), now=clock.at(0))
     assert isinstance(flow, Flow) and flow.children == []

@@ -17,7 +17,12 @@ local now = lane_now(args.now)
 local root = args.root
 local custom = lane_given(root.spec.id)
 local refused = lane_add_check(args, {root.spec}, now)
-         or lane_flow_conflict(root.children, root.queue, custom, args, now)
+-- A root that gives back its deduplication id's holder attaches nothing, so no child of it
+-- can conflict (lane.add_flow meets LN011 only while attaching).
+if refused == nil and ((custom ~= nil and lane_job(custom) ~= nil)
+                       or not lane_dedup_gives_holder(root.spec, now)) then
+  refused = lane_flow_conflict(root.children, root.queue, custom, args, now)
+end
 if refused ~= nil then
   return lane_result(refused)
 end

@@ -74,11 +74,14 @@ end
 lane_zadd_all(lane_key('waiting'), ready)
 lane_zadd_all(lane_key('delayed'), later)
 
-local first_event = nil
 if lane_records_events() then
-  first_event = redis.call('INCRBY', lane_key('event_id'), 2 * count) - 2 * count + 1
+  local first_event = redis.call('INCRBY', lane_key('event_id'), 2 * count) - 2 * count + 1
+  if count == 1 and waiting == 1 then
+    lane_emit_added_waiting(added[1].id, added[1].name, now, first_event)
+  else
+    lane_added_events(added, now, first_event)
+  end
 end
-lane_added_events(added, now, first_event)
 
 if waiting > 0 then
   lane_wake(held)

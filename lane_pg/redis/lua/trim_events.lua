@@ -1,6 +1,7 @@
 -- lane.trim_events for one queue (EVS-3): its event stream trimmed exactly to the queue's
--- `events_max` (meta field, default LANE_EVENTS_MAX), the newest kept (XADD's MAXLEN ~
--- leaves a little more between passes). Returns how many events went.
+-- `events_max` (meta field, default LANE_EVENTS_MAX) entries, the newest kept (XADD's
+-- MAXLEN ~ leaves a little more between passes); a one-job add's entry holds two events
+-- (lane_emit_added_waiting). Returns how many entries went.
 -- @include json
 -- @include events
 

@@ -13,6 +13,23 @@
 -- @include owners
 -- @include store
 
+-- Whether an add of `dedup` replaces its holder (DEDUP-7) rather than giving it back.
+local function lane_dedup_replaces(dedup, holder)
+  return dedup.kind ~= 'unique' and dedup.replace_delayed and lane_replaceable(holder)
+end
+
+-- Whether adding `spec` (no custom id, or one no job has) gives back the job holding its
+-- deduplication id, as lane_dedup_take would decide; reads only.
+local function lane_dedup_gives_holder(spec, now)
+  local dedup = lane_given(spec.dedup)
+  local owner = dedup and lane_owner(dedup.id)
+  if owner == nil or lane_owner_reserved(owner, now) then
+    return false
+  end
+  local holder = lane_owner_job(dedup.id, owner, now)
+  return holder ~= nil and not lane_dedup_replaces(dedup, holder)
+end
+
 -- lane._dedup_take for the new job (`key`, `id`) of `spec`: nil when the new job owns the
 -- id now, else the job that keeps it. `in_call` (id -> key) names the jobs this call
 -- stored, whose events wait: the pair for a duplicate of one waits too (`later`).
@@ -60,7 +77,7 @@ local function lane_dedup_take(dedup, spec, key, id, now, in_call, later, node)
     later[#later + 1] = {'deduplicated', holder.id, lane_dedup_event_data(dedup_id, id)}
     return holder
   end
-  if not unique and dedup.replace_delayed and lane_replaceable(holder) then
+  if lane_dedup_replaces(dedup, holder) then
     -- The row names the new job first, so the removal leaves it to the new owner.
     if dedup.extend_ttl then
       fresh.expires_at = expires
