@@ -16,6 +16,7 @@ from lane_pg.backend import backend_kind, connect, resolve_url
 from lane_pg.errors import ConfigurationError, SchemaVersionMismatch
 from lane_pg.memory import MemoryBackend
 from lane_pg.postgres.backend import PostgresBackend
+from lane_pg.postgres.pooler import Target, listen_dsn_of, target_of
 from tests.cli_runner import run_lane_pg
 from tests.helpers import require_test_redis
 
@@ -244,3 +245,38 @@ def test_the_cli_opens_backends_through_connect() -> None:
     migrated = _cli("migrate", "--dsn", "memory://")
     assert migrated.returncode == 2
     assert "expected a URL like postgresql://" in migrated.stderr
+
+
+# --------------------------------------------------------------------------- poolers
+
+
+def test_the_pooler_parameter_is_lane_pgs_and_never_reaches_the_driver() -> None:
+    pooled = target_of("postgresql://app@bouncer:6432/app?sslmode=disable&pooler=transaction")
+    assert pooled == Target("postgresql://app@bouncer:6432/app?sslmode=disable", True)
+    assert pooled.asyncpg_options() == {"statement_cache_size": 0}
+    assert pooled.psycopg_options() == {"prepare_threshold": None}
+    direct = target_of("postgresql://app@db/app?pooler=session")
+    assert direct == Target("postgresql://app@db/app", False)
+    assert direct.asyncpg_options() == {} and direct.psycopg_options() == {}
+    assert target_of("postgresql://app@db/app") == Target("postgresql://app@db/app", False)
+    with pytest.raises(ConfigurationError, match=r"pooler='statement'.*transaction, session"):
+        target_of("postgresql://app@db/app?pooler=statement")
+
+
+def test_listen_goes_direct_and_never_through_a_transaction_pooler(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pooled, direct = "postgresql://a@bouncer:6432/app?pooler=transaction", "postgresql://a@db/app"
+    monkeypatch.delenv("LANE_PG_LISTEN_DSN", raising=False)
+    assert listen_dsn_of(direct, None) == direct
+    assert listen_dsn_of(pooled, None) is None  # the worker polls
+    assert listen_dsn_of(pooled, direct) == direct
+    monkeypatch.setenv("LANE_PG_LISTEN_DSN", direct)
+    assert listen_dsn_of(pooled, None) == direct
+    with pytest.raises(ConfigurationError, match="LISTEN needs a direct connection"):
+        listen_dsn_of(direct, pooled)
+
+
+async def test_a_bad_pooler_value_is_refused_before_connecting() -> None:
+    with pytest.raises(ConfigurationError, match="pooler='yes'"):
+        await connect("postgresql://nobody@127.0.0.1:1/none?pooler=yes")

@@ -129,9 +129,10 @@ class HasWakeups(Protocol):
 
     def wakeups(
         self, queues: Sequence[str] | None, *, name: str, health_interval: float
-    ) -> WakeupSource:
+    ) -> WakeupSource | None:
         """A not yet started ``WakeupSource`` for ``queues`` (every queue when None);
-        ``name`` labels its connection, ``health_interval`` is how often it checks it."""
+        ``name`` labels its connection, ``health_interval`` is how often it checks it.
+        None when the backend cannot wake them as configured: they poll."""
         ...
 
 

@@ -21,6 +21,7 @@ from lane_pg.cli.common import (
     redact,
     sqlalchemy_url,
 )
+from lane_pg.postgres.pooler import target_of
 from lane_pg.postgres.schema import (
     SCHEMA_VERSION,
     install_sql,
@@ -65,8 +66,11 @@ def upgrade(dsn: str, schema: str = "lane") -> tuple[int | None, int | None]:
 
     config = alembic_config(schema)
     config.attributes["lane_pg_command"] = "upgrade"
+    target = target_of(dsn)  # one transaction: fine through a transaction pooler
     engine = create_engine(
-        sqlalchemy_url(dsn), poolclass=pool.NullPool, connect_args={"connect_timeout": 10}
+        sqlalchemy_url(target.dsn),
+        poolclass=pool.NullPool,
+        connect_args={"connect_timeout": 10, **target.psycopg_options()},
     )
     try:
         with engine.begin() as conn:

@@ -114,7 +114,8 @@ class LiveHub:
         if isinstance(backend, HasWakeups):
             wakeups = backend.wakeups(None, name="lane_pg dashboard", health_interval=30.0)
             try:
-                await wakeups.start()
+                if wakeups is not None:
+                    await wakeups.start()
             except Exception as exc:  # polling still works: say so, once
                 logger.warning("dashboard: live wake-ups unavailable, polling only: %s", exc)
                 wakeups = None

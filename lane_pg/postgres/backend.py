@@ -8,12 +8,14 @@ and SQLSTATE class ``LN`` errors to the ``lane_pg.errors`` classes.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 import asyncpg
 
 from lane_pg.backend import JobQueueBackend
 from lane_pg.errors import ConfigurationError
+from lane_pg.postgres import pooler
 from lane_pg.postgres import schema as schema_mod
 from lane_pg.postgres.batches import PostgresBatches
 from lane_pg.postgres.cleanup import PostgresCleanup
@@ -35,6 +37,8 @@ from lane_pg.postgres.repeats import PostgresRepeats
 from lane_pg.postgres.runs import PostgresRuns
 from lane_pg.postgres.space import PostgresSpace
 
+log = logging.getLogger(__name__)
+
 
 async def _keep_session(conn: asyncpg.Connection) -> None:
     """Pool release hook: nothing to undo.
@@ -54,12 +58,22 @@ class PostgresBackend(
 
     kind = "postgres"
 
-    def __init__(self, pool: asyncpg.Pool, schema: str = "lane", dsn: str | None = None) -> None:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        schema: str = "lane",
+        dsn: str | None = None,
+        *,
+        listen_dsn: str | None = None,
+    ) -> None:
         self._pool = pool
         self._db = Database(pool, schema)
         self.schema = self._db.schema
         self.dsn = dsn
-        """The DSN the pool was opened with: the worker's LISTEN connection uses it."""
+        """The DSN the pool was opened with (``pooler`` parameter included)."""
+        self.listen_dsn = None if dsn is None else pooler.listen_dsn_of(dsn, listen_dsn)
+        """Where the worker's LISTEN connection goes; None: the worker polls (a DSN through
+        a transaction pooler and no direct one given, ``lane_pg.postgres.pooler``)."""
         runs = PostgresRuns(self._db)
         self._serve(
             {
@@ -95,11 +109,20 @@ class PostgresBackend(
         min_size: int = 1,
         max_size: int = 10,
         check_schema: bool = True,
+        listen_dsn: str | None = None,
     ) -> PostgresBackend:
-        """Open a pool and refuse to start against an old or newer-breaking schema."""
+        """Open a pool and refuse to start against an old or newer-breaking schema.
+        ``listen_dsn``: a direct DSN for the worker's LISTEN when ``dsn`` goes through a
+        transaction pooler (default ``$LANE_PG_LISTEN_DSN``; ``lane_pg.postgres.pooler``)."""
         schema_mod.validate_schema_name(schema)
+        target = pooler.target_of(dsn)
+        listen_dsn = pooler.listen_dsn_of(dsn, listen_dsn)  # a bad one fails before any I/O
         pool = await asyncpg.create_pool(
-            dsn, min_size=min_size, max_size=max_size, reset=_keep_session
+            target.dsn,
+            min_size=min_size,
+            max_size=max_size,
+            reset=_keep_session,
+            **target.asyncpg_options(),
         )
         try:
             if check_schema:
@@ -108,7 +131,7 @@ class PostgresBackend(
         except BaseException:
             await pool.close()
             raise
-        return cls(pool, schema, dsn)
+        return cls(pool, schema, dsn, listen_dsn=listen_dsn)
 
     @property
     def database(self) -> Database:
@@ -127,22 +150,37 @@ class PostgresBackend(
         if self.dsn is None:
             return None
         return await PostgresBackend.connect(
-            self.dsn, schema=self.schema, min_size=1, max_size=1, check_schema=False
+            self.dsn,
+            schema=self.schema,
+            min_size=1,
+            max_size=1,
+            check_schema=False,
+            listen_dsn=self.listen_dsn,
         )
 
     def wakeups(
         self, queues: Sequence[str] | None, *, name: str, health_interval: float
-    ) -> Notifier:
+    ) -> Notifier | None:
         """A LISTEN ``Notifier`` on a connection of its own for ``queues`` (all when None);
-        the caller starts and closes it. Needs the DSN (``dsn`` given or ``connect``)."""
+        the caller starts and closes it. Needs the DSN (``dsn`` given or ``connect``).
+        None when the DSN goes through a transaction pooler and no direct LISTEN DSN was
+        given: the worker polls."""
         if self.dsn is None:
             raise ConfigurationError(
                 "this PostgresBackend was built on a pool without a DSN: it cannot open the"
                 " LISTEN connection a worker's wake-ups need; build it with PostgresBackend."
                 "connect(dsn) or pass dsn="
             )
+        if self.listen_dsn is None:
+            log.warning(
+                "%s: the DSN goes through a transaction pooler (pooler=transaction) and no"
+                " direct DSN for LISTEN is set ($%s): the worker polls for jobs",
+                name,
+                pooler.LISTEN_DSN_VARIABLE,
+            )
+            return None
         return Notifier(
-            self.dsn,
+            self.listen_dsn,
             schema=self.schema,
             queues=queues,
             application_name=name,

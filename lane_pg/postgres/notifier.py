@@ -18,6 +18,7 @@ from collections.abc import Collection
 
 import asyncpg
 
+from lane_pg.postgres.pooler import target_of
 from lane_pg.postgres.schema import validate_schema_name
 
 log = logging.getLogger("lane_pg.notifier")
@@ -91,8 +92,11 @@ class Notifier:
         self._lost.set()
 
     async def _connect(self) -> None:
+        target = target_of(self._dsn)
         conn = await asyncpg.connect(
-            self._dsn, server_settings={"application_name": self._application_name}
+            target.dsn,
+            server_settings={"application_name": self._application_name},
+            **target.asyncpg_options(),
         )
         conn.add_termination_listener(self._on_termination)
         await conn.add_listener(self._channel, self._on_notify)

@@ -29,6 +29,7 @@ from lane_pg.postgres.enqueue import (
     fetch_rows_sync,
     is_row_of_nulls,
 )
+from lane_pg.postgres.pooler import target_of
 from lane_pg.postgres.rows import job_from_row
 from lane_pg.postgres.schema import validate_schema_name
 from lane_pg.types import (
@@ -115,7 +116,8 @@ class Queue:
         self._owns_connection = isinstance(conninfo_or_connection, str)
         self._conn: SyncConnectionLike
         if isinstance(conninfo_or_connection, str):
-            self._conn = _psycopg().connect(conninfo_or_connection, autocommit=True)
+            target = target_of(conninfo_or_connection)
+            self._conn = _psycopg().connect(target.dsn, autocommit=True, **target.psycopg_options())
         else:
             self._conn = conninfo_or_connection
 

@@ -112,6 +112,10 @@ async def claim_next_blocking(
         name=f"lane_pg listener {worker_id}",
         health_interval=min(poll_interval, DEFAULT_POLL_INTERVAL),
     )
+    if own is None:  # no LISTEN to be had (a transaction pooler): poll
+        return await wait_for_claim(
+            claim, due, None, block_timeout=timeout, poll_interval=poll_interval
+        )
     await own.start()
     try:
         return await wait_for_claim(

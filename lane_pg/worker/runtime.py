@@ -357,6 +357,9 @@ class Worker:
             name=f"lane_pg listener {self.worker_id}",
             health_interval=min(self.config.poll_interval, 5.0),
         )
+        if own is None:  # no LISTEN to be had (a transaction pooler): poll
+            yield None
+            return
         await own.start()
         try:
             yield own

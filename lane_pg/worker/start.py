@@ -46,7 +46,8 @@ async def create_worker(
             name=f"lane_pg listener {config.worker_id}",
             health_interval=min(config.poll_interval, 5.0),
         )
-        await notifier.start()
+        if notifier is not None:
+            await notifier.start()
     return Worker(
         backend,
         processors,

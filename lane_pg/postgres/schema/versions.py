@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from lane_pg.errors import SchemaVersionMismatch
+from lane_pg.postgres.pooler import target_of
 
 if TYPE_CHECKING:
     import asyncpg
@@ -54,7 +55,8 @@ async def migrate(dsn: str, schema: str = DEFAULT_SCHEMA) -> int:
     import asyncpg
 
     migrations = migration_files()
-    conn = await asyncpg.connect(dsn)
+    target = target_of(dsn)
+    conn = await asyncpg.connect(target.dsn, **target.asyncpg_options())
     try:
         async with conn.transaction():
             await conn.execute(_lock_sql(schema))
