@@ -280,3 +280,30 @@ def test_listen_goes_direct_and_never_through_a_transaction_pooler(
 async def test_a_bad_pooler_value_is_refused_before_connecting() -> None:
     with pytest.raises(ConfigurationError, match="pooler='yes'"):
         await connect("postgresql://nobody@127.0.0.1:1/none?pooler=yes")
+
+
+def test_pool_size_caps_a_pool_and_is_taken_out_of_the_url() -> None:
+    capped = target_of("postgresql://a@db/app?pool_size=2&application_name=x")
+    assert capped == Target("postgresql://a@db/app?application_name=x", False, 2)
+    both = target_of("postgresql://a@b:6432/app?pooler=transaction&pool_size=3")
+    assert (both.transaction_pooler, both.pool_size) == (True, 3)
+    for bad in ("0", "-1", "two", ""):
+        with pytest.raises(ConfigurationError, match=r"pool_size=.*whole number"):
+            target_of(f"postgresql://a@db/app?pool_size={bad}")
+
+
+async def test_a_pool_size_in_the_dsn_caps_every_pool_the_backend_opens(pg_dsn: str) -> None:
+    sep = "&" if "?" in pg_dsn else "?"
+    backend = await PostgresBackend.connect(f"{pg_dsn}{sep}pool_size=2")
+    try:
+        assert backend.pool.get_max_size() == 2
+        claim = await backend.dedicated()
+        assert claim is not None and claim.pool.get_max_size() == 1  # a cap, never a raise
+        await claim.close()
+    finally:
+        await backend.close()
+    wide = await PostgresBackend.connect(f"{pg_dsn}{sep}pool_size=50", max_size=4)
+    try:
+        assert wide.pool.get_max_size() == 4
+    finally:
+        await wide.close()

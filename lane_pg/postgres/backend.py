@@ -117,6 +117,9 @@ class PostgresBackend(
         schema_mod.validate_schema_name(schema)
         target = pooler.target_of(dsn)
         listen_dsn = pooler.listen_dsn_of(dsn, listen_dsn)  # a bad one fails before any I/O
+        if target.pool_size is not None:  # a cap from the DSN reaches every entry point
+            max_size = min(max_size, target.pool_size)
+            min_size = min(min_size, max_size)
         pool = await asyncpg.create_pool(
             target.dsn,
             min_size=min_size,

@@ -20,6 +20,7 @@ import asyncpg
 
 from lane_pg.postgres.pooler import target_of
 from lane_pg.postgres.schema import validate_schema_name
+from lane_pg.types.workers import jittered
 
 log = logging.getLogger("lane_pg.notifier")
 
@@ -143,7 +144,7 @@ class Notifier:
                         exc,
                         delay,
                     )
-                    await asyncio.sleep(delay)
+                    await asyncio.sleep(jittered(delay))
                     delay = min(delay * 2, _RECONNECT_MAX)
                     continue
                 self.reconnects += 1

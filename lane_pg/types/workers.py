@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -44,3 +45,9 @@ def workers_per_queue(workers: list[WorkerInfo], queues: list[str]) -> dict[str,
             if queue in served:
                 served[queue] += 1
     return served
+
+
+def jittered(seconds: float) -> float:
+    """A retry wait spread over [seconds / 2, seconds]: processes that lost the database at
+    one moment (a restart) retry at different moments, not in one burst of connects."""
+    return seconds * random.uniform(0.5, 1.0)

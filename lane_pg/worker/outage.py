@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import logging
 
+from lane_pg.types.workers import jittered
+
 
 class Outage:
     """The retry schedule and log lines of one thing that keeps failing (a worker's claims,
     a failover connection that cannot be opened).
 
     ``failed`` returns how long to wait before the next attempt: ``first`` seconds, doubled
-    per failure up to ``cap``. The first failure of an outage is logged as a warning and
-    the others at debug level; ``succeeded`` ends the outage with one info line."""
+    per failure up to ``cap``, each wait jittered down by up to half (``jittered``). The
+    first failure of an outage is logged as a warning and the others at debug level;
+    ``succeeded`` ends the outage with one info line."""
 
     def __init__(self, what: str, log: logging.Logger, *, first: float, cap: float) -> None:
         self.what = what
@@ -43,7 +46,7 @@ class Outage:
         else:
             self._log.debug("%s still failing (%s); retrying in %gs", self.what, exc, wait)
         self._delay = min(self._delay * 2, self._cap)
-        return wait
+        return jittered(wait)
 
     def succeeded(self) -> None:
         """Note a successful attempt: the end of the outage, if there was one."""

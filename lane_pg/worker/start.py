@@ -22,6 +22,7 @@ from typing import Protocol, TypeVar
 from lane_pg.backend import HasWakeups, JobQueueBackend
 from lane_pg.backend.failed import FailedJobStore
 from lane_pg.errors import SchemaVersionMismatch, describe_exception, is_server_unreachable
+from lane_pg.types.workers import jittered
 from lane_pg.worker.budget import ClaimBudget
 from lane_pg.worker.config import WorkerConfig
 from lane_pg.worker.context import ProcessorLike
@@ -206,7 +207,9 @@ async def open_when_reachable(
                     bound,
                 )
                 next_log = waited + log_every
-            pause = delay if timeout is None else min(delay, max(timeout - waited, 0.0))
+            pause = jittered(delay)
+            if timeout is not None:
+                pause = min(pause, max(timeout - waited, 0.0))
             delay = min(delay * 2, max_delay)
             if stop is None:
                 await asyncio.sleep(pause)
