@@ -226,6 +226,9 @@ async def _drain(client: Redis, kind: str, n: int, processes: int) -> float:
     try:
         if kind == "lane":
             backend = RedisBackend(client, prefix=prefix, owns_client=False)
+            # Every job kept, so each can be checked and timed: the default retention (the
+            # newest 10,000 completed) deletes the oldest of 20,000 as the drain finishes them.
+            await backend.queues.set_queue_retention(QUEUE, keep_completed=None, keep_failed=None)
             for start in range(0, n, 1000):
                 specs = [JobSpec("noop", {"n": i}) for i in range(start, min(start + 1000, n))]
                 await backend.jobs.add_jobs(QUEUE, specs)
