@@ -95,7 +95,7 @@ class Settlement:
         """``(queue, id)`` of the jobs ``release`` gave back under a forced stop."""
         self._telling: dict[tuple[str, str], asyncio.Event] = {}
         """``(queue, id)`` of each job whose outcome is being written and told to the hooks:
-        a next run of the job in this worker waits for it (``told``), so a listener hears
+        a next run of the job in this worker waits for it (``telling``), so a listener hears
         one attempt's events before the next attempt's."""
         self._carried: dict[Key, object] = {}
         """The ``process`` span's context of a traced flow parent whose completion was
