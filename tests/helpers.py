@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import subprocess
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -170,3 +171,13 @@ def precondition_named(check: Callable[[Any], object]) -> Callable[[Any], object
     function with a name is described by the name."""
     check.__name__ = check.__qualname__ = f"precondition_line_{check.__code__.co_firstlineno}"
     return check
+
+
+def stop_process(popen: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, up to 10 s to exit, then SIGKILL: a server or process a test started."""
+    popen.terminate()
+    try:
+        popen.wait(10)
+    except subprocess.TimeoutExpired:
+        popen.kill()
+        popen.wait()

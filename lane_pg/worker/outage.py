@@ -33,7 +33,7 @@ class Outage:
     def failed(self, exc: BaseException) -> float:
         """Note a failed attempt; the seconds to wait before the next one."""
         self.failures += 1
-        wait = self._delay
+        wait = jittered(self._delay)
         if self.failures == 1:
             self._log.warning(
                 "%s failing (%s: %s); retrying with backoff (from %gs up to %gs)",
@@ -46,7 +46,7 @@ class Outage:
         else:
             self._log.debug("%s still failing (%s); retrying in %gs", self.what, exc, wait)
         self._delay = min(self._delay * 2, self._cap)
-        return jittered(wait)
+        return wait
 
     def succeeded(self) -> None:
         """Note a successful attempt: the end of the outage, if there was one."""

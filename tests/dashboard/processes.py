@@ -11,6 +11,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.helpers import stop_process
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -54,9 +56,4 @@ async def dashboard_url(process: Process) -> str:
 
 
 def stop(process: Process) -> None:
-    process.popen.terminate()
-    try:
-        process.popen.wait(10)
-    except subprocess.TimeoutExpired:
-        process.popen.kill()
-        process.popen.wait()
+    stop_process(process.popen)

@@ -24,6 +24,7 @@ import pytest_asyncio
 from lane_pg.postgres.backend import PostgresBackend
 from lane_pg.postgres.sync import Queue
 from lane_pg.types import JobSpec
+from tests.helpers import stop_process
 from tests.worker.conftest import EFFECTS_TABLE, Workers, counts, queue_args, until
 
 PGBOUNCER = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
@@ -113,12 +114,7 @@ class Bouncer:
         raise AssertionError(f"pgbouncer did not accept connections: {self.log()}")
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        stop_process(self.process)
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
