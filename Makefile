@@ -15,7 +15,7 @@ PYTEST_WORKERS ?= 3
 # worker). __pycache__ is ignored by git; `make clean` removes it.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: venv test lint typecheck imports pytest demo bench contracts clean
+.PHONY: venv test lint typecheck imports pytest demo bench soak contracts clean
 
 # Re-installs only when the project metadata changed since the last install.
 venv: $(STAMP)
@@ -52,6 +52,16 @@ demo: venv
 bench: venv
 	@if [ -f benchmarks/run.py ]; then $(BIN)/python benchmarks/run.py; \
 	else echo "benchmarks/run.py not written yet"; fi
+
+# A soak with random faults on servers of its own (not part of `make test`): every kind of
+# job through $(SOAK_WORKERS) worker processes for $(MINUTES) minutes while workers are
+# killed, stopped past their lease and cut off, the server restarts and a snapshot is held;
+# then the checks and a one-screen report. `make soak BACKEND=redis MINUTES=30`.
+MINUTES ?= 10
+BACKEND ?= postgres
+SOAK_WORKERS ?= 3
+soak: venv
+	$(BIN)/python -m soak --backend $(BACKEND) --minutes $(MINUTES) --workers $(SOAK_WORKERS)
 
 # Regenerates the stored-function section of docs/CONTRACTS.md from a fresh install's
 # catalog on the PostgreSQL of LANE_PG_TEST_DSN (tests/postgres/test_contracts_doc.py
