@@ -68,6 +68,13 @@ class Database:
         """
         conn = self._held
         self._held = None
+        if conn is not None and not _usable(conn):
+            # The server ended it while it was held (a restart, pg_terminate_backend):
+            # asyncpg gave its slot back to the pool. Nothing was sent on it yet, so the
+            # statement goes to a new connection instead of failing (found by the soak).
+            # The release is a no-op for a detached proxy and frees a closed one's slot.
+            await self.pool.release(conn)
+            conn = None
         if conn is None:
             conn = await self.pool.acquire()
         answered = False
@@ -83,3 +90,12 @@ class Database:
                 self._held = conn
             else:
                 await self.pool.release(conn)
+
+
+def _usable(conn: Any) -> bool:
+    """Whether a held pool connection still has its server connection: a lost one is
+    closed, or already detached from its proxy (every call on it then raises)."""
+    try:
+        return not conn.is_closed()
+    except asyncpg.InterfaceError:
+        return False

@@ -76,6 +76,34 @@ async def test_a_cancelled_call_gives_its_connection_back(pg_dsn: str) -> None:
         await backend.close()
 
 
+async def test_a_held_connection_the_server_ended_is_replaced_unsent(
+    pg_dsn: str, queue_name: str
+) -> None:
+    """A held connection the server terminated while it waited (a restart, an operator's
+    pg_terminate_backend) is dropped before the next statement, which runs once on a new
+    connection instead of failing with "released back to the pool" (found by the soak)."""
+    backend = await PostgresBackend.connect(pg_dsn, max_size=3)
+    admin = await asyncpg.connect(pg_dsn)
+    try:
+        await backend.add_job(queue_name, "first")
+        pid = await backend.database.fetchval(PID)
+        assert await admin.fetchval("SELECT pg_terminate_backend($1)", pid)
+        await eventually(lambda: _gone(admin, pid))
+        await asyncio.sleep(0)  # asyncpg sees the closed socket on a loop turn
+        job = await backend.add_job(queue_name, "second")
+        assert job.name == "second"
+        assert await backend.database.fetchval(PID) != pid
+        counts = await backend.reads.get_job_counts(queue_name, ["waiting"])
+        assert counts == {"waiting": 2}
+    finally:
+        await admin.close()
+        await backend.close()
+
+
+async def _gone(conn: asyncpg.Connection, pid: int) -> bool:
+    return not await conn.fetchval("SELECT count(*) FROM pg_stat_activity WHERE pid = $1", pid)
+
+
 async def test_close_returns_the_held_connection(pg_dsn: str) -> None:
     backend = await PostgresBackend.connect(pg_dsn, max_size=3)
     await backend.database.fetchval(PID)
