@@ -65,6 +65,27 @@ def formatter(log_format: str) -> logging.Formatter:
     return JsonFormatter() if log_format == "json" else logging.Formatter(TEXT_FORMAT)
 
 
+class _OneLineRetry(logging.Filter):
+    """asyncpg (0.32) logs every failed attempt to refill a pool to its minimum size with a
+    full traceback, about four per process while the server restarts (the soak counted 24
+    tracebacks in one worker's log): the cause goes on the line instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.exc_info[1] is not None:
+            error = record.exc_info[1]
+            record.msg = f"{record.getMessage()} ({type(error).__name__}: {error})"
+            record.args = None
+            record.exc_info = None
+            record.exc_text = None
+        return True
+
+
+def _quiet_pool_floor_retries() -> None:
+    pool_log = logging.getLogger("asyncpg.pool")
+    if not any(isinstance(f, _OneLineRetry) for f in pool_log.filters):
+        pool_log.addFilter(_OneLineRetry())
+
+
 def configure_cli_logging(verbose: bool, log_format: str = "text") -> None:
     """The command line's logging: a stderr handler on the root logger, WARNING and above
     (INFO with ``verbose``), in ``log_format``.
@@ -75,6 +96,7 @@ def configure_cli_logging(verbose: bool, log_format: str = "text") -> None:
     lines to stderr as JSON instead of through the app's handlers. Configured before the
     import, as it used to be, an app's own ``logging.basicConfig`` did nothing."""
     level = logging.INFO if verbose else logging.WARNING
+    _quiet_pool_floor_retries()
     root = logging.getLogger()
     package = logging.getLogger("lane_pg")
     if not root.handlers:
