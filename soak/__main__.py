@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import signal
 import subprocess
 import sys
 import tempfile
@@ -227,7 +228,15 @@ def main() -> int:
     directory = args.dir or Path(tempfile.mkdtemp(prefix="lane_soak-"))
     directory.mkdir(parents=True, exist_ok=True)
     log.info("run directory %s, seed %d", directory, args.seed)
-    return asyncio.run(soak(args, directory))
+    # SIGTERM and SIGINT (ignored by default in a background job) interrupt the run the
+    # same way: the workers and the server are stopped on the way out.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        return asyncio.run(soak(args, directory))
+    except KeyboardInterrupt:
+        log.info("interrupted: workers and server stopped")
+        return 130
 
 
 if __name__ == "__main__":
