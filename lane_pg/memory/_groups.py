@@ -15,7 +15,7 @@ from lane_pg.memory._records import (
     _Settlement,
 )
 from lane_pg.memory._surface import _StoreSurface
-from lane_pg.types import BATCH_CALLBACK_JOB, CHAIN_CALLBACK_JOB, JSON
+from lane_pg.types import BATCH_CALLBACK_JOB, CHAIN_CALLBACK_JOB, CHAIN_CATCH_RETRY, JSON
 
 
 class _GroupRules(_StoreSurface):
@@ -124,5 +124,5 @@ class _GroupRules(_StoreSurface):
             "job_id": job.id,
             "name": job.name,
         }
-        options: dict[str, JSON] = {"job_id": f"chain-{chain['id']}-catch"}
+        options: dict[str, JSON] = {**CHAIN_CATCH_RETRY, "job_id": f"chain-{chain['id']}-catch"}
         self._insert(str(chain["catch_queue"]), _parse_spec(CHAIN_CALLBACK_JOB, data, options), now)

@@ -59,6 +59,7 @@ from lane_pg.types import (
     BATCH_CALLBACK_JOB,
     BATCH_CALLBACK_KINDS,
     CHAIN_CALLBACK_JOB,
+    CHAIN_CATCH_RETRY,
     JSON,
     Batch,
     JobRow,
@@ -370,7 +371,11 @@ async def add_chain(backend: RedisBackend, args: AddChain) -> JobRow:
         entries.append(dump({"tag": backend.keys(queue).tag, "queue": queue, "spec": fields}))
     catch = None
     if args.catch is not None:
-        spec = spec_fields(CHAIN_CALLBACK_JOB, None, {"job_id": f"chain-{args.chain_id}-catch"})
+        spec = spec_fields(
+            CHAIN_CALLBACK_JOB,
+            None,
+            {**CHAIN_CATCH_RETRY, "job_id": f"chain-{args.chain_id}-catch"},
+        )
         catch = dump(
             {
                 "tag": backend.keys(catch_queue).tag,

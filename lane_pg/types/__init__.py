@@ -80,6 +80,7 @@ from lane_pg.types.groups import BATCH_CALLBACK_JOB as BATCH_CALLBACK_JOB
 from lane_pg.types.groups import BATCH_CALLBACK_KINDS as BATCH_CALLBACK_KINDS
 from lane_pg.types.groups import BATCH_STATES as BATCH_STATES
 from lane_pg.types.groups import CHAIN_CALLBACK_JOB as CHAIN_CALLBACK_JOB
+from lane_pg.types.groups import CHAIN_CATCH_RETRY as CHAIN_CATCH_RETRY
 from lane_pg.types.groups import Batch as Batch
 from lane_pg.types.groups import QueuedSpec as QueuedSpec
 from lane_pg.types.lanes import (

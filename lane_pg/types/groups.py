@@ -15,6 +15,13 @@ BATCH_CALLBACK_JOB = "lane_pg:batch_callback"
 CHAIN_CALLBACK_JOB = "lane_pg:chain_callback"
 """The name of a chain's catch job (data: chain_id, kind, callback, error, queue, job_id,
 name: the link that failed)."""
+CHAIN_CATCH_RETRY: dict[str, JSON] = {
+    "attempts": 3,
+    "backoff": {"type": "exponential", "base_ms": 2000, "cap_ms": 300000, "jitter": 0.25},
+}
+"""The retries of a chain's catch job, as a job class's defaults: with one attempt, a
+worker that died running it spent it (attempts count deliveries) and the callback never
+ran. ``lane._chain_broken`` writes the same document (tests/conformance/test_chains.py)."""
 BATCH_CALLBACK_KINDS = ("then", "catch", "finally")
 BATCH_STATES = ("pending", "finished", "cancelled")
 """What ``list_batches`` filters by: not finished, finished, cancelled."""

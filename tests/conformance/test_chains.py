@@ -10,7 +10,14 @@ import pytest
 
 from lane_pg.backend import JobQueueBackend
 from lane_pg.errors import LockMismatch, ValidationError
-from lane_pg.types import CHAIN_CALLBACK_JOB, Completion, JobRow, QueueDemand, QueuedSpec
+from lane_pg.types import (
+    CHAIN_CALLBACK_JOB,
+    CHAIN_CATCH_RETRY,
+    Completion,
+    JobRow,
+    QueueDemand,
+    QueuedSpec,
+)
 from tests.helpers import Clock
 
 
@@ -106,6 +113,9 @@ async def test_a_failed_link_ends_the_chain_and_catches_once(
 
     catch = await backend.jobs.get_job(queue_b, f"chain-{chain_id}-catch")
     assert catch is not None and catch.name == CHAIN_CALLBACK_JOB
+    # Retried like a job class: a worker dying while it runs must not lose the callback.
+    assert catch.max_attempts == CHAIN_CATCH_RETRY["attempts"]
+    assert catch.backoff is not None and catch.backoff.to_json() == CHAIN_CATCH_RETRY["backoff"]
     assert catch.data == {
         "chain_id": chain_id, "kind": "catch", "callback": "alert", "error": "second",
         "queue": queue_name, "job_id": b.id, "name": "b",

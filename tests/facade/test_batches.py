@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
 
 import pytest
@@ -15,11 +15,11 @@ import lane_pg.context
 from lane_pg.backend import JobQueueBackend, OperationCall
 from lane_pg.errors import ConfigurationError
 from lane_pg.facade import BackendDriver, Job, QueueFacade
-from lane_pg.facade.batches import Callbacks, ChainFailure
+from lane_pg.facade.batches import CALLBACK_OPTIONS, Callbacks, ChainFailure
 from lane_pg.facade.middleware import SkipIfBatchCancelled
 from lane_pg.facade.workers import WorkerSpec
 from lane_pg.memory import MemoryBackend
-from lane_pg.types import Batch, Lane
+from lane_pg.types import CHAIN_CATCH_RETRY, Batch, Lane, QueueDemand
 from lane_pg.worker import Worker, WorkerConfig
 
 RAN: list[str] = []
@@ -171,6 +171,33 @@ async def test_batches_and_chains_refuse_debounced_jobs_BATCH_11_CHAIN_7(
         batch_facade.batch().add(Debounced())
     with pytest.raises(ConfigurationError, match="debounced"):
         batch_facade.chain().add(Debounced())
+
+
+async def test_a_callback_whose_worker_died_runs_on_the_next_worker(
+    batch_facade: QueueFacade, callbacks: Callbacks, backend: JobQueueBackend, queue_name: str
+) -> None:
+    """A worker that dies while running a batch's callback job has spent a delivery; the
+    callback still runs once, on the worker that takes it next (the soak lost a ``then``
+    when its callback job had one attempt)."""
+    notify = Recorder("notify")
+    callbacks.register(notify)
+    batch_id = await batch_facade.batch([Part(1)]).then("notify").dispatch()
+    [part] = await backend.runs.claim_jobs("w", [QueueDemand(queue_name, limit=1)], lease=30)
+    await backend.runs.complete_job(queue_name, part.id, part.lock_token, 1)
+    [lost] = await backend.runs.claim_jobs("dies", [QueueDemand(queue_name, limit=1)], lease=1)
+    assert lost.id == f"batch-{batch_id}-then"
+    later = datetime.now(UTC) + timedelta(seconds=60)
+    await backend.maintenance.recover_stalled([queue_name], now=later)
+
+    await drain(backend, batch_facade, queue_name)
+
+    callback = await backend.jobs.get_job(queue_name, lost.id)
+    assert callback is not None and callback.state == "completed", callback
+    assert [error for _, error in notify.calls] == [None]
+
+
+def test_batch_callbacks_retry_as_chain_catches_do() -> None:
+    assert CALLBACK_OPTIONS.to_json() == CHAIN_CATCH_RETRY
 
 
 async def test_an_unregistered_callback_fails_for_good_and_says_why(
