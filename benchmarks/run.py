@@ -88,6 +88,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="also run W6 with remove_on_complete: true (default: the shipped retention only)",
     )
     parser.add_argument(
+        "--w6-hold-snapshot",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="in W6, another session holds a REPEATABLE READ snapshot open this long from"
+        " the start of round --w6-hold-round, while the rounds go on (default off)",
+    )
+    parser.add_argument(
+        "--w6-hold-round",
+        type=int,
+        default=2,
+        help="the W6 round whose start takes the held snapshot (2; at least 2)",
+    )
+    parser.add_argument(
+        "--w6-hold-query",
+        default=health.HOLD_QUERY,
+        help="the held transaction's first read, which takes its snapshot"
+        f" ({health.HOLD_QUERY!r}; 'SELECT 1' locks no table)",
+    )
+    parser.add_argument(
         "--w7-limited",
         type=int,
         default=None,
@@ -148,7 +168,10 @@ async def main(args: argparse.Namespace) -> int:
         if "W6" in only:
             total = args.w6_total or (20_000 if quick else 1_000_000)
             size = args.w6_round or (10_000 if quick else 100_000)
-            await health.w6(rep, total, size, concurrency, args.w6_raw, args.w6_all_variants)
+            await health.w6(
+                rep, total, size, concurrency, args.w6_raw, args.w6_all_variants,
+                args.w6_hold_snapshot, args.w6_hold_round, args.w6_hold_query,
+            )  # fmt: skip
         if "W7" in only:
             limited = args.w7_limited or (2000 if quick else 5000)
             await limits.w7(rep, runs, 5000 if quick else 20_000, limited, concurrency)
