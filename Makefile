@@ -15,7 +15,7 @@ PYTEST_WORKERS ?= 3
 # worker). __pycache__ is ignored by git; `make clean` removes it.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: venv test lint typecheck imports pytest demo bench soak contracts clean
+.PHONY: venv test lint typecheck imports pytest demo bench soak soak-storm contracts clean
 
 # Re-installs only when the project metadata changed since the last install.
 venv: $(STAMP)
@@ -62,6 +62,11 @@ BACKEND ?= postgres
 SOAK_WORKERS ?= 3
 soak: venv
 	$(BIN)/python -m soak --backend $(BACKEND) --minutes $(MINUTES) --workers $(SOAK_WORKERS)
+
+# 20 workers on one PostgreSQL of its own (max_connections 100): a server restart and a
+# fleet restart per round, with the connections received counted from the server's log.
+soak-storm: venv
+	$(BIN)/python -m soak.storm
 
 # Regenerates the stored-function section of docs/CONTRACTS.md from a fresh install's
 # catalog on the PostgreSQL of LANE_PG_TEST_DSN (tests/postgres/test_contracts_doc.py

@@ -95,11 +95,15 @@ class PostgresSpace(Entity, serves=Space):
                 self._db.schema,
                 index.replace("_", "\\_") + "\\_ccnew%",
             )
-            for row in leftovers:
-                name = '"{}"'.format(row["relname"].replace('"', '""'))
-                await conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {schema}.{name}")
+            # The drops wait under the same 5 s: DROP INDEX CONCURRENTLY waits for every
+            # transaction holding a lock on the table, and a session that kept one open
+            # (a report's REPEATABLE READ read of lane.jobs) froze the leader's whole
+            # maintenance loop for as long as it stayed open (W6 under a held snapshot).
             await conn.execute("SET lock_timeout = '5s'")
             try:
+                for row in leftovers:
+                    name = '"{}"'.format(row["relname"].replace('"', '""'))
+                    await conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {schema}.{name}")
                 name = '"{}"'.format(index.replace('"', '""'))
                 await conn.execute(f"REINDEX INDEX CONCURRENTLY {schema}.{name}")
             finally:

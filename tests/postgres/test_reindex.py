@@ -7,6 +7,8 @@ Each test uses a fresh database, so the sizes it reads are its own.
 
 from __future__ import annotations
 
+import asyncio
+
 import asyncpg
 import pytest
 
@@ -71,6 +73,30 @@ async def test_an_index_of_the_right_size_is_left_alone(
     sizes = await backend.index_sizes()
     assert _size(sizes, "jobs_waiting_idx") > 64 * 1024  # above the floor: judged by rows
     assert await reindex_pass(backend, 64 * 1024) == []
+
+
+async def test_a_held_table_lock_makes_reindex_give_up_instead_of_waiting(
+    fresh: tuple[str, PostgresBackend],
+) -> None:
+    """A session that keeps a transaction open on lane.jobs (a report's REPEATABLE READ
+    read) makes a rebuild fail after its 5 s lock timeout, leaving an invalid copy; the
+    next pass drops that copy under the same timeout instead of waiting for the session
+    to end, which froze the leader's maintenance for as long as it stayed open."""
+    dsn, backend = fresh
+    assert backend.space is not None
+    await _wave(dsn, "held", 100, remove=False)
+    holder = await asyncpg.connect(dsn)
+    try:
+        await holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        await holder.fetchval("SELECT count(*) FROM lane.jobs")
+        for _ in range(2):  # the first leaves a _ccnew copy, the second must drop it
+            with pytest.raises(Exception, match="lock timeout"):
+                await asyncio.wait_for(backend.space.reindex("jobs_waiting_idx"), 30)
+    finally:
+        await holder.close()
+    await backend.space.reindex("jobs_waiting_idx")  # the session ended: it goes through
+    names = {s.index for s in await backend.index_sizes()}
+    assert not any("ccnew" in name for name in names), names
 
 
 async def test_reindex_refuses_an_unknown_index(fresh: tuple[str, PostgresBackend]) -> None:
