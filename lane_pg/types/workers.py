@@ -47,6 +47,17 @@ def workers_per_queue(workers: list[WorkerInfo], queues: list[str]) -> dict[str,
     return served
 
 
+def backed_off(interval: float, failures: int, cap: float) -> float:
+    """The wait before the next attempt of something that runs every ``interval`` seconds
+    and failed ``failures`` times in a row: ``interval`` doubled per failure up to ``cap``,
+    jittered. A fixed cadence kept every worker connecting several times a second while the
+    database restarted (``make soak-storm``: 249 refused leadership checks from 20 workers
+    in a 4 s outage)."""
+    if failures <= 0:
+        return interval
+    return jittered(min(interval * 2.0**failures, max(cap, interval)))
+
+
 def jittered(seconds: float) -> float:
     """A retry wait spread over [seconds / 2, seconds]: processes that lost the database at
     one moment (a restart) retry at different moments, not in one burst of connects."""

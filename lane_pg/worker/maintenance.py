@@ -35,6 +35,7 @@ from lane_pg.backend import (
 )
 from lane_pg.backend.leader import MAINTENANCE_ROLE
 from lane_pg.types import DEFAULT_PRUNE_BATCH
+from lane_pg.types.workers import backed_off
 from lane_pg.worker import joblog
 from lane_pg.worker.config import WorkerConfig
 from lane_pg.worker.pausing import WorkerHooks
@@ -64,6 +65,11 @@ class PeriodicTask:
     """Run once more when a leading burst worker exits (``MaintenanceScheduler.final_pass``)."""
     exit_run: Callable[[], Awaitable[str]] | None = None
     """What that last pass runs instead of ``run``, when it differs."""
+
+
+LEADERSHIP_RETRY_CAP = 2.0
+"""Seconds between leadership checks at most while they fail (the database is away): the
+role is back within about this once it returns."""
 
 
 class Leadership:
@@ -100,19 +106,19 @@ class Leadership:
         if leader is None:
             return
         was_leading = False
-        failing = False
+        failures = 0
         while True:
             try:
                 await self.ask()
             except Exception as exc:
                 # Unknown: keep the local lease, which runs out by itself if this persists.
                 # Asked three times a lease: say so once per outage, not three times a second.
-                (log.debug if failing else log.warning)(
+                (log.debug if failures else log.warning)(
                     "maintenance leadership check failed: %s", exc
                 )
-                failing = True
+                failures += 1
             else:
-                failing = False
+                failures = 0
             leading = self.leading()
             if leading != was_leading:
                 was_leading = leading
@@ -122,7 +128,7 @@ class Leadership:
                     "leads" if leading else "no longer leads",
                 )
                 self._changed.set()
-            await asyncio.sleep(self._lease / 3)
+            await asyncio.sleep(backed_off(self._lease / 3, failures, LEADERSHIP_RETRY_CAP))
 
     async def ask(self) -> bool:
         """Ask for (or renew) the role once; True when this worker now leads."""

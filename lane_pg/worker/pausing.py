@@ -20,6 +20,7 @@ from typing import Protocol, runtime_checkable
 
 from lane_pg.backend import JobQueueBackend
 from lane_pg.types import JobRow, JobState, PauseStatus, QueueDemand, StalledOutcome
+from lane_pg.types.workers import backed_off
 
 log = logging.getLogger("lane_pg.worker")
 
@@ -127,6 +128,8 @@ class WorkerHooks:
 
 
 SIGNAL_INTERVAL = 1.0
+SIGNAL_RETRY_CAP = 8.0
+"""Seconds between reads of the signals at most while they fail (the database is away)."""
 """Seconds between two signal reads of a busy worker (``SignalWatch``)."""
 
 
@@ -167,7 +170,7 @@ class SignalWatch:
         self._baseline: int | None = None
         self._started = False
         self._paused: set[str | None] = set()
-        self._failing = False
+        self._failures = 0
         self.reads = 0
 
     @property
@@ -188,17 +191,18 @@ class SignalWatch:
         try:
             status = await self._backend.queues.get_pause_status(asked)
         except Exception as exc:
-            if not self._failing:
+            if not self._failures:
                 log.warning(
                     "pause and restart signals unreadable (%s: %s); going on as before",
                     type(exc).__name__,
                     exc,
                 )
-            self._failing = True
+            self._failures += 1
+            self.next_at = now + backed_off(self.interval, self._failures, SIGNAL_RETRY_CAP)
             return False
-        if self._failing:
+        if self._failures:
             log.warning("pause and restart signals readable again")
-            self._failing = False
+            self._failures = 0
         self.reads += 1
         if not self._started:
             self._started = True
