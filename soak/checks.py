@@ -149,7 +149,8 @@ def job_checks(traffic: Traffic, ledger: Ledger, duplicates_bound: int) -> list[
     ]  # fmt: skip
     checks.append(Check(
         "batches finished, then ran",
-        f"{len(batches) - len(incomplete)} of {len(batches)}",
+        f"{len(batches) - len(incomplete)} of {len(batches)}"
+        + (f" (first not: {incomplete[0]})" if incomplete else ""),
         not incomplete,
     ))  # fmt: skip
     broken = []
@@ -175,12 +176,26 @@ def logged_failures_check(traffic: Traffic, directory: Path) -> Check:
     for path in directory.glob("worker-*.log"):
         logged.update(FAILED_LINE.findall(path.read_text(errors="replace")))
     failed = [key for key, outcome in traffic.outcomes.items() if outcome.state == "failed"]
-    silent = [key for key in failed if key not in logged]
+    # A flow parent failed by its child's failure is failed in that child's transaction:
+    # the log names the child, whose failure is the cause.
+    silent = [
+        key for key in failed
+        if key not in logged and not _child_logged(traffic.outcomes[key].failed_reason, logged)
+    ]  # fmt: skip
     return Check(
         "every failure logged",
-        f"{len(failed) - len(silent)} of {len(failed)} failed jobs named in the workers' logs",
+        f"{len(failed) - len(silent)} of {len(failed)} failed jobs named in the workers' logs"
+        + (f" (first silent: {silent[0][0]}/{silent[0][1]})" if silent else ""),
         not silent,
     )
+
+
+CHILD_FAILED = re.compile(r"child (\S+) of queue (\S+) failed")
+
+
+def _child_logged(reason: str | None, logged: set[tuple[str, str]]) -> bool:
+    found = CHILD_FAILED.search(reason or "")
+    return found is not None and (found.group(2), found.group(1)) in logged
 
 
 def series_check(ledger: Ledger, keys: list[str], seconds: float, kills: int) -> Check:
@@ -188,7 +203,7 @@ def series_check(ledger: Ledger, keys: list[str], seconds: float, kills: int) ->
     counts = {key: len(ledger.fires.get(key, ())) for key in keys}
     # Outages delay fires (a restart, the leader lost); a fire is never doubled, so the
     # upper bound is the schedule's own count plus one.
-    ok = all(expected * 0.5 <= n <= expected + 1 + kills for n in counts.values())
+    ok = all(expected * 0.8 <= n <= expected + 1 + kills for n in counts.values())
     seen = ", ".join(f"{n}" for n in counts.values())
     return Check("repeat series fired on schedule", f"fires {seen}; due ~{expected:.0f} each", ok)
 

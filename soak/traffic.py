@@ -96,6 +96,7 @@ class Traffic:
         return [f"soak-series-{n}" for n in range(SERIES)]
 
     async def start_series(self) -> None:
+        # One attempt, the default: a series must outlive a worker lost with its owner.
         for key in self.series_keys():
             options = JobOptions(repeat=RepeatOptions.every(SERIES_EVERY, key=key))
             await self.backend.jobs.add_job(QUEUE, "repeat", None, options)
@@ -154,9 +155,9 @@ class Traffic:
             job = await backend.jobs.add_job(QUEUE, "plain", {}, options)
             self._track(kind, QUEUE, job.id, at)
         elif kind == "flow":
-            children = [FlowJob("child", {"n": i}) for i in range(FLOW_CHILDREN)]
+            children = [FlowJob("child", {"n": i}, RETRYING) for i in range(FLOW_CHILDREN)]
             node = await backend.flows.add_flow(
-                FlowJob("parent", {}, queue=QUEUE, children=children)
+                FlowJob("parent", {}, RETRYING, queue=QUEUE, children=children)
             )
             self._track("parent", QUEUE, node.job.id, at)
             self.flows[node.job.id] = [c.job.id for c in node.children]

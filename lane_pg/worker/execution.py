@@ -217,9 +217,12 @@ class JobRunner:
         job, context = running.job, running.context
         settlement = self._settlement
         try:
-            if job.attempts_started > job.max_attempts:
+            if job.attempts_started > job.max_attempts and job.repeat_key is None:
                 # STALL-7: the budget is spent (a crash consumed it): never run again. Here,
                 # in the job's task, so every way of running a job checks it (WORK-13).
+                # Not a repeat series' owner: a lost delivery keeps its series, as stalled
+                # recovery does (docs/options.md); failing it ended the series for good
+                # after one frozen worker (found by the soak, with one attempt).
                 error: BaseException = MaxAttemptsExceeded(
                     job.name,
                     job.attempts_started,

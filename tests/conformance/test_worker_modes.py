@@ -28,6 +28,7 @@ from lane_pg.types import (
     JobRow,
     Lane,
     QueueDemand,
+    RepeatOptions,
     RetryPolicy,
 )
 from lane_pg.worker import JobContext, ProcessorLike, Worker, WorkerConfig, claim_next_blocking
@@ -255,6 +256,31 @@ async def test_the_attempts_guard_runs_in_every_mode_WORK_13_STALL_7(
     assert calls == 0
     assert (job.state, job.attempts_started) == ("failed", 2)
     assert (job.failed_reason or "").startswith("MaxAttemptsExceeded: job never")
+
+
+async def test_a_repeat_owner_whose_delivery_was_lost_runs_and_keeps_its_series(
+    backend: JobQueueBackend, queue_name: str
+) -> None:
+    """One attempt, a worker that froze with the owner: the guard does not end the series
+    (stalled recovery keeps a series too); the occurrence runs and its successor exists."""
+    calls = 0
+
+    async def beat(job: JobRow, ctx: JobContext) -> JSON:
+        nonlocal calls
+        calls += 1
+        return None
+
+    options = JobOptions(repeat=RepeatOptions.every(3600, key="beat"))
+    owner = await backend.add_job(queue_name, "beat", None, options)
+    await backend.claim_jobs("frozen", [QueueDemand(queue_name, 1)], 1)
+    await backend.recover_stalled([queue_name], now=datetime.now(UTC) + timedelta(seconds=5))
+    worker = _worker(backend, {"beat": beat}, queue_name, burst=True)
+    await asyncio.wait_for(worker.run_until_idle(), BOUND)
+    job = await _job(backend, queue_name, owner.id)
+    assert calls == 1
+    assert (job.state, job.attempts_started) == ("completed", 2)
+    series = await backend.get_repeat(queue_name, "beat")
+    assert series is not None and series.job_id != owner.id  # the successor owns it
 
 
 # ------------------------------------------------------------------ WORK-14
