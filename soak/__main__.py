@@ -225,6 +225,9 @@ def main() -> int:
     args = parse_args()
     logging.basicConfig(level=logging.INFO, format="[soak %(asctime)s] %(message)s",
                         datefmt="%H:%M:%S", stream=sys.stderr)  # fmt: skip
+    # asyncpg logs a traceback for each retry to refill a pool while the server restarts;
+    # the workers' logs say so in one line (lane_pg's CLI logging), the soak's need not.
+    logging.getLogger("asyncpg.pool").setLevel(logging.ERROR)
     directory = args.dir or Path(tempfile.mkdtemp(prefix="lane_soak-"))
     directory.mkdir(parents=True, exist_ok=True)
     log.info("run directory %s, seed %d", directory, args.seed)
