@@ -75,11 +75,23 @@ class Database:
             # The release is a no-op for a detached proxy and frees a closed one's slot.
             await self.pool.release(conn)
             conn = None
+        held = conn is not None
         if conn is None:
             conn = await self.pool.acquire()
         answered = False
         try:
-            result = await getattr(conn, method)(sql, *args)
+            try:
+                result = await getattr(conn, method)(sql, *args)
+            except asyncpg.InternalClientError:
+                if not held:
+                    raise
+                # The server's termination notice reached the held connection before its
+                # closed socket did: asyncpg refuses the statement before sending it
+                # ("another operation is in progress"). Close it and use a new one.
+                conn.terminate()
+                await self.pool.release(conn)
+                conn = await self.pool.acquire()
+                result = await getattr(conn, method)(sql, *args)
             answered = True
             return result
         except asyncpg.PostgresError as exc:
