@@ -17,6 +17,10 @@ from lane_pg.errors import InvalidOptions
 from lane_pg.postgres.arguments import server_errors
 from lane_pg.postgres.calls import Entity
 
+# How long a rebuild (and the drop of a failed one's leftover) waits for a table lock before
+# it gives up until the next pass: an autovacuum or a report's open transaction, say.
+REINDEX_LOCK_TIMEOUT_MS = 5000
+
 
 class PostgresSpace(Entity, serves=Space):
     """The upkeep operations on the pool of the backend's ``Database``, for its schema."""
@@ -95,11 +99,11 @@ class PostgresSpace(Entity, serves=Space):
                 self._db.schema,
                 index.replace("_", "\\_") + "\\_ccnew%",
             )
-            # The drops wait under the same 5 s: DROP INDEX CONCURRENTLY waits for every
+            # The drops wait under the same timeout: DROP INDEX CONCURRENTLY waits for every
             # transaction holding a lock on the table, and a session that kept one open
             # (a report's REPEATABLE READ read of lane.jobs) froze the leader's whole
             # maintenance loop for as long as it stayed open (W6 under a held snapshot).
-            await conn.execute("SET lock_timeout = '5s'")
+            await conn.execute(f"SET lock_timeout = '{REINDEX_LOCK_TIMEOUT_MS}ms'")
             try:
                 for row in leftovers:
                     name = '"{}"'.format(row["relname"].replace('"', '""'))

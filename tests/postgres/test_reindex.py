@@ -13,6 +13,7 @@ import asyncpg
 import pytest
 
 from lane_pg.errors import InvalidOptions
+from lane_pg.postgres import space
 from lane_pg.postgres.backend import PostgresBackend
 from lane_pg.types import JobSpec, QueueDemand
 from lane_pg.worker import WorkerConfig
@@ -76,14 +77,15 @@ async def test_an_index_of_the_right_size_is_left_alone(
 
 
 async def test_a_held_table_lock_makes_reindex_give_up_instead_of_waiting(
-    fresh: tuple[str, PostgresBackend],
+    fresh: tuple[str, PostgresBackend], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A session that keeps a transaction open on lane.jobs (a report's REPEATABLE READ
-    read) makes a rebuild fail after its 5 s lock timeout, leaving an invalid copy; the
-    next pass drops that copy under the same timeout instead of waiting for the session
-    to end, which froze the leader's maintenance for as long as it stayed open."""
+    read) makes a rebuild fail after its lock timeout (5 s; 0.5 s here), leaving an
+    invalid copy; the next pass drops that copy under the same timeout instead of waiting
+    for the session to end, which froze the leader's maintenance for as long as it stayed open."""
     dsn, backend = fresh
     assert backend.space is not None
+    monkeypatch.setattr(space, "REINDEX_LOCK_TIMEOUT_MS", 500)
     await _wave(dsn, "held", 100, remove=False)
     holder = await asyncpg.connect(dsn)
     try:
