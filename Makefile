@@ -13,7 +13,7 @@ export LANE_PG_TEST_REDIS ?= redis://127.0.0.1:6379/0
 # 180 s, 4 stealing 169 s, 6 stealing 182 s).
 PYTEST_WORKERS ?= 4
 # Bytecode caches on even where the shell turns them off: without them every test process
-# (three xdist workers, the fork server, each example and CLI subprocess) compiled every
+# (each xdist worker, the fork server, each example and CLI subprocess) compiled every
 # module again, and pytest rewrote the asserts of every test module (~6 s of CPU per
 # worker). __pycache__ is ignored by git; `make clean` removes it.
 unexport PYTHONDONTWRITEBYTECODE
