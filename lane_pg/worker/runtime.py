@@ -254,7 +254,8 @@ class Worker:
 
     async def run(self) -> None:
         """The claim loop, until ``stop()`` (or, in burst mode, until idle); then a clean
-        shutdown: running jobs finish or are released, results are written."""
+        shutdown: running jobs finish or are released, results are written. Cancelling the
+        task it runs in stops it as ``stop(force=True)`` does."""
         self._drained = False
         async with self._serving(maintenance=True):
             await self._tell_hooks("starting")
@@ -271,7 +272,8 @@ class Worker:
                 signals.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await signals
-            await self._shutdown(self.config.shutdown_timeout)
+                self._force_if_cancelled()
+                await self._shutdown(self.config.shutdown_timeout)
             self._drained = True
             await self._tell_hooks("stopping", self.settled)
 
@@ -664,7 +666,17 @@ class Worker:
     async def _finish_running(self) -> None:
         """After ``run_once``/``run_until_idle``: the running jobs end on their own (each
         bounded by its timeout), unless ``stop()`` asked for the shutdown deadline."""
+        self._force_if_cancelled()
         await self._shutdown(self.config.shutdown_timeout if self._stopping else None)
+
+    def _force_if_cancelled(self) -> None:
+        """Cancelling the task a worker runs in is a forced stop: its handlers are cancelled
+        and their jobs given back. Left running, a handler outlived its worker's lease
+        renewal and ran again beside the next claim of its job (found in CI: a cancelled
+        worker's handler, collected later, wrote on a connection another call was using)."""
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            self.stop(force=True)
 
     async def _shutdown(self, timeout: float | None) -> None:  # noqa: ASYNC109 (a deadline)
         running = {r.task: r for r in self._running if r.task is not None and not r.task.done()}

@@ -151,3 +151,35 @@ async def test_a_plain_stop_still_waits_for_running_jobs(
     await asyncio.wait_for(task, BOUND)
     row = await _state(backend, queue_name, job.id)
     assert (row.state, row.return_value, worker.given_back) == ("completed", "finished", [])
+
+
+@pytest.mark.parametrize("method", ["run", "run_until_idle"])
+async def test_cancelling_a_workers_task_cancels_its_handlers_and_gives_their_jobs_back(
+    backend: JobQueueBackend, queue_name: str, method: str
+) -> None:
+    """A handler must not outlive its worker: with the lease renewal gone it would run on
+    beside the job's next claim."""
+    never = asyncio.Event()
+    cancelled: list[str] = []
+
+    async def hangs(job: JobRow, ctx: JobContext) -> JSON:
+        try:
+            await never.wait()
+        except asyncio.CancelledError:
+            cancelled.append(job.id)
+            raise
+        return None
+
+    job = await backend.add_job(queue_name, "hangs", None, JobOptions(attempts=1))
+    worker = Worker(backend, {"hangs": hangs}, WorkerConfig(lanes=(Lane(queue_name),)))
+    task = asyncio.create_task(getattr(worker, method)())
+    await eventually(lambda: worker.running == 1, timeout=BOUND)
+
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, BOUND)
+
+    assert cancelled == [job.id] and worker.running == 0
+    assert worker.given_back == [(queue_name, job.id)]
+    row = await _state(backend, queue_name, job.id)
+    assert (row.state, row.lock_token, row.attempts_made) == ("waiting", None, 0)
