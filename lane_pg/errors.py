@@ -181,6 +181,14 @@ class BatchNotFound(LaneError, LookupError):
     sqlstate = "LN030"
 
 
+class UpkeepDeferred(LaneError):
+    """(maintenance) An upkeep step that would have waited on another session was not
+    started (an index rebuild while a transaction holds an old snapshot); the next pass
+    tries again."""
+
+    sqlstate = "LN031"
+
+
 class UnrecoverableJobError(Exception):
     """Raised by a processor to fail its job terminally, skipping the remaining retries."""
 

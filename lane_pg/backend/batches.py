@@ -40,7 +40,8 @@ class AddBatch(Arguments[list[str]]):
     stamped with the batch (``options.meta.batch_id``), in one operation; return their ids
     in input order. ``options``: ``then`` / ``catch`` / ``finally`` (callback names, 1-255
     characters), ``allow_failures`` (bool), ``callback_queue``, ``callback_options`` (the
-    callback jobs' options, without ``job_id``, ``deduplication`` or ``repeat``), ``meta``;
+    callback jobs' options, without ``job_id``, ``deduplication`` or ``repeat``; without
+    it they get ``CHAIN_CATCH_RETRY``'s 3 attempts with backoff), ``meta``;
     any other key raises ``InvalidOptions``. A job takes what ``add_job`` takes except
     ``job_id``, ``deduplication`` and ``repeat`` (``InvalidOptions``). An existing
     ``batch_id`` raises ``JobStateConflict``. Any refusal stores nothing. An empty batch

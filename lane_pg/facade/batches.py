@@ -31,14 +31,13 @@ from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 import lane_pg.context as context
 from lane_pg.errors import BatchNotFound, ConfigurationError, UnrecoverableJobError
 from lane_pg.facade.events import Events, JobQueued, JobQueueing
-from lane_pg.facade.job import DEFAULT_BACKOFF, DEFAULT_MAX_TRIES, Job
+from lane_pg.facade.job import Job
 from lane_pg.facade.unique import _discards, _runs_inline, refuse_unique_and_debounce
 from lane_pg.types import (
     BATCH_CALLBACK_JOB,
     CHAIN_CALLBACK_JOB,
     JSON,
     Batch,
-    JobOptions,
     JobRow,
     QueuedSpec,
 )
@@ -276,11 +275,8 @@ class PendingBatch(_Group):
             options["allow_failures"] = True
         if self.callback_queue is not None:
             options["callback_queue"] = self.callback_queue
-        if self.callbacks:
-            # A callback job is retried as a job class is by default: with one attempt, a
-            # worker that died while running it spent it (attempts count deliveries) and
-            # the callback never ran (found by the soak).
-            options["callback_options"] = CALLBACK_OPTIONS.to_json()
+        # No callback_options: the backends retry callback jobs as a job class is retried
+        # by default (lane_pg.types.CHAIN_CATCH_RETRY).
         return options
 
     async def dispatch(self) -> str:
@@ -338,10 +334,6 @@ class PendingChain(_Group):
 
 
 # --------------------------------------------------------------------------- callback jobs
-
-CALLBACK_OPTIONS = JobOptions(attempts=DEFAULT_MAX_TRIES, backoff=DEFAULT_BACKOFF)
-"""The options of a batch's callback jobs: those of a chain's catch job, which the
-backends write (``CHAIN_CATCH_RETRY``; tests/facade/test_batches.py checks them equal)."""
 
 
 async def _call(

@@ -63,7 +63,7 @@ class _GroupRules(_StoreSurface):
         if not isinstance(callback, str):
             return
         extra = batch.options.get("callback_options")
-        options = dict(extra) if isinstance(extra, dict) else {}
+        options = dict(extra) if isinstance(extra, dict) else dict(CHAIN_CATCH_RETRY)
         options["job_id"] = f"batch-{batch.id}-{kind}"
         data: JSON = {"batch_id": batch.id, "kind": kind, "callback": callback, "error": error}
         queue = str(batch.options["callback_queue"])

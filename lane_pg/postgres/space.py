@@ -13,13 +13,28 @@ from lane_pg.backend.capabilities import (
     Space,
     Vacuum,
 )
-from lane_pg.errors import InvalidOptions
+from lane_pg.errors import InvalidOptions, UpkeepDeferred
 from lane_pg.postgres.arguments import server_errors
 from lane_pg.postgres.calls import Entity
 
 # How long a rebuild (and the drop of a failed one's leftover) waits for a table lock before
 # it gives up until the next pass: an autovacuum or a report's open transaction, say.
 REINDEX_LOCK_TIMEOUT_MS = 5000
+# A transaction of this database that has held a snapshot for longer than this puts a
+# rebuild off: REINDEX CONCURRENTLY waits for every older snapshot, so it would give up at
+# its lock timeout and leave an invalid copy behind on every pass while the transaction
+# stays open (W6 with a snapshot held for 300 s: one `_ccnew` copy per pass).
+REINDEX_DEFER_AFTER_S = 5.0
+
+_OLD_SNAPSHOT = """
+SELECT pid, extract(epoch FROM clock_timestamp() - xact_start)::float8 AS age
+  FROM pg_stat_activity
+ WHERE datname = current_database() AND pid <> pg_backend_pid()
+   AND backend_type = 'client backend' AND backend_xmin IS NOT NULL
+   AND xact_start <= clock_timestamp() - make_interval(secs => $1)
+ ORDER BY xact_start
+ LIMIT 1
+"""
 
 
 class PostgresSpace(Entity, serves=Space):
@@ -85,13 +100,21 @@ class PostgresSpace(Entity, serves=Space):
         rebuilt index holds only the live entries. A rebuild that failed earlier leaves an
         invalid ``<index>_ccnew`` copy behind: it is dropped first. Waits at most 5 s for a
         lock (an autovacuum of the table, say). Runs outside any transaction, like VACUUM.
-        Returns the index's size afterwards."""
+        Returns the index's size afterwards; ``UpkeepDeferred`` (nothing done) while
+        another session's transaction has held a snapshot for over 5 s."""
         index = args.index
         names = {size.index for size in await self.index_sizes(IndexSizes())}
         if index not in names:
             raise InvalidOptions(f"no index {index!r} in schema {self._db.schema!r}")
         schema = '"{}"'.format(self._db.schema.replace('"', '""'))
         async with server_errors(), self._db.pool.acquire() as conn:
+            holder = await conn.fetchrow(_OLD_SNAPSHOT, REINDEX_DEFER_AFTER_S)
+            if holder is not None:
+                raise UpkeepDeferred(
+                    f"rebuilding {index} put off: the transaction of session {holder['pid']}"
+                    f" has held a snapshot for {holder['age']:.0f}s, and the rebuild would"
+                    " wait for it"
+                )
             leftovers = await conn.fetch(
                 "SELECT i.relname FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid"
                 " JOIN pg_namespace n ON n.oid = i.relnamespace"

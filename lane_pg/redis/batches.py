@@ -131,7 +131,7 @@ class RedisBatches(RedisEntity):
         extra = options.get("callback_options")
         for kind in BATCH_CALLBACK_KINDS:
             if kind in options:
-                callback_options = {**(extra if isinstance(extra, dict) else {})}
+                callback_options = dict(extra if isinstance(extra, dict) else CHAIN_CATCH_RETRY)
                 callback_options["job_id"] = f"batch-{batch_id}-{kind}"
                 spec = spec_fields(BATCH_CALLBACK_JOB, None, callback_options)
                 callbacks[kind] = {"callback": options[kind], "spec": spec.fields}

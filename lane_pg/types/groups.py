@@ -19,9 +19,11 @@ CHAIN_CATCH_RETRY: dict[str, JSON] = {
     "attempts": 3,
     "backoff": {"type": "exponential", "base_ms": 2000, "cap_ms": 300000, "jitter": 0.25},
 }
-"""The retries of a chain's catch job, as a job class's defaults: with one attempt, a
-worker that died running it spent it (attempts count deliveries) and the callback never
-ran. ``lane._chain_broken`` writes the same document (tests/conformance/test_chains.py)."""
+"""The retries of a chain's catch job, and of a batch's callback jobs when the batch sets no
+``callback_options``, as a job class's defaults: with one attempt, a worker that died
+running it spent it (attempts count deliveries) and the callback never ran.
+``lane._chain_broken`` and ``lane._batch_callback`` write the same document
+(tests/conformance/test_chains.py, test_batches.py)."""
 BATCH_CALLBACK_KINDS = ("then", "catch", "finally")
 BATCH_STATES = ("pending", "finished", "cancelled")
 """What ``list_batches`` filters by: not finished, finished, cancelled."""

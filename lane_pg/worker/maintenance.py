@@ -34,6 +34,7 @@ from lane_pg.backend import (
     Space,
 )
 from lane_pg.backend.leader import MAINTENANCE_ROLE
+from lane_pg.errors import UpkeepDeferred
 from lane_pg.types import DEFAULT_PRUNE_BATCH
 from lane_pg.types.workers import backed_off
 from lane_pg.worker import joblog
@@ -380,13 +381,16 @@ async def reindex_pass(backend: Space, floor: int) -> list[str]:
     for size in await backend.index_sizes():
         if size.bytes > floor:
             candidates.setdefault(size.table, []).append(size)
-    done = []
+    done: list[str] = []
     for table, sizes in sorted(candidates.items()):
         enough = max(size.bytes for size in sizes) // BYTES_PER_ROW_BLOATED + 1
         rows = await backend.count_rows(table, enough)
         for size in sizes:
             if size.bytes > BYTES_PER_ROW_BLOATED * (rows + 1):
-                after = await backend.reindex(size.index)
+                try:
+                    after = await backend.reindex(size.index)
+                except UpkeepDeferred as exc:
+                    return [*done, str(exc)]  # the others would be put off alike
                 done.append(f"{size.index} ({size.bytes // 1024} -> {after // 1024} kB)")
     return done
 

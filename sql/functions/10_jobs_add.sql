@@ -63,6 +63,7 @@ DECLARE
     v_min_delay bigint;
     v_one_name boolean;
     v_events text := '';
+    v_direct_events boolean;
 BEGIN
     IF v_n = 0 THEN
         keys := '{}';
@@ -227,7 +228,14 @@ BEGIN
     -- The event rows, for a queue that records them: a queue that does not plans none
     -- (the three grouped SELECTs cost ~1 ms of planning per call: 1,000 specs with events
     -- off took 11.5 ms with them in the statement, 10.5 ms before migration 0007).
-    IF v_record THEN
+    -- A batch whose specs are all new and due now (W2's) knows its events before the
+    -- INSERT: the ids, in input order. Their rows go in with one plain INSERT after it
+    -- instead of being grouped from the inserted rows (two sorts, a window and the
+    -- planning of three grouped SELECTs per call). 1,000 specs per call, this machine,
+    -- interleaved medians: see the measurement beside lane.add_jobs_brief.
+    v_direct_events := v_record AND NOT v_slow AND v_min_delay IS NULL
+                       AND (p_holds IS NULL OR NOT true = ANY (p_holds));
+    IF v_record AND v_direct_events IS NOT TRUE THEN
         v_events := format($events$, batches AS (
         -- One event row per 1,024 jobs and event (migration 0007): every 'added', then
         -- every 'waiting', then every 'delayed', each in input (= key) order.
@@ -321,6 +329,23 @@ BEGIN
     INTO keys, ids, enqueued_seqs, order_keys
     USING p_queue, v_ids, p_names, p_datas, p_options, v_seqs, v_fresh, p_now, v_keys,
           v_dues, p_holds, p_parent_queue, p_parent_id;
+    IF v_direct_events THEN
+        -- The rows the grouped SELECTs write for such a batch: every 'added', then every
+        -- 'waiting', one row per 1,024 jobs (migration 0007), in input (= key) order.
+        INSERT INTO lane.events (queue, event, data, datas, job_ids, created_at)
+        SELECT p_queue, e.event,
+               CASE WHEN e.k = 1 AND v_one_name THEN jsonb_build_object('name', p_names[1])
+                    ELSE '{}'::jsonb END,
+               CASE WHEN e.k = 1 AND NOT v_one_name
+                    THEN ARRAY(SELECT jsonb_build_object('name', n.name)
+                                 FROM unnest(p_names[c.lo:c.hi]) WITH ORDINALITY AS n(name, ord)
+                                ORDER BY n.ord) END,
+               v_ids[c.lo:c.hi], p_now
+          FROM (SELECT g, g * 1024 + 1 AS lo, least(g * 1024 + 1024, v_n) AS hi
+                  FROM generate_series(0, (v_n - 1) / 1024) AS g) c,
+               (VALUES (1, 'added'), (2, 'waiting')) AS e(k, event)
+         ORDER BY e.k, c.g;
+    END IF;
     FOR v_i IN 1 .. cardinality(v_later_events) LOOP
         PERFORM lane._emit(p_queue, v_later_events[v_i], v_later_ids[v_i], v_later_datas[v_i],
                            p_now);
@@ -366,6 +391,13 @@ END $$;
 -- Everything here runs before the commit that makes the job visible, so it is also most
 -- of what W4's enqueue-to-start latency has over the raw INSERT (benchmarks/README.md:
 -- a worker's claim starts ~0.05 ms after the producer sees this call return).
+-- Where a plain autocommit add's time goes (pgbench -M prepared, one client, 8 s runs,
+-- three interleaved rounds, 2026-12-06): a bare INSERT of the same row 0.20-0.23 ms; in a
+-- minimal plpgsql function 0.25; + the queue row read 0.27-0.30; + NOTIFY 0.30-0.32;
+-- + the event rows 0.34-0.36 (one row costs as much as two: it is the second statement
+-- and table, not the row; an UNLOGGED events table saved nothing); this function 0.37.
+-- Folding the queue read, the job and its events into one statement saved ~0.01 ms.
+-- The Python call adds ~6 us of CPU on top (PostgresJobs.add_job with the I/O stubbed).
 CREATE OR REPLACE FUNCTION lane.add_job(p_queue text, p_name text,
                                         p_data jsonb DEFAULT 'null',
                                         p_options jsonb DEFAULT '{}',
@@ -556,6 +588,10 @@ END $$;
 -- PostgresBackend.add_jobs builds the snapshots of a batch without options from these
 -- and from what it sent: 1,000 full rows coming back and decoded into snapshots took
 -- 17 ms of a 42 ms call. Same checks, rows, events and wake-ups as lane.add_jobs.
+-- The events of a batch of new jobs due now written from their ids (lane._store_jobs):
+-- 1,000 plain specs per call through asyncpg, medians of 15, 2026-12-06: 10.0 -> 8.4-8.8
+-- ms for this call, 12.8 -> 11.2-11.6 ms through PostgresBackend.add_jobs (a 1,000-row
+-- INSERT into a one-index table from the same JSON: 2.3 ms).
 CREATE OR REPLACE FUNCTION lane.add_jobs_brief(p_queue text, p_names text[], p_datas jsonb[],
                                                p_options jsonb[], p_now timestamptz DEFAULT NULL,
                                                OUT created_at timestamptz, OUT ids text[],

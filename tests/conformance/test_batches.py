@@ -9,7 +9,14 @@ import pytest
 
 from lane_pg.backend import JobQueueBackend
 from lane_pg.errors import BatchNotFound, InvalidOptions, JobStateConflict, ValidationError
-from lane_pg.types import BATCH_CALLBACK_JOB, Batch, JobRow, QueueDemand, QueuedSpec
+from lane_pg.types import (
+    BATCH_CALLBACK_JOB,
+    CHAIN_CATCH_RETRY,
+    Batch,
+    JobRow,
+    QueueDemand,
+    QueuedSpec,
+)
 from tests.helpers import Clock
 
 CALLBACKS = {"then": "on-then", "catch": "on-catch", "finally": "on-finally"}
@@ -128,6 +135,25 @@ async def test_last_settlement_enqueues_then_and_finally_once_BATCH_3(
         "error": None,
     }
     assert found["finally"].state == "waiting"
+
+
+async def test_callbacks_are_retried_unless_the_batch_says_otherwise(
+    backend: JobQueueBackend, queue_name: str, clock: Clock
+) -> None:
+    """Without ``callback_options`` a callback job gets a chain catch job's retries: with
+    one attempt, a worker that died running it would have spent it and the callback never
+    run. The batch's own ``callback_options`` replace them."""
+    plain, _ = await dispatch(backend, queue_name, clock, n=1)
+    own, _ = await dispatch(
+        backend, queue_name, clock, n=1, options={"callback_options": {"attempts": 7}}
+    )
+    await complete_all(backend, queue_name, clock, 1)
+
+    for kind, job in (await callbacks(backend, queue_name, plain)).items():
+        assert job.max_attempts == CHAIN_CATCH_RETRY["attempts"], kind
+        assert job.backoff is not None and job.backoff.to_json() == CHAIN_CATCH_RETRY["backoff"]
+    for kind, job in (await callbacks(backend, queue_name, own)).items():
+        assert (job.max_attempts, job.backoff) == (7, None), kind
 
 
 async def test_first_failure_cancels_and_enqueues_catch_BATCH_3(

@@ -15,11 +15,12 @@ import lane_pg.context
 from lane_pg.backend import JobQueueBackend, OperationCall
 from lane_pg.errors import ConfigurationError
 from lane_pg.facade import BackendDriver, Job, QueueFacade
-from lane_pg.facade.batches import CALLBACK_OPTIONS, Callbacks, ChainFailure
+from lane_pg.facade.batches import Callbacks, ChainFailure
+from lane_pg.facade.job import DEFAULT_BACKOFF, DEFAULT_MAX_TRIES
 from lane_pg.facade.middleware import SkipIfBatchCancelled
 from lane_pg.facade.workers import WorkerSpec
 from lane_pg.memory import MemoryBackend
-from lane_pg.types import CHAIN_CATCH_RETRY, Batch, Lane, QueueDemand
+from lane_pg.types import CHAIN_CATCH_RETRY, Batch, JobOptions, Lane, QueueDemand
 from lane_pg.worker import Worker, WorkerConfig
 
 RAN: list[str] = []
@@ -196,8 +197,10 @@ async def test_a_callback_whose_worker_died_runs_on_the_next_worker(
     assert [error for _, error in notify.calls] == [None]
 
 
-def test_batch_callbacks_retry_as_chain_catches_do() -> None:
-    assert CALLBACK_OPTIONS.to_json() == CHAIN_CATCH_RETRY
+def test_callback_jobs_retry_as_a_job_class_does_by_default() -> None:
+    """The backends' retries of callback and catch jobs are a job class's defaults."""
+    defaults = JobOptions(attempts=DEFAULT_MAX_TRIES, backoff=DEFAULT_BACKOFF)
+    assert defaults.to_json() == CHAIN_CATCH_RETRY
 
 
 async def test_an_unregistered_callback_fails_for_good_and_says_why(

@@ -5,7 +5,10 @@ that every read and trim goes through (EVS-2, EVS-3).
 
 from __future__ import annotations
 
+import json
+
 import asyncpg
+import pytest
 
 from tests.postgres.conftest import refused
 
@@ -88,6 +91,43 @@ async def test_null_and_bad_names_are_refused_in_sql(
     assert await conn.fetchval("SELECT lane.queue_records_events($1)", queue_name) is False
     await refused(conn, "LN013", "SELECT lane.set_queue_events('bad name!', false)")
     await refused(conn, "LN013", "SELECT lane.set_queue_events(NULL, false)")
+
+
+@pytest.mark.parametrize("custom_ids", [False, True], ids=["written-directly", "grouped"])
+async def test_both_ways_of_writing_a_batchs_events_give_the_same_stream(
+    conn: asyncpg.Connection, queue_name: str, custom_ids: bool
+) -> None:
+    """A batch of new jobs due now has its events written from the ids it chose; one with
+    custom ids has them grouped from the rows it inserted. Either way: every 'added' (with
+    each job's name) in input order, then every 'waiting', 1,024 to a row."""
+    options = (
+        "ARRAY(SELECT jsonb_build_object('job_id', 'c-' || g) FROM generate_series(1, 1030) g)"
+        if custom_ids
+        else "array_fill('{}'::jsonb, ARRAY[1030])"
+    )
+    keys = await conn.fetchval(
+        "SELECT array_agg(key ORDER BY key) FROM lane.add_jobs($1,"
+        " ARRAY(SELECT CASE WHEN g % 3 = 0 THEN 'b' ELSE 'a' END FROM generate_series(1, 1030) g),"
+        f" array_fill('1'::jsonb, ARRAY[1030]), {options})",
+        queue_name,
+    )
+    jobs = await conn.fetch(
+        "SELECT id, name FROM lane.jobs WHERE key = ANY ($1) ORDER BY key", keys
+    )
+    rows = await conn.fetch(
+        "SELECT event, cardinality(job_ids) AS n FROM lane.events WHERE queue = $1 ORDER BY id",
+        queue_name,
+    )
+    assert [(r["event"], r["n"]) for r in rows] == [
+        ("added", 1024), ("added", 6), ("waiting", 1024), ("waiting", 6),
+    ]  # fmt: skip
+    stream = await conn.fetch(
+        "SELECT id, event, job_id, data FROM lane.read_events($1, NULL, NULL, 5000)", queue_name
+    )
+    assert [(r["event"], r["job_id"], json.loads(r["data"])) for r in stream] == [
+        ("added", job["id"], {"name": job["name"]}) for job in jobs
+    ] + [("waiting", job["id"], {}) for job in jobs]
+    assert [r["id"] for r in stream] == sorted({r["id"] for r in stream})
 
 
 async def test_batches_of_more_than_1024_events_split_and_read_in_order_EVS_1_EVS_2(

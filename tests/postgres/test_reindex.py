@@ -12,7 +12,7 @@ import asyncio
 import asyncpg
 import pytest
 
-from lane_pg.errors import InvalidOptions
+from lane_pg.errors import InvalidOptions, UpkeepDeferred
 from lane_pg.postgres import space
 from lane_pg.postgres.backend import PostgresBackend
 from lane_pg.types import JobSpec, QueueDemand
@@ -86,6 +86,7 @@ async def test_a_held_table_lock_makes_reindex_give_up_instead_of_waiting(
     dsn, backend = fresh
     assert backend.space is not None
     monkeypatch.setattr(space, "REINDEX_LOCK_TIMEOUT_MS", 500)
+    monkeypatch.setattr(space, "REINDEX_DEFER_AFTER_S", 3600.0)  # the rebuild is tried
     await _wave(dsn, "held", 100, remove=False)
     holder = await asyncpg.connect(dsn)
     try:
@@ -99,6 +100,37 @@ async def test_a_held_table_lock_makes_reindex_give_up_instead_of_waiting(
     await backend.space.reindex("jobs_waiting_idx")  # the session ended: it goes through
     names = {s.index for s in await backend.index_sizes()}
     assert not any("ccnew" in name for name in names), names
+
+
+async def test_an_old_snapshot_puts_the_rebuild_off_and_leaves_nothing_behind(
+    fresh: tuple[str, PostgresBackend], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A transaction holding a snapshot for longer than the threshold (5 s; 0 here): the
+    rebuild is not started, so no invalid copy is left and nothing waits; the pass says
+    why; once the transaction ends the rebuild goes through."""
+    dsn, backend = fresh
+    assert backend.space is not None
+    monkeypatch.setattr(space, "REINDEX_DEFER_AFTER_S", 0.0)
+    await _wave(dsn, "held", 30_000)
+    await backend.add_jobs("held", [JobSpec("n", i) for i in range(5)])
+    holder = await asyncpg.connect(dsn)
+    try:
+        await holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        await holder.fetchval("SELECT count(*) FROM lane.jobs")
+        pid = await holder.fetchval("SELECT pg_backend_pid()")
+        with pytest.raises(UpkeepDeferred, match=f"session {pid} has held a snapshot"):
+            await backend.space.reindex("jobs_waiting_idx")
+        notes = await reindex_pass(backend, 64 * 1024)
+        assert len(notes) == 1 and f"session {pid}" in notes[0], notes
+        indexes = await holder.fetchval(
+            "SELECT count(*) FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid"
+            " WHERE i.relname LIKE '%ccnew%'"
+        )
+        assert indexes == 0
+    finally:
+        await holder.close()
+    rebuilt = await reindex_pass(backend, 64 * 1024)
+    assert any("jobs_waiting_idx" in line for line in rebuilt), rebuilt
 
 
 async def test_reindex_refuses_an_unknown_index(fresh: tuple[str, PostgresBackend]) -> None:
