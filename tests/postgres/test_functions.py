@@ -317,6 +317,39 @@ COMPARED = (
 )
 
 
+async def test_a_batch_of_default_options_stores_what_the_general_path_stores(
+    conn: asyncpg.Connection, queue_name: str
+) -> None:
+    """A bulk add whose specs all have default options writes its rows from constants (W2);
+    the same spec in a batch that also has options goes through the general column
+    expressions. Both store the same row, and the same events."""
+    keys = []
+    for queue, second in ((queue_name, "{}"), (f"{queue_name}_b", '{"priority": 0}')):
+        keys.append(
+            await conn.fetchval(
+                "SELECT min(key) FROM lane.add_jobs($1, ARRAY['mail', 'mail'],"
+                " ARRAY['{\"to\": 1}'::jsonb, 'null'], ARRAY['{}'::jsonb, $2::jsonb])",
+                queue,
+                second,
+            )
+        )
+    rows = [
+        dict(await conn.fetchrow(f"SELECT {COMPARED} FROM lane.jobs WHERE key = $1", key))
+        for key in keys
+    ]
+    assert rows[0] == rows[1] and rows[0]["state"] == "waiting"
+    streams = [
+        [
+            (r["event"], r["data"])
+            for r in await conn.fetch(
+                "SELECT event, data::text FROM lane.event_log WHERE queue = $1 ORDER BY id", queue
+            )
+        ]
+        for queue in (queue_name, f"{queue_name}_b")
+    ]
+    assert streams[0] == streams[1]
+
+
 @pytest.mark.parametrize("options", SAME_ROW_OPTIONS, ids=json.dumps)
 async def test_add_job_and_add_jobs_store_the_same_row_ADD_1_ADD_11(
     conn: asyncpg.Connection, queue_name: str, options: dict[str, object]
