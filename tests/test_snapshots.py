@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from lane_pg.types import ClaimedJob, JobRow, new_claimed_job, new_job
+from lane_pg.types import ClaimedJob, JobRow, job_constructor, new_claimed_job, new_job
 
 
 def _fields(**changes: object) -> dict[str, object]:
@@ -141,3 +141,27 @@ def test_rows_map_every_column_to_its_field() -> None:
     added = plain_job("q", "8", "send", {"b": 2}, 21, 22, t[0])
     assert (added.id, added.data, added.enqueued_seq, added.order_key) == ("8", {"b": 2}, 21, 22)
     assert (added.created_at, added.available_at, added.state) == (t[0], t[0], "waiting")
+
+
+def test_a_job_constructor_sets_its_fixed_fields_and_gives_the_frozen_class() -> None:
+    values = _fields()
+    varying = ("queue", "id", "data", "created_at")
+    construct = job_constructor(
+        ("queue", "job_id", "data", "created_at"),
+        {
+            name: {"id": "job_id"}.get(name, name) if name in varying else repr(value)
+            for name, value in values.items()
+            if name not in ("created_at", "available_at")
+        }
+        | {"created_at": "created_at", "available_at": "created_at"},
+    )
+    first = construct("q", "7", {"to": "a@example.com"}, values["created_at"])
+    second = construct("q", "8", None, values["created_at"])
+    assert type(first) is JobRow and first == JobRow(**values)  # type: ignore[arg-type]
+    assert second.id == "8" and second.data is None
+    assert first.stacktrace is not second.stacktrace  # a literal is new each call
+    assert first.options is not second.options
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        first.id = "9"  # type: ignore[misc]
+    with pytest.raises(TypeError, match="a value for each field"):
+        job_constructor(("queue",), {"queue": "queue"})

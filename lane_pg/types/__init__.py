@@ -190,6 +190,9 @@ from lane_pg.types.snapshots import (
     RepeatInfo as RepeatInfo,
 )
 from lane_pg.types.snapshots import (
+    job_constructor as job_constructor,
+)
+from lane_pg.types.snapshots import (
     new_claimed_job as new_claimed_job,
 )
 from lane_pg.types.snapshots import (

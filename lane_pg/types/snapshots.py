@@ -3,6 +3,7 @@ job's result."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, make_dataclass
 from datetime import datetime, timedelta
 from typing import Any, TypeAlias, TypeVar, cast
@@ -161,6 +162,25 @@ def _snapshot_builder(cls: type[_Snapshot]) -> type[_Snapshot]:
 
 new_job = _snapshot_builder(JobRow)
 """``JobRow(...)`` for the read paths that build many (rows.py)."""
+
+
+def job_constructor(parameters: Sequence[str], values: Mapping[str, str]) -> Callable[..., JobRow]:
+    """A constructor of ``JobRow`` snapshots whose fields are mostly fixed: it takes
+    ``parameters`` (positionally) and sets each field to ``values[field]``, a Python
+    expression over them (a parameter, or a literal: ``[]`` and ``{}`` are new each call).
+
+    For a bulk add's snapshots, whose 35 fields are 27 defaults: a twin with only the
+    varying parameters and the defaults set in its body took 0.50 ms per 1,000 against
+    1.02 ms for ``new_job`` with every field passed (about 4 % of a W2 call)."""
+    names = [f.name for f in fields(JobRow)]
+    if sorted(values) != sorted(names):
+        raise TypeError(f"job_constructor needs a value for each field of JobRow: {names}")
+    lines = [f"def construct({', '.join(parameters)}):", "    job = _new(_twin)"]
+    lines += [f"    job.{name} = {values[name]}" for name in names]
+    lines += ["    job.__class__ = _JobRow", "    return job"]
+    namespace: dict[str, Any] = {"_new": object.__new__, "_twin": new_job, "_JobRow": JobRow}
+    exec("\n".join(lines), namespace)
+    return cast(Callable[..., JobRow], namespace["construct"])
 
 
 new_claimed_job = _snapshot_builder(ClaimedJob)
