@@ -22,8 +22,8 @@ CHAIN_CATCH_RETRY: dict[str, JSON] = {
 """The retries of a chain's catch job, and of a batch's callback jobs when the batch sets no
 ``callback_options``, as a job class's defaults: with one attempt, a worker that died
 running it spent it (attempts count deliveries) and the callback never ran.
-``lane._chain_broken`` and ``lane._batch_callback`` write the same document
-(tests/conformance/test_chains.py, test_batches.py)."""
+``lane._callback_retry()`` is the same document (tests/conformance/test_chains.py,
+test_batches.py)."""
 BATCH_CALLBACK_KINDS = ("then", "catch", "finally")
 BATCH_STATES = ("pending", "finished", "cancelled")
 """What ``list_batches`` filters by: not finished, finished, cancelled."""

@@ -72,6 +72,16 @@ RETURNS bigint LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT floor(extract(epoch FROM p_ts) * 1000)::bigint
 $$;
 
+-- The options of a chain's catch job and of a batch's callback jobs that name none: retried
+-- as a job class is by default (lane_pg.types.CHAIN_CATCH_RETRY, checked equal by
+-- tests/conformance/test_chains.py and test_batches.py). With one attempt, a worker that
+-- died running one spent it (attempts count deliveries) and the callback never ran.
+CREATE OR REPLACE FUNCTION lane._callback_retry()
+RETURNS jsonb LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT '{"attempts": 3, "backoff": {"type": "exponential", "base_ms": 2000,
+              "cap_ms": 300000, "jitter": 0.25}}'::jsonb
+$$;
+
 CREATE OR REPLACE FUNCTION lane._check_queue(p_queue text)
 RETURNS void LANGUAGE plpgsql IMMUTABLE AS $$
 BEGIN

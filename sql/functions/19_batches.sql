@@ -275,15 +275,9 @@ BEGIN
         p_batch.options ->> 'callback_queue', 'lane_pg:batch_callback',
         jsonb_build_object('batch_id', p_batch.id, 'kind', p_kind,
                            'callback', p_batch.options ->> p_kind, 'error', p_error),
-        -- Without callback_options, retried as a chain's catch job is (lane_pg.types.
-        -- CHAIN_CATCH_RETRY): with one attempt, a worker that died running it spent it and
-        -- the callback never ran (found by the soak, for callers other than the facade).
-        coalesce(p_batch.options -> 'callback_options',
-                 jsonb_build_object('attempts', 3,
-                                    'backoff', jsonb_build_object('type', 'exponential',
-                                                                  'base_ms', 2000,
-                                                                  'cap_ms', 300000,
-                                                                  'jitter', 0.25)))
+        -- Without callback_options, retried as a chain's catch job is (found by the soak,
+        -- for callers other than the facade).
+        coalesce(p_batch.options -> 'callback_options', lane._callback_retry())
             || jsonb_build_object('job_id', format('batch-%s-%s', p_batch.id, p_kind)),
         p_now);
 END $$;

@@ -122,12 +122,7 @@ BEGIN
         jsonb_build_object('chain_id', v_chain ->> 'id', 'kind', 'catch',
                            'callback', v_chain ->> 'catch', 'error', p_job.failed_reason,
                            'queue', p_job.queue, 'job_id', p_job.id, 'name', p_job.name),
-        -- Retried as a job class is by default (lane_pg.types.CHAIN_CATCH_RETRY): a
-        -- worker that dies running it spends a delivery.
-        jsonb_build_object('job_id', format('chain-%s-catch', v_chain ->> 'id'),
-                           'attempts', 3,
-                           'backoff', jsonb_build_object('type', 'exponential',
-                                                         'base_ms', 2000, 'cap_ms', 300000,
-                                                         'jitter', 0.25)),
+        lane._callback_retry()
+            || jsonb_build_object('job_id', format('chain-%s-catch', v_chain ->> 'id')),
         p_now);
 END $$;
